@@ -1,0 +1,18 @@
+"""Errors a user can cause.
+
+Anything raised as `UserError` reaches the terminal as one sentence (no traceback) and
+exit code 1; `UsageError` (a bad flag or flag combination) exits with 2 like argparse.
+Both live below the runner and the operator so that every layer can raise them.
+"""
+
+
+class UserError(Exception):
+    """A problem with the user's input: the message names the input and the fix."""
+
+    exit_code = 1
+
+
+class UsageError(UserError):
+    """A bad command-line flag or combination of flags."""
+
+    exit_code = 2

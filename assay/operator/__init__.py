@@ -1,0 +1,1 @@
+"""The control plane: kopf handlers, child-resource builders, status and metrics."""

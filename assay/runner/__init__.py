@@ -1,0 +1,1 @@
+"""The data plane: the evaluation engine and the runner Job entry point."""

@@ -1,0 +1,46 @@
+"""The model registry: `--model NAME` → LM class, in one place.
+
+Backends are imported lazily so that `assay ls` and the operator never import torch.
+Third-party code can add a backend with `register_model("name")(cls)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+from assay.errors import UserError
+from assay.runner.lm import LM
+from assay.runner.registry import suggest
+
+_BUILTIN: dict[str, str] = {
+    "hf": "assay.runner.models.hf:HFLM",
+    "huggingface": "assay.runner.models.hf:HFLM",
+    "dummy": "assay.runner.models.dummy:DummyLM",
+}
+_REGISTERED: dict[str, type[LM]] = {}
+
+
+def register_model(*names: str) -> Callable[[type[LM]], type[LM]]:
+    def add(cls: type[LM]) -> type[LM]:
+        for name in names:
+            _REGISTERED[name] = cls
+        return cls
+
+    return add
+
+
+def model_names() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def get_model(name: str) -> type[LM]:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    if name not in _BUILTIN:
+        raise UserError(
+            f"Unknown model {name!r}.{suggest(name, model_names())} Known models: {', '.join(model_names())}."
+        )
+    module_name, _, class_name = _BUILTIN[name].partition(":")
+    module = importlib.import_module(module_name)
+    return getattr(module, class_name)
