@@ -33,7 +33,21 @@ def fake_generation(context: str, gen_kwargs: dict) -> str:
     return f" The answer is {n}.\n#### {n}\n\nQuestion: ignored"
 
 
+def fake_chat(messages: list, add_generation_prompt: bool) -> str:
+    """A tiny chat format: <|role|>content blocks, and an open assistant turn when asked."""
+    text = "".join(f"<|{m['role']}|>{m['content']}<|end|>" for m in messages)
+    return text + ("<|assistant|>" if add_generation_prompt else "")
+
+
 class AssayFakeLM(LM):
+    tokenizer_name = "fake-tokenizer"
+
+    def apply_chat_template(self, chat_history, add_generation_prompt=True):
+        return fake_chat(chat_history, add_generation_prompt)
+
+    def chat_template(self, chat_template=False):
+        return "fake-chat-template"
+
     def loglikelihood(self, requests, *, disable_tqdm=False):
         return [LoglikelihoodResult(*fake_loglikelihood(r.context, r.continuation)) for r in requests]
 
@@ -55,6 +69,14 @@ def lmeval_fake_lm() -> Any:
     from lm_eval.api.model import LM as LMEvalLM
 
     class LMEvalFakeLM(LMEvalLM):
+        tokenizer_name = "fake-tokenizer"
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True):
+            return fake_chat(chat_history, add_generation_prompt)
+
+        def chat_template(self, chat_template=False):
+            return "fake-chat-template"
+
         def loglikelihood(self, requests, disable_tqdm=False):
             return [fake_loglikelihood(*r.args) for r in requests]
 

@@ -231,3 +231,121 @@ def test_predict_only_and_gen_kwargs_match_lm_eval(task_dir: Path) -> None:
     ours, theirs = _both(task_dir, ["p_gsm"], limit=5, predict_only=True, gen_kwargs="max_gen_toks=16,temperature=0")
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)
+
+
+def _write_field_tasks(root: Path, data: Path) -> None:
+    import shutil
+
+    shutil.copy(Path(__file__).parent / "yaml_fields" / "utils.py", root / "utils.py")
+    arc = {"train": str(data / "arc/ARC-Easy-Dev.jsonl"), "test": str(data / "arc/ARC-Easy-Test.jsonl")}
+    gsm = {"train": str(data / "gsm8k/train.jsonl"), "test": str(data / "gsm8k/test.jsonl")}
+    (root / "base.yaml").write_text(f"""
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(arc)}}}
+training_split: train
+test_split: test
+process_docs: !function utils.process_docs
+""")
+    (root / "fields.yaml").write_text("""
+include: base.yaml
+task: f_functions
+task_alias: functions and delimiters
+tag: [f_tag]
+output_type: multiple_choice
+description: "Answer about {{stem[:10]}}.\\n\\n"
+doc_to_text: !function utils.doc_to_text
+doc_to_choice: !function utils.doc_to_choice
+doc_to_target: !function utils.doc_to_target
+target_delimiter: "  "
+fewshot_delimiter: "\\n###\\n"
+fewshot_config:
+  sampler: first_n
+metadata: {version: 4.0}
+""")
+    (root / "custom_results.yaml").write_text("""
+include: base.yaml
+task: f_process_results
+tag: [f_tag]
+output_type: multiple_choice
+doc_to_text: "{{stem}}"
+doc_to_choice: !function utils.doc_to_choice
+doc_to_target: "{{labels.index(answerKey)}}"
+process_results: !function utils.process_results
+fewshot_config:
+  samples: !function utils.fixed_shots
+  doc_to_text: "Example: {{stem}}"
+metric_list:
+  - {metric: custom_acc, aggregation: mean, higher_is_better: true}
+  - {metric: margin, aggregation: median, higher_is_better: true}
+""")
+    (root / "gen.yaml").write_text(f"""
+task: f_generation
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(gsm)}}}
+training_split: train
+test_split: test
+output_type: generate_until
+repeats: 3
+gen_prefix: "Let's think."
+doc_to_text: "Question: {{{{question}}}}"
+doc_to_target: "{{{{answer.split('####')[-1].strip()}}}}"
+generation_kwargs: {{until: ["\\n\\n"], do_sample: false, max_gen_toks: 32}}
+filter_list:
+  - name: vote
+    filter:
+      - {{function: regex, regex_pattern: "(-?[0-9]+)", group_select: 0}}
+      - {{function: majority_vote}}
+      - {{function: take_first}}
+  - name: firsts
+    filter:
+      - {{function: lowercase}}
+      - {{function: take_first_k, k: 2}}
+      - {{function: take_first}}
+metric_list:
+  - {{metric: exact_match, aggregation: mean, higher_is_better: true, ignore_case: true}}
+""")
+    (root / "targets.yaml").write_text("""
+include: base.yaml
+task: f_multi_target
+num_fewshot: 0
+output_type: multiple_choice
+doc_to_text: "{{stem}}\\nAnswer:"
+doc_to_choice: "{{question.choices | map(attribute='text') | list}}"
+doc_to_target: "{{[labels.index(answerKey), 0]}}"
+""")
+
+
+@pytest.fixture(scope="module")
+def field_task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("field_tasks")
+    _write_field_tasks(root, shared_data)
+    return root
+
+
+def test_yaml_fields_match_lm_eval(field_task_dir: Path) -> None:
+    """include, !function everywhere, description template, delimiters, first_n and
+    fixed few-shot samples, process_results, repeats + majority vote, gen_prefix, tags,
+    multiple targets."""
+    ours, theirs = _both(field_task_dir, ["f_tag", "f_generation", "f_multi_target"], num_fewshot=2, limit=12, bootstrap_iters=300)
+    _assert_rows_equal(ours, theirs)
+    _assert_samples_equal(ours, theirs)
+    assert ours["results"]["f_functions"]["alias"] == "functions and delimiters"
+
+
+@pytest.mark.parametrize("multiturn", [True, False])
+def test_chat_template_matches_lm_eval(task_dir: Path, field_task_dir: Path, multiturn: bool) -> None:
+    ours, theirs = _both(
+        task_dir,
+        ["p_arc", "p_gsm", "p_wino"],
+        num_fewshot=2,
+        limit=8,
+        apply_chat_template=True,
+        fewshot_as_multiturn=multiturn,
+        system_instruction="Be brief.",
+        bootstrap_iters=100,
+    )
+    _assert_rows_equal(ours, theirs)
+    _assert_samples_equal(ours, theirs)
+    assert ours["samples"]["p_arc"][0]["arguments"][0][0].startswith("<|system|>Be brief.")
+    ours, theirs = _both(field_task_dir, ["f_generation"], num_fewshot=1, limit=4, apply_chat_template=True, fewshot_as_multiturn=multiturn)
+    _assert_samples_equal(ours, theirs)
