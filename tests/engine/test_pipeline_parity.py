@@ -18,6 +18,7 @@ from assay.runner.task_index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
 
 lm_eval = pytest.importorskip("lm_eval")
+import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
 
 
 def _write_tasks(root: Path, data: Path, work: Path) -> None:
