@@ -1,0 +1,244 @@
+"""generate_until for HF models, batched as lm-eval batches it.
+
+Requests are grouped by their generation kwargs (first-seen order), sorted within a group
+by (−context tokens, context) and cut into batches; contexts are left-padded and
+left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
+output is cut at each stop string in turn, and an optional think_end_token strips the
+reasoning trace first.
+
+Deliberate differences, both about *when generation stops*, never about the tokens chosen:
+- each row stops as soon as its own text holds a stop string (lm-eval runs the whole batch
+  until every row has hit the same stop string), so batches end earlier. The output is the
+  same, except when one stop string contains another in its middle and the longer one is
+  only completed by tokens lm-eval generates after the shorter one appeared.
+- with think_end_token, stop strings count only after the end of the reasoning trace
+  (lm-eval's stopping also fires on stop strings inside the trace, and then cuts nothing).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Callable, Mapping, Sequence
+
+import torch
+import transformers
+
+from assay.errors import UserError
+from assay.runner.instance import GenerationRequest
+from assay.runner.models.hf_encoding import Encoder
+from assay.runner.models.hf_scoring import BatchPlan, detect_batch_size, free_memory, is_oom
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_GEN_TOKS = 256
+_MAX_TOKEN_ALIASES = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
+
+
+def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
+    """(until, max_gen_toks, kwargs for HF generate) from a task's generation kwargs.
+
+    Follows lm-eval: token-budget aliases in priority order; do_sample unset → sampling iff
+    temperature > 0; do_sample False → temperature 0 (then dropped, greedy decoding).
+    """
+    kwargs = copy.deepcopy(dict(gen_kwargs))
+    until = kwargs.pop("until", None)
+    if until is None:
+        until = []
+    elif isinstance(until, str):
+        until = [until]
+    elif isinstance(until, (list, tuple)):
+        until = list(until)
+    else:
+        raise UserError(f"generation kwarg until={until!r} must be a string or a list of strings.")
+    budgets = [kwargs.pop(name, None) for name in _MAX_TOKEN_ALIASES]
+    given = [b for b in budgets if b is not None]
+    max_gen_toks = int(given[0]) if given else default_max_gen_toks
+    do_sample = kwargs.get("do_sample")
+    temperature = float(kwargs.get("temperature", 0.0))
+    if do_sample is None:
+        kwargs["do_sample"] = temperature > 0.0
+    elif do_sample is False:
+        kwargs["temperature"] = 0.0
+    kwargs.setdefault("temperature", 0.0)
+    if kwargs.get("do_sample") is False and kwargs.get("temperature") == 0.0:
+        kwargs.pop("temperature")  # greedy: HF warns about a temperature it would ignore
+    return until, max_gen_toks, kwargs
+
+
+def cut_at_stops(text: str, stops: Sequence[str], think_end: str | None) -> str:
+    """Drop the reasoning trace (if any), then cut at each stop string in turn (lm-eval order)."""
+    if think_end:
+        text = text.split(think_end)[-1].lstrip()
+    for stop in stops:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
+def _group_key(gen_kwargs: Mapping[str, Any]) -> str:
+    return repr(sorted((str(k), repr(v)) for k, v in gen_kwargs.items()))
+
+
+class _RowStops(transformers.StoppingCriteria):
+    """Marks a row finished once a stop string appears in its generated text."""
+
+    def __init__(self, encoder: Encoder, stops: list[str], start: int, think_end: str | int | None) -> None:
+        self.encoder = encoder
+        self.stops = [s for s in stops if s]
+        self.start = start
+        self.think_end = think_end
+        # byte-level tokens can be a single byte: 4 bytes per character bounds the lookback
+        self.lookback = 4 * max((len(s) for s in self.stops), default=1) + 4
+        self.done: torch.Tensor | None = None
+
+    def __call__(self, input_ids: torch.Tensor, scores: Any, **kwargs: Any) -> torch.Tensor:
+        if self.done is None:
+            self.done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+        if not self.stops:
+            return self.done
+        generated = input_ids[:, self.start:].tolist()
+        for row, tokens in enumerate(generated):
+            if bool(self.done[row]):
+                continue
+            if self.think_end is None:
+                text = self.encoder.decode(tokens[-self.lookback:], skip_special_tokens=False)
+            else:
+                text = self._after_thinking(tokens)
+                if text is None:
+                    continue
+            if any(stop in text for stop in self.stops):
+                self.done[row] = True
+        return self.done
+
+    def _after_thinking(self, tokens: list[int]) -> str | None:
+        if isinstance(self.think_end, int):
+            if self.think_end not in tokens:
+                return None
+            last = len(tokens) - 1 - tokens[::-1].index(self.think_end)
+            return self.encoder.decode(tokens[last + 1:], skip_special_tokens=False)
+        text = self.encoder.decode(tokens, skip_special_tokens=False)
+        assert isinstance(self.think_end, str)
+        return text.split(self.think_end)[-1] if self.think_end in text else None
+
+
+class Generator:
+    """Batched generate_until on one model."""
+
+    def __init__(
+        self,
+        model: Any,
+        encoder: Encoder,
+        *,
+        backend: str,
+        max_length: int,
+        device: torch.device,
+        truncation: bool,
+        eot_token_id: int,
+        pad_token_id: int | None,
+        think_end_token: str | int | None,
+        mixed_precision_dtype: torch.dtype | None,
+    ) -> None:
+        self.model = model
+        self.encoder = encoder
+        self.backend = backend
+        self.max_length = max_length
+        self.device = device
+        self.truncation = truncation
+        self.eot_token_id = eot_token_id
+        self.pad_token_id = pad_token_id
+        self.think_end_token = think_end_token
+        self.mixed_precision_dtype = mixed_precision_dtype
+
+    def run(self, requests: Sequence[GenerationRequest], plan: BatchPlan, on_done: Callable[[int], None]) -> list[str]:
+        results: list[str | None] = [None] * len(requests)
+        groups: dict[str, list[int]] = {}
+        for index, request in enumerate(requests):
+            if not isinstance(request.gen_kwargs, Mapping):
+                raise UserError(f"generation kwargs must be a mapping, not {type(request.gen_kwargs).__name__}.")
+            groups.setdefault(_group_key(request.gen_kwargs), []).append(index)
+        lengths = [len(t) for t in self.encoder.encode_many([r.context for r in requests])]
+        eos_text = self.encoder.decode([self.eot_token_id], skip_special_tokens=False)
+        batch_size: int | None = plan.fixed
+        for indices in groups.values():
+            indices.sort(key=lambda i: (-lengths[i], requests[i].context))
+            until, max_gen_toks, hf_kwargs = normalize_gen_kwargs(requests[indices[0]].gen_kwargs, DEFAULT_MAX_GEN_TOKS)
+            if eos_text not in until:
+                until.append(eos_text)
+            if self.backend == "causal":
+                max_ctx = self.max_length - max_gen_toks
+                if max_ctx <= 0:
+                    raise UserError(
+                        f"max_gen_toks={max_gen_toks} leaves no room for the prompt within max_length {self.max_length}; lower max_gen_toks or raise max_length."
+                    )
+            else:
+                max_ctx = self.max_length
+            if batch_size is None:
+                longest = requests[indices[0]].context
+                batch_size = detect_batch_size(
+                    self.device, plan.max_batch_size, lambda n: self._trial(longest, n, max_ctx, max_gen_toks)
+                )
+            pos = 0
+            while pos < len(indices):
+                chunk = indices[pos : pos + batch_size]
+                try:
+                    texts = self._generate(
+                        [requests[i].context for i in chunk], until, max_gen_toks, max_ctx, hf_kwargs
+                    )
+                except Exception as err:  # noqa: BLE001 - only OOM is handled
+                    if not is_oom(err):
+                        raise
+                    free_memory()
+                    if not plan.auto or batch_size == 1:
+                        raise UserError(
+                            f"Out of GPU memory generating a batch of {len(chunk)}; use a smaller batch_size (or batch_size=auto)."
+                        ) from None
+                    batch_size = max(1, batch_size // 2)
+                    continue
+                for i, text in zip(chunk, texts):
+                    results[i] = text
+                on_done(len(chunk))
+                pos += len(chunk)
+        return [r if r is not None else "" for r in results]
+
+    def _trial(self, context: str, batch: int, max_ctx: int, max_gen_toks: int) -> None:
+        ids, _ = self.encoder.batch_encode_left([context], left_truncate_len=max_ctx, truncation=self.truncation)
+        width = min(self.max_length, ids.shape[1] + max_gen_toks) if self.backend == "causal" else ids.shape[1]
+        row = ids[0].repeat((width + ids.shape[1] - 1) // ids.shape[1])[:width]
+        inputs = row.unsqueeze(0).expand(batch, -1).contiguous().to(self.device)
+        with torch.no_grad():
+            if self.backend == "causal":
+                self.model(inputs)
+            else:
+                self.model(input_ids=inputs, decoder_input_ids=inputs[:, : max(1, min(width, max_gen_toks))])
+
+    def _generate(self, contexts: list[str], until: list[str], max_gen_toks: int, max_ctx: int, hf_kwargs: dict[str, Any]) -> list[str]:
+        ids, mask = self.encoder.batch_encode_left(contexts, left_truncate_len=max_ctx, truncation=self.truncation)
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        kwargs = dict(hf_kwargs)
+        # lm-eval passes max_length = prompt width + max_gen_toks for both backends (for
+        # seq2seq that bounds the decoder side: a quirk kept so outputs are the same)
+        max_length = kwargs.pop("max_length", ids.shape[1] + max_gen_toks)
+        start = ids.shape[1] if self.backend == "causal" else 1
+        stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
+        autocast = torch.autocast(
+            device_type=self.device.type, dtype=self.mixed_precision_dtype, enabled=self.mixed_precision_dtype is not None
+        )
+        with torch.no_grad(), autocast:
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, max_length=max_length, stopping_criteria=stopping,
+                pad_token_id=self.pad_token_id, use_cache=True, **kwargs,
+            )
+        texts = []
+        for row in out.tolist():
+            tokens = row[ids.shape[1]:] if self.backend == "causal" else row
+            think_str = self.think_end_token if isinstance(self.think_end_token, str) else None
+            if isinstance(self.think_end_token, int) and self.think_end_token in tokens:
+                tokens = tokens[len(tokens) - tokens[::-1].index(self.think_end_token):]
+                text = self.encoder.decode(tokens).lstrip()
+            else:
+                text = self.encoder.decode(tokens)
+                if isinstance(self.think_end_token, int):
+                    text = text.lstrip()
+            texts.append(cut_at_stops(text, until, think_str))
+        return texts

@@ -1,0 +1,314 @@
+"""Log-likelihood scoring of token pairs, for causal and seq2seq models.
+
+Batches are formed exactly as lm-eval forms them, so that each request sees the same padded
+shapes and gets the same number: requests are sorted by (−total length, tokens); for causal
+models, requests sharing `context + continuation[:-1]` are scored from one forward pass of
+the one with the longest continuation (MMLU's " A"/" B"/" C"/" D" cost one pass); causal
+inputs are `(ctx + cont)[-(max_length + 1):][:-1]`, right-padded with id 0 and no mask.
+
+What Assay does differently, for speed only: the LM head runs on the continuation
+positions alone where the model supports `logits_to_keep`, and log-softmax runs on the
+scored positions only — the same per-position arithmetic on far fewer rows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from assay.errors import UserError
+from assay.runner.instance import LoglikelihoodResult
+
+TokenPair = tuple[list[int], list[int]]
+
+
+@dataclasses.dataclass
+class BatchPlan:
+    """`batch_size` as given: an int, or auto / auto:N bounded by `max_batch_size`."""
+
+    fixed: int | None
+    schedule: float
+    max_batch_size: int
+
+    @classmethod
+    def parse(cls, batch_size: int | str | None, max_batch_size: int | None) -> "BatchPlan":
+        limit = int(max_batch_size) if max_batch_size else 64
+        if batch_size is None:
+            return cls(1, 1.0, limit)
+        text = str(batch_size).strip()
+        if text.startswith("auto"):
+            _, _, times = text.partition(":")
+            try:
+                schedule = float(times) if times else 1.0
+            except ValueError:
+                schedule = -1.0
+            if schedule <= 0:
+                raise UserError(f"batch_size={batch_size!r} is not valid; use an integer, auto, or auto:N with N > 0.")
+            return cls(None, schedule, limit)
+        try:
+            fixed = int(text)
+        except ValueError:
+            fixed = 0
+        if fixed <= 0:
+            raise UserError(f"batch_size={batch_size!r} is not valid; use a positive integer, auto, or auto:N.")
+        return cls(fixed, 1.0, limit)
+
+    @property
+    def auto(self) -> bool:
+        return self.fixed is None
+
+
+def is_oom(err: BaseException) -> bool:
+    return isinstance(err, torch.cuda.OutOfMemoryError) or (
+        isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
+    )
+
+
+def free_memory() -> None:
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def detect_batch_size(device: torch.device, max_batch_size: int, trial: Callable[[int], None]) -> int:
+    """Largest batch size, from max_batch_size down by halves, whose trial batch fits.
+
+    On CPU (and MPS) there is no recoverable out-of-memory signal, so the bound is used as is
+    — which is also what lm-eval ends with there.
+    """
+    if device.type != "cuda":
+        return max_batch_size
+    size = max_batch_size
+    while size > 1:
+        try:
+            trial(size)
+            free_memory()
+            return size
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()
+            size //= 2
+    return 1
+
+
+class Scorer:
+    """Runs the forward passes for loglikelihood (and rolling windows) on one model."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        backend: str,
+        max_length: int,
+        device: torch.device,
+        logits_cache: bool,
+        softmax_dtype: torch.dtype | None,
+        mixed_precision_dtype: torch.dtype | None,
+    ) -> None:
+        self.model = model
+        self.backend = backend
+        self.max_length = max_length
+        self.device = device
+        self.logits_cache = logits_cache
+        self.softmax_dtype = softmax_dtype
+        self.mixed_precision_dtype = mixed_precision_dtype
+        self._keep_logits = backend == "causal" and _accepts(model, "logits_to_keep")
+
+    # -- model calls --------------------------------------------------------------------
+
+    def _autocast(self) -> Any:
+        if self.mixed_precision_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.mixed_precision_dtype)
+
+    def causal_logits(self, inputs: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        """Logits of the last `keep` positions (all when None), shape [batch, keep, vocab]."""
+        with torch.no_grad(), self._autocast():
+            if keep is not None and self._keep_logits:
+                logits = self.model(inputs, logits_to_keep=keep).logits
+            else:
+                logits = self.model(inputs).logits
+        if keep is not None and logits.shape[1] != keep:
+            logits = logits[:, -keep:]
+        return logits
+
+    def seq2seq_logits(self, inputs: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad(), self._autocast():
+            return self.model(input_ids=inputs, attention_mask=mask, labels=labels).logits
+
+    # -- loglikelihood ------------------------------------------------------------------
+
+    def score(
+        self,
+        pairs: Sequence[TokenPair],
+        plan: BatchPlan,
+        *,
+        override_batch: int | None = None,
+        on_done: Callable[[int], None] = lambda n: None,
+    ) -> list[LoglikelihoodResult]:
+        """(logprob, is_greedy) of each continuation given its context, in input order."""
+        results: list[LoglikelihoodResult | None] = [None] * len(pairs)
+        groups: dict[tuple[int, ...], list[int]] = {}
+        for index, (ctx, cont) in enumerate(pairs):
+            if not cont:
+                # lm-eval asserts here; an empty continuation has probability 1 and is greedy
+                results[index] = LoglikelihoodResult(0.0, True)
+                on_done(1)
+                continue
+            if len(cont) > self.max_length:
+                raise UserError(
+                    f"A continuation of {len(cont)} tokens is longer than the model's max_length {self.max_length}; it cannot be scored."
+                )
+            key = tuple(ctx + cont[:-1]) if self.backend == "causal" and self.logits_cache else (index,)
+            groups.setdefault(key, []).append(index)
+        # one representative per group: the first with the longest continuation
+        reps = [max(members, key=lambda i: len(pairs[i][1])) for members in groups.values()]
+        members_of = {rep: members for rep, members in zip(reps, groups.values())}
+        reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
+
+        for chunk in self._chunks(reps, pairs, plan, override_batch):
+            self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
+        assert all(r is not None for r in results)
+        return [r for r in results if r is not None]
+
+    def _chunks(self, reps: list[int], pairs: Sequence[TokenPair], plan: BatchPlan, override: int | None) -> Iterator[list[int]]:
+        if not reps:
+            return
+        if override is not None:
+            size_at: Callable[[int], int] = lambda pos: override
+        elif plan.fixed is not None:
+            fixed = plan.fixed
+            size_at = lambda pos: fixed
+        else:
+            # auto:N re-detects N times over the sorted requests (lm-eval's schedule)
+            segment = max(1, int(len(reps) / plan.schedule))
+            sizes: dict[int, int] = {}
+
+            def size_at(pos: int) -> int:
+                sched = pos // segment
+                if sched not in sizes:
+                    if sizes.get(sched - 1) == plan.max_batch_size:
+                        sizes[sched] = plan.max_batch_size
+                    else:
+                        sizes[sched] = detect_batch_size(
+                            self.device, plan.max_batch_size, lambda n: self.trial(pairs[reps[pos]], n)
+                        )
+                return sizes[sched]
+
+        pos = 0
+        while pos < len(reps):
+            size = size_at(pos)
+            yield reps[pos : pos + size]
+            pos += size
+
+    def trial(self, pair: TokenPair, batch: int) -> None:
+        """One forward pass of `batch` copies of a real request, to probe memory."""
+        ctx, cont = pair
+        if self.backend == "causal":
+            row = (ctx + cont)[-(self.max_length + 1):][:-1]
+            inputs = torch.tensor([row] * batch, dtype=torch.long, device=self.device)
+            F.log_softmax(self.causal_logits(inputs), dim=-1, dtype=self.softmax_dtype)
+        else:
+            length = max(len(ctx[-self.max_length:]), len(cont[-self.max_length:]))
+            ones = torch.ones((batch, length), dtype=torch.long, device=self.device)
+            F.log_softmax(self.seq2seq_logits(ones, ones, ones), dim=-1, dtype=self.softmax_dtype)
+
+    def _run_chunk(
+        self,
+        chunk: list[int],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: Callable[[int], None],
+    ) -> None:
+        try:
+            scored = self._forward_chunk(chunk, pairs)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()
+            if not plan.auto or len(chunk) == 1:
+                raise UserError(
+                    f"Out of GPU memory on a batch of {len(chunk)} requests; use a smaller batch_size (or batch_size=auto)."
+                ) from None
+            half = len(chunk) // 2
+            self._run_chunk(chunk[:half], pairs, members_of, results, plan, on_done)
+            self._run_chunk(chunk[half:], pairs, members_of, results, plan, on_done)
+            return
+        for rep, (logprobs, greedy) in zip(chunk, scored):
+            for member in members_of[rep]:
+                cont = pairs[member][1]
+                n = len(cont)
+                target = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
+                picked = logprobs[-n:].gather(1, target.unsqueeze(1)).squeeze(1)
+                results[member] = LoglikelihoodResult(float(picked.sum()), bool((greedy[-n:] == target).all()))
+            on_done(len(members_of[rep]))
+
+    def _forward_chunk(self, chunk: list[int], pairs: Sequence[TokenPair]) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per request: log-probs [contlen, vocab] at its continuation positions, and their argmax."""
+        if self.backend == "causal":
+            rows = [(pairs[i][0] + pairs[i][1])[-(self.max_length + 1):][:-1] for i in chunk]
+            width = max(len(r) for r in rows)
+            inputs = torch.zeros((len(rows), width), dtype=torch.long)
+            for b, row in enumerate(rows):
+                inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+            spans = [(len(row) - len(pairs[i][1]), len(row)) for i, row in zip(chunk, rows)]
+            keep = width - min(start for start, _ in spans)
+            logits = self.causal_logits(inputs.to(self.device), keep=keep)
+            offset = width - keep
+            out = []
+            for b, (start, end) in enumerate(spans):
+                selected = F.log_softmax(logits[b, start - offset : end - offset], dim=-1, dtype=self.softmax_dtype)
+                out.append((selected, selected.argmax(dim=-1)))
+            return out
+        ctxs = [pairs[i][0][-self.max_length:] for i in chunk]
+        conts = [pairs[i][1][-self.max_length:] for i in chunk]
+        enc_width, dec_width = max(len(c) for c in ctxs), max(len(c) for c in conts)
+        inputs = torch.zeros((len(chunk), enc_width), dtype=torch.long)
+        mask = torch.zeros((len(chunk), enc_width), dtype=torch.long)
+        labels = torch.zeros((len(chunk), dec_width), dtype=torch.long)
+        for b, (ctx, cont) in enumerate(zip(ctxs, conts)):
+            inputs[b, : len(ctx)] = torch.tensor(ctx, dtype=torch.long)
+            mask[b, : len(ctx)] = 1
+            labels[b, : len(cont)] = torch.tensor(cont, dtype=torch.long)
+        logits = self.seq2seq_logits(inputs.to(self.device), mask.to(self.device), labels.to(self.device))
+        out = []
+        for b, cont in enumerate(conts):
+            selected = F.log_softmax(logits[b, : len(cont)], dim=-1, dtype=self.softmax_dtype)
+            out.append((selected, selected.argmax(dim=-1)))
+        return out
+
+
+def rolling_windows(tokens: list[int], *, prefix_token: int, max_length: int) -> list[TokenPair]:
+    """Disjoint windows covering `tokens`, each scored with up to max_length tokens of input.
+
+    The first window predicts the first max_length tokens from the prefix token; each later
+    window predicts the next (up to) max_length tokens, conditioned on the tokens before
+    them so that the model input stays max_length long (lm-eval's context_len=1 windows).
+    """
+    if not tokens:
+        return []
+    first = min(max_length, len(tokens))
+    windows: list[TokenPair] = [([prefix_token], tokens[:first])]
+    done = first
+    while done < len(tokens):
+        end = min(len(tokens), done + max_length)
+        windows.append((tokens[max(0, end - max_length - 1) : done], tokens[done:end]))
+        done = end
+    return windows
+
+
+def _accepts(model: Any, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError, AttributeError):
+        return False
