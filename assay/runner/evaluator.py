@@ -125,6 +125,14 @@ def simple_evaluate(
 
     if check_integrity:
         check_tasks(loaded)
+    if evaluation_tracker is not None:
+        evaluation_tracker.general_config_tracker.log_experiment_args(
+            model_source=model if isinstance(model, str) else "CUSTOM",
+            model_args=model_args or "",
+            system_instruction=system_instruction,
+            chat_template=lm.chat_template(apply_chat_template) if apply_chat_template else None,
+            fewshot_as_multiturn=fewshot_as_multiturn,
+        )
 
     results = evaluate(
         lm,
