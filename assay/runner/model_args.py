@@ -1,8 +1,8 @@
 """Parsing of `--model_args` / `--metadata` / `--gen_kwargs` strings, as lm-eval parses them.
 
 Accepted forms: `k=v,k2=v2`, JSON objects, or a list of separate `k=v` tokens. Values are
-turned into bool (true/false, any case), int, float, then Python literals; anything else
-stays a string.
+turned into bool (true/false, any case), int (digits only), float, then Python literals;
+anything else stays a string — lm-eval 0.4.13's CLI rules.
 """
 
 from __future__ import annotations
@@ -15,18 +15,17 @@ from assay.errors import UsageError
 
 
 def parse_value(text: str) -> Any:
-    low = text.lower()
-    if low == "true":
+    """lm-eval's CLI rule: true/false, all digits → int, float, Python literal, else str."""
+    if text.lower() == "true":
         return True
-    if low == "false":
+    if text.lower() == "false":
         return False
-    if low in ("none", "null"):
-        return None
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
+    if text.isnumeric():
+        return int(text)
+    try:
+        return float(text)
+    except ValueError:
+        pass
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -63,19 +62,25 @@ def parse_model_args(spec: str | Iterable[str] | dict | None, *, flag: str = "--
 
 
 def _split_pairs(text: str) -> list[str]:
-    """Split on commas that start a new `key=` pair, so values like `a,b` in brackets survive."""
+    """Split on commas outside brackets, braces and quotes, so `a=[1,2]` and `s="x,y"` survive."""
     parts: list[str] = []
+    current: list[str] = []
     depth = 0
-    current = ""
+    quote: str | None = None
     for char in text:
-        if char in "[({":
+        if quote is not None:
+            if char == quote:
+                quote = None
+        elif char in "\"'":
+            quote = char
+        elif char in "[({":
             depth += 1
         elif char in "])}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
+            depth = max(depth - 1, 0)
+        elif char == "," and depth == 0:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(char)
+    parts.append("".join(current))
     return [p for p in (part.strip() for part in parts) if p]
