@@ -1,0 +1,358 @@
+"""An Evaluation's child objects, as plain manifests.
+
+Pure functions from (the Evaluation's identity, its parsed spec) to dicts the API server
+accepts, so that what the operator creates can be read and tested without a cluster.
+Every child carries an ownerReference to the Evaluation (deleting it deletes them) and a
+name derived from the Evaluation's name and generation: a restarted operator re-creates
+the same names, gets 409 Conflict, and so never starts a duplicate run.
+
+The runner gets its own ServiceAccount whose Role allows only `get`/`patch` on its own
+Evaluation and that Evaluation's status (by resourceName), nothing else.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from typing import Any
+
+from assay import spec as spec_module
+from assay.spec import Evaluation
+
+Manifest = dict[str, Any]
+
+MANAGED_BY = "assay-operator"
+LABEL_EVALUATION = "assay.dev/evaluation"
+LABEL_GENERATION = "assay.dev/generation"
+LABEL_JOB = "assay.dev/job"
+ANNOTATION_SPEC_HASH = "assay.dev/spec-hash"
+KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+RDZV_PORT = 29400
+RUNNER_CONTAINER = "runner"
+CHECK_CONTAINER = "check"
+RUNNER_UID = 1000
+DEFAULT_IMAGE = "ghcr.io/assay-dev/assay:0.1.0"
+IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
+"""The operator's environment variable naming the default runner image."""
+
+CACHE_MOUNT = "/cache"
+OUTPUT_MOUNT = "/output"
+# Indexed pods are named `<job>-<index>-<random>` and get hostname `<job>-<index>`, which
+# must fit a DNS label (63); leave room for the index.
+_MAX_BASE_NAME = 52
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRef:
+    """Who the children belong to: the Evaluation's identity at one generation."""
+
+    name: str
+    namespace: str
+    uid: str
+    generation: int
+
+    @classmethod
+    def from_body(cls, body: Any) -> "EvaluationRef":
+        meta = body["metadata"]
+        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)))
+
+
+def _short_name(base: str, suffix: str) -> str:
+    name = f"{base}-{suffix}"
+    if len(name) <= _MAX_BASE_NAME:
+        return name
+    digest = hashlib.sha256(base.encode()).hexdigest()[:6]
+    keep = _MAX_BASE_NAME - len(suffix) - len(digest) - 2
+    return f"{base[:keep].rstrip('-.')}-{digest}-{suffix}"
+
+
+def job_name(ref: EvaluationRef) -> str:
+    """The Job (and headless Service) of one generation: `<name>-g<generation>`."""
+    return _short_name(ref.name, f"g{ref.generation}")
+
+
+def runner_account_name(ref: EvaluationRef) -> str:
+    """ServiceAccount, Role and RoleBinding of the runner: one per Evaluation."""
+    return _short_name(ref.name, "runner")
+
+
+def spec_hash(spec: Evaluation) -> str:
+    """Identifies a run: the spec without `suspend`, which pauses a run but is the same run."""
+    data = spec.to_dict()
+    data.pop("suspend", None)
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def output_dir(ref: EvaluationRef, spec: Evaluation) -> str:
+    return f"{OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/g{ref.generation}'}"
+
+
+def owner_reference(ref: EvaluationRef) -> Manifest:
+    return {
+        "apiVersion": spec_module.API_VERSION,
+        "kind": spec_module.KIND,
+        "name": ref.name,
+        "uid": ref.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def labels(ref: EvaluationRef) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "assay-runner",
+        "app.kubernetes.io/instance": ref.name,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_EVALUATION: ref.name,
+    }
+
+
+def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
+    return {
+        "name": name,
+        "namespace": ref.namespace,
+        "labels": {**labels(ref), **extra_labels},
+        "ownerReferences": [owner_reference(ref)],
+    }
+
+
+def service_account(ref: EvaluationRef) -> Manifest:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
+
+
+def role(ref: EvaluationRef) -> Manifest:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _metadata(ref, runner_account_name(ref)),
+        "rules": [
+            {
+                "apiGroups": [spec_module.GROUP],
+                "resources": [spec_module.PLURAL, f"{spec_module.PLURAL}/status"],
+                "resourceNames": [ref.name],
+                "verbs": ["get", "patch"],
+            }
+        ],
+    }
+
+
+def role_binding(ref: EvaluationRef) -> Manifest:
+    name = runner_account_name(ref)
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _metadata(ref, name),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
+    }
+
+
+def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
+    """DNS for the pods of an Indexed Job, so that every node finds rank 0's rendezvous."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(ref, job, **{LABEL_GENERATION: str(ref.generation)}),
+        "spec": {
+            "clusterIP": "None",
+            "selector": {LABEL_JOB: job},
+            # Rendezvous happens before any pod is Ready.
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rdzv", "port": RDZV_PORT, "targetPort": RDZV_PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def uses_torchrun(spec: Evaluation) -> bool:
+    return spec.resources.nodes > 1 or spec.resources.gpus_per_node > 1
+
+
+def runner_command(spec: Evaluation, *, job: str) -> list[str]:
+    resources = spec.resources
+    if not uses_torchrun(spec):
+        return ["python", "-m", "assay.runner"]
+    nproc = max(resources.gpus_per_node, 1)
+    if resources.nodes == 1:
+        rendezvous = ["--standalone"]
+    else:
+        rendezvous = [
+            "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={job}-0.{job}:{RDZV_PORT}",
+            f"--rdzv_id={job}",
+        ]
+    return [
+        "torchrun", f"--nnodes={resources.nodes}", f"--nproc_per_node={nproc}", *rendezvous,
+        "--max_restarts=0", "-m", "assay.runner",
+    ]  # fmt: skip
+
+
+def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
+    env: list[Manifest] = [
+        {"name": spec_module.ENV_SPEC, "value": spec.to_json()},
+        {"name": spec_module.ENV_NAME, "value": ref.name},
+        {"name": spec_module.ENV_NAMESPACE, "value": ref.namespace},
+        {"name": spec_module.ENV_GENERATION, "value": str(ref.generation)},
+        {"name": spec_module.ENV_OUTPUT_DIR, "value": output_dir(ref, spec)},
+        {"name": spec_module.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+        {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
+        # The root filesystem is read-only; libraries that cache under $HOME use /tmp.
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "PYTHONUNBUFFERED", "value": "1"},
+    ]
+    if spec.cache.datasets_dir:
+        env.append({"name": "HF_DATASETS_CACHE", "value": f"{CACHE_MOUNT}/{spec.cache.datasets_dir}"})
+    if spec.cache.offline:
+        env += [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"}]
+    if spec.hf_token_secret:
+        secret = {"name": spec.hf_token_secret.name, "key": spec.hf_token_secret.key}
+        env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
+    return env
+
+
+def _resources(spec: Evaluation, *, gpus: bool) -> Manifest:
+    limits: dict[str, Any] = {}
+    if spec.resources.cpu:
+        limits["cpu"] = spec.resources.cpu
+    if spec.resources.memory:
+        limits["memory"] = spec.resources.memory
+    requests = dict(limits)
+    if gpus and spec.resources.gpus_per_node > 0:
+        limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
+    out: Manifest = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def _container(name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest) -> Manifest:
+    container: Manifest = {
+        "name": name,
+        "image": image,
+        "command": command,
+        "env": env,
+        "securityContext": dict(_CONTAINER_SECURITY),
+        "volumeMounts": [
+            {"name": "cache", "mountPath": CACHE_MOUNT},
+            {"name": "output", "mountPath": OUTPUT_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    if resources:
+        container["resources"] = resources
+    return container
+
+
+def _volumes(spec: Evaluation) -> list[Manifest]:
+    def claim_or_scratch(name: str, pvc: str | None) -> Manifest:
+        if pvc:
+            return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
+        return {"name": name, "emptyDir": {}}
+
+    return [
+        claim_or_scratch("cache", spec.cache.pvc),
+        claim_or_scratch("output", spec.output.pvc),
+        {"name": "tmp", "emptyDir": {}},
+        # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+
+
+def pod_failure_policy() -> Manifest:
+    return {
+        "rules": [
+            # A spec that cannot run fails the same way on every retry.
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.CONFIG_ERROR_EXIT_CODE]}},
+            # Preemption, eviction, node drain: not the evaluation's fault.
+            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+        ]
+    }
+
+
+def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None) -> Manifest:
+    name = name or job_name(ref)
+    image = spec.image or default_image or os.environ.get(IMAGE_ENV, DEFAULT_IMAGE)
+    env = runner_env(ref, spec)
+    template = spec.pod_template
+    pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
+    job_labels = {LABEL_GENERATION: str(ref.generation)}
+    if KUEUE_QUEUE_LABEL in template.labels:
+        job_labels[KUEUE_QUEUE_LABEL] = template.labels[KUEUE_QUEUE_LABEL]
+
+    pod_spec: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": runner_account_name(ref),
+        "automountServiceAccountToken": True,
+        "enableServiceLinks": False,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": RUNNER_UID,
+            "runAsGroup": RUNNER_UID,
+            "fsGroup": RUNNER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [
+            _container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
+                       resources=_resources(spec, gpus=True)),
+        ],  # fmt: skip
+        "volumes": _volumes(spec),
+    }
+    if uses_torchrun(spec):
+        # torchrun turns a worker's exit code into 1; this pre-flight keeps exit 78 visible.
+        check = ["python", "-m", "assay.runner", "--check"]
+        pod_spec["initContainers"] = [
+            _container(CHECK_CONTAINER, check, image=image, env=env, resources=_resources(spec, gpus=False))
+        ]
+    if spec.resources.nodes > 1:
+        pod_spec["subdomain"] = name
+    if template.node_selector:
+        pod_spec["nodeSelector"] = dict(template.node_selector)
+    if template.tolerations:
+        pod_spec["tolerations"] = [dict(t) for t in template.tolerations]
+    if template.affinity:
+        pod_spec["affinity"] = dict(template.affinity)
+    if template.priority_class_name:
+        pod_spec["priorityClassName"] = template.priority_class_name
+
+    pod_metadata: Manifest = {"labels": pod_labels}
+    if template.annotations:
+        pod_metadata["annotations"] = dict(template.annotations)
+
+    job_spec: Manifest = {
+        "backoffLimit": spec.backoff_limit,
+        "completions": spec.resources.nodes,
+        "parallelism": spec.resources.nodes,
+        "completionMode": "Indexed" if spec.resources.nodes > 1 else "NonIndexed",
+        "suspend": spec.suspend,
+        "podFailurePolicy": pod_failure_policy(),
+        "template": {"metadata": pod_metadata, "spec": pod_spec},
+    }
+    if spec.active_deadline_seconds is not None:
+        job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
+
+    metadata = _metadata(ref, name, **job_labels)
+    metadata["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec)}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def children(ref: EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
+             default_image: str | None = None) -> list[Manifest]:  # fmt: skip
+    """Every child, in the order to create them (the Job last, once its identity exists)."""
+    name = job_name_override or job_name(ref)
+    out = [service_account(ref), role(ref), role_binding(ref)]
+    if spec.resources.nodes > 1:
+        out.append(headless_service(ref, job=name))
+    out.append(job(ref, spec, name=name, default_image=default_image))
+    return out

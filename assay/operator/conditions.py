@@ -1,0 +1,260 @@
+"""Phase and conditions of an Evaluation, as pure functions of what was observed.
+
+Status follows Kubernetes API conventions so that standard tools work on it:
+`kubectl wait --for=condition=Succeeded evaluation/x`, Argo CD health checks and
+`kubectl get` all read `conditions` (type/status/reason/message/lastTransitionTime/
+observedGeneration). The four condition types are always present once accepted, so a
+wait on `Failed` or `Succeeded` never hangs on a missing condition.
+
+    (new spec) --valid--> Pending/Accepted --pods ready--> Running --Job Complete--> Succeeded
+         \\--invalid--> Failed(InvalidSpec)            \\--Job Failed (BackoffLimitExceeded,
+                                                          DeadlineExceeded, PodFailurePolicy, ...)--> Failed
+
+Each function returns a merge patch for `status` (only what changes), never touches
+the API, and takes `now` so tests need no clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any, Mapping, Sequence
+
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+TERMINAL_PHASES = (SUCCEEDED, FAILED)
+
+ACCEPTED = "Accepted"
+CONDITION_TYPES = (ACCEPTED, RUNNING, SUCCEEDED, FAILED)
+
+Condition = dict[str, Any]
+
+
+def timestamp(now: datetime.datetime) -> str:
+    return now.astimezone(datetime.timezone.utc).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def set_condition(
+    conditions: Sequence[Condition] | None,
+    *,
+    type: str,
+    status: bool,
+    reason: str,
+    message: str,
+    now: datetime.datetime,
+    generation: int,
+) -> list[Condition]:
+    """A copy of `conditions` with one set; lastTransitionTime moves only when status flips."""
+    value = "True" if status else "False"
+    out: list[Condition] = []
+    found = False
+    for condition in conditions or ():
+        if condition.get("type") != type:
+            out.append(dict(condition))
+            continue
+        found = True
+        since = condition.get("lastTransitionTime") if condition.get("status") == value else None
+        out.append(_condition(type, value, reason, message, since or timestamp(now), generation))
+    if not found:
+        out.append(_condition(type, value, reason, message, timestamp(now), generation))
+    order = {name: i for i, name in enumerate(CONDITION_TYPES)}
+    return sorted(out, key=lambda c: order.get(c["type"], len(order)))
+
+
+def _condition(type: str, status: str, reason: str, message: str, since: str, generation: int) -> Condition:
+    return {
+        "type": type,
+        "status": status,
+        "reason": reason,
+        "message": message,
+        "lastTransitionTime": since,
+        "observedGeneration": generation,
+    }
+
+
+def get_condition(status: Mapping[str, Any] | None, type: str) -> Condition | None:
+    for condition in (status or {}).get("conditions") or ():
+        if condition.get("type") == type:
+            return dict(condition)
+    return None
+
+
+def _with_all(
+    status: Mapping[str, Any] | None,
+    *,
+    now: datetime.datetime,
+    generation: int,
+    values: Mapping[str, tuple[bool, str, str]],
+) -> list[Condition]:
+    conditions = list((status or {}).get("conditions") or ())
+    for type, (value, reason, message) in values.items():
+        conditions = set_condition(conditions, type=type, status=value, reason=reason, message=message,
+                                   now=now, generation=generation)  # fmt: skip
+    return conditions
+
+
+def rejected(status: Mapping[str, Any] | None, *, message: str, generation: int, now: datetime.datetime) -> dict[str, Any]:
+    """The spec cannot run (schema-valid but unknown task, unknown model, ...)."""
+    return {
+        "phase": FAILED,
+        "observedGeneration": generation,
+        "message": message,
+        "conditions": _with_all(status, now=now, generation=generation, values={
+            ACCEPTED: (False, "InvalidSpec", message),
+            RUNNING: (False, "InvalidSpec", "Not started: the spec is invalid."),
+            SUCCEEDED: (False, "InvalidSpec", "Not started: the spec is invalid."),
+            FAILED: (True, "InvalidSpec", message),
+        }),  # fmt: skip
+    }
+
+
+def accepted(
+    status: Mapping[str, Any] | None,
+    *,
+    job_name: str,
+    generation: int,
+    now: datetime.datetime,
+    new_run: bool,
+) -> dict[str, Any]:
+    """A valid spec whose Job exists; a new run clears the previous run's outcome."""
+    message = f"Job {job_name} created." if new_run else f"Job {job_name} adopted."
+    patch: dict[str, Any] = {"observedGeneration": generation, "jobName": job_name}
+    if new_run:
+        patch.update({
+            "phase": PENDING, "message": message, "startTime": None, "completionTime": None,
+            "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
+        })  # fmt: skip
+        values = {
+            ACCEPTED: (True, "SpecValid", message),
+            RUNNING: (False, "JobCreated", "Waiting for the runner pods."),
+            SUCCEEDED: (False, "JobCreated", "Not finished."),
+            FAILED: (False, "JobCreated", "Not failed."),
+        }
+    else:
+        # Same run (operator restart, suspend toggled): keep the original acceptance note.
+        previous = get_condition(status, ACCEPTED)
+        if previous and previous.get("status") == "True":
+            message = str(previous.get("message") or message)
+        values = {ACCEPTED: (True, "SpecValid", message)}
+    patch["conditions"] = _with_all(status, now=now, generation=generation, values=values)
+    return patch
+
+
+@dataclasses.dataclass(frozen=True)
+class JobState:
+    """What one runner Job says about its run."""
+
+    phase: str
+    reason: str
+    message: str
+    start_time: str | None = None
+    completion_time: str | None = None
+
+
+def job_state(job: Mapping[str, Any]) -> JobState:
+    """Read a Job's status (conditions, counters, times) into an Evaluation phase."""
+    spec = job.get("spec") or {}
+    status = job.get("status") or {}
+    name = (job.get("metadata") or {}).get("name", "the Job")
+    start = status.get("startTime")
+    conditions = {c.get("type"): c for c in status.get("conditions") or () if c.get("status") == "True"}
+    if "Failed" in conditions:
+        c = conditions["Failed"]
+        reason = c.get("reason") or "JobFailed"
+        return JobState(FAILED, reason, _job_message(name, reason, c.get("message")), start,
+                        c.get("lastTransitionTime"))  # fmt: skip
+    if "Complete" in conditions:
+        c = conditions["Complete"]
+        return JobState(SUCCEEDED, "JobComplete", f"{name} completed.", start,
+                        status.get("completionTime") or c.get("lastTransitionTime"))  # fmt: skip
+    if "FailureTarget" in conditions:
+        c = conditions["FailureTarget"]
+        return JobState(RUNNING, "Terminating", _job_message(name, c.get("reason") or "Failing", c.get("message")), start)
+    if spec.get("suspend") or "Suspended" in conditions:
+        return JobState(PENDING, "Suspended", f"{name} is suspended.", start)
+    ready = status.get("ready")
+    active = int(status.get("active") or 0)
+    running = int(ready) if ready is not None else active
+    if running > 0:
+        return JobState(RUNNING, "PodsRunning", f"{running} runner pod(s) running.", start)
+    if active > 0:
+        return JobState(PENDING, "PodsPending", "Runner pods are scheduled but not running yet.", start)
+    return JobState(PENDING, "JobCreated", f"Waiting for {name} to start pods.", start)
+
+
+def _job_message(name: str, reason: str, detail: str | None) -> str:
+    explanations = {
+        "BackoffLimitExceeded": "the runner failed more often than backoffLimit allows",
+        "DeadlineExceeded": "the run took longer than activeDeadlineSeconds",
+        "PodFailurePolicy": "the runner exited with a configuration error (see its log)",
+        "MaxFailedIndexesExceeded": "too many runner pods failed",
+    }
+    text = f"{name} failed: {explanations.get(reason, reason)}"
+    return f"{text} ({detail})." if detail else f"{text}."
+
+
+def from_job(
+    status: Mapping[str, Any] | None,
+    job: Mapping[str, Any],
+    *,
+    generation: int,
+    now: datetime.datetime,
+) -> dict[str, Any]:
+    """The status patch mirroring one Job; {} when nothing changed.
+
+    A finished run is final: once the phase is Succeeded or Failed, later events of the
+    same Job change nothing. The runner's own last word (`status.message` that no
+    condition carries) is kept: it says which task or file went wrong.
+    """
+    status = status or {}
+    state = job_state(job)
+    if state.phase in TERMINAL_PHASES and status.get("phase") == state.phase:
+        return {}
+    message = state.message
+    note = _runner_message(status)
+    if note and state.phase == SUCCEEDED:
+        message = note
+    elif note and state.phase == FAILED:
+        message = f"{state.message} Runner: {note}"
+    values: dict[str, tuple[bool, str, str]] = {
+        RUNNING: (state.phase == RUNNING, state.reason, state.message),
+        SUCCEEDED: (state.phase == SUCCEEDED, state.reason, message if state.phase == SUCCEEDED else "Not finished."),
+        FAILED: (state.phase == FAILED, state.reason, message if state.phase == FAILED else "Not failed."),
+    }
+    patch: dict[str, Any] = {
+        "phase": state.phase,
+        "conditions": _with_all(status, now=now, generation=generation, values=values),
+    }
+    if state.start_time:
+        patch["startTime"] = state.start_time
+    if state.phase in TERMINAL_PHASES:
+        patch["completionTime"] = state.completion_time or timestamp(now)
+    if state.phase != status.get("phase"):
+        patch["message"] = message
+    return {k: v for k, v in patch.items() if status.get(k) != v}
+
+
+def _runner_message(status: Mapping[str, Any]) -> str | None:
+    message = status.get("message")
+    if not message or any(c.get("message") == message for c in status.get("conditions") or ()):
+        return None
+    return str(message)
+
+
+def finished_now(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> str | None:
+    """The terminal phase this patch enters, if it enters one (for counters and Events)."""
+    new_phase = patch.get("phase")
+    if new_phase in TERMINAL_PHASES and (old or {}).get("phase") != new_phase:
+        return str(new_phase)
+    return None
+
+
+def duration_seconds(status: Mapping[str, Any] | None) -> float | None:
+    status = status or {}
+    start, end = status.get("startTime"), status.get("completionTime")
+    if not start or not end:
+        return None
+    return (_parse(end) - _parse(start)).total_seconds()
+
+
+def _parse(value: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))

@@ -1,0 +1,89 @@
+"""`assay operator`: run the kopf operator with its Prometheus endpoint.
+
+    assay operator [--namespace NS ... | --all-namespaces] [--metrics-port P] [--standalone]
+
+With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
+decides; unset means all namespaces. The Helm chart runs one replica with --standalone
+(no peering objects needed); several replicas need kopf's peering CRDs and no
+--standalone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Sequence
+
+from assay.errors import UsageError, UserError
+
+DEFAULT_METRICS_PORT = 9090
+DEFAULT_HEALTH_PORT = 8080
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="assay operator", description="Run the Assay operator.")
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
+                       help="Watch this namespace (repeatable; globs as in kopf).")  # fmt: skip
+    scope.add_argument("--all-namespaces", "-A", action="store_true", help="Watch every namespace.")
+    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
+                        help="Port of /metrics (0: none).")  # fmt: skip
+    parser.add_argument("--health-port", type=int, default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
+                        help="Port of the /healthz liveness and readiness endpoint (0: none).")  # fmt: skip
+    parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
+    parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
+                        help="Default image of runner Jobs whose spec sets none.")  # fmt: skip
+    parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
+    return parser
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = build_parser()
+    try:
+        return parser.parse_args(list(argv))
+    except SystemExit as exit:
+        if exit.code in (0, None):
+            raise
+        raise UsageError("Invalid arguments of `assay operator`; see `assay operator --help`.") from None
+
+
+def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
+    """(clusterwide, namespaces) for kopf.run."""
+    from assay.operator.handlers import watched_namespaces
+
+    if args.all_namespaces:
+        return True, []
+    namespaces = args.namespace or watched_namespaces()
+    return (not namespaces), namespaces
+
+
+def main(argv: Sequence[str]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    import kopf
+
+    from assay.operator import handlers  # noqa: F401 - registers the handlers
+    from assay.operator import kube
+    from assay.operator.metrics import EvaluationMetrics
+
+    try:
+        kube.load_config()
+    except Exception as error:  # noqa: BLE001 - ConfigException or a broken kubeconfig file
+        raise UserError(
+            f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
+        ) from None
+
+    metrics = EvaluationMetrics()
+    if args.metrics_port:
+        metrics.start_server(args.metrics_port)
+    clusterwide, namespaces = scope(args)
+    kopf.run(
+        clusterwide=clusterwide,
+        namespaces=namespaces,
+        standalone=args.standalone or None,
+        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image),
+    )
+    return 0

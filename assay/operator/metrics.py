@@ -1,0 +1,125 @@
+"""Prometheus metrics of Evaluations, derived from their status.
+
+Gauges are a function of the Evaluation objects the operator sees (`observe` on every
+event, `forget` on deletion), so a restarted operator rebuilds them from the initial list
+of Evaluations instead of from memory. Counters (completions, reconcile errors) count
+what this operator process did. Everything lives in this module's own CollectorRegistry,
+so the /metrics endpoint carries only Assay's series (plus the process collectors).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Gauge
+
+from assay.operator import conditions
+from assay.spec import parse_spec
+
+_EVAL = ("namespace", "evaluation")
+_SCORE = (*_EVAL, "model", "task", "metric", "filter")
+
+
+class EvaluationMetrics:
+    """Assay's metrics in their own registry; thread-safe (kopf runs sync handlers in threads)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.score = Gauge("assay_evaluation_score", "Aggregated metric of a task or group.", _SCORE, registry=r)
+        self.stderr = Gauge("assay_evaluation_score_stderr", "Standard error of assay_evaluation_score.", _SCORE,
+                            registry=r)  # fmt: skip
+        self.progress = Gauge("assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL,
+                              registry=r)  # fmt: skip
+        self.phase = Gauge("assay_evaluation_phase", "1 for the Evaluation's current phase, else 0.", (*_EVAL, "phase"),
+                           registry=r)  # fmt: skip
+        self.duration = Gauge("assay_evaluation_duration_seconds", "Run time of a finished Evaluation.", _EVAL,
+                              registry=r)  # fmt: skip
+        self.completed = Counter("assay_evaluations_completed", "Evaluations that finished, by result.",
+                                 ("namespace", "result"), registry=r)  # fmt: skip
+        self.reconcile_errors = Counter("assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",),
+                                        registry=r)  # fmt: skip
+        self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """Set every gauge of one Evaluation from its current spec and status."""
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        status = body.get("status") or {}
+        model = status.get("model") or _model_label(body.get("spec") or {})
+        scores: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
+        for section in ("results", "groups"):
+            for task, metrics in (status.get(section) or {}).items():
+                for metric_filter, entry in (metrics or {}).items():
+                    metric, _, filter_name = metric_filter.partition(",")
+                    labels = (*key, model, task, metric, filter_name or "none")
+                    scores[labels] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
+        with self._lock:
+            for stale in self._series.get(key, set()) - set(scores):
+                self._remove_score(stale)
+            for labels, (value, stderr) in scores.items():
+                if value is not None:
+                    self.score.labels(*labels).set(value)
+                if stderr is not None:
+                    self.stderr.labels(*labels).set(stderr)
+            self._series[key] = set(scores)
+            progress = status.get("progress") or {}
+            total = progress.get("requestsTotal") or 0
+            if total:
+                self.progress.labels(*key).set(min(1.0, (progress.get("requestsDone") or 0) / total))
+            elif status.get("phase") == conditions.SUCCEEDED:
+                self.progress.labels(*key).set(1.0)
+            current = status.get("phase")
+            if current:
+                for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
+                    self.phase.labels(*key, phase).set(1.0 if phase == current else 0.0)
+            seconds = conditions.duration_seconds(status)
+            if seconds is not None:
+                self.duration.labels(*key).set(seconds)
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop every series of a deleted Evaluation (counters stay: they are per namespace)."""
+        key = (namespace, name)
+        with self._lock:
+            for labels in self._series.pop(key, set()):
+                self._remove_score(labels)
+            for gauge in (self.progress, self.duration):
+                _remove(gauge, key)
+            for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
+                _remove(self.phase, (*key, phase))
+
+    def observed(self) -> int:
+        """Evaluations with score series (the health probe reports it)."""
+        with self._lock:
+            return len(self._series)
+
+    def record_completion(self, namespace: str, result: str) -> None:
+        self.completed.labels(namespace, result).inc()
+
+    def record_error(self, handler: str) -> None:
+        self.reconcile_errors.labels(handler).inc()
+
+    def _remove_score(self, labels: tuple[str, ...]) -> None:
+        _remove(self.score, labels)
+        _remove(self.stderr, labels)
+
+    def start_server(self, port: int, addr: str = "0.0.0.0") -> tuple[Any, threading.Thread]:
+        """Serve /metrics of this registry; port 0 picks a free one (`server.server_port`)."""
+        return prometheus_client.start_http_server(port, addr=addr, registry=self.registry)
+
+
+def _remove(metric: Gauge, labels: tuple[str, ...]) -> None:
+    try:
+        metric.remove(*labels)
+    except KeyError:
+        pass
+
+
+def _model_label(spec: Mapping[str, Any]) -> str:
+    try:
+        return parse_spec(spec).model_label
+    except Exception:  # noqa: BLE001 - an invalid spec still gets its phase gauges
+        return str(spec.get("model", ""))

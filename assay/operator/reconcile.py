@@ -1,0 +1,117 @@
+"""What to do for one Evaluation, decided from what exists: a pure plan.
+
+The handlers list the Evaluation's Jobs, call `plan`, and carry the plan out. Keeping the
+decision here, apart from API calls, is what makes "idempotent" checkable: the same
+Evaluation and the same Jobs always give the same plan, and a plan carried out twice
+creates nothing twice (children have deterministic names; 409 Conflict means done).
+
+Rules:
+- a finished run of the current generation is left alone (an operator restart re-runs
+  nothing);
+- a Job whose spec hash equals the current spec's is the current run, even if made for
+  an older generation: a change of `suspend` alone pauses or resumes it, not replaces it;
+- otherwise the current generation gets a new Job and every other Job is deleted.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from typing import Any, Mapping, Sequence
+
+from assay.operator import builders, conditions
+from assay.spec import Evaluation
+
+Manifest = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    create: tuple[Manifest, ...] = ()
+    """Children to create; one that exists already (409) is fine."""
+    delete_jobs: tuple[str, ...] = ()
+    """Jobs of superseded runs (deleted with their pods)."""
+    delete_services: tuple[str, ...] = ()
+    """Headless Services of superseded runs."""
+    suspend_job: tuple[str, bool] | None = None
+    """(Job, suspend) when the current run's Job must be paused or resumed."""
+    status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    """Merge patch for the Evaluation's status."""
+    new_run: bool = False
+
+    @property
+    def is_noop(self) -> bool:
+        return not (self.create or self.delete_jobs or self.delete_services or self.suspend_job or self.status)
+
+
+def plan(
+    body: Mapping[str, Any],
+    spec: Evaluation,
+    *,
+    jobs: Sequence[Mapping[str, Any]],
+    services: Sequence[Mapping[str, Any]] = (),
+    now: datetime.datetime,
+    default_image: str | None = None,
+) -> Plan:
+    ref = builders.EvaluationRef.from_body(body)
+    status = body.get("status") or {}
+    if status.get("observedGeneration") == ref.generation and status.get("phase") in conditions.TERMINAL_PHASES:
+        return Plan()
+
+    wanted_hash = builders.spec_hash(spec)
+    current = _current_job(jobs, wanted_hash)
+    new_run = current is None
+    job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
+    manifests = builders.children(ref, spec, job_name_override=job_name, default_image=default_image)
+    if not new_run:
+        # The run exists: make sure its helpers do, but never re-create its Job.
+        manifests = [m for m in manifests if m["kind"] != "Job"]
+    suspend = None
+    if current is not None and bool((current.get("spec") or {}).get("suspend")) != spec.suspend:
+        suspend = (job_name, spec.suspend)
+
+    status_patch = conditions.accepted(status, job_name=job_name, generation=ref.generation, now=now,
+                                       new_run=new_run or status.get("jobName") != job_name)  # fmt: skip
+    status_patch["model"] = spec.model_label
+    if new_run:
+        status_patch["outputDir"] = builders.output_dir(ref, spec)
+    status_patch = {k: v for k, v in status_patch.items() if status.get(k) != v}
+    return Plan(
+        create=tuple(manifests),
+        delete_jobs=tuple(_names(jobs, keep=job_name)),
+        delete_services=tuple(_names(services, keep=job_name)),
+        suspend_job=suspend,
+        status=status_patch,
+        new_run=new_run,
+    )
+
+
+def rejection(body: Mapping[str, Any], message: str, *, now: datetime.datetime) -> Mapping[str, Any]:
+    """The status patch for a spec that cannot run; {} if already recorded."""
+    ref_generation = int((body.get("metadata") or {}).get("generation", 1))
+    status = body.get("status") or {}
+    if (
+        status.get("observedGeneration") == ref_generation
+        and status.get("phase") == conditions.FAILED
+        and status.get("message") == message
+    ):
+        return {}
+    return conditions.rejected(status, message=message, generation=ref_generation, now=now)
+
+
+def _current_job(jobs: Sequence[Mapping[str, Any]], wanted_hash: str) -> Mapping[str, Any] | None:
+    for job in jobs:
+        meta = job.get("metadata") or {}
+        if meta.get("deletionTimestamp"):
+            continue
+        if (meta.get("annotations") or {}).get(builders.ANNOTATION_SPEC_HASH) == wanted_hash:
+            return job
+    return None
+
+
+def _names(objects: Sequence[Mapping[str, Any]], *, keep: str) -> list[str]:
+    return sorted(
+        o["metadata"]["name"]
+        for o in objects
+        if o["metadata"]["name"] != keep and not o["metadata"].get("deletionTimestamp")
+    )

@@ -1,0 +1,69 @@
+{{- define "assay.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "assay.labels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "assay.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: operator
+{{- end -}}
+
+{{- define "assay.serviceAccountName" -}}
+{{- default (include "assay.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "assay.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/*
+What the operator may do. It holds get/patch on evaluations and evaluations/status
+itself, which is exactly what each runner Role grants, so creating those Roles needs
+neither `bind` nor `escalate`.
+*/}}
+{{- define "assay.rules" -}}
+- apiGroups: [assay.dev]
+  resources: [evaluations]
+  verbs: [get, list, watch, patch]
+- apiGroups: [assay.dev]
+  resources: [evaluations/status]
+  verbs: [get, patch, update]
+# ownerReferences with blockOwnerDeletion on children need this where
+# OwnerReferencesPermissionEnforcement is enabled.
+- apiGroups: [assay.dev]
+  resources: [evaluations/finalizers]
+  verbs: [update]
+- apiGroups: [batch]
+  resources: [jobs]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [services]
+  verbs: [get, list, create, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, create]
+- apiGroups: [rbac.authorization.k8s.io]
+  resources: [roles, rolebindings]
+  verbs: [get, create]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create, patch]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end -}}

@@ -1,0 +1,175 @@
+"""Child manifests of an Evaluation, checked against the Kubernetes API's own models.
+
+`kubernetes.client` models are generated from the API's OpenAPI spec and forbid unknown
+fields, so `model_validate` catches a misspelt or misplaced field as the server would.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from assay.operator import builders
+from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
+
+REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
+MODELS = {
+    "ServiceAccount": client.V1ServiceAccount,
+    "Role": client.V1Role,
+    "RoleBinding": client.V1RoleBinding,
+    "Service": client.V1Service,
+    "Job": client.V1Job,
+}
+
+
+def _spec(**fields: Any):
+    return parse_spec({"model": "hf", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"], **fields})
+
+
+def _env(container: dict[str, Any]) -> dict[str, Any]:
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+@pytest.mark.parametrize("nodes,gpus", [(1, 0), (1, 1), (1, 4), (3, 8)])
+def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus: int) -> None:
+    children = builders.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
+    kinds = [c["kind"] for c in children]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding"] + (["Service"] if nodes > 1 else []) + ["Job"]
+    for child in children:
+        MODELS[child["kind"]].model_validate(child)
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert owner == {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "name": "pythia-core",
+                         "uid": "0b5c-uid", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+        assert child["metadata"]["namespace"] == "evals"
+        assert child["metadata"]["labels"][builders.LABEL_EVALUATION] == "pythia-core"
+
+
+def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
+    assert builders.job_name(REF) == "pythia-core-g3"
+    assert builders.children(REF, _spec()) == builders.children(REF, _spec())
+    long = builders.EvaluationRef(name="x" * 250, namespace="n", uid="u", generation=12345)
+    name = builders.job_name(long)
+    assert len(name) <= 52 and name.endswith("-g12345")
+    assert builders.job_name(long) != builders.job_name(builders.EvaluationRef("x" * 249 + "y", "n", "u", 12345))
+
+
+def test_runner_role_grants_only_its_own_evaluation() -> None:
+    role = builders.role(REF)
+    assert role["rules"] == [{
+        "apiGroups": ["assay.dev"], "resources": ["evaluations", "evaluations/status"],
+        "resourceNames": ["pythia-core"], "verbs": ["get", "patch"],
+    }]  # fmt: skip
+    binding = builders.role_binding(REF)
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "pythia-core-runner", "namespace": "evals"}]
+
+
+def test_single_process_job() -> None:
+    job = builders.job(REF, _spec(resources={"gpusPerNode": 1, "cpu": "4", "memory": "16Gi"}, backoffLimit=2,
+                                  activeDeadlineSeconds=600))  # fmt: skip
+    spec = job["spec"]
+    assert spec["completionMode"] == "NonIndexed" and spec["completions"] == spec["parallelism"] == 1
+    assert spec["backoffLimit"] == 2 and spec["activeDeadlineSeconds"] == 600 and spec["suspend"] is False
+    pod = spec["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["python", "-m", "assay.runner"]
+    assert "initContainers" not in pod and "subdomain" not in pod
+    assert container["resources"] == {"requests": {"cpu": "4", "memory": "16Gi"},
+                                      "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}}  # fmt: skip
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "pythia-core-runner"
+
+
+def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
+    spec = _spec(resources={"nodes": 4, "gpusPerNode": 8})
+    job = builders.job(REF, spec)
+    service = builders.headless_service(REF, job="pythia-core-g3")
+    assert job["spec"]["completionMode"] == "Indexed"
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
+    pod = job["spec"]["template"]["spec"]
+    assert pod["subdomain"] == service["metadata"]["name"] == "pythia-core-g3"
+    assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
+    assert service["spec"]["selector"] == {builders.LABEL_JOB: "pythia-core-g3"}
+    assert job["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
+    (runner,) = pod["containers"]
+    assert runner["command"] == [
+        "torchrun", "--nnodes=4", "--nproc_per_node=8", "--rdzv_backend=c10d",
+        "--rdzv_endpoint=pythia-core-g3-0.pythia-core-g3:29400", "--rdzv_id=pythia-core-g3",
+        "--max_restarts=0", "-m", "assay.runner",
+    ]  # fmt: skip
+    (check,) = pod["initContainers"]
+    assert check["command"] == ["python", "-m", "assay.runner", "--check"]
+    assert "nvidia.com/gpu" not in check.get("resources", {}).get("limits", {})
+
+
+def test_single_node_multi_gpu_uses_standalone_torchrun() -> None:
+    command = builders.runner_command(_spec(resources={"gpusPerNode": 4}), job="j")
+    assert command[:4] == ["torchrun", "--nnodes=1", "--nproc_per_node=4", "--standalone"]
+
+
+def test_failure_policy_fails_fast_on_config_errors_and_ignores_disruption() -> None:
+    rules = builders.job(REF, _spec())["spec"]["podFailurePolicy"]["rules"]
+    assert rules[0] == {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [CONFIG_ERROR_EXIT_CODE]}}
+    assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+
+
+def test_pods_are_hardened() -> None:
+    pod = builders.job(REF, _spec(resources={"nodes": 2}))["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    for container in pod["containers"] + pod["initContainers"]:
+        security = container["securityContext"]
+        assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
+        assert security["capabilities"] == {"drop": ["ALL"]}
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/cache", "/output", "/tmp", "/dev/shm"}
+
+
+def test_environment_carries_the_runner_contract() -> None:
+    spec = _spec(cache={"pvc": "hf-cache", "offline": True, "datasetsDir": "datasets"},
+                 hfTokenSecret={"name": "hf", "key": "tok"}, output={"pvc": "results"})  # fmt: skip
+    job = builders.job(REF, spec)
+    pod = job["spec"]["template"]["spec"]
+    env = _env(pod["containers"][0])
+    assert parse_spec(__import__("json").loads(env["ASSAY_EVALUATION"])) == spec
+    assert env["ASSAY_EVALUATION_NAME"] == "pythia-core" and env["ASSAY_EVALUATION_NAMESPACE"] == "evals"
+    assert env["ASSAY_EVALUATION_GENERATION"] == "3"
+    assert env["ASSAY_OUTPUT_DIR"] == "/output/pythia-core/g3"
+    assert env["ASSAY_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    assert env["HF_HUB_OFFLINE"] == env["HF_DATASETS_OFFLINE"] == "1"
+    assert env["HF_HOME"] == "/cache/huggingface" and env["HF_DATASETS_CACHE"] == "/cache/datasets"
+    assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf", "key": "tok"}}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["cache"]["persistentVolumeClaim"] == {"claimName": "hf-cache"}
+    assert volumes["output"]["persistentVolumeClaim"] == {"claimName": "results"}
+    assert "HF_HUB_OFFLINE" not in _env(builders.job(REF, _spec())["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_pod_template_overrides_kueue_and_suspend() -> None:
+    spec = _spec(
+        podTemplate={
+            "nodeSelector": {"gpu": "h100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {}}, "priorityClassName": "batch-low",
+            "labels": {"kueue.x-k8s.io/queue-name": "eval-queue", "team": "nlp"}, "annotations": {"note": "x"},
+        },
+        suspend=True, image="registry.local/assay:dev",
+    )  # fmt: skip
+    job = builders.job(REF, spec)
+    client.V1Job.model_validate(job)
+    pod = job["spec"]["template"]
+    assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
+    assert pod["spec"]["tolerations"][0]["key"] == "gpu"
+    assert pod["spec"]["priorityClassName"] == "batch-low" and pod["spec"]["affinity"] == {"nodeAffinity": {}}
+    assert pod["metadata"]["labels"]["team"] == "nlp" and pod["metadata"]["annotations"] == {"note": "x"}
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "eval-queue"
+    assert job["spec"]["suspend"] is True
+    assert pod["spec"]["containers"][0]["image"] == "registry.local/assay:dev"
+    # Our selector labels win over user labels of the same key.
+    clash = _spec(podTemplate={"labels": {builders.LABEL_EVALUATION: "other"}})
+    assert builders.job(REF, clash)["spec"]["template"]["metadata"]["labels"][builders.LABEL_EVALUATION] == "pythia-core"
+
+
+def test_spec_hash_ignores_suspend_only() -> None:
+    assert builders.spec_hash(_spec(suspend=True)) == builders.spec_hash(_spec(suspend=False))
+    assert builders.spec_hash(_spec(limit=5)) != builders.spec_hash(_spec())
+    assert builders.job(REF, _spec())["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH] == builders.spec_hash(_spec())

@@ -1,0 +1,125 @@
+"""Phase and condition transitions as pure functions of observed Jobs."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from assay.operator import conditions as c
+
+T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+T1 = T0 + datetime.timedelta(minutes=5)
+
+
+def _job(*, active: int = 0, ready: int | None = None, conds: list[tuple[str, str, str]] = (), suspend: bool = False,
+         start: str | None = "2025-05-01T12:00:10Z", completion: str | None = None) -> dict[str, Any]:  # fmt: skip
+    status: dict[str, Any] = {"active": active, "startTime": start}
+    if ready is not None:
+        status["ready"] = ready
+    if completion:
+        status["completionTime"] = completion
+    status["conditions"] = [
+        {"type": t, "status": "True", "reason": r, "message": m, "lastTransitionTime": "2025-05-01T12:30:00Z"}
+        for t, r, m in conds
+    ]
+    return {"metadata": {"name": "ev-g1"}, "spec": {"suspend": suspend}, "status": status}
+
+
+def _by_type(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {cond["type"]: cond for cond in status["conditions"]}
+
+
+def _apply(status: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    merged = {**status, **patch}
+    return {k: v for k, v in merged.items() if v is not None}
+
+
+def test_accepted_new_run_sets_all_four_conditions() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    assert status["phase"] == c.PENDING and status["jobName"] == "ev-g1" and status["observedGeneration"] == 1
+    conds = _by_type(status)
+    assert list(conds) == ["Accepted", "Running", "Succeeded", "Failed"]
+    assert conds["Accepted"]["status"] == "True" and conds["Accepted"]["reason"] == "SpecValid"
+    assert all(conds[t]["status"] == "False" for t in ("Running", "Succeeded", "Failed"))
+    assert all(cond["observedGeneration"] == 1 and cond["lastTransitionTime"] == "2025-05-01T12:00:00Z"
+               for cond in conds.values())  # fmt: skip
+    # A new run clears the previous run's outcome (merge-patch null deletes).
+    assert status["results"] is None and status["completionTime"] is None
+
+
+def test_rejected_spec_fails_with_invalid_spec() -> None:
+    status = c.rejected(None, message="Unknown task 'x'.", generation=2, now=T0)
+    conds = _by_type(status)
+    assert status["phase"] == c.FAILED
+    assert conds["Accepted"]["status"] == "False" and conds["Accepted"]["reason"] == "InvalidSpec"
+    assert conds["Failed"]["status"] == "True" and conds["Failed"]["message"] == "Unknown task 'x'."
+
+
+@pytest.mark.parametrize(
+    "job,phase,reason",
+    [
+        (_job(), c.PENDING, "JobCreated"),
+        (_job(active=1, ready=0), c.PENDING, "PodsPending"),
+        (_job(active=2, ready=2), c.RUNNING, "PodsRunning"),
+        (_job(active=1), c.RUNNING, "PodsRunning"),  # no `ready` field (older servers): active counts
+        (_job(suspend=True, conds=[("Suspended", "JobSuspended", "")]), c.PENDING, "Suspended"),
+        (_job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z"), c.SUCCEEDED, "JobComplete"),
+        (_job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]), c.FAILED,
+         "BackoffLimitExceeded"),
+        (_job(conds=[("Failed", "DeadlineExceeded", "")]), c.FAILED, "DeadlineExceeded"),
+        (_job(conds=[("Failed", "PodFailurePolicy", "Container runner exited with 78")]), c.FAILED, "PodFailurePolicy"),
+        (_job(active=1, ready=1, conds=[("FailureTarget", "DeadlineExceeded", "")]), c.RUNNING, "Terminating"),
+    ],
+)
+def test_job_state(job: dict[str, Any], phase: str, reason: str) -> None:
+    state = c.job_state(job)
+    assert (state.phase, state.reason) == (phase, reason)
+
+
+def test_a_run_from_creation_to_success() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status = _apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
+    assert status["phase"] == c.RUNNING and status["startTime"] == "2025-05-01T12:00:10Z"
+    running_since = _by_type(status)["Running"]["lastTransitionTime"]
+    # The same observation again changes nothing.
+    assert c.from_job(status, _job(active=1, ready=1), generation=1, now=T1) == {}
+    status["message"] = "Evaluated 2 tasks."  # the runner's final word
+    done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
+    patch = c.from_job(status, done, generation=1, now=T1)
+    assert c.finished_now(status, patch) == c.SUCCEEDED
+    status = _apply(status, patch)
+    conds = _by_type(status)
+    assert status["phase"] == c.SUCCEEDED and status["completionTime"] == "2025-05-01T12:31:00Z"
+    assert conds["Succeeded"]["status"] == "True" and conds["Running"]["status"] == "False"
+    assert conds["Running"]["lastTransitionTime"] != running_since
+    assert status["message"] == "Evaluated 2 tasks."  # kept
+    assert c.duration_seconds(status) == 30 * 60 + 50
+    # Finished is final: later events of the same Job change nothing.
+    assert c.from_job(status, done, generation=1, now=T1) == {}
+    assert c.finished_now(status, {}) is None
+
+
+def test_failure_keeps_the_runners_message() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status["message"] = "Unknown dataset file train.jsonl."
+    patch = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    assert patch["phase"] == c.FAILED
+    assert "configuration error" in patch["message"] and "Runner: Unknown dataset file" in patch["message"]
+    assert _by_type(_apply(status, patch))["Failed"]["reason"] == "PodFailurePolicy"
+
+
+def test_operator_messages_are_not_mistaken_for_the_runners() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    patch = c.from_job(status, _job(conds=[("Failed", "DeadlineExceeded", "")]), generation=1, now=T1)
+    assert "Runner:" not in patch["message"] and "activeDeadlineSeconds" in patch["message"]
+
+
+def test_set_condition_keeps_transition_time_when_status_holds() -> None:
+    first = c.set_condition(None, type="Running", status=True, reason="A", message="a", now=T0, generation=1)
+    again = c.set_condition(first, type="Running", status=True, reason="B", message="b", now=T1, generation=2)
+    assert again[0]["lastTransitionTime"] == first[0]["lastTransitionTime"]
+    assert again[0]["reason"] == "B" and again[0]["observedGeneration"] == 2
+    flipped = c.set_condition(again, type="Running", status=False, reason="C", message="c", now=T1, generation=2)
+    assert flipped[0]["lastTransitionTime"] == "2025-05-01T12:05:00Z"

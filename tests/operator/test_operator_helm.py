@@ -1,0 +1,109 @@
+"""The Helm chart: rendered by a real `helm` when one is installed, plus checks that need none."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+CHART = REPO / "deploy" / "helm" / "assay"
+HELM = shutil.which("helm") or next((str(p) for p in [Path.home() / "go" / "bin" / "helm"] if p.is_file()), None)
+needs_helm = pytest.mark.skipif(HELM is None, reason="helm binary not installed (go install helm.sh/helm/v3/cmd/helm@v3.16.4)")
+
+
+def test_chart_metadata_and_values() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert chart["apiVersion"] == "v2" and chart["name"] == "assay"
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["operator"]["replicas"] == 1 and values["watchNamespaces"] == []
+
+
+def test_chart_ships_the_same_crd() -> None:
+    assert (CHART / "crds" / "evaluations.assay.dev.yaml").read_text() == (
+        REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"
+    ).read_text()
+
+
+def test_dashboard_plots_scores_per_task_and_model() -> None:
+    dashboard = json.loads((CHART / "dashboards" / "assay.json").read_text())
+    exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
+    assert any("assay_evaluation_score{" in e and "task" in e and "model" in e for e in exprs)
+    assert {v["name"] for v in dashboard["templating"]["list"]} >= {"namespace", "model", "task"}
+    from assay.operator.metrics import EvaluationMetrics
+
+    exported = {m.name for m in EvaluationMetrics().registry.collect()}
+    for expr in exprs:
+        for name in re.findall(r"assay_[a-z_]+", expr):
+            base = name.removesuffix("_total")
+            assert base in exported, f"dashboard queries {name}, which the operator does not export"
+
+
+def test_templates_are_balanced() -> None:
+    """Without helm: every block opened in a template is closed."""
+    for path in (CHART / "templates").glob("*"):
+        text = path.read_text()
+        opened = len(re.findall(r"{{-?\s*(if|range|with|define)\b", text))
+        closed = len(re.findall(r"{{-?\s*end\s*-?}}", text))
+        assert opened == closed, path.name
+
+
+def _render(*args: str) -> list[dict[str, Any]]:
+    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _validate(documents: list[dict[str, Any]]) -> None:
+    from kubernetes import client
+
+    models = {
+        "Deployment": client.V1Deployment, "Service": client.V1Service, "ServiceAccount": client.V1ServiceAccount,
+        "ClusterRole": client.V1ClusterRole, "ClusterRoleBinding": client.V1ClusterRoleBinding,
+        "Role": client.V1Role, "RoleBinding": client.V1RoleBinding, "ConfigMap": client.V1ConfigMap,
+    }  # fmt: skip
+    for document in documents:
+        if document["kind"] in models:
+            models[document["kind"]].model_validate(document)
+
+
+@needs_helm
+def test_helm_lint() -> None:
+    subprocess.run([HELM, "lint", str(CHART), "--strict"], check=True, capture_output=True)
+
+
+@needs_helm
+def test_cluster_wide_render() -> None:
+    documents = _render("--set", "metrics.serviceMonitor.enabled=true")
+    _validate(documents)
+    kinds = sorted(d["kind"] for d in documents)
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "ServiceAccount",
+                     "ServiceMonitor"]  # fmt: skip
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["assay"] and container["args"][:2] == ["operator", "--standalone"]
+    assert "--all-namespaces" in container["args"]
+    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
+    assert verbs[("rbac.authorization.k8s.io", "roles")] == {"get", "create"}
+    assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
+    assert verbs[("", "pods")] == {"get", "list", "watch"}
+    dashboard = next(d for d in documents if d["kind"] == "ConfigMap")
+    assert json.loads(dashboard["data"]["assay.json"])["uid"] == "assay-evaluations"
+
+
+@needs_helm
+def test_namespaced_render() -> None:
+    documents = _render("--set", "watchNamespaces={team-a,team-b}", "--set", "grafana.dashboard.enabled=false")
+    _validate(documents)
+    roles = [d for d in documents if d["kind"] == "Role"]
+    assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    assert not [d for d in documents if d["kind"].startswith("Cluster")]
+    args = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--all-namespaces" not in args

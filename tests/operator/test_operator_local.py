@@ -1,0 +1,132 @@
+"""`assay apply --local` and the operator's validation: what runs before any evaluation does."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import pytest
+
+from assay.errors import UsageError, UserError
+from assay.operator import local, validation
+from assay.spec import parse_spec
+
+REPO = Path(__file__).resolve().parents[2]
+MANIFEST = """
+apiVersion: assay.dev/v1alpha1
+kind: Evaluation
+metadata: {name: first}
+spec: {model: dummy, tasks: [arc_easy], limit: 4, resources: {gpusPerNode: 0}}
+---
+apiVersion: assay.dev/v1alpha1
+kind: Evaluation
+metadata: {name: second}
+spec: {model: hf, tasks: [arc_easy], resources: {nodes: 2, gpusPerNode: 2}, output: {path: runs/two}}
+"""
+
+
+def test_apply_needs_local() -> None:
+    with pytest.raises(UsageError, match="kubectl apply"):
+        local.main(["-f", "x.yaml"])
+
+
+def test_manifests_load_from_a_file_or_stdin(tmp_path: Path) -> None:
+    path = tmp_path / "evals.yaml"
+    path.write_text(MANIFEST)
+    loaded = local.load_manifests(str(path))
+    assert [m["name"] for m, _ in loaded] == ["first", "second"]
+    assert [m["name"] for m, _ in local.load_manifests("-", stdin=io.StringIO(MANIFEST))] == ["first", "second"]
+    (_, first), (_, second) = loaded
+    assert local.output_dir_for({"name": "first"}, first, "out") == Path("out/first")
+    assert local.output_dir_for({"name": "second"}, second, "out") == Path("out/runs/two")
+    assert local.torchrun_command(second)[1:] == [
+        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "--max_restarts=0", "-m", "assay.runner",
+    ]  # fmt: skip
+    assert second.resources.world_size == 4 and first.resources.world_size == 1
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("kind: [", "not valid YAML"),
+        ("", "holds no manifest"),
+        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "Expected apiVersion"),
+        ("apiVersion: assay.dev/v1alpha1\nkind: Evaluation\nmetadata: {name: x}\nspec: {model: hf}\n", "spec.tasks"),
+    ],
+)
+def test_bad_manifests_are_one_sentence(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError) as caught:
+        local.load_manifests(str(path))
+    assert expected in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_missing_file_is_a_user_error(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="Cannot read"):
+        local.load_manifests(str(tmp_path / "nope.yaml"))
+
+
+def test_unknown_model_is_rejected_before_running(tmp_path: Path) -> None:
+    path = tmp_path / "e.yaml"
+    path.write_text(MANIFEST.split("---")[0].replace("model: dummy", "model: hff"))
+    with pytest.raises(UserError, match="Did you mean hf"):
+        local.main(["-f", str(path), "--local", "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()
+
+
+SPEC = {"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"]}
+
+
+def test_validation_with_the_real_task_index() -> None:
+    pytest.importorskip("assay.runner.task_index", reason="the engine's task index is not in this checkout yet")
+    validation.validate(parse_spec(SPEC))
+    with pytest.raises(UserError, match="arc_eazy"):
+        validation.validate(parse_spec({**SPEC, "tasks": ["arc_eazy"]}))
+
+
+def test_validation_hooks() -> None:
+    none = lambda names: []  # noqa: E731
+    with pytest.raises(UserError, match="trustRemoteCode"):
+        validation.validate(parse_spec({**SPEC, "modelArgs": {"trust_remote_code": True}}), tasks_resolver=none)
+    validation.validate(parse_spec({**SPEC, "modelArgs": {"trust_remote_code": True}, "trustRemoteCode": True}),
+                        tasks_resolver=none, unsafe_finder=none)  # fmt: skip
+    unsafe = lambda names: ["humaneval"]  # noqa: E731
+    with pytest.raises(UserError, match="allowUnsafeCode"):
+        validation.validate(parse_spec(SPEC), tasks_resolver=none, unsafe_finder=unsafe)
+    validation.validate(parse_spec({**SPEC, "allowUnsafeCode": True}), tasks_resolver=none, unsafe_finder=unsafe)
+    with pytest.raises(UserError, match="Unknown tasks in spec.tasks: x"):
+        validation.validate(parse_spec(SPEC), tasks_resolver=lambda names: ["x"], unsafe_finder=none)
+    with pytest.raises(UserError, match="Known models"):
+        validation.validate(parse_spec({**SPEC, "model": "mystery"}), tasks_resolver=none, unsafe_finder=none)
+
+
+def test_operator_command_line() -> None:
+    from assay.operator import main
+
+    args = main.parse_args(["--namespace", "a", "--namespace", "b", "--metrics-port", "0", "--standalone"])
+    assert main.scope(args) == (False, ["a", "b"]) and args.standalone and args.metrics_port == 0
+    assert main.scope(main.parse_args(["--all-namespaces"])) == (True, [])
+    with pytest.raises(UsageError):
+        main.parse_args(["--namespace", "a", "--all-namespaces"])
+
+
+def test_handlers_register_with_kopf() -> None:
+    import kopf
+
+    from assay.operator import handlers  # noqa: F401
+
+    registry = kopf.get_default_registry()
+    ids = {h.id for h in registry._changing.get_all_handlers()} | {h.id for h in registry._watching.get_all_handlers()}
+    assert {"reconcile_evaluation", "mirror_job", "observe_metrics"} <= ids
+    assert sys.modules["assay.operator.handlers"].watched_namespaces({"ASSAY_NAMESPACES": "a, b,"}) == ["a", "b"]
+
+
+def test_operator_without_credentials_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.operator import main
+
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with pytest.raises(UserError, match="No Kubernetes credentials"):
+        main.main(["--metrics-port", "0", "--health-port", "0", "--standalone"])

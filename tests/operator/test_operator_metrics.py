@@ -1,0 +1,110 @@
+"""Prometheus metrics, scraped over real HTTP from the started prometheus-client server."""
+
+from __future__ import annotations
+
+import urllib.request
+from typing import Any, Iterator
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from assay.operator.metrics import EvaluationMetrics
+
+
+def _evaluation(name: str = "ev", *, phase: str = "Succeeded", results: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"model": "hf", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"]},
+        "status": {
+            "phase": phase,
+            "startTime": "2025-05-01T12:00:00Z",
+            "completionTime": "2025-05-01T12:02:00Z",
+            "progress": {"requestsDone": 50, "requestsTotal": 200, "summary": "25%"},
+            "results": results if results is not None else {
+                "arc_easy": {"acc,none": {"value": 0.61, "stderr": 0.01}, "acc_norm,none": {"value": 0.55, "stderr": None}},
+            },
+            "groups": {"ai2_arc": {"acc,none": {"value": 0.5, "stderr": 0.02}}},
+        },
+    }  # fmt: skip
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[EvaluationMetrics, str]]:
+    metrics = EvaluationMetrics()
+    server, thread = metrics.start_server(0, addr="127.0.0.1")
+    try:
+        yield metrics, f"http://127.0.0.1:{server.server_port}/metrics"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/plain")
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def _labels(**labels: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(labels.items()))
+
+
+SCORE = dict(namespace="team", evaluation="ev", model="EleutherAI/pythia-160m", task="arc_easy", metric="acc", filter="none")
+
+
+def test_scores_progress_phase_and_duration_over_http(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    metrics.observe(_evaluation())
+    samples = _scrape(url)
+    assert samples[("assay_evaluation_score", _labels(**SCORE))] == pytest.approx(0.61)
+    assert samples[("assay_evaluation_score_stderr", _labels(**SCORE))] == pytest.approx(0.01)
+    norm = {**SCORE, "metric": "acc_norm"}
+    assert samples[("assay_evaluation_score", _labels(**norm))] == pytest.approx(0.55)
+    assert ("assay_evaluation_score_stderr", _labels(**norm)) not in samples  # no stderr, no series
+    group = {**SCORE, "task": "ai2_arc"}
+    assert samples[("assay_evaluation_score", _labels(**group))] == pytest.approx(0.5)
+    assert samples[("assay_evaluation_progress_ratio", _labels(namespace="team", evaluation="ev"))] == 0.25
+    assert samples[("assay_evaluation_phase", _labels(namespace="team", evaluation="ev", phase="Succeeded"))] == 1
+    assert samples[("assay_evaluation_phase", _labels(namespace="team", evaluation="ev", phase="Running"))] == 0
+    assert samples[("assay_evaluation_duration_seconds", _labels(namespace="team", evaluation="ev"))] == 120
+
+
+def test_counters(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    metrics.record_completion("team", "succeeded")
+    metrics.record_completion("team", "succeeded")
+    metrics.record_completion("team", "failed")
+    metrics.record_error("reconcile")
+    samples = _scrape(url)
+    assert samples[("assay_evaluations_completed_total", _labels(namespace="team", result="succeeded"))] == 2
+    assert samples[("assay_evaluations_completed_total", _labels(namespace="team", result="failed"))] == 1
+    assert samples[("assay_operator_reconcile_errors_total", _labels(handler="reconcile"))] == 1
+
+
+def test_series_follow_status_and_vanish_on_delete(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    metrics.observe(_evaluation())
+    metrics.observe(_evaluation("other"))
+    # A new run of `ev` reports only one metric: the other's series go.
+    metrics.observe(_evaluation(results={"arc_easy": {"acc,none": {"value": 0.7, "stderr": 0.01}}}))
+    samples = _scrape(url)
+    assert samples[("assay_evaluation_score", _labels(**SCORE))] == pytest.approx(0.7)
+    assert ("assay_evaluation_score", _labels(**{**SCORE, "metric": "acc_norm"})) not in samples
+    metrics.forget("team", "ev")
+    samples = _scrape(url)
+    assert not [k for k in samples if dict(k[1]).get("evaluation") == "ev"]
+    assert [k for k in samples if dict(k[1]).get("evaluation") == "other"]
+
+
+def test_each_instance_has_its_own_registry() -> None:
+    first, second = EvaluationMetrics(), EvaluationMetrics()
+    first.observe(_evaluation())
+    assert first.registry.get_sample_value("assay_evaluation_score", SCORE) == pytest.approx(0.61)
+    assert second.registry.get_sample_value("assay_evaluation_score", SCORE) is None

@@ -1,0 +1,86 @@
+"""Reconcile plans: idempotent, one run per spec, suspend without a new run, no duplicates on restart."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from assay.operator import builders, conditions, reconcile
+from assay.spec import parse_spec
+
+NOW = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+SPEC = {"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"]}
+
+
+def _body(spec: dict[str, Any], *, generation: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+        "metadata": {"name": "ev", "namespace": "ns", "uid": "u1", "generation": generation},
+        "spec": spec, "status": status or {},
+    }  # fmt: skip
+
+
+def _jobs(plan: reconcile.Plan) -> list[dict[str, Any]]:
+    return [m for m in plan.create if m["kind"] == "Job"]
+
+
+def test_first_reconcile_creates_everything_and_marks_pending() -> None:
+    body = _body(SPEC, generation=1)
+    plan = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
+    assert [m["kind"] for m in plan.create] == ["ServiceAccount", "Role", "RoleBinding", "Job"]
+    assert plan.new_run and not plan.delete_jobs and plan.suspend_job is None
+    assert plan.status["phase"] == conditions.PENDING and plan.status["jobName"] == "ev-g1"
+    assert plan.status["model"] == "m" and plan.status["outputDir"] == "/output/ev/g1"
+
+
+def test_restart_with_the_job_present_creates_no_second_run() -> None:
+    body = _body(SPEC, generation=1)
+    first = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
+    (job,) = _jobs(first)
+    status = {k: v for k, v in first.status.items() if v is not None}
+    again = reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[job], now=NOW)
+    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs
+    assert again.status == {}  # nothing to write either
+
+
+def test_finished_generation_is_left_alone() -> None:
+    status = {"observedGeneration": 1, "phase": conditions.SUCCEEDED, "jobName": "ev-g1"}
+    assert reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[], now=NOW).is_noop
+
+
+def test_spec_change_replaces_the_old_run() -> None:
+    old = _jobs(reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))[0]
+    old_service = {"metadata": {"name": "ev-g1"}}
+    changed = {**SPEC, "limit": 10}
+    status = {"observedGeneration": 1, "phase": conditions.SUCCEEDED, "jobName": "ev-g1", "results": {"x": {}}}
+    plan = reconcile.plan(_body(changed, generation=2, status=status), parse_spec(changed), jobs=[old],
+                          services=[old_service], now=NOW)  # fmt: skip
+    assert [j["metadata"]["name"] for j in _jobs(plan)] == ["ev-g2"]
+    assert plan.delete_jobs == ("ev-g1",) and plan.delete_services == ("ev-g1",)
+    assert plan.status["phase"] == conditions.PENDING and plan.status["results"] is None
+
+
+def test_suspend_toggle_pauses_the_same_run() -> None:
+    first = reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW)
+    (job,) = _jobs(first)
+    status = {k: v for k, v in first.status.items() if v is not None}
+    suspended = {**SPEC, "suspend": True}
+    plan = reconcile.plan(_body(suspended, generation=2, status=status), parse_spec(suspended), jobs=[job], now=NOW)
+    assert _jobs(plan) == [] and plan.delete_jobs == () and not plan.new_run
+    assert plan.suspend_job == ("ev-g1", True)
+    assert plan.status["observedGeneration"] == 2 and "phase" not in plan.status
+
+
+def test_rejection_is_written_once() -> None:
+    body = _body(SPEC, generation=3)
+    patch = reconcile.rejection(body, "Unknown task 'x'.", now=NOW)
+    assert patch["phase"] == conditions.FAILED and patch["observedGeneration"] == 3
+    body["status"] = patch
+    assert reconcile.rejection(body, "Unknown task 'x'.", now=NOW) == {}
+
+
+def test_jobs_being_deleted_are_not_the_current_run() -> None:
+    (job,) = _jobs(reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))
+    job["metadata"]["deletionTimestamp"] = "2025-05-01T11:00:00Z"
+    plan = reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[job], now=NOW)
+    assert plan.new_run and builders.job_name(builders.EvaluationRef.from_body(_body(SPEC, generation=1))) == "ev-g1"

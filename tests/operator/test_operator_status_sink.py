@@ -1,0 +1,149 @@
+"""The runner's status sink: condensing lm-eval results, throttling, choosing a sink.
+
+KubernetesStatusSink is exercised with a recording stand-in for CustomObjectsApi (no API
+server runs in unit tests); the e2e suite runs it against a real one.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from assay.runner import status_sink
+from assay.runner.status_sink import (
+    FileStatusSink,
+    KubernetesStatusSink,
+    NullSink,
+    condense_results,
+    sink_from_env,
+)
+
+LM_EVAL_RESULTS = {
+    "results": {
+        "arc_easy": {"alias": "arc_easy", "acc,none": 0.6, "acc_stderr,none": 0.01, "acc_norm,none": 0.55,
+                     "acc_norm_stderr,none": 0.011},
+        "lambada_openai": {"alias": "lambada_openai", "perplexity,none": float("inf"), "perplexity_stderr,none": "N/A",
+                           "acc,none": 0.4, "acc_stderr,none": 0.02},
+    },
+    "groups": {"ai2_arc": {"acc,none": 0.5, "acc_stderr,none": 0.03}},
+    "n-samples": {"arc_easy": {"original": 2376, "effective": 10}},
+    "versions": {"arc_easy": 1.0, "lambada_openai": 1},
+    "samples": {"arc_easy": [{"doc": "never in status"}]},
+    "configs": {"arc_easy": {"big": "x" * 1000}},
+}  # fmt: skip
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class RecordingCustomObjectsApi:
+    """Stand-in for kubernetes.client.CustomObjectsApi: records patches, serves one object."""
+
+    def __init__(self, generation: int = 1) -> None:
+        self.patches: list[dict[str, Any]] = []
+        self.generation = generation
+
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body):  # noqa: ANN001
+        assert (group, version, plural) == ("assay.dev", "v1alpha1", "evaluations")
+        self.patches.append({"namespace": namespace, "name": name, "body": json.loads(json.dumps(body))})
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
+        return {"metadata": {"name": name, "generation": self.generation}}
+
+
+def test_condense_keeps_metrics_and_stderr_never_samples() -> None:
+    status = condense_results(LM_EVAL_RESULTS)
+    assert status["results"]["arc_easy"] == {
+        "acc,none": {"value": 0.6, "stderr": 0.01}, "acc_norm,none": {"value": 0.55, "stderr": 0.011},
+    }  # fmt: skip
+    # JSON has no inf, lm-eval's "N/A" stderr becomes null.
+    assert status["results"]["lambada_openai"]["perplexity,none"] == {"value": None, "stderr": None}
+    assert status["groups"] == {"ai2_arc": {"acc,none": {"value": 0.5, "stderr": 0.03}}}
+    assert status["nSamples"] == {"arc_easy": {"original": 2376, "effective": 10}}
+    assert status["versions"] == {"arc_easy": "1.0", "lambada_openai": "1"}
+    text = json.dumps(status, allow_nan=False)
+    assert "never in status" not in text and "configs" not in text
+
+
+def test_condense_bounds_the_size_and_says_so() -> None:
+    many = {"results": {f"task_{i}": {f"m{j},none": 0.5 for j in range(20)} for i in range(200)}}
+    status = condense_results(many, max_bytes=20_000)
+    assert all(len(metrics) == 1 for metrics in status["results"].values())
+    assert len(json.dumps(status)) <= 20_000
+    assert "truncated to headline metrics" in status["message"]
+    tiny = condense_results(many, max_bytes=100)
+    assert tiny["results"] == {} and "too large" in tiny["message"]
+
+
+def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
+    api, clock = RecordingCustomObjectsApi(), Clock()
+    sink = KubernetesStatusSink(name="ev", namespace="team", generation=1, api=api, min_interval=5, clock=clock)
+    sink.progress(1, 100)
+    clock.now = 1
+    sink.progress(2, 100)  # throttled
+    clock.now = 6
+    sink.progress(30, 100)
+    clock.now = 6.5
+    sink.progress(100, 100)  # the last step always goes
+    assert [p["body"]["status"]["progress"]["requestsDone"] for p in api.patches] == [1, 30, 100]
+    assert api.patches[1]["body"]["status"]["progress"] == {"requestsDone": 30, "requestsTotal": 100, "summary": "30%"}
+    sink.finished(LM_EVAL_RESULTS)
+    final = api.patches[-1]
+    assert final["name"] == "ev" and final["namespace"] == "team"
+    assert final["body"]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
+    sink.failed("x" * 5000)
+    assert len(api.patches[-1]["body"]["status"]["message"]) == status_sink.MAX_MESSAGE_CHARS
+
+
+def test_kubernetes_sink_drops_a_superseded_runs_outcome() -> None:
+    api = RecordingCustomObjectsApi(generation=2)
+    sink = KubernetesStatusSink(name="ev", namespace="team", generation=1, api=api)
+    sink.finished(LM_EVAL_RESULTS)
+    assert api.patches == []
+
+
+def test_kubernetes_sink_survives_api_errors() -> None:
+    class Broken(RecordingCustomObjectsApi):
+        def patch_namespaced_custom_object_status(self, *args: Any) -> None:
+            raise RuntimeError("connection refused")
+
+    KubernetesStatusSink(name="ev", namespace="team", api=Broken()).finished(LM_EVAL_RESULTS)  # no raise
+
+
+def test_file_sink_and_env_selection(tmp_path: Path) -> None:
+    path = tmp_path / "status.json"
+    sink = sink_from_env({"ASSAY_STATUS_FILE": str(path), "ASSAY_PROGRESS_INTERVAL": "0"})
+    assert isinstance(sink, FileStatusSink)
+    sink.progress(5, 10)
+    sink.finished(LM_EVAL_RESULTS)
+    written = json.loads(path.read_text())
+    assert written["progress"]["requestsDone"] == 5 and "arc_easy" in written["results"]
+    assert isinstance(sink_from_env({}), NullSink)
+
+
+def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> None:
+    env = {"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "team"}
+    code = (
+        "import os, sys; from assay.runner.status_sink import sink_from_env, NullSink;"
+        f"sys.exit(0 if isinstance(sink_from_env({env!r}), NullSink) else 3)"
+    )
+    run_env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", code], env=run_env, cwd=Path(__file__).resolve().parents[2])
+    assert result.returncode == 0
+
+
+def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
+    code = (
+        "import sys, assay.spec, assay.runner.status_sink;"
+        "bad = [m for m in sys.modules if m == 'kopf' or m.startswith('assay.operator')];"
+        "sys.exit(1 if bad else 0)"
+    )
+    assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
