@@ -406,11 +406,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     _set_verbosity(config["verbosity"])
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
+    from assay.runner import distributed
+
+    # Under torchrun every rank joins one process group: each runs its share of the
+    # requests and rank 0 alone aggregates, writes files and prints the table.
+    with distributed.process_group():
+        return _run_on_this_rank(config, is_rank0=distributed.rank_and_world()[0] == 0)
+
+
+def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
     from assay.runner import output
     from assay.runner.loggers import HubLogger, WandbLogger
 
-    wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] else None
-    hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] else None
+    wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] and is_rank0 else None
+    hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] and is_rank0 else None
     tracker = output.EvaluationTracker(config["output_path"])
 
     from assay.runner.evaluator import simple_evaluate

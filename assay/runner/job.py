@@ -1,0 +1,305 @@
+"""The runner Job's entry point: one Evaluation spec in, results on disk and in status out.
+
+The operator starts `python -m assay.runner` (one process) or `torchrun ... -m
+assay.runner` (several; `assay runner` is the same program) with the spec in its
+environment (the contract is in `assay.spec`). Every rank runs the same program; rank 0
+alone writes the results JSON (and samples JSONL with `logSamples`) under
+ASSAY_OUTPUT_DIR, reports progress and the outcome to the status sink, and prints the
+results table to its log.
+
+Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
+
+- 0: the evaluation finished and its results are written.
+- 78 (`assay.spec.CONFIG_ERROR_EXIT_CODE`, sysexits' EX_CONFIG): the spec cannot run as
+  written (an `assay.errors.UserError` or `UsageError`: unknown task or model, bad field,
+  bad model argument). The message is one sentence naming the input and the fix; the
+  podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
+  validation (spec, task names, model name) without loading the model or data; under
+  torchrun, which turns every worker failure into exit 1, it runs first as an init
+  container so that 78 stays visible.
+- 3: loading or running the model or reading the data failed (an error raised inside
+  transformers, datasets, huggingface_hub, safetensors, tokenizers, accelerate, or
+  Assay's model backends and data loaders; CUDA out of memory).
+- 1: anything else, including a peer rank that failed or stopped responding (the message
+  names the rank: "rank 1 stopped responding; see its log").
+
+A failing rank posts its error to the rendezvous store before it exits, so the other
+ranks stop at once instead of waiting for it (see `assay.runner.distributed`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from assay import spec as spec_module
+from assay.errors import UserError
+from assay.runner import distributed
+
+log = logging.getLogger("assay.runner")
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_MODEL_OR_DATA = 3
+EXIT_CONFIG = spec_module.CONFIG_ERROR_EXIT_CODE
+
+ENV_USE_CACHE = "ASSAY_USE_CACHE"
+ENV_INCLUDE_PATH = "ASSAY_INCLUDE_PATH"
+PROGRESS_LOG_INTERVAL_S = 10.0
+
+# Where an exception was raised tells whether the model or the data is at fault.
+_MODEL_OR_DATA_MODULES = (
+    "transformers", "datasets", "huggingface_hub", "safetensors", "tokenizers", "accelerate",
+    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.datasets_local", "assay.runner.data_import",
+)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("ASSAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        spec = load_spec(args.spec)
+        include_path = args.include_path or os.environ.get(ENV_INCLUDE_PATH) or None
+        if args.check:
+            check_spec(spec, include_path=include_path)
+            print(f"The Evaluation spec is valid: model {spec.model!r}, tasks {', '.join(spec.tasks)}.")
+            return EXIT_OK
+        distributed.init_from_env()
+    except UserError as error:
+        print(f"assay runner: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    except Exception as error:  # noqa: BLE001 - e.g. the rendezvous with the other nodes failed
+        traceback.print_exc()
+        print(f"assay runner: could not join the other ranks: {failure_message(error)}", file=sys.stderr)
+        return EXIT_FAILURE
+    rank, world = distributed.rank_and_world()
+    sink = _sink(rank)
+    try:
+        results = run_spec(
+            spec,
+            args.output_dir or os.environ.get(spec_module.ENV_OUTPUT_DIR) or None,
+            include_path=include_path,
+            use_cache=args.use_cache or os.environ.get(ENV_USE_CACHE) or None,
+            sink=sink,
+        )
+        if results is not None:
+            from assay.runner.table import make_table
+
+            print(make_table(results))
+            if "groups" in results:
+                print(make_table(results, "groups"))
+        return EXIT_OK
+    except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
+        code = exit_code_for(error)
+        message = failure_message(error)
+        distributed.report_failure(message)
+        if code == EXIT_CONFIG or isinstance(error, distributed.PeerFailure):
+            print(f"assay runner (rank {rank} of {world}): {message}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+            print(f"assay runner (rank {rank} of {world}): {message}", file=sys.stderr)
+        sink.failed(message if world == 1 else f"rank {rank}: {message}")
+        if isinstance(error, KeyboardInterrupt):
+            return 130
+        return code
+    finally:
+        distributed.shutdown()
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="assay runner",
+        description="Run one Evaluation spec (from ASSAY_EVALUATION or --spec); the runner Job's entry point.",
+    )
+    parser.add_argument("--spec", metavar="FILE", help="the spec (or a whole Evaluation manifest) as JSON or YAML; "
+                        "overrides ASSAY_EVALUATION")  # fmt: skip
+    parser.add_argument("--output-dir", "--output_dir", dest="output_dir", metavar="DIR",
+                        help="where results (and samples) go; default ASSAY_OUTPUT_DIR")  # fmt: skip
+    parser.add_argument("--include-path", "--include_path", dest="include_path", metavar="DIR",
+                        help="extra task YAML folder; default ASSAY_INCLUDE_PATH")  # fmt: skip
+    parser.add_argument("--use-cache", "--use_cache", dest="use_cache", metavar="PATH",
+                        help="sqlite response cache prefix (per rank PATH_rank{r}.db): a rerun computes only "
+                        "what is missing; default ASSAY_USE_CACHE")  # fmt: skip
+    parser.add_argument("--check", action="store_true",
+                        help="only validate the spec, task names and model name; exit 0 or 78")  # fmt: skip
+    return parser
+
+
+# --- the spec -------------------------------------------------------------------------
+
+
+def load_spec(path: str | None = None, env: Mapping[str, str] | None = None) -> spec_module.Evaluation:
+    """The spec from `--spec FILE` if given, else from ASSAY_EVALUATION; UserError if neither parses."""
+    env = os.environ if env is None else env
+    if path:
+        import yaml
+
+        try:
+            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        except OSError as error:
+            raise UserError(f"Cannot read --spec {path} ({error.strerror}); pass an existing JSON or YAML file.") from None
+        except yaml.YAMLError as error:
+            raise UserError(f"--spec {path} is not valid JSON or YAML ({str(error).splitlines()[0]}); fix the file.") from None
+    elif env.get(spec_module.ENV_SPEC):
+        try:
+            data = json.loads(env[spec_module.ENV_SPEC])
+        except json.JSONDecodeError as error:
+            raise UserError(f"{spec_module.ENV_SPEC} is not valid JSON ({error.msg} at {error.pos}); set it to the spec as JSON.") from None
+    else:
+        raise UserError(f"No Evaluation spec: set {spec_module.ENV_SPEC} to the spec as JSON or pass --spec FILE.")
+    if isinstance(data, Mapping) and "apiVersion" in data:
+        return spec_module.parse_manifest(data)[1]
+    if not isinstance(data, Mapping):
+        raise UserError("The Evaluation spec must be a mapping of spec fields (model, tasks, ...).")
+    return spec_module.parse_spec(data)
+
+
+def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None) -> None:
+    """What `--check` validates without loading the model or data: task and model names."""
+    from assay.runner.models import get_model
+
+    get_model(spec.model)
+    _task_manager(spec, include_path).match_tasks(spec.tasks)
+
+
+def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any:
+    from assay.runner.task_index import TaskManager
+
+    # simple_evaluate's own default, plus include_path: task YAMLs see model_args as metadata.
+    return TaskManager(include_path, metadata={**dict(spec.model_args), **dict(spec.metadata or {})})
+
+
+# --- the run --------------------------------------------------------------------------
+
+
+def run_spec(
+    spec: spec_module.Evaluation | Mapping[str, Any],
+    output_dir: str | os.PathLike[str] | None,
+    *,
+    include_path: str | None = None,
+    use_cache: str | None = None,
+    sink: Any = None,
+) -> dict[str, Any] | None:
+    """Evaluate `spec` on this process's share; on rank 0 write outputs and return results.
+
+    Call `distributed.init_from_env()` first when running under torchrun. Returns None
+    on ranks other than 0. `sink` defaults to the environment's status sink on rank 0.
+    """
+    from assay.runner.evaluator import simple_evaluate
+
+    if not isinstance(spec, spec_module.Evaluation):
+        spec = spec_module.parse_spec(spec)
+    rank, world = distributed.rank_and_world()
+    if sink is None:
+        sink = _sink(rank)
+    kwargs = spec.to_run_kwargs()
+    log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
+    started = time.perf_counter()
+    results = simple_evaluate(
+        **kwargs,
+        use_cache=use_cache,
+        task_manager=_task_manager(spec, include_path),
+        progress=ProgressReporter(sink) if rank == 0 else None,
+    )
+    if results is None:
+        return None
+    samples = results.pop("samples", None)
+    _save(results, samples if kwargs["log_samples"] else None, spec, kwargs, output_dir, started)
+    sink.finished(results)
+    return results
+
+
+def _save(
+    results: dict[str, Any],
+    samples: Mapping[str, Any] | None,
+    spec: spec_module.Evaluation,
+    kwargs: Mapping[str, Any],
+    output_dir: str | os.PathLike[str] | None,
+    started: float,
+) -> None:
+    from assay.runner import output
+
+    tracker = output.EvaluationTracker(output_dir)
+    tracker.general_config_tracker.start_time = started
+    chat_template = kwargs["apply_chat_template"]
+    saved = tracker.save(
+        results,
+        samples,
+        model_source=spec.model,
+        model_args=dict(spec.model_args),
+        system_instruction=spec.system_instruction,
+        chat_template=chat_template if isinstance(chat_template, str) else None,
+        fewshot_as_multiturn=kwargs["fewshot_as_multiturn"],
+    )
+    if saved.results_path is not None:
+        log.info("results written to %s", saved.results_path)
+    for path in saved.sample_paths:
+        log.info("samples written to %s", path)
+
+
+class ProgressReporter:
+    """The evaluator's progress callback: to the sink and the log, at most every few seconds."""
+
+    def __init__(self, sink: Any, *, interval_s: float = PROGRESS_LOG_INTERVAL_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        self.sink, self.interval_s, self.clock = sink, interval_s, clock
+        self._last: float | None = None
+
+    def __call__(self, done: int, total: int) -> None:
+        now = self.clock()
+        if done < total and self._last is not None and now - self._last < self.interval_s:
+            return
+        self._last = now
+        log.info("progress: %d of %d requests", done, total)
+        try:
+            self.sink.progress(done, total)
+        except Exception as error:  # noqa: BLE001 - status is best effort; the run goes on
+            log.warning("could not report progress: %s", error)
+
+
+def _sink(rank: int) -> Any:
+    from assay.runner import status_sink
+
+    return status_sink.sink_from_env() if rank == 0 else status_sink.NullSink()
+
+
+# --- failures -------------------------------------------------------------------------
+
+
+def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, UserError):
+        return EXIT_CONFIG
+    if isinstance(error, distributed.PeerFailure):
+        return EXIT_FAILURE
+    if type(error).__name__ == "OutOfMemoryError" or _raised_in(error, _MODEL_OR_DATA_MODULES):
+        return EXIT_MODEL_OR_DATA
+    return EXIT_FAILURE
+
+
+def failure_message(error: BaseException) -> str:
+    if isinstance(error, (UserError, distributed.PeerFailure)):
+        return str(error)
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+
+
+def _raised_in(error: BaseException, prefixes: tuple[str, ...]) -> bool:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        tb = current.__traceback__
+        while tb is not None:
+            module = str(tb.tb_frame.f_globals.get("__name__", ""))
+            if any(module == p or module.startswith(p + ".") for p in prefixes):
+                return True
+            tb = tb.tb_next
+        current = current.__cause__
+    return False

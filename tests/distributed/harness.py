@@ -1,0 +1,218 @@
+"""Launching Assay under torchrun in tests, and comparing what runs write.
+
+Each run is a real subprocess tree (torchrun and its workers, or one plain process), so
+every test pays Python and torch start-up: keep data tiny.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+LAUNCHER = Path(__file__).resolve().with_name("launch.py")
+MODEL_NAME = "assay-test"
+
+# Keys of the results file that describe the run rather than its outcome (the checkout can
+# move on between two runs of one session: others commit while tests run).
+VOLATILE_KEYS = {"date", "git_hash", "total_evaluation_time_seconds", "start_time", "end_time", "pretty_env_info"}
+
+
+def write_tasks(root: Path, data: Path) -> Path:
+    """Small local tasks over the shared benchmark files: all four output types, filters, a group."""
+    arc = {"train": str(data / "arc/ARC-Easy-Dev.jsonl"), "test": str(data / "arc/ARC-Easy-Test.jsonl")}
+    gsm = {"train": str(data / "gsm8k/train.jsonl"), "test": str(data / "gsm8k/test.jsonl")}
+    lambada = {"test": str(data / "lambada/lambada_test.jsonl")}
+    boolq = {"validation": str(data / "boolq/val.jsonl")}
+    files = {
+        "arc.yaml": f"""
+task: d_arc
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(arc)}}}
+training_split: train
+test_split: test
+output_type: multiple_choice
+num_fewshot: 2
+doc_to_text: "Question: {{{{question.stem}}}}\\nAnswer:"
+doc_to_choice: "{{{{question.choices | map(attribute='text') | list}}}}"
+doc_to_target: "{{{{(question.choices | map(attribute='label') | list).index(answerKey)}}}}"
+metric_list:
+  - {{metric: acc, aggregation: mean, higher_is_better: true}}
+  - {{metric: acc_norm, aggregation: mean, higher_is_better: true}}
+metadata: {{version: 1.0}}
+""",
+        "boolq.yaml": f"""
+task: d_boolq
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(boolq)}}}
+validation_split: validation
+output_type: multiple_choice
+doc_to_text: "{{{{passage}}}}\\nQuestion: {{{{question}}}}?\\nAnswer:"
+doc_to_choice: ["no", "yes"]
+doc_to_target: "{{{{1 if label in [true, 'true'] else 0}}}}"
+metric_list:
+  - {{metric: acc}}
+""",
+        "lambada.yaml": f"""
+task: d_lambada
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(lambada)}}}
+test_split: test
+output_type: loglikelihood
+doc_to_text: "{{{{text.split(' ')[:-1]|join(' ')}}}}"
+doc_to_target: "{{{{' '+text.split(' ')[-1]}}}}"
+metric_list:
+  - {{metric: perplexity, aggregation: perplexity, higher_is_better: false}}
+  - {{metric: acc, aggregation: mean, higher_is_better: true}}
+""",
+        "rolling.yaml": f"""
+task: d_rolling
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(lambada)}}}
+test_split: test
+output_type: loglikelihood_rolling
+doc_to_text: ""
+doc_to_target: "{{{{text}}}}"
+metric_list:
+  - {{metric: word_perplexity}}
+  - {{metric: byte_perplexity}}
+  - {{metric: bits_per_byte}}
+""",
+        "gsm.yaml": f"""
+task: d_gsm
+dataset_path: json
+dataset_kwargs: {{data_files: {json.dumps(gsm)}}}
+training_split: train
+test_split: test
+fewshot_split: train
+output_type: generate_until
+num_fewshot: 2
+doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
+doc_to_target: "{{{{answer.split('####')[-1].strip()}}}}"
+generation_kwargs:
+  until: ["Question:", "</s>"]
+  do_sample: false
+  max_gen_toks: 16
+filter_list:
+  - name: strict-match
+    filter:
+      - {{function: regex, regex_pattern: "#### (\\\\-?[0-9\\\\.\\\\,]+)"}}
+      - {{function: take_first}}
+  - name: flexible-extract
+    filter:
+      - {{function: regex, group_select: -1, regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"}}
+      - {{function: take_first}}
+metric_list:
+  - metric: exact_match
+    aggregation: mean
+    higher_is_better: true
+    ignore_case: true
+    regexes_to_ignore: [",", "\\\\$", "(?s).*#### ", "\\\\.$"]
+metadata: {{version: 3.0}}
+""",
+        "group.yaml": """
+group: d_group
+task: [d_arc, d_boolq]
+aggregate_metric_list:
+  - {metric: acc, weight_by_size: true}
+metadata: {version: 1.0}
+""",
+    }
+    root.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (root / name).write_text(text)
+    return root
+
+
+TASKS = ["d_group", "d_lambada", "d_rolling", "d_gsm"]
+
+
+def spec_file(path: Path, **fields: Any) -> Path:
+    spec = {"model": MODEL_NAME, "modelArgs": {"pretrained": "assay-test-model"}, "tasks": TASKS, "limit": 6,
+            "logSamples": True, **fields}  # fmt: skip
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def base_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_TEST_", "ASSAY_EVALUATION"))}
+    env.update({"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
+                "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "ASSAY_LOG_LEVEL": "WARNING"})  # fmt: skip
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Run:
+    returncode: int
+    output: str
+    seconds: float
+
+
+def torchrun_args(nproc: int, *, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None) -> list[str]:
+    args = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--max_restarts=0",
+            "--monitor_interval=0.5"]  # fmt: skip
+    if nnodes == 1:
+        return [*args, "--standalone"]
+    return [*args, f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--rdzv_backend=c10d",
+            f"--rdzv_endpoint={endpoint}", "--rdzv_id=assay-test"]  # fmt: skip
+
+
+def launch(argv: list[str], *, env: dict[str, str], nproc: int | None = None, timeout: float = 120) -> Run:
+    """`launch.py argv` as one plain process (nproc None) or under torchrun with nproc workers."""
+    prefix = [sys.executable] if nproc is None else torchrun_args(nproc)
+    start = time.monotonic()
+    done = subprocess.run([*prefix, str(LAUNCHER), *argv], env=env, cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    return Run(done.returncode, done.stdout + done.stderr, time.monotonic() - start)
+
+
+def launch_two_nodes(argv: list[str], *, env: dict[str, str], timeout: float = 120) -> list[Run]:
+    """Two torchrun agents (one worker each) meeting over c10d rendezvous on 127.0.0.1."""
+    endpoint = f"127.0.0.1:{free_port()}"
+    start = time.monotonic()
+    procs = [
+        subprocess.Popen([*torchrun_args(1, nnodes=2, node_rank=rank, endpoint=endpoint), str(LAUNCHER), *argv],
+                         env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        for rank in range(2)
+    ]
+    runs = []
+    for proc in procs:
+        try:
+            out, _ = proc.communicate(timeout=max(timeout - (time.monotonic() - start), 1))
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        runs.append(Run(proc.returncode, out, time.monotonic() - start))
+    return runs
+
+
+def read_outputs(out_dir: Path) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    """The one results JSON under `out_dir` and its samples JSONL files, by task."""
+    results_files = sorted(out_dir.glob("**/results_*.json"))
+    assert len(results_files) == 1, f"expected one results file under {out_dir}, found {results_files}"
+    results = json.loads(results_files[0].read_text())
+    samples = {}
+    for path in sorted(results_files[0].parent.glob("samples_*.jsonl")):
+        task = path.name[len("samples_") :].rsplit("_", 1)[0]
+        samples[task] = [json.loads(line) for line in path.read_text().splitlines()]
+    return results, samples
+
+
+def outcome(results: dict[str, Any]) -> dict[str, Any]:
+    """The results file without the keys that describe when and where it ran."""
+    return {k: v for k, v in results.items() if k not in VOLATILE_KEYS}
