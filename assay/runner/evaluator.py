@@ -23,7 +23,7 @@ from assay.runner.groups import groups_bottom_up
 from assay.runner.instance import Instance
 from assay.runner.jsonutil import json_default, sha256_text
 from assay.runner.lm import LM
-from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED
+from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
 from assay.runner.task import PromptSettings, Task
 from assay.runner.task_index import LoadedTasks, TaskManager
 
@@ -70,103 +70,124 @@ def simple_evaluate(
 ) -> dict[str, Any] | None:
     """Evaluate `model` on `tasks`; lm-eval 0.4.13's signature and results dict.
 
-    Returns the results on rank 0 and None on other ranks.
+    Returns the results on rank 0 and None on other ranks. The keyword arguments are
+    lm-eval's, kept for drop-in use; they become one `EvalOptions` record for `run`.
     """
+    del verbosity  # lm-eval deprecated it too; logging is configured by the caller
+    options = EvalOptions(
+        model=model, model_args=model_args, tasks=tuple(tasks or ()), num_fewshot=num_fewshot,
+        batch_size=batch_size, max_batch_size=max_batch_size, device=device, use_cache=use_cache,
+        cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
+        delete_requests_cache=delete_requests_cache, limit=limit, samples=samples,
+        bootstrap_iters=bootstrap_iters, check_integrity=check_integrity, write_out=write_out,
+        log_samples=log_samples, system_instruction=system_instruction, apply_chat_template=apply_chat_template,
+        fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs, task_manager=task_manager,
+        predict_only=predict_only, random_seed=random_seed, numpy_random_seed=numpy_random_seed,
+        torch_random_seed=torch_random_seed, fewshot_random_seed=fewshot_random_seed,
+        confirm_run_unsafe_code=confirm_run_unsafe_code, metadata=metadata, progress=progress,
+    )
+    return run(options, evaluation_tracker=evaluation_tracker)
+
+
+def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, Any] | None:
+    """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info."""
     from assay.runner.model_args import parse_model_args
     from assay.runner.models import get_model
 
     start = time.time()
-    if limit is not None and samples is not None:
+    if options.limit is not None and options.samples is not None:
         raise UsageError("--limit and --samples cannot be used together; pick one.")
-    if delete_requests_cache:
+    if options.delete_requests_cache:
         from assay.runner.caching import delete_request_cache
 
         delete_request_cache()
-    _seed_everything(random_seed, numpy_random_seed, torch_random_seed)
-    if not tasks:
+    _seed_everything(options.random_seed, options.numpy_random_seed, options.torch_random_seed)
+    if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
+    gen_kwargs = options.gen_kwargs
     if isinstance(gen_kwargs, str):
         gen_kwargs = parse_model_args(gen_kwargs, flag="--gen_kwargs") or None
 
-    if isinstance(model, str):
-        lm: LM = get_model(model).create_from_arg_string(
-            model_args if model_args is not None else "",
-            {"batch_size": batch_size, "max_batch_size": max_batch_size, "device": device},
+    if isinstance(options.model, str):
+        lm: LM = get_model(options.model).create_from_arg_string(
+            options.model_args if options.model_args is not None else "",
+            {"batch_size": options.batch_size, "max_batch_size": options.max_batch_size, "device": options.device},
         )
-    elif isinstance(model, LM):
-        lm = model
+    elif isinstance(options.model, LM):
+        lm = options.model
     else:
-        raise UserError(f"model must be a registered model name or an assay LM instance, not {type(model).__name__}.")
+        raise UserError(f"model must be a registered model name or an assay LM instance, not {type(options.model).__name__}.")
 
     rank, _ = distributed.rank_and_world()
-    if use_cache is not None:
+    if options.use_cache is not None:
         from assay.runner.caching import CachingLM
 
-        lm = CachingLM(lm, f"{use_cache}_rank{rank}.db")
+        lm = CachingLM(lm, f"{options.use_cache}_rank{rank}.db")
 
+    task_manager = options.task_manager
     if task_manager is None:
-        parsed_args = parse_model_args(model_args) if isinstance(model_args, str) else dict(model_args or {})
-        task_manager = TaskManager(metadata={**parsed_args, **(metadata or {})})
-    loaded = task_manager.load(list(tasks))
+        parsed_args = parse_model_args(options.model_args) if isinstance(options.model_args, str) else dict(options.model_args or {})
+        task_manager = TaskManager(options.include_path, metadata={**parsed_args, **(options.metadata or {})})
+    loaded = task_manager.load(list(options.tasks))
 
     for task in loaded.tasks.values():
         if task.output_type == "generate_until" and gen_kwargs:
             task.config.generation_kwargs = {**(task.config.generation_kwargs or {}), **gen_kwargs}
-        if predict_only:
+        if options.predict_only:
             task.predict_only()
-        if num_fewshot is not None:
+        if options.num_fewshot is not None:
             if task.config.num_fewshot == 0:
                 log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
             else:
-                task.config.num_fewshot = num_fewshot
+                task.config.num_fewshot = options.num_fewshot
         elif task.config.num_fewshot is None:
             task.config.num_fewshot = 0
-        task.set_fewshot_seed(fewshot_random_seed)
+        task.set_fewshot_seed(options.fewshot_random_seed)
 
-    if check_integrity:
+    if options.check_integrity:
         check_tasks(loaded)
     if evaluation_tracker is not None:
         evaluation_tracker.general_config_tracker.log_experiment_args(
-            model_source=model if isinstance(model, str) else "CUSTOM",
-            model_args=model_args or "",
-            system_instruction=system_instruction,
-            chat_template=lm.chat_template(apply_chat_template) if apply_chat_template else None,
-            fewshot_as_multiturn=fewshot_as_multiturn,
+            model_source=options.model if isinstance(options.model, str) else "CUSTOM",
+            model_args=options.model_args or "",
+            system_instruction=options.system_instruction,
+            chat_template=lm.chat_template(options.apply_chat_template) if options.apply_chat_template else None,
+            fewshot_as_multiturn=options.fewshot_as_multiturn,
         )
 
     results = evaluate(
         lm,
         loaded,
-        limit=limit,
-        samples=samples,
-        cache_requests=cache_requests,
-        rewrite_requests_cache=rewrite_requests_cache,
-        bootstrap_iters=bootstrap_iters,
-        write_out=write_out,
-        log_samples=True if predict_only else log_samples,
-        system_instruction=system_instruction,
-        apply_chat_template=apply_chat_template,
-        fewshot_as_multiturn=fewshot_as_multiturn,
-        confirm_run_unsafe_code=confirm_run_unsafe_code,
-        progress=progress,
+        limit=options.limit,
+        samples=options.samples,
+        cache_requests=options.cache_requests,
+        rewrite_requests_cache=options.rewrite_requests_cache,
+        bootstrap_iters=options.bootstrap_iters,
+        write_out=options.write_out,
+        log_samples=True if options.predict_only else options.log_samples,
+        system_instruction=options.system_instruction,
+        apply_chat_template=options.apply_chat_template,
+        fewshot_as_multiturn=options.fewshot_as_multiturn,
+        confirm_run_unsafe_code=options.confirm_run_unsafe_code,
+        progress=options.progress,
     )
     if results is None:
         return None
     results["config"] = {
-        "model": model if isinstance(model, str) else type(model).__name__,
-        "model_args": model_args,
+        "model": options.model if isinstance(options.model, str) else type(options.model).__name__,
+        "model_args": options.model_args,
         **_safe(lm.model_info),
-        "batch_size": batch_size,
+        "batch_size": options.batch_size,
         "batch_sizes": list(getattr(lm, "batch_sizes", {}).values()) if isinstance(getattr(lm, "batch_sizes", None), dict) else [],
-        "device": device,
-        "use_cache": use_cache,
-        "limit": limit,
-        "bootstrap_iters": bootstrap_iters,
+        "device": options.device,
+        "use_cache": options.use_cache,
+        "limit": options.limit,
+        "bootstrap_iters": options.bootstrap_iters,
         "gen_kwargs": gen_kwargs,
-        "random_seed": random_seed,
-        "numpy_seed": numpy_random_seed,
-        "torch_seed": torch_random_seed,
-        "fewshot_seed": fewshot_random_seed,
+        "random_seed": options.random_seed,
+        "numpy_seed": options.numpy_random_seed,
+        "torch_seed": options.torch_random_seed,
+        "fewshot_seed": options.fewshot_random_seed,
     }
     from assay.runner import run_info
 
