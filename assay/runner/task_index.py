@@ -26,7 +26,7 @@ _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 
 
 def builtin_tasks_dir() -> Path:
-    """The shipped library: `tasks/` at the repository root (source and editable installs)."""
+    """The shipped library: `tasks/` at the repository root, installed as `assay/tasks`."""
     here = Path(__file__).resolve()
     for candidate in (here.parents[2] / "tasks", here.parents[1] / "tasks"):
         if candidate.is_dir():
