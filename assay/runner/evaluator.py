@@ -285,7 +285,8 @@ def evaluate(
 
     shards = distributed.balanced_shards([item.cost for item in work], world_size)
     mine = [work[i] for i in shards[rank]]
-    _run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None)
+    global_total = sum(inst.repeats for item in work for inst in item.instances)
+    _run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None, global_total=global_total)
 
     records = _score(mine, log_samples, (samples or {}))
     gathered = distributed.gather_to_rank0(records)
@@ -337,7 +338,15 @@ def _print_example(task: Task, instances: list[Instance]) -> None:
     )
 
 
-def _run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None) -> None:
+_PROGRESS_CHUNK = 4096  # requests per model call when progress is reported: ~1 report per chunk
+
+
+def _run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None, *, global_total: int) -> None:
+    """Send this rank's requests to the model, one call per request type (per chunk with progress).
+
+    Progress is rank 0's share scaled to the whole run: shards are balanced by cost, so
+    rank 0's fraction done stands for everyone's.
+    """
     by_type: dict[str, list[Instance]] = defaultdict(list)
     for inst in instances:
         by_type[inst.request_type].append(inst)
@@ -345,15 +354,18 @@ def _run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None
     done = 0
     for request_type, group in by_type.items():
         expanded = [inst for inst in group for _ in range(inst.repeats)]
+        step = _PROGRESS_CHUNK if progress is not None else max(len(expanded), 1)
         method = getattr(lm, request_type)
-        responses = method([inst.request for inst in expanded])
-        if len(responses) != len(expanded):
-            raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(expanded)} requests")
-        for inst, response in zip(expanded, responses):
-            inst.resps.append(response)
-        done += len(expanded)
-        if progress is not None:
-            progress(done, total)
+        for start in range(0, len(expanded), step):
+            chunk = expanded[start : start + step]
+            responses = method([inst.request for inst in chunk])
+            if len(responses) != len(chunk):
+                raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests")
+            for inst, response in zip(chunk, responses):
+                inst.resps.append(response)
+            done += len(chunk)
+            if progress is not None and total:
+                progress(min(global_total, round(done * global_total / total)), global_total)
 
 
 def _score(mine: list[_DocWork], log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[tuple]:

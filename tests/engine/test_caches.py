@@ -83,3 +83,4 @@ def test_request_cache_reuses_built_prompts_and_can_be_deleted(task_dir: Path, t
     assert delete_request_cache() == 1
     assert not list((tmp_path / "requests").glob("*.pickle"))
     assert RequestCache("requests-none").load() is None
+

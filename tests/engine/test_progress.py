@@ -1,0 +1,22 @@
+"""Progress reports: monotone, and ending at the run's total request count."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assay.runner.evaluator import simple_evaluate
+from assay.runner.task_index import TaskManager
+from tests.engine.fake_lm import AssayFakeLM
+from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
+
+
+def test_progress_reports_reach_the_total_in_order(task_dir: Path) -> None:
+    reports: list[tuple[int, int]] = []
+    simple_evaluate(AssayFakeLM(), tasks=["p_arc", "p_gsm"], limit=5, bootstrap_iters=0,
+                    task_manager=TaskManager(str(task_dir)), progress=lambda done, total: reports.append((done, total)))
+    totals = {total for _, total in reports}
+    assert len(totals) == 1
+    total = totals.pop()
+    assert total > 5  # arc's choices plus gsm's generations
+    assert [done for done, _ in reports] == sorted(done for done, _ in reports)
+    assert reports[-1] == (total, total)
