@@ -1,8 +1,8 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
 - Evaluation created, resumed (operator start) or its spec changed → parse, validate,
-  `reconcile.plan`, carry it out, write status. Idempotent: a restart re-plans from what
-  exists and creates nothing twice.
+  `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
+  from what exists and creates nothing twice.
 - A runner Job changed → `conditions.from_job` mirrors it into the Evaluation's phase and
   conditions; a finished run posts an Event and counts in the completion counter.
 - Any Evaluation event → its Prometheus gauges follow its status; deletion drops them.
@@ -43,6 +43,12 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
+
+
+def _normal_event(obj: Any, *, reason: str, message: str) -> None:
+    """A Normal Event on `obj`. Not `kopf.info`: that one obeys `settings.posting.level`,
+    which is WARNING here to keep kopf's own handler logs out of Events, and would drop it."""
+    kopf.event(obj, type="Normal", reason=reason, message=message)
 
 
 def _metrics(memo: Any) -> EvaluationMetrics:
@@ -96,23 +102,26 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
         services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name)
         steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now,
                                default_image=getattr(memo, "default_image", None))  # fmt: skip
+        if steps.status:
+            # Written before the Job exists, not through kopf's patch after the handler:
+            # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
+            # events (a suspended Job's only ones) come within milliseconds of its creation.
+            kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status)
         for manifest in steps.create:
             if kube.create(manifest) and manifest["kind"] == "Job":
-                kopf.info(body, reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
+                _normal_event(body, reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
         for job in steps.delete_jobs:
             kube.delete("Job", "batch/v1", namespace=namespace, name=job)
-            kopf.info(body, reason="JobReplaced", message=f"Deleted Job {job} of an earlier spec.")
+            _normal_event(body, reason="JobReplaced", message=f"Deleted Job {job} of an earlier spec.")
         for service in steps.delete_services:
             kube.delete("Service", "v1", namespace=namespace, name=service)
         if steps.suspend_job:
             job, suspend = steps.suspend_job
             kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
-            kopf.info(body, reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
+            _normal_event(body, reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
     except Exception:
         _metrics(memo).record_error("reconcile")
         raise
-    if steps.status:
-        patch.status.update(steps.status)
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
@@ -146,7 +155,7 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: l
         kopf.event(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning",
                    reason=finished, message=message)  # fmt: skip
     elif patch.get("phase") == conditions.RUNNING:
-        kopf.info(evaluation, reason="Running", message=patch.get("message") or "Runner pods are running.")
+        _normal_event(evaluation, reason="Running", message=patch.get("message") or "Runner pods are running.")
 
 
 @kopf.on.event(*EVALUATIONS)

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Build etcd, kube-apiserver and kube-controller-manager from the Go module proxy, once per
+# machine, cached by version under ~/.cache/assay/k8s/<version>/bin.
+#
+# k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
+# ./staging/...), so we build from a wrapper module that requires k8s.io/kubernetes and
+# replaces each staging module k8s.io/<m> with its published v0.<minor>.<patch> release.
+# etcd is built from its own wrapper module at the version k8s.io/kubernetes pins.
+#
+# Usage: tests/e2e/cluster/build.sh            (idempotent; prints the bin dir on success)
+# Env:   ASSAY_K8S_VERSION (default below), ASSAY_K8S_CACHE (default ~/.cache/assay/k8s),
+#        GOMODCACHE / GOCACHE (default under $ASSAY_K8S_CACHE), ASSAY_K8S_BUILD_JOBS (-p).
+set -euo pipefail
+
+VERSION="${ASSAY_K8S_VERSION:-v1.33.13}"
+CACHE="${ASSAY_K8S_CACHE:-$HOME/.cache/assay/k8s}"
+OUTDIR="$CACHE/$VERSION"
+BIN="$OUTDIR/bin"
+export GOMODCACHE="${GOMODCACHE:-$CACHE/gomod}"
+export GOCACHE="${GOCACHE:-$CACHE/gocache}"
+export GOFLAGS="-buildvcs=false -mod=mod"
+export CGO_ENABLED=0
+export GOTOOLCHAIN=local
+JOBS="${ASSAY_K8S_BUILD_JOBS:-$(nproc)}"
+
+if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" \
+      && -f "$BIN/.complete" ]]; then
+  echo "$BIN"
+  exit 0
+fi
+
+# Exit 3 means "cannot build here" (no Go >= 1.24, or no module proxy): the e2e suite skips.
+command -v go >/dev/null || { echo "build.sh: go toolchain not found" >&2; exit 3; }
+go_minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
+if [[ -z "$go_minor" || "$go_minor" -lt 24 ]]; then
+  echo "build.sh: Kubernetes $VERSION needs Go >= 1.24, found $(go env GOVERSION)" >&2; exit 3
+fi
+mkdir -p "$BIN" "$OUTDIR/src/k8s" "$OUTDIR/src/etcd"
+# One build at a time per version (CI and a developer may race).
+exec 9>"$OUTDIR/.lock"
+flock 9
+if [[ -f "$BIN/.complete" ]]; then echo "$BIN"; exit 0; fi
+
+start=$(date +%s)
+minor="${VERSION#v1.}"; minor="${minor%%.*}"
+staging_version="v0.${VERSION#v1.}"
+
+# --- kubernetes wrapper module ---------------------------------------------------------
+cd "$OUTDIR/src/k8s"
+kmod_json=$(go mod download -json "k8s.io/kubernetes@$VERSION") || {
+  echo "build.sh: cannot download k8s.io/kubernetes@$VERSION from the Go module proxy" >&2; exit 3; }
+kmod=$(printf '%s' "$kmod_json" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+{
+  echo "module assay.dev/k8s-e2e-build"
+  echo
+  echo "go 1.24.0"
+  echo
+  echo "require k8s.io/kubernetes $VERSION"
+  echo
+  echo "replace ("
+  grep -E '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$kmod" \
+    | awk -v v="$staging_version" '{print "\t" $1 " => " $1 " " v}'
+  echo ")"
+} > go.mod
+cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "k8s.io/kubernetes/cmd/kube-apiserver"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+)
+GO
+go mod tidy
+ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$VERSION \
+ -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
+ -X k8s.io/client-go/pkg/version.gitVersion=$VERSION \
+ -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+for cmd in kube-apiserver kube-controller-manager; do
+  echo "build.sh: building $cmd $VERSION" >&2
+  go build -p "$JOBS" -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
+  mv "$BIN/$cmd.tmp" "$BIN/$cmd"
+done
+
+# --- etcd wrapper module (version pinned by k8s.io/kubernetes) -------------------------
+etcd_version=$(awk '$1=="go.etcd.io/etcd/server/v3"{print $2; exit}' "$kmod")
+etcd_version="${ASSAY_ETCD_VERSION:-$etcd_version}"
+cd "$OUTDIR/src/etcd"
+cat > go.mod <<MOD
+module assay.dev/etcd-e2e-build
+
+go 1.24.0
+
+require go.etcd.io/etcd/server/v3 $etcd_version
+MOD
+cat > tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+go mod tidy
+echo "build.sh: building etcd $etcd_version" >&2
+go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+mv "$BIN/etcd.tmp" "$BIN/etcd"
+
+end=$(date +%s)
+echo "$VERSION etcd=$etcd_version built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
+echo "build.sh: done in $((end - start))s" >&2
+echo "$BIN"

@@ -1,0 +1,86 @@
+"""Least privilege, checked by the API server's RBAC authorizer: the runner's ServiceAccount may
+read and patch its own Evaluation (and that one's status) and nothing else; the chart's
+namespace-scoped Roles are enough for the operator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.e2e.cluster.control_plane import kubeconfig, write_kubeconfig
+from tests.e2e.conftest import (
+    FORBIDDEN, RBAC_KINDS, Cluster, OperatorProcess, evaluation_manifest, render_chart, service_account_kubeconfig,
+)  # fmt: skip
+from tests.e2e.helpers import dummy_spec
+
+pytestmark = pytest.mark.e2e
+
+
+def _can_i(cluster: Cluster, *args: str, account: str) -> str:
+    result = cluster.kubectl("auth", "can-i", *args, f"--as=system:serviceaccount:{cluster.namespace}:{account}",
+                             check=False)  # fmt: skip
+    return result.stdout.strip()
+
+
+def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tmp_path: Path) -> None:
+    # Suspended: the operator creates the runner's account and Role, no pod needs to run.
+    for name in ("mine", "other"):
+        cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
+    cluster.wait_for("the runner Roles",
+                     lambda: len(cluster.items("rolebindings", "app.kubernetes.io/managed-by=assay-operator")) == 2)  # fmt: skip
+    account = "mine-runner"
+
+    assert _can_i(cluster, "get", "evaluations/mine", account=account) == "yes"
+    assert _can_i(cluster, "patch", "evaluations/mine", "--subresource=status", account=account) == "yes"
+    assert _can_i(cluster, "get", "evaluations/other", account=account) == "no"
+    assert _can_i(cluster, "patch", "evaluations/other", "--subresource=status", account=account) == "no"
+    for verb_resource in (["list", "evaluations"], ["delete", "evaluations/mine"], ["create", "jobs"],
+                          ["get", "secrets"], ["list", "pods"], ["create", "roles"]):  # fmt: skip
+        assert _can_i(cluster, *verb_resource, account=account) == "no", verb_resource
+
+    # A real attempt with a real token of that account.
+    token = cluster.kubectl("create", "token", account, "--duration=10m").stdout.strip()
+    runner = write_kubeconfig(tmp_path / "runner.kubeconfig", kubeconfig(
+        server=cluster.plane.server, ca_file=cluster.plane.ca_file, token=token, namespace=cluster.namespace))  # fmt: skip
+
+    def as_runner(*args: str) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(*args, kubeconfig=runner, check=False)
+
+    patch = json.dumps({"status": {"progress": {"requestsDone": 1, "requestsTotal": 2, "summary": "50%"}}})
+    assert as_runner("get", "evaluation", "mine", "-o", "name").returncode == 0
+    allowed = as_runner("patch", "evaluation", "mine", "--subresource=status", "--type=merge", "-p", patch)
+    assert allowed.returncode == 0, allowed.stderr
+    for attempt in (["get", "evaluation", "other"],
+                    ["patch", "evaluation", "other", "--subresource=status", "--type=merge", "-p", patch],
+                    ["patch", "evaluation", "other", "--type=merge", "-p", '{"spec": {"limit": 1}}'],
+                    ["get", "evaluations"]):  # fmt: skip
+        denied = as_runner(*attempt)
+        assert denied.returncode != 0 and "Forbidden" in denied.stderr, (attempt, denied.stderr)
+    assert "progress" not in (cluster.evaluation("other").get("status") or {})
+
+
+def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, tmp_path: Path) -> None:
+    """The chart with watchNamespaces: a Role per namespace instead of a ClusterRole, enough to run."""
+    docs = [d for d in render_chart(f"watchNamespaces={{{cluster.namespace}}}", release="scoped")
+            if d["kind"] in RBAC_KINDS - {"CustomResourceDefinition"}]  # fmt: skip
+    assert sorted(d["kind"] for d in docs) == ["Role", "RoleBinding", "ServiceAccount"]
+    assert all(d["metadata"]["namespace"] == cluster.namespace for d in docs if d["kind"] != "ServiceAccount")
+    cluster.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
+    kubeconfig = service_account_kubeconfig(cluster.plane, "scoped-assay", tmp_path / "scoped.kubeconfig")
+    scoped = OperatorProcess(kubeconfig=kubeconfig, workdir=tmp_path, scope=("--namespace", cluster.namespace))
+    cluster.operator.stop()  # one operator per namespace at a time
+    try:
+        scoped.start()
+        cluster.apply(evaluation_manifest("scoped", **dummy_spec()))
+        status = cluster.wait("scoped", "Succeeded", timeout=120)["status"]
+        assert status["results"]["arc_easy"]
+        cluster.wait_for("the Events", lambda: {"JobCreated", "Succeeded"} <= set(cluster.events("scoped")))
+        denied = [line for line in scoped.log_since((1, 0)).splitlines() if FORBIDDEN.search(line)]
+        assert not denied, "the namespace-scoped operator was denied by RBAC:\n" + "\n".join(denied[:10])
+    finally:
+        scoped.stop()
+        cluster.operator.start()
