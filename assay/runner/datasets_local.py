@@ -108,3 +108,9 @@ def load_task_dataset(
             " `assay data import --from <raw files> --to <folder>`), or pre-fill the HF cache"
             " on a connected machine and copy it over."
         ) from err
+    except FileNotFoundError as err:
+        # A task YAML naming local data_files that are not there.
+        raise UserError(
+            f"Dataset {dataset_path} could not be loaded: {err}; check the task's dataset_kwargs data_files"
+            f" (or set {ENV_VAR} for hub datasets)."
+        ) from None

@@ -96,3 +96,10 @@ def test_unknown_config_key_names_the_key(tmp_path: Path, library: Path) -> None
 def test_missing_include_path_is_reported(tmp_path: Path) -> None:
     with pytest.raises(UserError, match="does not exist"):
         TaskManager(str(tmp_path / "nope"))
+
+
+def test_missing_local_data_file_is_one_sentence(tmp_path: Path) -> None:
+    _write(tmp_path, "t.yaml", f"task: lost\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {tmp_path / 'gone.jsonl'}}}}}\n"
+           "test_split: test\ndoc_to_text: q\ndoc_to_target: a\n")
+    with pytest.raises(UserError, match=r"could not be loaded: .*gone\.jsonl.*check the task's dataset_kwargs"):
+        TaskManager(str(tmp_path), include_defaults=False).load(["lost"])
