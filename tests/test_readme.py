@@ -1,0 +1,32 @@
+"""The README's offline smoke run, executed as written (paths made absolute)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _smoke_block() -> str:
+    text = (REPO / "README.md").read_text()
+    start = text.index("A complete offline smoke run")
+    block = re.search(r"```bash\n(.*?)```", text[start:], re.S)
+    assert block is not None
+    return block.group(1)
+
+
+@pytest.mark.slow
+def test_readme_offline_smoke_run(shared_data: Path, tmp_path: Path) -> None:
+    script = _smoke_block()
+    script = script.replace("../shared/data", str(shared_data)).replace("examples/", f"{REPO}/examples/")
+    script = script.replace("python ", f"{sys.executable} ")
+    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert re.search(r"\|arc_easy\s*\|", run.stdout), run.stdout
+    assert "phase: Succeeded" in run.stdout
+    assert list((tmp_path / "out").glob("*/results_*.json"))
