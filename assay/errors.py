@@ -16,3 +16,8 @@ class UsageError(UserError):
     """A bad command-line flag or combination of flags."""
 
     exit_code = 2
+
+
+class DataError(UserError):
+    """A dataset that cannot be reached or read: the user fixes it, but a runner Job
+    reports it as a data failure (retryable) rather than a configuration error."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import datasets
 
-from assay.errors import UserError
+from assay.errors import DataError, UserError
 
 ENV_VAR = "ASSAY_DATASETS_DIR"
 DEFAULT_CONFIG = "default"
@@ -101,7 +101,7 @@ def load_task_dataset(
         return datasets.load_dataset(dataset_path, dataset_name, **kwargs)
     except _hub_unreachable_errors() as err:
         config = f" (config {dataset_name})" if dataset_name else ""
-        raise UserError(
+        raise DataError(
             f"Dataset {dataset_path}{config} is not available offline and the Hugging Face hub"
             f" cannot be reached ({err}); set {ENV_VAR} to a folder holding"
             f" {dataset_path}/{dataset_name or DEFAULT_CONFIG}/<split>.jsonl (write one with"
@@ -110,7 +110,7 @@ def load_task_dataset(
         ) from err
     except FileNotFoundError as err:
         # A task YAML naming local data_files that are not there.
-        raise UserError(
+        raise DataError(
             f"Dataset {dataset_path} could not be loaded: {err}; check the task's dataset_kwargs data_files"
             f" (or set {ENV_VAR} for hub datasets)."
         ) from None

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
-from assay.errors import UserError
+from assay.errors import DataError, UserError
 from assay.runner import distributed
 
 log = logging.getLogger("assay.runner")
@@ -274,6 +274,8 @@ def _sink(rank: int) -> Any:
 
 
 def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, DataError):
+        return EXIT_MODEL_OR_DATA
     if isinstance(error, UserError):
         return EXIT_CONFIG
     if isinstance(error, distributed.PeerFailure):

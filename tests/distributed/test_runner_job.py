@@ -79,7 +79,8 @@ def test_failures_map_to_exit_codes_and_reach_the_status(task_dir: Path, tmp_pat
     )
     spec = _spec(tmp_path, tasks=["d_missing"])
     assert job.main(["--spec", str(spec), "--include_path", str(missing)]) == job.EXIT_MODEL_OR_DATA == 3
-    assert "FileNotFoundError" in json.loads((tmp_path / "status.json").read_text())["message"]
+    message = json.loads((tmp_path / "status.json").read_text())["message"]
+    assert "could not be loaded" in message and "nope.jsonl" in message
 
     monkeypatch.setenv("ASSAY_TEST_FAIL_RANK", "0")
     monkeypatch.setenv("ASSAY_TEST_FAIL_MODE", "raise")
