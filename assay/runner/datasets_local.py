@@ -25,7 +25,7 @@ from typing import Any
 
 import datasets
 
-from assay.errors import DataError, UserError
+from assay.errors import DataError
 
 ENV_VAR = "ASSAY_DATASETS_DIR"
 DEFAULT_CONFIG = "default"
