@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver and kube-controller-manager from the Go module proxy, once per
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet from the Go module proxy, once per
 # machine, cached by version under ~/.cache/assay/k8s/<version>/bin.
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
@@ -24,7 +24,7 @@ export GOTOOLCHAIN=local
 JOBS="${ASSAY_K8S_BUILD_JOBS:-$(nproc)}"
 
 if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" \
-      && -f "$BIN/.complete" ]]; then
+      && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -f "$BIN/.complete" ]]; then
   echo "$BIN"
   exit 0
 fi
@@ -39,7 +39,7 @@ mkdir -p "$BIN" "$OUTDIR/src/k8s" "$OUTDIR/src/etcd"
 # One build at a time per version (CI and a developer may race).
 exec 9>"$OUTDIR/.lock"
 flock 9
-if [[ -f "$BIN/.complete" ]]; then echo "$BIN"; exit 0; fi
+if [[ -f "$BIN/.complete" && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" ]]; then echo "$BIN"; exit 0; fi
 
 start=$(date +%s)
 minor="${VERSION#v1.}"; minor="${minor%%.*}"
@@ -70,6 +70,8 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
+	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kubelet"
 )
 GO
 go mod tidy
@@ -77,7 +79,8 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$VERSION \
  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
  -X k8s.io/client-go/pkg/version.gitVersion=$VERSION \
  -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
-for cmd in kube-apiserver kube-controller-manager; do
+for cmd in kube-apiserver kube-controller-manager kube-scheduler kubelet; do
+  [[ -x "$BIN/$cmd" ]] && continue
   echo "build.sh: building $cmd $VERSION" >&2
   go build -p "$JOBS" -trimpath -ldflags "$ldflags" -o "$BIN/$cmd.tmp" "k8s.io/kubernetes/cmd/$cmd"
   mv "$BIN/$cmd.tmp" "$BIN/$cmd"
@@ -103,8 +106,10 @@ import _ "go.etcd.io/etcd/server/v3"
 GO
 go mod tidy
 echo "build.sh: building etcd $etcd_version" >&2
-go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
-mv "$BIN/etcd.tmp" "$BIN/etcd"
+if [[ ! -x "$BIN/etcd" ]]; then
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+fi
 
 end=$(date +%s)
 echo "$VERSION etcd=$etcd_version built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
