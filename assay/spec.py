@@ -121,6 +121,8 @@ class Cache:
     """Set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1: use only what the cache holds."""
     datasets_dir: str | None = None
     """Directory inside the cache volume used as HF_DATASETS_CACHE."""
+    local_datasets_dir: str | None = None
+    """Directory inside the cache volume in Assay's offline layout (`assay data import`): ASSAY_DATASETS_DIR."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -478,11 +480,12 @@ def _cache(r: _Reader) -> Cache:
     data = r.mapping("cache")
     if data is None:
         return Cache()
-    sub = _Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir"})
+    sub = _Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir", "localDatasetsDir"})
     return Cache(
         pvc=sub.string("pvc"),
         offline=bool(sub.boolean("offline", False)),
         datasets_dir=_relative_path(sub, "datasetsDir"),
+        local_datasets_dir=_relative_path(sub, "localDatasetsDir"),
     )
 
 
@@ -557,7 +560,8 @@ def _spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         }),  # fmt: skip
         "image": e.image,
         "hfTokenSecret": {"name": e.hf_token_secret.name, "key": e.hf_token_secret.key} if e.hf_token_secret else None,
-        "cache": _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir}),
+        "cache": _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
+                                   "localDatasetsDir": e.cache.local_datasets_dir}),
         "output": _drop_none({"pvc": e.output.pvc, "path": e.output.path}),
         "podTemplate": _drop_empty({
             "nodeSelector": dict(e.pod_template.node_selector),

@@ -203,6 +203,8 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     ]
     if spec.cache.datasets_dir:
         env.append({"name": "HF_DATASETS_CACHE", "value": f"{CACHE_MOUNT}/{spec.cache.datasets_dir}"})
+    if spec.cache.local_datasets_dir:
+        env.append({"name": "ASSAY_DATASETS_DIR", "value": f"{CACHE_MOUNT}/{spec.cache.local_datasets_dir}"})
     if spec.cache.offline:
         env += [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"}]
     if spec.hf_token_secret:

@@ -126,7 +126,7 @@ def test_pods_are_hardened() -> None:
 
 
 def test_environment_carries_the_runner_contract() -> None:
-    spec = _spec(cache={"pvc": "hf-cache", "offline": True, "datasetsDir": "datasets"},
+    spec = _spec(cache={"pvc": "hf-cache", "offline": True, "datasetsDir": "datasets", "localDatasetsDir": "assay-data"},
                  hfTokenSecret={"name": "hf", "key": "tok"}, output={"pvc": "results"})  # fmt: skip
     job = builders.job(REF, spec)
     pod = job["spec"]["template"]["spec"]
@@ -138,6 +138,7 @@ def test_environment_carries_the_runner_contract() -> None:
     assert env["ASSAY_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     assert env["HF_HUB_OFFLINE"] == env["HF_DATASETS_OFFLINE"] == "1"
     assert env["HF_HOME"] == "/cache/huggingface" and env["HF_DATASETS_CACHE"] == "/cache/datasets"
+    assert env["ASSAY_DATASETS_DIR"] == "/cache/assay-data"
     assert env["HF_TOKEN"] == {"secretKeyRef": {"name": "hf", "key": "tok"}}
     volumes = {v["name"]: v for v in pod["volumes"]}
     assert volumes["cache"]["persistentVolumeClaim"] == {"claimName": "hf-cache"}

@@ -131,6 +131,7 @@ INVALID = [
     ({"resources": {"memory": "lots"}}, "memory"),
     ({"output": {"path": "../elsewhere"}}, "path"),
     ({"cache": {"datasetsDir": "/abs"}}, "datasetsDir"),
+    ({"cache": {"localDatasetsDir": "a/../../b"}}, "localDatasetsDir"),
     ({"hfTokenSecret": {"key": "k"}}, "name"),
     ({"activeDeadlineSeconds": 0}, "activeDeadlineSeconds"),
 ]
