@@ -6,8 +6,16 @@ Every child carries an ownerReference to the Evaluation (deleting it deletes the
 name derived from the Evaluation's name and generation: a restarted operator re-creates
 the same names, gets 409 Conflict, and so never starts a duplicate run.
 
-The runner gets its own ServiceAccount whose Role allows only `get`/`patch` on its own
-Evaluation and that Evaluation's status (by resourceName), nothing else.
+The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
+`patch` on that Evaluation's status subresource (both by resourceName), nothing else: code
+in the runner cannot rewrite its own spec (image, hfTokenSecret) for the operator to run.
+
+Names. An Evaluation's name is a DNS-1123 subdomain of up to 253 characters (dots and
+leading digits allowed); its children need less: the Job doubles as the headless Service's
+name (a DNS-1035 label: no dots, a letter first, at most 63) and gives Indexed pods the
+hostname `<job>-<index>` (a DNS label), and label values hold at most 63 characters. A
+name that already fits is used as it is; any other gets a stable 6-hex hash of the full
+name, so that `a.b` and `a-b`, or two long names with one prefix, never share a child.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 from typing import Any
 
 from assay import spec as spec_module
@@ -37,11 +46,17 @@ DEFAULT_IMAGE = "ghcr.io/assay-dev/assay:0.1.0"
 IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
 """The operator's environment variable naming the default runner image."""
 
+ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
+"""The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
+
 CACHE_MOUNT = "/cache"
 OUTPUT_MOUNT = "/output"
 # Indexed pods are named `<job>-<index>-<random>` and get hostname `<job>-<index>`, which
-# must fit a DNS label (63); leave room for the index.
+# must fit a DNS label (63); leave room for the index (nodes <= 1024: "-1023").
 _MAX_BASE_NAME = 52
+MAX_LABEL_VALUE = 63
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_DIGEST_CHARS = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,23 +74,55 @@ class EvaluationRef:
         return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)))
 
 
-def _short_name(base: str, suffix: str) -> str:
-    name = f"{base}-{suffix}"
-    if len(name) <= _MAX_BASE_NAME:
+def _digest(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
+
+
+def _child_name(name: str, suffix: str) -> str:
+    """`<name>-<suffix>` as a DNS-1035 label of at most 52 characters.
+
+    Names that are DNS-1035 labels and short enough stay as they were before names were
+    checked (no churn for existing Evaluations); all others get the hash of the full name.
+    """
+    candidate = f"{name}-{suffix}"
+    if _DNS1035_LABEL.fullmatch(name) and len(candidate) <= _MAX_BASE_NAME:
+        return candidate
+    stem = re.sub(r"[^a-z0-9-]", "-", name.lower())
+    if not stem[0].isalpha():
+        stem = f"e-{stem}"
+    keep = _MAX_BASE_NAME - len(suffix) - _DIGEST_CHARS - 2
+    return f"{stem[:keep].rstrip('-')}-{_digest(name)}-{suffix}"
+
+
+def label_value(name: str) -> str:
+    """A name as a label value: itself up to 63 characters, else a prefix and its hash."""
+    if len(name) <= MAX_LABEL_VALUE:
         return name
-    digest = hashlib.sha256(base.encode()).hexdigest()[:6]
-    keep = _MAX_BASE_NAME - len(suffix) - len(digest) - 2
-    return f"{base[:keep].rstrip('-.')}-{digest}-{suffix}"
+    keep = MAX_LABEL_VALUE - _DIGEST_CHARS - 1
+    return f"{name[:keep].rstrip('-._')}-{_digest(name)}"
+
+
+def evaluation_name(obj: Any) -> str | None:
+    """The Evaluation a Job or pod belongs to: its annotation, else the Job's controller, else the label."""
+    meta = obj.get("metadata") or {}
+    annotated = (meta.get("annotations") or {}).get(ANNOTATION_EVALUATION)
+    if annotated:
+        return str(annotated)
+    for owner in meta.get("ownerReferences") or ():
+        if owner.get("kind") == spec_module.KIND and owner.get("apiVersion", "").startswith(f"{spec_module.GROUP}/"):
+            return str(owner["name"])
+    label = (meta.get("labels") or {}).get(LABEL_EVALUATION)
+    return str(label) if label else None
 
 
 def job_name(ref: EvaluationRef) -> str:
     """The Job (and headless Service) of one generation: `<name>-g<generation>`."""
-    return _short_name(ref.name, f"g{ref.generation}")
+    return _child_name(ref.name, f"g{ref.generation}")
 
 
 def runner_account_name(ref: EvaluationRef) -> str:
     """ServiceAccount, Role and RoleBinding of the runner: one per Evaluation."""
-    return _short_name(ref.name, "runner")
+    return _child_name(ref.name, "runner")
 
 
 def spec_hash(spec: Evaluation) -> str:
@@ -101,11 +148,12 @@ def owner_reference(ref: EvaluationRef) -> Manifest:
 
 
 def labels(ref: EvaluationRef) -> dict[str, str]:
+    value = label_value(ref.name)
     return {
         "app.kubernetes.io/name": "assay-runner",
-        "app.kubernetes.io/instance": ref.name,
+        "app.kubernetes.io/instance": value,
         "app.kubernetes.io/managed-by": MANAGED_BY,
-        LABEL_EVALUATION: ref.name,
+        LABEL_EVALUATION: value,
     }
 
 
@@ -128,13 +176,13 @@ def role(ref: EvaluationRef) -> Manifest:
         "kind": "Role",
         "metadata": _metadata(ref, runner_account_name(ref)),
         "rules": [
-            {
-                "apiGroups": [spec_module.GROUP],
-                "resources": [spec_module.PLURAL, f"{spec_module.PLURAL}/status"],
-                "resourceNames": [ref.name],
-                "verbs": ["get", "patch"],
-            }
-        ],
+            # Reading its Evaluation tells the runner whether its run was superseded.
+            {"apiGroups": [spec_module.GROUP], "resources": [spec_module.PLURAL], "resourceNames": [ref.name],
+             "verbs": ["get"]},
+            # Progress and results; a spec patch (another image, another Secret) stays forbidden.
+            {"apiGroups": [spec_module.GROUP], "resources": [f"{spec_module.PLURAL}/status"],
+             "resourceNames": [ref.name], "verbs": ["patch"]},
+        ],  # fmt: skip
     }
 
 
@@ -328,9 +376,10 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
     if template.priority_class_name:
         pod_spec["priorityClassName"] = template.priority_class_name
 
-    pod_metadata: Manifest = {"labels": pod_labels}
-    if template.annotations:
-        pod_metadata["annotations"] = dict(template.annotations)
+    pod_metadata: Manifest = {
+        "labels": pod_labels,
+        "annotations": {**template.annotations, ANNOTATION_EVALUATION: ref.name},
+    }
 
     job_spec: Manifest = {
         "backoffLimit": spec.backoff_limit,
@@ -345,7 +394,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
 
     metadata = _metadata(ref, name, **job_labels)
-    metadata["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec)}
+    metadata["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec), ANNOTATION_EVALUATION: ref.name}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
 
 

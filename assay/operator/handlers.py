@@ -98,8 +98,8 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
             kopf.warn(body, reason="InvalidSpec", message=str(error))
         return
     try:
-        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name)
-        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name)
+        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
+        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
         steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now,
                                default_image=getattr(memo, "default_image", None))  # fmt: skip
         if steps.status:
@@ -130,7 +130,7 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: l
         return
     job = plain(body)
     meta = job["metadata"]
-    name = (meta.get("labels") or {}).get(builders.LABEL_EVALUATION)
+    name = builders.evaluation_name(job)
     if not name:
         return
     try:

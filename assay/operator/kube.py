@@ -56,10 +56,78 @@ def create(manifest: Manifest) -> bool:
     return True
 
 
-def list_children(kind: str, api_version: str, *, namespace: str, evaluation: str) -> list[Manifest]:
-    selector = f"{builders.LABEL_EVALUATION}={evaluation},app.kubernetes.io/managed-by={builders.MANAGED_BY}"
-    found = _resource(api_version, kind).get(namespace=namespace, label_selector=selector)
+def list_children(kind: str, api_version: str, *, namespace: str, evaluation: str,
+                  owner_uid: str | None = None) -> list[Manifest]:  # fmt: skip
+    """Children of one Evaluation: by label (a long name's label is shortened, so two
+    Evaluations could share one), then by the controller ownerReference when `owner_uid` is given."""
+    label = builders.label_value(evaluation)
+    selector = f"{builders.LABEL_EVALUATION}={label},app.kubernetes.io/managed-by={builders.MANAGED_BY}"
+    found = [item.to_dict() for item in _resource(api_version, kind).get(namespace=namespace, label_selector=selector).items]
+    if owner_uid is None:
+        return found
+    return [o for o in found if any(r.get("uid") == owner_uid for r in (o.get("metadata") or {}).get("ownerReferences") or ())]
+
+
+def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest | None:
+    from kubernetes.dynamic import exceptions
+
+    try:
+        return _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+    except exceptions.NotFoundError:
+        return None
+
+
+def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
+                 field_selector: str | None = None) -> list[Manifest]:  # fmt: skip
+    found = _resource(api_version, kind).get(namespace=namespace, label_selector=label_selector,
+                                             field_selector=field_selector)  # fmt: skip
     return [item.to_dict() for item in found.items]
+
+
+def list_events(*, namespace: str, kind: str, name: str) -> list[Manifest]:
+    """core/v1 Events about one object (the Job controller's, the kubelet's, the scheduler's)."""
+    return list_objects("Event", "v1", namespace=namespace,
+                        field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+
+
+def end_job(*, namespace: str, name: str) -> None:
+    """Fail a Job now and remove its pods, keeping the Job and its Events to look at.
+
+    activeDeadlineSeconds is one of the few mutable fields of a Job; at 1 the Job controller
+    fails it at once (reason DeadlineExceeded) and deletes its running pods.
+    """
+    _resource("batch/v1", "Job").patch(
+        name=name, namespace=namespace, body={"spec": {"activeDeadlineSeconds": 1}}, content_type=MERGE_PATCH
+    )
+
+
+def create_event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
+    """A core/v1 Event about `obj`, posted directly: for code that runs outside a kopf handler."""
+    import datetime
+    import socket
+
+    meta = obj["metadata"]
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    event = {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
+        "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
+                           "namespace": meta["namespace"], "uid": meta.get("uid")},  # fmt: skip
+        "type": type,
+        "reason": reason,
+        "message": message[:1024],
+        "source": {"component": builders.MANAGED_BY},
+        "reportingComponent": builders.MANAGED_BY,
+        "reportingInstance": socket.gethostname()[:128],
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
+    try:
+        _resource("v1", "Event").create(body=event, namespace=meta["namespace"])
+    except Exception as error:  # noqa: BLE001 - an Event is a courtesy; status already says it
+        logger.warning("Could not post Event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error)
 
 
 def delete(kind: str, api_version: str, *, namespace: str, name: str) -> None:

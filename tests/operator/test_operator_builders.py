@@ -55,12 +55,14 @@ def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
     assert builders.job_name(long) != builders.job_name(builders.EvaluationRef("x" * 249 + "y", "n", "u", 12345))
 
 
-def test_runner_role_grants_only_its_own_evaluation() -> None:
+def test_runner_role_reads_its_own_evaluation_and_patches_only_its_status() -> None:
     role = builders.role(REF)
-    assert role["rules"] == [{
-        "apiGroups": ["assay.dev"], "resources": ["evaluations", "evaluations/status"],
-        "resourceNames": ["pythia-core"], "verbs": ["get", "patch"],
-    }]  # fmt: skip
+    # No `patch` on the Evaluation itself: the runner cannot rewrite its spec (image, hfTokenSecret).
+    assert role["rules"] == [
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": ["pythia-core"], "verbs": ["get"]},
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": ["pythia-core"],
+         "verbs": ["patch"]},
+    ]  # fmt: skip
     binding = builders.role_binding(REF)
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "pythia-core-runner", "namespace": "evals"}]
@@ -161,7 +163,8 @@ def test_pod_template_overrides_kueue_and_suspend() -> None:
     assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
     assert pod["spec"]["tolerations"][0]["key"] == "gpu"
     assert pod["spec"]["priorityClassName"] == "batch-low" and pod["spec"]["affinity"] == {"nodeAffinity": {}}
-    assert pod["metadata"]["labels"]["team"] == "nlp" and pod["metadata"]["annotations"] == {"note": "x"}
+    assert pod["metadata"]["labels"]["team"] == "nlp"
+    assert pod["metadata"]["annotations"] == {"note": "x", builders.ANNOTATION_EVALUATION: "pythia-core"}
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "eval-queue"
     assert job["spec"]["suspend"] is True
     assert pod["spec"]["containers"][0]["image"] == "registry.local/assay:dev"

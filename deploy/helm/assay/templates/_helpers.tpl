@@ -29,9 +29,10 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{/*
-What the operator may do. It holds get/patch on evaluations and evaluations/status
-itself, which is exactly what each runner Role grants, so creating those Roles needs
-neither `bind` nor `escalate`.
+What the operator may do. It holds `get` on evaluations and `patch` on evaluations/status
+itself, which is all that each runner Role grants, so creating those Roles needs neither
+`bind` nor `escalate`. Pods and Events are only read: they say why a run is stuck
+(image pulls, scheduling, quota, OOMKilled).
 */}}
 {{- define "assay.rules" -}}
 - apiGroups: [assay.dev]
@@ -62,7 +63,7 @@ neither `bind` nor `escalate`.
   verbs: [get, create]
 - apiGroups: [""]
   resources: [events]
-  verbs: [create, patch]
+  verbs: [get, list, watch, create, patch]
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
