@@ -7,8 +7,14 @@ observedGeneration). The four condition types are always present once accepted, 
 wait on `Failed` or `Succeeded` never hangs on a missing condition.
 
     (new spec) --valid--> Pending/Accepted --pods ready--> Running --Job Complete--> Succeeded
-         \\--invalid--> Failed(InvalidSpec)            \\--Job Failed (BackoffLimitExceeded,
-                                                          DeadlineExceeded, PodFailurePolicy, ...)--> Failed
+         \\--invalid--> Failed(InvalidSpec)   |               \\--Job Failed (BackoffLimitExceeded,
+                                              |                 DeadlineExceeded, PodFailurePolicy, OOMKilled)--> Failed
+                                              \\--pods stuck: Pending with the reason (ImagePullBackOff,
+                                                 Unschedulable, FailedCreate, ...); InvalidImageName, or a
+                                                 pull failing past the timeout (ImagePullFailed)--> Failed
+
+`status.reason` repeats the reason of the latest change (printer column Reason), so that
+`kubectl get evals` says why an Evaluation is Pending or Failed.
 
 Each function returns a merge patch for `status` (only what changes), never touches
 the API, and takes `now` so tests need no clock.
@@ -19,6 +25,9 @@ from __future__ import annotations
 import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
+
+from assay.operator.diagnosis import REASONS as PROBLEM_REASONS
+from assay.operator.diagnosis import Problem
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
@@ -97,6 +106,7 @@ def rejected(status: Mapping[str, Any] | None, *, message: str, generation: int,
     return {
         "phase": FAILED,
         "observedGeneration": generation,
+        "reason": "InvalidSpec",
         "message": message,
         "conditions": _with_all(status, now=now, generation=generation, values={
             ACCEPTED: (False, "InvalidSpec", message),
@@ -120,7 +130,7 @@ def accepted(
     patch: dict[str, Any] = {"observedGeneration": generation, "jobName": job_name}
     if new_run:
         patch.update({
-            "phase": PENDING, "message": message, "startTime": None, "completionTime": None,
+            "phase": PENDING, "reason": "JobCreated", "message": message, "startTime": None, "completionTime": None,
             "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
         })  # fmt: skip
         values = {
@@ -160,7 +170,10 @@ def job_state(job: Mapping[str, Any]) -> JobState:
     if "Failed" in conditions:
         c = conditions["Failed"]
         reason = c.get("reason") or "JobFailed"
-        return JobState(FAILED, reason, _job_message(name, reason, c.get("message")), start,
+        detail = c.get("message")
+        if reason == "DeadlineExceeded" and spec.get("activeDeadlineSeconds"):
+            detail = f"{spec['activeDeadlineSeconds']} s"
+        return JobState(FAILED, reason, _job_message(name, reason, detail), start,
                         c.get("lastTransitionTime"))  # fmt: skip
     if "Complete" in conditions:
         c = conditions["Complete"]
@@ -184,12 +197,37 @@ def job_state(job: Mapping[str, Any]) -> JobState:
 def _job_message(name: str, reason: str, detail: str | None) -> str:
     explanations = {
         "BackoffLimitExceeded": "the runner failed more often than backoffLimit allows",
-        "DeadlineExceeded": "the run took longer than activeDeadlineSeconds",
+        "DeadlineExceeded": "the run took longer than spec.activeDeadlineSeconds",
         "PodFailurePolicy": "the runner exited with a configuration error (see its log)",
         "MaxFailedIndexesExceeded": "too many runner pods failed",
     }
     text = f"{name} failed: {explanations.get(reason, reason)}"
     return f"{text} ({detail})." if detail else f"{text}."
+
+
+def with_problem(state: JobState, problem: Problem | None, *, now: datetime.datetime) -> JobState:
+    """The Job's state as the Evaluation shows it, once its pods' problem is known.
+
+    A failed Job takes the reason of a runner that ended badly (OOMKilled) instead of its
+    own (BackoffLimitExceeded); a fatal problem (InvalidImageName, ImagePullFailed) fails
+    a live run; any other problem replaces the reason and message of a waiting run, and is
+    appended to a running one's (a multi-node run with one pod unschedulable is stuck too).
+    """
+    if problem is None or state.phase == SUCCEEDED:
+        return state
+    if state.phase == FAILED:
+        if problem.explains_failure or problem.fatal:
+            return dataclasses.replace(state, reason=problem.reason, message=problem.message)
+        return dataclasses.replace(state, message=f"{state.message} {problem.message}")
+    if problem.fatal:
+        return JobState(FAILED, problem.reason, problem.message, state.start_time, timestamp(now))
+    if state.phase == PENDING and state.reason == "Suspended":
+        return state
+    if state.phase == PENDING:
+        return dataclasses.replace(state, reason=problem.reason, message=problem.message)
+    if problem.explains_failure:
+        return state  # an earlier attempt's end; a retry is running
+    return dataclasses.replace(state, reason=problem.reason, message=f"{state.message} {problem.message}")
 
 
 def from_job(
@@ -198,15 +236,16 @@ def from_job(
     *,
     generation: int,
     now: datetime.datetime,
+    problem: Problem | None = None,
 ) -> dict[str, Any]:
-    """The status patch mirroring one Job; {} when nothing changed.
+    """The status patch mirroring one Job (and its pods' `problem`); {} when nothing changed.
 
     A finished run is final: once the phase is Succeeded or Failed, later events of the
     same Job change nothing. The runner's own last word (`status.message` that no
     condition carries) is kept: it says which task or file went wrong.
     """
     status = status or {}
-    state = job_state(job)
+    state = with_problem(job_state(job), problem, now=now)
     if state.phase in TERMINAL_PHASES and status.get("phase") == state.phase:
         return {}
     message = state.message
@@ -222,13 +261,17 @@ def from_job(
     }
     patch: dict[str, Any] = {
         "phase": state.phase,
+        "reason": state.reason,
         "conditions": _with_all(status, now=now, generation=generation, values=values),
     }
     if state.start_time:
         patch["startTime"] = state.start_time
     if state.phase in TERMINAL_PHASES:
         patch["completionTime"] = state.completion_time or timestamp(now)
-    if state.phase != status.get("phase"):
+    # The message follows a phase change, a problem, and a problem's end; not other
+    # reason changes (Terminating), which would bury the runner's last word.
+    shows_problem = problem is not None and state.reason == problem.reason
+    if state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS:
         patch["message"] = message
     return {k: v for k, v in patch.items() if status.get(k) != v}
 

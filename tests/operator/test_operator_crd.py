@@ -34,7 +34,9 @@ def test_identity_scope_and_printer_columns(crd: dict[str, Any]) -> None:
     (version,) = crd["spec"]["versions"]
     assert version["name"] == spec_module.VERSION and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
-    assert [c["name"] for c in version["additionalPrinterColumns"]] == ["Model", "Tasks", "Phase", "Progress", "Age"]
+    columns = version["additionalPrinterColumns"]
+    assert [c["name"] for c in columns] == ["Model", "Tasks", "Phase", "Reason", "Progress", "Age", "Message"]
+    assert [c.get("priority", 0) for c in columns] == [0, 0, 0, 0, 0, 0, 1]  # Message only with -o wide
 
 
 def test_schema_fields_match_the_spec_parser(crd: dict[str, Any]) -> None:

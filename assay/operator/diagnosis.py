@@ -1,0 +1,328 @@
+"""Why a run is stuck or failed, read from its Job, its pods and their Events: pure functions.
+
+A Job's own status says little while it waits ("1 active") and only "BackoffLimitExceeded"
+when it fails. The reasons a user can act on are elsewhere, written by other components:
+
+- the kubelet, in each pod's `status.containerStatuses[].state.waiting` (ImagePullBackOff,
+  ErrImagePull, InvalidImageName, CrashLoopBackOff, CreateContainerConfigError) and
+  `state`/`lastState.terminated` (reason OOMKilled, exit code 137);
+- the scheduler, in the pod condition `PodScheduled=False` (reason Unschedulable, with
+  its own message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.");
+- the Job controller, in Events on the Job (reason FailedCreate: a ResourceQuota or a
+  LimitRange forbade the pod, which then never exists).
+
+`diagnose` turns them into one `Problem` (a CamelCase reason and a one-sentence message)
+for the Evaluation's conditions. An image that cannot be pulled is retried by the kubelet
+forever; here a pull failure that lasts `image_pull_timeout` seconds (measured from the
+pod's first pull-failure Event, or from when it was scheduled) becomes the fatal
+`ImagePullFailed`, and an image reference that cannot even be parsed (InvalidImageName)
+is fatal at once. Everything else leaves the Evaluation Pending with the reason visible,
+since quota frees up, nodes get added and Secrets get created.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import re
+from typing import Any, Iterable, Mapping, Sequence
+
+DEFAULT_IMAGE_PULL_TIMEOUT = 300.0
+"""Seconds a runner image may fail to pull before the Evaluation fails (the kubelet's
+pull back-off reaches its 5-minute ceiling after about as long)."""
+
+IMAGE_PULL_BACKOFF = "ImagePullBackOff"
+IMAGE_PULL_FAILED = "ImagePullFailed"
+INVALID_IMAGE_NAME = "InvalidImageName"
+UNSCHEDULABLE = "Unschedulable"
+FAILED_CREATE = "FailedCreate"
+CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
+CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
+CONTAINER_CREATE_ERROR = "CreateContainerError"
+OOM_KILLED = "OOMKilled"
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+
+REASONS = (IMAGE_PULL_BACKOFF, IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, UNSCHEDULABLE, FAILED_CREATE,
+           CRASH_LOOP_BACKOFF, CONTAINER_CONFIG_ERROR, CONTAINER_CREATE_ERROR, OOM_KILLED, DEADLINE_EXCEEDED)  # fmt: skip
+"""Every reason `diagnose` can give."""
+
+_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"}
+_CREATE_WAITING = {"CreateContainerConfigError": CONTAINER_CONFIG_ERROR, "CreateContainerError": CONTAINER_CREATE_ERROR,
+                   "RunContainerError": CONTAINER_CREATE_ERROR, "PreCreateHookError": CONTAINER_CREATE_ERROR,
+                   "PreStartHookError": CONTAINER_CREATE_ERROR}  # fmt: skip
+# "Back-off pulling image \"x\": ErrImagePull: <cause>" (kubelet >= 1.31) → "<cause>".
+_BACKOFF_PREFIX = re.compile(r'^Back-off pulling image "[^"]*"(: (ErrImagePull: )?)?')
+_FAILED_PULL_PREFIX = re.compile(r'^Failed to pull image "[^"]*": ')
+_MAX_DETAIL = 400
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """Something that keeps a run from going on, as a condition reason and message."""
+
+    reason: str
+    message: str
+    fatal: bool = False
+    """The run cannot succeed as it is: the Evaluation fails now and its Job is ended."""
+    explains_failure: bool = False
+    """A runner that ended this way (OOMKilled) is why a failed Job failed."""
+
+
+# --- small readers ---------------------------------------------------------------------
+
+
+def _parse_time(value: Any) -> datetime.datetime | None:
+    if not value:
+        return None
+    if isinstance(value, datetime.datetime):
+        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
+    try:
+        return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _sentence(text: str) -> str:
+    text = " ".join(str(text).split())
+    if len(text) > _MAX_DETAIL:
+        text = text[: _MAX_DETAIL - 3].rstrip() + "..."
+    return text.rstrip(".")
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", "?"))
+
+
+def _pod_finished(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or bool(
+        (pod.get("metadata") or {}).get("deletionTimestamp")
+    )
+
+
+def _containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    spec = pod.get("spec") or {}
+    return {c.get("name"): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
+
+
+def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+
+
+def _image(pod: Mapping[str, Any], container_status: Mapping[str, Any]) -> str:
+    spec = _containers(pod).get(container_status.get("name")) or {}
+    return str(spec.get("image") or container_status.get("image") or "?")
+
+
+def _memory_limit(pod: Mapping[str, Any], container: str) -> str | None:
+    spec = _containers(pod).get(container) or {}
+    value = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
+    return str(value) if value is not None else None
+
+
+def _event_time(event: Mapping[str, Any], *, first: bool) -> datetime.datetime | None:
+    keys = ("firstTimestamp", "eventTime", "lastTimestamp") if first else ("lastTimestamp", "eventTime", "firstTimestamp")
+    for key in keys:
+        found = _parse_time(event.get(key))
+        if found:
+            return found
+    series = event.get("series") or {}
+    return _parse_time(series.get("lastObservedTime")) or _parse_time((event.get("metadata") or {}).get("creationTimestamp"))
+
+
+def _about(events: Iterable[Mapping[str, Any]], kind: str, name: str) -> list[Mapping[str, Any]]:
+    return [e for e in events if (e.get("involvedObject") or {}).get("kind") == kind
+            and (e.get("involvedObject") or {}).get("name") == name]  # fmt: skip
+
+
+def _is_pull_failure_event(event: Mapping[str, Any]) -> bool:
+    message = str(event.get("message") or "")
+    reason = event.get("reason")
+    return (reason == "Failed" and "pull" in message.lower()) or (reason == "BackOff" and "pulling image" in message)
+
+
+# --- one pod ---------------------------------------------------------------------------
+
+
+def _pull_detail(waiting: Mapping[str, Any], pull_events: Sequence[Mapping[str, Any]]) -> str:
+    """The cause of a pull failure: from the pod's status, else from the kubelet's latest
+    "Failed to pull image" Event (kubelets before 1.31 put no cause into ImagePullBackOff)."""
+    detail = _BACKOFF_PREFIX.sub("", str(waiting.get("message") or "")).strip()
+    if not detail:
+        causes = [e for e in pull_events if _FAILED_PULL_PREFIX.match(str(e.get("message") or ""))]
+        if causes:
+            floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+            latest = max(causes, key=lambda e: _event_time(e, first=False) or floor)
+            detail = _FAILED_PULL_PREFIX.sub("", str(latest.get("message"))).strip()
+    return _sentence(detail or str(waiting.get("reason") or "no cause given by the kubelet"))
+
+
+def _pull_since(pod: Mapping[str, Any], pull_events: Sequence[Mapping[str, Any]]) -> datetime.datetime | None:
+    times = [t for t in (_event_time(e, first=True) for e in pull_events) if t]
+    if times:
+        return min(times)
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return _parse_time(condition.get("lastTransitionTime"))
+    return _parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+
+
+def waiting_problem(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (), *,
+                    now: datetime.datetime | None = None,
+                    image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT) -> Problem | None:  # fmt: skip
+    """A live pod that cannot start or keeps failing: pull errors, scheduling, container creation."""
+    if _pod_finished(pod):
+        return None
+    name = _name(pod)
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == UNSCHEDULABLE:  # fmt: skip
+            said = _sentence(condition.get("message") or "no node fits it")
+            return Problem(UNSCHEDULABLE, f"Runner pod {name} cannot be scheduled: {said}.")
+    for status in _statuses(pod):
+        waiting = (status.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        container = status.get("name", "?")
+        if reason == INVALID_IMAGE_NAME:
+            image = _image(pod, status)
+            said = _sentence(waiting.get("message") or "invalid reference format")
+            return Problem(INVALID_IMAGE_NAME, f'The runner image "{image}" is not a valid image reference ({said}); '
+                                               "fix spec.image or the operator's runner image.", fatal=True)  # fmt: skip
+        if reason in _PULL_WAITING:
+            image = _image(pod, status)
+            pull_events = [e for e in _about(events, "Pod", name) if _is_pull_failure_event(e)]
+            detail = _pull_detail(waiting, pull_events)
+            since = _pull_since(pod, pull_events)
+            if now is not None and since is not None and (now - since).total_seconds() >= image_pull_timeout:
+                return Problem(IMAGE_PULL_FAILED, f'The runner image "{image}" could not be pulled for '
+                                                  f"{_duration(image_pull_timeout)} ({detail}).", fatal=True)  # fmt: skip
+            return Problem(IMAGE_PULL_BACKOFF, f'Cannot pull the runner image "{image}" ({detail}); the Evaluation '
+                                               f"fails if this lasts {_duration(image_pull_timeout)}.")  # fmt: skip
+        if reason == CRASH_LOOP_BACKOFF:
+            last = (status.get("lastState") or {}).get("terminated") or {}
+            if last.get("reason") == OOM_KILLED:
+                return dataclasses.replace(_oom_problem(pod, container), explains_failure=False)
+            code = f" (last exit code {last['exitCode']})" if last.get("exitCode") is not None else ""
+            return Problem(CRASH_LOOP_BACKOFF, f"Container {container} of runner pod {name} keeps crashing{code}; "
+                                               f"see kubectl logs {name} -c {container} --previous.")  # fmt: skip
+        if reason in _CREATE_WAITING:
+            said = _sentence(waiting.get("message") or reason)
+            return Problem(_CREATE_WAITING[reason], f"Container {container} of runner pod {name} cannot start: {said}.")
+    return None
+
+
+def terminated_problem(pod: Mapping[str, Any]) -> Problem | None:
+    """A pod that ended for a reason of its own: OOMKilled, or its own deadline."""
+    name = _name(pod)
+    for status in _statuses(pod):
+        for state in ("state", "lastState"):
+            terminated = (status.get(state) or {}).get("terminated") or {}
+            if terminated.get("reason") != OOM_KILLED:
+                continue
+            return _oom_problem(pod, str(status.get("name", "?")))
+    status = pod.get("status") or {}
+    if status.get("reason") == DEADLINE_EXCEEDED:
+        return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: {_sentence(status.get('message') or '')}.",
+                       explains_failure=True)  # fmt: skip
+    return None
+
+
+def _oom_problem(pod: Mapping[str, Any], container: str) -> Problem:
+    name = _name(pod)
+    limit = _memory_limit(pod, container)
+    if limit:
+        message = (f"The runner (container {container} of pod {name}) was OOMKilled: it needed more than its "
+                   f"memory limit of {limit}; raise spec.resources.memory.")  # fmt: skip
+    else:
+        message = (f"The runner (container {container} of pod {name}) was OOMKilled with no memory limit set "
+                   "(its node ran out of memory); set spec.resources.memory.")  # fmt: skip
+    return Problem(OOM_KILLED, message, explains_failure=True)
+
+
+# --- the Job ---------------------------------------------------------------------------
+
+
+def failed_create(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
+                  events: Sequence[Mapping[str, Any]]) -> Problem | None:  # fmt: skip
+    """The Job controller could not create a pod (ResourceQuota, LimitRange, admission).
+
+    Reported while the Job has fewer live pods than it wants and no pod was created since
+    the latest FailedCreate (Events outlive the problem by an hour).
+    """
+    name = _name(job)
+    spec = job.get("spec") or {}
+    if spec.get("suspend"):
+        return None
+    live = [p for p in pods if not _pod_finished(p)]
+    if len(live) >= int(spec.get("parallelism") or 1):
+        return None
+    failures = [e for e in _about(events, "Job", name) if e.get("reason") == FAILED_CREATE]
+    if not failures:
+        return None
+    floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    latest = max(failures, key=lambda e: _event_time(e, first=False) or floor)
+    created = [_parse_time((p.get("metadata") or {}).get("creationTimestamp")) for p in pods]
+    newest_pod = max((t for t in created if t), default=None)
+    latest_time = _event_time(latest, first=False)
+    if newest_pod and latest_time and newest_pod > latest_time:
+        return None
+    said = _sentence(str(latest.get("message") or "").removeprefix("Error creating: "))
+    return Problem(FAILED_CREATE, f"Job {name} cannot create runner pods: {said}.")
+
+
+def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """(kind, name) of the objects whose Events `diagnose` needs: only what the statuses cannot tell."""
+    wanted: list[tuple[str, str]] = []
+    spec = job.get("spec") or {}
+    live = [p for p in pods if not _pod_finished(p)]
+    if not spec.get("suspend") and len(live) < int(spec.get("parallelism") or 1):
+        wanted.append(("Job", _name(job)))
+    for pod in live:
+        if any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in _statuses(pod)):
+            wanted.append(("Pod", _name(pod)))
+            break  # one pod's history is enough to time the pull
+    return wanted
+
+
+def _job_failed(job: Mapping[str, Any]) -> bool:
+    return any(c.get("type") == "Failed" and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or ())  # fmt: skip
+
+
+def diagnose(
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]] = (),
+    *,
+    now: datetime.datetime,
+    image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT,
+) -> Problem | None:
+    """The one problem to show for this run, or None when nothing is wrong that we can tell.
+
+    A failed Job is explained first by how its runners ended (OOMKilled); a live one by what
+    keeps its live pods from running, then by pods it cannot create, then, between retries,
+    by how the last runner ended.
+    """
+    ordered = sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
+    ended = [p for p in (terminated_problem(p) for p in ordered) if p]
+    waiting = [p for p in (waiting_problem(p, events, now=now, image_pull_timeout=image_pull_timeout)
+                           for p in ordered) if p]  # fmt: skip
+    waiting.sort(key=lambda p: not p.fatal)  # stable: a fatal problem first, else the newest pod's
+    if _job_failed(job):
+        return (ended or waiting or [None])[0]
+    if waiting:
+        return waiting[0]
+    created = failed_create(job, pods, events)
+    if created:
+        return created
+    if ended and not any(not _pod_finished(p) for p in pods):
+        return ended[0]
+    return None
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds % 60 == 0 and seconds >= 60:
+        minutes = seconds // 60
+        return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return f"{seconds} s"
