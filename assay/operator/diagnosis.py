@@ -45,6 +45,8 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 REASONS = (IMAGE_PULL_BACKOFF, IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, UNSCHEDULABLE, FAILED_CREATE,
            CRASH_LOOP_BACKOFF, CONTAINER_CONFIG_ERROR, CONTAINER_CREATE_ERROR, OOM_KILLED, DEADLINE_EXCEEDED)  # fmt: skip
 """Every reason `diagnose` can give."""
+FATAL_REASONS = (IMAGE_PULL_FAILED, INVALID_IMAGE_NAME)
+"""Reasons for which the operator fails the Evaluation itself and ends its Job."""
 
 _PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"}
 _CREATE_WAITING = {"CreateContainerConfigError": CONTAINER_CONFIG_ERROR, "CreateContainerError": CONTAINER_CREATE_ERROR,

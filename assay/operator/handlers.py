@@ -3,8 +3,15 @@
 - Evaluation created, resumed (operator start) or its spec changed → parse, validate,
   `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
   from what exists and creates nothing twice.
-- A runner Job changed → `conditions.from_job` mirrors it into the Evaluation's phase and
-  conditions; a finished run posts an Event and counts in the completion counter.
+- A runner Job or runner pod changed → `observe_run` reads the Job, its pods and (where
+  the statuses cannot tell) their Events, `diagnosis.diagnose` names what keeps the run
+  from going on, and `conditions.from_job` mirrors both into the Evaluation's phase,
+  reason and conditions; a new problem posts a Warning Event, a finished run an Event and
+  a count in the completion counter. A fatal problem (InvalidImageName, a pull failing
+  past the timeout) fails the Evaluation and ends its Job.
+- Every `PENDING_SWEEP_INTERVAL` seconds, Pending Evaluations are observed again: a pod
+  the Job controller cannot create (quota) changes no Job or pod, and a pull timeout needs
+  a clock.
 - Any Evaluation event → its Prometheus gauges follow its status; deletion drops them.
 
 Sync handlers on purpose: the kubernetes client is synchronous and kopf runs sync
@@ -17,19 +24,29 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-from typing import Any, Mapping
+import threading
+from typing import Any, Callable, Mapping
 
 import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, kube, reconcile, validation
+from assay.operator import builders, conditions, diagnosis, kube, reconcile, validation
 from assay.operator.metrics import EvaluationMetrics
+
+logger = logging.getLogger(__name__)
 
 EVALUATIONS = (spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL)
 RUNNER_JOBS = {"app.kubernetes.io/managed-by": builders.MANAGED_BY}
+RUNNER_PODS = RUNNER_JOBS
 WATCH_SERVER_TIMEOUT = 300
 """Seconds the API server keeps one watch open; kopf reconnects after it."""
+PENDING_SWEEP_INTERVAL = 20.0
+IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
+"""Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
+
+Emit = Callable[..., None]
+"""(obj, type=, reason=, message=) → posts an Event."""
 
 
 def _now() -> datetime.datetime:
@@ -58,6 +75,29 @@ def _metrics(memo: Any) -> EvaluationMetrics:
     return metrics
 
 
+def image_pull_timeout(env: Mapping[str, str] | None = None) -> float:
+    env = os.environ if env is None else env
+    raw = env.get(IMAGE_PULL_TIMEOUT_ENV, "").strip()
+    if not raw:
+        return diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if value <= 0:
+        raise UserError(f"{IMAGE_PULL_TIMEOUT_ENV}={raw!r} is not a positive number of seconds; unset it for 300.")
+    return value
+
+
+def _pull_timeout(memo: Any) -> float:
+    value = getattr(memo, "image_pull_timeout", None)
+    return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
+
+
+def _kopf_event(obj: Any, *, type: str, reason: str, message: str) -> None:
+    kopf.event(obj, type=type, reason=reason, message=message)
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=spec_module.GROUP)
@@ -71,6 +111,16 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.scanning.disabled = True
     _metrics(memo)
     kube.load_config()
+    memo.pending = PendingEvaluations()
+    memo.sweeper = PendingSweeper(memo)
+    memo.sweeper.start()
+
+
+@kopf.on.cleanup()
+def stop_sweeper(memo: kopf.Memo, **_: Any) -> None:
+    sweeper = getattr(memo, "sweeper", None)
+    if sweeper is not None:
+        sweeper.stop()
 
 
 @kopf.on.probe(id="evaluations")
@@ -137,31 +187,163 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: l
         evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
         if evaluation is None:
             return
-        status = evaluation.get("status") or {}
-        if status.get("jobName") != meta["name"]:
-            return  # a superseded run, being deleted
-        generation = int(status.get("observedGeneration") or evaluation["metadata"].get("generation", 1))
-        patch = conditions.from_job(status, job, generation=generation, now=_now())
-        if not patch:
-            return
-        kube.patch_evaluation_status(namespace=meta["namespace"], name=name, status=patch)
+        observe_run(evaluation, job=job, memo=memo, emit=_kopf_event)
     except Exception:
         _metrics(memo).record_error("mirror_job")
         raise
+
+
+@kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
+def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A runner pod changed: what it says (pull errors, scheduling, OOMKilled) reaches the Evaluation."""
+    if event.get("type") == "DELETED":
+        return
+    pod = plain(body)
+    meta = pod["metadata"]
+    name = builders.evaluation_name(pod)
+    job_name = (meta.get("labels") or {}).get(builders.LABEL_JOB)
+    if not name or not job_name:
+        return
+    try:
+        evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
+        if evaluation is None:
+            return
+        status = evaluation.get("status") or {}
+        if status.get("jobName") != job_name:
+            return
+        # A healthy pod of a run without a problem: the Job's own events tell the rest.
+        has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=_pull_timeout(memo)) \
+            or diagnosis.terminated_problem(pod)  # fmt: skip
+        if not has_problem and status.get("reason") not in conditions.PROBLEM_REASONS:
+            return
+        observe_run(evaluation, memo=memo, emit=_kopf_event)
+    except Exception:
+        _metrics(memo).record_error("mirror_pod")
+        raise
+
+
+def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Mapping[str, Any] | None = None,
+                now: datetime.datetime | None = None) -> Mapping[str, Any]:  # fmt: skip
+    """Mirror the current run (its Job, pods and their Events) into the Evaluation's status.
+
+    Returns the status patch it wrote ({} when nothing changed). Reads only: the Job (unless
+    given), its pods by label, and Events of at most the Job and one pod.
+    """
+    meta = evaluation["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    status = evaluation.get("status") or {}
+    job_name = status.get("jobName")
+    terminal = status.get("phase") in conditions.TERMINAL_PHASES
+    # Failed by the operator itself: its Job must end (again, if ending it failed before).
+    ending = terminal and status.get("reason") in diagnosis.FATAL_REASONS
+    if not job_name or (terminal and job is None and not ending):
+        return {}
+    if job is None:
+        job = kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
+        if job is None:
+            return {}
+    if job["metadata"]["name"] != job_name:
+        return {}  # a superseded run, being deleted
+    job_phase = conditions.job_state(job).phase
+    if ending:
+        if job_phase not in conditions.TERMINAL_PHASES:
+            kube.end_job(namespace=namespace, name=job_name)
+        return {}
+    now = now or _now()
+    problem = None
+    job_ready = int((job.get("status") or {}).get("ready") or 0)
+    all_ready = job_phase == conditions.RUNNING and job_ready >= int((job.get("spec") or {}).get("parallelism") or 1)
+    if not terminal and job_phase != conditions.SUCCEEDED and not all_ready:
+        pods = kube.list_objects("Pod", "v1", namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")
+        events: list[Mapping[str, Any]] = []
+        for kind, object_name in diagnosis.events_to_read(job, pods):
+            events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
+        problem = diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=_pull_timeout(memo))
+    generation = int(status.get("observedGeneration") or meta.get("generation", 1))
+    patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem)
+    if not patch:
+        return {}
+    kube.patch_evaluation_status(namespace=namespace, name=name, status=patch)
     finished = conditions.finished_now(status, patch)
+    if finished == conditions.FAILED and job_phase not in conditions.TERMINAL_PHASES:
+        # The operator failed the run (a fatal problem): end its Job, or its pod would wait forever.
+        kube.end_job(namespace=namespace, name=job_name)
     if finished:
-        _metrics(memo).record_completion(meta["namespace"], finished.lower())
-        message = patch.get("message") or status.get("message") or f"Job {meta['name']} finished."
-        kopf.event(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning",
-                   reason=finished, message=message)  # fmt: skip
+        _metrics(memo).record_completion(namespace, finished.lower())
+        message = patch.get("message") or status.get("message") or f"Job {job_name} finished."
+        emit(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning", reason=finished,
+             message=message)  # fmt: skip
+    elif problem is not None and patch.get("reason") == problem.reason:
+        emit(evaluation, type="Warning", reason=problem.reason, message=problem.message)
     elif patch.get("phase") == conditions.RUNNING:
-        _normal_event(evaluation, reason="Running", message=patch.get("message") or "Runner pods are running.")
+        emit(evaluation, type="Normal", reason="Running", message=patch.get("message") or "Runner pods are running.")
+    return patch
+
+
+class PendingEvaluations:
+    """(namespace, name) of the Evaluations last seen Pending, kept from their watch events."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        pending = not deleted and (body.get("status") or {}).get("phase") == conditions.PENDING
+        with self._lock:
+            (self._keys.add if pending else self._keys.discard)(key)
+
+    def snapshot(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self._keys)
+
+
+class PendingSweeper:
+    """Observes every Pending Evaluation's run again every `interval` seconds.
+
+    A plain thread, not a kopf timer: kopf timers put a finalizer on every Evaluation,
+    which would make deletions wait for a running operator. Events go straight to the API
+    (kopf's poster lives only inside kopf's handlers).
+    """
+
+    def __init__(self, memo: Any, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
+        self.memo = memo
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="assay-pending-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def sweep(self) -> None:
+        for namespace, name in self.memo.pending.snapshot():
+            if self._stop.is_set():
+                return
+            try:
+                evaluation = kube.get_evaluation(namespace=namespace, name=name)
+                if evaluation is not None:
+                    observe_run(evaluation, memo=self.memo, emit=kube.create_event)
+            except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
+                _metrics(self.memo).record_error("sweep")
+                logger.warning("Could not observe Evaluation %s/%s: %s", namespace, name, error)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep()
 
 
 @kopf.on.event(*EVALUATIONS)
 def observe_metrics(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata") or {}
-    if event.get("type") == "DELETED":
+    deleted = event.get("type") == "DELETED"
+    pending = getattr(memo, "pending", None)
+    if pending is not None:
+        pending.observe(plain(body), deleted=deleted)
+    if deleted:
         _metrics(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
     else:
         _metrics(memo).observe(plain(body))

@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
     parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
                         help="Default image of runner Jobs whose spec sets none.")  # fmt: skip
+    parser.add_argument("--image-pull-timeout", type=float, default=None, metavar="SECONDS",
+                        help="Fail an Evaluation whose runner image has failed to pull for this long "
+                             "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).")  # fmt: skip
     parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
     return parser
 
@@ -64,9 +67,13 @@ def main(argv: Sequence[str]) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
     import kopf
 
-    from assay.operator import handlers  # noqa: F401 - registers the handlers
+    from assay.operator import handlers  # registers the handlers
     from assay.operator import kube
     from assay.operator.metrics import EvaluationMetrics
+
+    pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
+    if pull_timeout <= 0:
+        raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     try:
         kube.load_config()
@@ -84,6 +91,6 @@ def main(argv: Sequence[str]) -> int:
         namespaces=namespaces,
         standalone=args.standalone or None,
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image),
+        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout),
     )
     return 0

@@ -1,0 +1,180 @@
+"""`handlers.observe_run`: what the operator reads and writes for one run.
+
+No API server runs in unit tests, so `kube`'s calls are replaced by a recording stand-in
+that serves recorded objects (tests/operator/recorded); the e2e suite runs the same code
+against a real API server and kubelet.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.errors import UserError
+from assay.operator import conditions, handlers, kube
+
+RECORDED = Path(__file__).parent / "recorded"
+T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+
+
+def load(name: str) -> Any:
+    return json.loads((RECORDED / f"{name}.json").read_text())
+
+
+class FakeApi:
+    """Serves one Job, its pods and Events; records every write."""
+
+    def __init__(self, job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]] = ()) -> None:
+        self.job, self.pods, self.events = job, pods, list(events)
+        self.reads: list[tuple[str, ...]] = []
+        self.status_patches: list[dict[str, Any]] = []
+        self.ended: list[str] = []
+        self.posted: list[tuple[str, str, str]] = []
+
+    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(kube, "get", self.get)
+        monkeypatch.setattr(kube, "list_objects", self.list_objects)
+        monkeypatch.setattr(kube, "list_events", self.list_events)
+        monkeypatch.setattr(kube, "patch_evaluation_status", self.patch_status)
+        monkeypatch.setattr(kube, "end_job", self.end_job)
+
+    def get(self, kind: str, api_version: str, *, namespace: str, name: str) -> Any:
+        self.reads.append(("get", kind, name))
+        return self.job if kind == "Job" and name == self.job["metadata"]["name"] else None
+
+    def list_objects(self, kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
+                     field_selector: str | None = None) -> list[Any]:  # fmt: skip
+        self.reads.append(("list", kind, label_selector or ""))
+        assert kind == "Pod" and label_selector == f"assay.dev/job={self.job['metadata']['name']}"
+        return self.pods
+
+    def list_events(self, *, namespace: str, kind: str, name: str) -> list[Any]:
+        self.reads.append(("events", kind, name))
+        return [e for e in self.events if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
+
+    def patch_status(self, *, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self.status_patches.append(json.loads(json.dumps(status)))
+
+    def end_job(self, *, namespace: str, name: str) -> None:
+        self.ended.append(name)
+
+    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.posted.append((type, reason, message))
+
+
+class Memo:
+    image_pull_timeout = 300.0
+
+
+def _evaluation(status: dict[str, Any] | None = None) -> dict[str, Any]:
+    accepted = conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True)
+    return {
+        "apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+        "metadata": {"name": "tiny", "namespace": "evals", "uid": "e1", "generation": 1},
+        "status": status or {k: v for k, v in accepted.items() if v is not None},
+    }  # fmt: skip
+
+
+def at(minutes: float) -> datetime.datetime:
+    return T0 + datetime.timedelta(minutes=minutes)
+
+
+def test_a_pull_back_off_is_reported_once_then_fails_and_ends_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")], load("events_pod_image_pull")["items"])
+    api.install(monkeypatch)
+    evaluation = _evaluation()
+    patch = handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(2))
+    assert patch["reason"] == "ImagePullBackOff" and "phase" not in patch  # still Pending
+    assert ("events", "Pod", "tiny-g1-7xk2p") in api.reads and not api.ended
+    assert [p[:2] for p in api.posted] == [("Warning", "ImagePullBackOff")]
+    evaluation["status"] = {**evaluation["status"], **patch}
+    assert handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(3)) == {}
+    assert len(api.posted) == 1 and len(api.status_patches) == 1
+
+    patch = handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(6))
+    assert patch["phase"] == "Failed" and patch["reason"] == "ImagePullFailed"
+    assert api.ended == ["tiny-g1"]
+    assert api.posted[-1][:2] == ("Warning", "Failed") and "could not be pulled for 5 minutes" in api.posted[-1][2]
+    # If ending the Job did not take, the next look ends it again; a failed Job is left alone.
+    evaluation["status"] = {**evaluation["status"], **patch}
+    assert handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(7)) == {}
+    assert api.ended == ["tiny-g1", "tiny-g1"]
+    api.job = load("job_failed_deadline_exceeded")
+    assert handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(8)) == {}
+    assert api.ended == ["tiny-g1", "tiny-g1"]
+
+
+def test_an_oom_killed_runner_fails_with_oom_killed(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(load("job_failed_backoff_limit"), [load("pod_oomkilled")])
+    api.install(monkeypatch)
+    patch = handlers.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=api.job, now=at(4))
+    assert patch["phase"] == "Failed" and patch["reason"] == "OOMKilled" and "16Gi" in patch["message"]
+    assert not api.ended  # the Job failed by itself
+    assert api.posted == [("Warning", "Failed", patch["message"])]
+    assert ("get", "Job", "tiny-g1") not in api.reads  # the Job came with the event
+
+
+def test_quota_is_read_from_the_jobs_events(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(load("job_no_pods"), [], load("events_job_failed_create_quota")["items"])
+    api.install(monkeypatch)
+    patch = handlers.observe_run(_evaluation(), memo=Memo(), emit=api.emit, now=at(7))
+    assert patch["reason"] == "FailedCreate" and "exceeded quota: gpu-quota" in patch["message"]
+    assert ("events", "Job", "tiny-g1") in api.reads
+
+
+def test_a_healthy_running_job_lists_no_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    job = load("job_pods_pending")
+    job["status"]["ready"] = 1
+    api = FakeApi(job, [load("pod_running")])
+    api.install(monkeypatch)
+    patch = handlers.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=job, now=at(1))
+    assert patch["phase"] == "Running" and not api.reads
+    assert api.posted == [("Normal", "Running", "1 runner pod(s) running.")]
+
+
+def test_a_superseded_or_finished_run_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")])
+    api.install(monkeypatch)
+    other = load("job_pods_pending")
+    other["metadata"]["name"] = "tiny-g0"
+    assert handlers.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=other, now=at(1)) == {}
+    done = {**_evaluation()["status"], "phase": "Succeeded", "reason": "JobComplete"}
+    assert handlers.observe_run(_evaluation(done), memo=Memo(), emit=api.emit, now=at(1)) == {}
+    assert not api.reads and not api.status_patches
+
+
+def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
+    pending = handlers.PendingEvaluations()
+    evaluation = _evaluation()
+    pending.observe(evaluation)
+    pending.observe({"metadata": {"namespace": "evals", "name": "running"}, "status": {"phase": "Running"}})
+    assert pending.snapshot() == [("evals", "tiny")]
+    seen: list[str] = []
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluation)
+    monkeypatch.setattr(handlers, "observe_run", lambda ev, *, memo, emit: seen.append(ev["metadata"]["name"]) or {})
+
+    class SweepMemo(Memo):
+        pass
+
+    memo = SweepMemo()
+    memo.pending = pending
+    handlers.PendingSweeper(memo).sweep()
+    assert seen == ["tiny"]
+    pending.observe(evaluation, deleted=True)
+    assert pending.snapshot() == []
+
+
+def test_the_pull_timeout_setting() -> None:
+    assert handlers.image_pull_timeout({}) == 300.0
+    assert handlers.image_pull_timeout({"ASSAY_IMAGE_PULL_TIMEOUT": "120"}) == 120.0
+    for bad in ("0", "-5", "soon"):
+        with pytest.raises(UserError, match="ASSAY_IMAGE_PULL_TIMEOUT"):
+            handlers.image_pull_timeout({"ASSAY_IMAGE_PULL_TIMEOUT": bad})
+    from assay.operator.main import parse_args
+
+    assert parse_args(["--image-pull-timeout", "90"]).image_pull_timeout == 90.0
+    assert parse_args([]).image_pull_timeout is None
