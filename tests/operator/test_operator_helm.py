@@ -14,7 +14,10 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "assay"
-HELM = shutil.which("helm") or next((str(p) for p in [Path.home() / "go" / "bin" / "helm"] if p.is_file()), None)
+HELM = shutil.which("helm") or next(
+    (str(p) for p in [Path.home() / ".cache" / "assay" / "bin" / "helm", Path.home() / "go" / "bin" / "helm"] if p.is_file()),
+    None,
+)
 needs_helm = pytest.mark.skipif(HELM is None, reason="helm binary not installed (go install helm.sh/helm/v3/cmd/helm@v3.16.4)")
 
 
@@ -94,6 +97,11 @@ def test_cluster_wide_render() -> None:
     assert verbs[("rbac.authorization.k8s.io", "roles")] == {"get", "create"}
     assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
     assert verbs[("", "pods")] == {"get", "list", "watch"}
+    # Events: read (why a run is stuck) and written (the Evaluation's own Events).
+    assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
+    # What each runner Role grants, the operator must hold (no escalate needed).
+    runner = {("assay.dev", "evaluations"): {"get"}, ("assay.dev", "evaluations/status"): {"patch"}}
+    assert all(needed <= verbs[key] for key, needed in runner.items())
     dashboard = next(d for d in documents if d["kind"] == "ConfigMap")
     assert json.loads(dashboard["data"]["assay.json"])["uid"] == "assay-evaluations"
 
@@ -104,6 +112,9 @@ def test_namespaced_render() -> None:
     _validate(documents)
     roles = [d for d in documents if d["kind"] == "Role"]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
+    for role in roles:
+        verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
+        assert verbs[("", "pods")] == {"get", "list", "watch"} and {"get", "list", "watch"} <= verbs[("", "events")]
     assert not [d for d in documents if d["kind"].startswith("Cluster")]
     args = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--all-namespaces" not in args
