@@ -103,7 +103,7 @@ def _pod_finished(pod: Mapping[str, Any]) -> bool:
 
 def _containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     spec = pod.get("spec") or {}
-    return {c.get("name"): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
+    return {str(c.get("name")): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
 
 
 def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -112,7 +112,7 @@ def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def _image(pod: Mapping[str, Any], container_status: Mapping[str, Any]) -> str:
-    spec = _containers(pod).get(container_status.get("name")) or {}
+    spec = _containers(pod).get(str(container_status.get("name"))) or {}
     return str(spec.get("image") or container_status.get("image") or "?")
 
 
@@ -311,7 +311,7 @@ def diagnose(
                            for p in ordered) if p]  # fmt: skip
     waiting.sort(key=lambda p: not p.fatal)  # stable: a fatal problem first, else the newest pod's
     if _job_failed(job):
-        return (ended or waiting or [None])[0]
+        return next(iter(ended or waiting), None)
     if waiting:
         return waiting[0]
     created = failed_create(job, pods, events)

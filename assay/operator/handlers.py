@@ -238,6 +238,9 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     ending = terminal and status.get("reason") in diagnosis.FATAL_REASONS
     if not job_name or (terminal and job is None and not ending):
         return {}
+    accepted = conditions.get_condition(status, conditions.ACCEPTED)
+    if accepted and accepted.get("status") == "False":
+        return {}  # the current spec was rejected; an earlier run's Job must not overwrite that
     if job is None:
         job = kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
         if job is None:

@@ -178,3 +178,14 @@ def test_the_pull_timeout_setting() -> None:
 
     assert parse_args(["--image-pull-timeout", "90"]).image_pull_timeout == 90.0
     assert parse_args([]).image_pull_timeout is None
+
+
+def test_a_rejected_spec_is_not_overwritten_by_the_previous_runs_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(load("job_pods_pending"), [load("pod_running")])
+    api.install(monkeypatch)
+    accepted = _evaluation()["status"]
+    rejected = {**accepted, **conditions.rejected(accepted, message="Unknown task 'x'.", generation=2, now=at(1))}
+    job = load("job_pods_pending")
+    job["status"]["ready"] = 1
+    assert handlers.observe_run(_evaluation(rejected), memo=Memo(), emit=api.emit, job=job, now=at(2)) == {}
+    assert not api.status_patches
