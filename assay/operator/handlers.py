@@ -293,7 +293,9 @@ class PendingEvaluations:
     def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        pending = not deleted and (body.get("status") or {}).get("phase") == conditions.PENDING
+        status = body.get("status") or {}
+        # A suspended run (or one Kueue holds) waits on purpose: nothing to look for.
+        pending = not deleted and status.get("phase") == conditions.PENDING and status.get("reason") != "Suspended"
         with self._lock:
             (self._keys.add if pending else self._keys.discard)(key)
 

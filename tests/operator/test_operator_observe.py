@@ -152,6 +152,7 @@ def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     evaluation = _evaluation()
     pending.observe(evaluation)
     pending.observe({"metadata": {"namespace": "evals", "name": "running"}, "status": {"phase": "Running"}})
+    pending.observe({"metadata": {"namespace": "evals", "name": "held"}, "status": {"phase": "Pending", "reason": "Suspended"}})
     assert pending.snapshot() == [("evals", "tiny")]
     seen: list[str] = []
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluation)
