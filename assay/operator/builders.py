@@ -42,7 +42,7 @@ RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
 CHECK_CONTAINER = "check"
 RUNNER_UID = 1000
-DEFAULT_IMAGE = "ghcr.io/assay-dev/assay:0.1.0"
+DEFAULT_IMAGE = "ghcr.io/assay-dev/assay-runner:0.1.0"
 IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
 """The operator's environment variable naming the default runner image."""
 

@@ -25,7 +25,17 @@ app.kubernetes.io/component: operator
 {{- end -}}
 
 {{- define "assay.image" -}}
-{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) -}}
+{{- end -}}
+
+{{/* The runner image: `runnerImage` as {repository, tag} or as one reference string. */}}
+{{- define "assay.runnerImage" -}}
+{{- $runner := .Values.runnerImage -}}
+{{- if kindIs "string" $runner -}}
+{{- required "runnerImage: give an image reference or {repository, tag}" $runner -}}
+{{- else -}}
+{{- printf "%s:%s" (required "runnerImage.repository is required" $runner.repository) (toString (default .Chart.AppVersion $runner.tag)) -}}
+{{- end -}}
 {{- end -}}
 
 {{/*

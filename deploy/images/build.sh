@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Build Assay's images from deploy/images/Dockerfile with podman, buildah or docker.
+#
+#   deploy/images/build.sh                                   # both, tagged ghcr.io/assay-dev/assay-{operator,runner}:<version>
+#   deploy/images/build.sh --push registry.example.com/team  # build, tag for that registry and push
+#   deploy/images/build.sh --target operator --build-arg BASE=localhost/assay-base:bookworm
+#
+# Options: --repo R (default ghcr.io/assay-dev), --push R (repo R, then push), --tag T
+# (default: the version in pyproject.toml), --target operator|runner (repeatable; default
+# both), --build-arg K=V (passed through, repeatable), --revision SHA (default: git HEAD),
+# --builder podman|buildah|docker (default: the first installed; or $ASSAY_IMAGE_BUILDER),
+# --wheelhouse DIR|none (podman/buildah: a host directory of downloaded wheels mounted into
+# the build, so warm rebuilds download nothing; default ~/.cache/assay/wheels), and after
+# `--` any further options for the builder.
+# Build output goes to stderr; stdout gets one line per image: `<target> <tag>`.
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+dockerfile="$here/Dockerfile"
+
+repo="ghcr.io/assay-dev"
+push=""
+tag=""
+targets=()
+build_args=()
+extra=()
+revision=""
+builder="${ASSAY_IMAGE_BUILDER:-}"
+wheelhouse="${ASSAY_WHEELHOUSE:-$HOME/.cache/assay/wheels}"
+
+die() { echo "build.sh: $*" >&2; exit 2; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --repo) repo="${2:?--repo needs a value}"; shift 2 ;;
+    --push) push=1; repo="${2:?--push needs a registry, e.g. registry.example.com/team}"; shift 2 ;;
+    --tag) tag="${2:?--tag needs a value}"; shift 2 ;;
+    --target) targets+=("${2:?--target needs operator or runner}"); shift 2 ;;
+    --build-arg) build_args+=(--build-arg "${2:?--build-arg needs K=V}"); shift 2 ;;
+    --build-arg=*) build_args+=(--build-arg "${1#--build-arg=}"); shift ;;
+    --revision) revision="${2:?--revision needs a value}"; shift 2 ;;
+    --builder) builder="${2:?--builder needs podman, buildah or docker}"; shift 2 ;;
+    --wheelhouse) wheelhouse="${2:?--wheelhouse needs a directory or none}"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --) shift; extra=("$@"); break ;;
+    *) die "unknown option $1 (see --help)" ;;
+  esac
+done
+[ ${#targets[@]} -gt 0 ] || targets=(operator runner)
+for t in "${targets[@]}"; do
+  case "$t" in operator|runner) ;; *) die "unknown target $t: use operator or runner" ;; esac
+done
+
+version="$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$root/pyproject.toml" | head -n 1)"
+[ -n "$version" ] || die "no version found in $root/pyproject.toml"
+tag="${tag:-$version}"
+if [ -z "$revision" ] && command -v git >/dev/null; then
+  revision="$(git -C "$root" rev-parse HEAD 2>/dev/null || true)"
+fi
+
+if [ -z "$builder" ]; then
+  for candidate in podman buildah docker; do
+    if command -v "$candidate" >/dev/null; then builder="$candidate"; break; fi
+  done
+fi
+[ -n "$builder" ] || die "no image builder found: install podman, buildah or docker"
+command -v "$builder" >/dev/null || die "builder $builder is not installed"
+
+case "$builder" in
+  podman) build=(podman build --layers) ;;
+  buildah) build=(buildah build --layers) ;;
+  docker) build=(docker build); export DOCKER_BUILDKIT=1 ;;
+  *) die "unknown builder $builder: use podman, buildah or docker" ;;
+esac
+cache=()
+if [ "$builder" != docker ] && [ "$wheelhouse" != none ]; then
+  mkdir -p "$wheelhouse"
+  cache=(--volume "$wheelhouse:/var/cache/assay-wheels" --build-arg WHEELHOUSE=/var/cache/assay-wheels)
+fi
+labels=(--label "org.opencontainers.image.version=$version")
+[ -z "$revision" ] || labels+=(--label "org.opencontainers.image.revision=$revision")
+
+# The Dockerfile line of the step a failed build stopped at: podman/buildah print each step
+# as `[stage/n] STEP i/m: <instruction, continuation lines joined>`, stages as `FROM ... AS name`.
+failed_line() {
+  command -v python3 >/dev/null || return 0
+  python3 - "$1" "$dockerfile" <<'PY'
+import re, sys
+log, dockerfile = open(sys.argv[1], errors="replace").read(), open(sys.argv[2]).read().splitlines()
+# Stages may interleave in the log (a stage builds the one it copies from on demand): find
+# the failed step's stage by its [k/n] prefix.
+steps = re.findall(r"^(?:\[(\d+)/\d+\] )?STEP \d+/\d+: (.*)", log, re.M)
+if not steps:
+    sys.exit()
+norm = lambda s: " ".join(s.split())
+index, failed = steps[-1]
+stage = next((m.group(1) for k, s in steps if k == index and (m := re.match(r"FROM \S+ AS (\S+)", s))), None)
+failed, start = norm(failed), 0
+if stage:
+    start = next((i for i, l in enumerate(dockerfile) if re.match(rf"FROM \S+ AS {re.escape(stage)}\s*$", l)), 0)
+i = start
+while i < len(dockerfile):
+    first, text = i, dockerfile[i]
+    while text.endswith("\\") and i + 1 < len(dockerfile):
+        i += 1
+        text = text[:-1] + " " + dockerfile[i]
+    if norm(text) == failed or (failed.startswith("FROM") and norm(text).split()[:1] == ["FROM"] and first >= start):
+        print(first + 1)
+        break
+    i += 1
+PY
+}
+
+log="$(mktemp)"
+trap 'rm -f "$log" "$log.step"' EXIT
+built=()
+for target in "${targets[@]}"; do
+  image="$repo/assay-$target:$tag"
+  echo "build.sh: $builder build --target $target -t $image" >&2
+  start=$SECONDS
+  set +e
+  "${build[@]}" -f "$dockerfile" --target "$target" -t "$image" \
+    --build-arg "VERSION=$version" "${build_args[@]}" "${cache[@]}" "${labels[@]}" "${extra[@]}" "$root" 2>&1 | tee "$log" >&2
+  rc=${PIPESTATUS[0]}
+  set -e
+  if [ "$rc" -ne 0 ]; then
+    line="$(failed_line "$log" || true)"
+    echo "build.sh: $builder build of target $target failed${line:+ at Dockerfile line $line} (exit $rc); the failing step's output is above." >&2
+    exit 1
+  fi
+  echo "build.sh: built $image in $((SECONDS - start)) s" >&2
+  built+=("$target $image")
+done
+
+if [ -n "$push" ]; then
+  for entry in "${built[@]}"; do
+    image="${entry#* }"
+    echo "build.sh: pushing $image" >&2
+    "$builder" push "$image" >&2 || { echo "build.sh: $builder push $image failed." >&2; exit 1; }
+  done
+fi
+printf '%s\n' "${built[@]}"
