@@ -271,7 +271,11 @@ def from_job(
     # The message follows a phase change, a problem, and a problem's end; not other
     # reason changes (Terminating), which would bury the runner's last word.
     shows_problem = problem is not None and state.reason == problem.reason
-    if state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS:
+    # A runner that fails at once can write its last word before the Job reports its pod
+    # ready: the late Pending → Running change must not bury it either.
+    keeps_note = note is not None and state.phase == RUNNING and not shows_problem
+    if (state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS) \
+            and not keeps_note:  # fmt: skip
         patch["message"] = message
     return {k: v for k, v in patch.items() if status.get(k) != v}
 

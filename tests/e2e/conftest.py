@@ -1,21 +1,28 @@
-"""Fixtures of the e2e suite: a real control plane, the operator as its own ServiceAccount, and
-the FakeKubelet (a test stand-in for the kubelet) running runner pods as local processes.
+"""Fixtures of the e2e suite: a real control plane and a real node on this machine, the
+project's images built from its Dockerfiles, and the operator installed by `helm install`
+as the chart's Deployment.
 
-Binaries: built once per machine by tests/e2e/cluster/build.sh. When they are not built yet
-the suite builds them under CI=true or ASSAY_E2E_BUILD=1 (about 7 minutes cold on 2 cores) and
-otherwise skips, saying how to build them; it skips as well when the Go toolchain or the
-module proxy is unavailable for the build. Everything listens on 127.0.0.1.
+- Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS)
+  are built once per machine by tests/e2e/cluster/build.sh; under CI=true or
+  ASSAY_E2E_BUILD=1 the suite builds them itself, otherwise it skips saying how.
+- The node (containerd + runc + CNI bridge, kubelet, scheduler, CoreDNS) needs root and the
+  Debian packages that .ci/run installs: outside CI a missing piece skips the suite with the
+  reason, under CI=true it fails it.
+- Images: deploy/images on a Debian base made with debootstrap (no registry is reachable),
+  imported into containerd; pods use them with IfNotPresent.
+- The model and the offline datasets reach runner pods the way they would in a cluster: on
+  a local PersistentVolume (the `cache` claim of every test namespace); results land on
+  another (`output`).
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
 import time
 import urllib.request
 import uuid
@@ -26,7 +33,9 @@ import pytest
 import yaml
 
 from tests.e2e.cluster import control_plane as cp
-from tests.e2e.cluster.node_agent import FakeKubelet
+from tests.e2e.cluster import images as image_builds
+from tests.e2e.cluster import network
+from tests.e2e.cluster.node import Node, NodeUnavailable, check_prerequisites, clean_host, leftovers, state_dir
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "assay"
@@ -34,6 +43,21 @@ OPERATOR_NAMESPACE = "assay-system"
 RELEASE = "assay"
 GROUP_RESOURCE = "evaluations.assay.dev"
 FORBIDDEN = re.compile(r'" 403 |Forbidden|forbidden')
+RUNNER_UID = 1000
+CACHE_MOUNT = "/cache"
+MODEL_IN_POD = f"{CACHE_MOUNT}/models/tiny-gpt2"
+DATASETS_IN_CACHE = "datasets"
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+def skip_or_fail(reason: str) -> None:
+    """Outside CI a missing prerequisite skips the e2e suite; under CI=true it fails it."""
+    if in_ci():
+        pytest.fail(reason)
+    pytest.skip(reason)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -43,7 +67,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: Any) -> Iterator[None]:
     setattr(item, f"rep_{report.when}", report)
 
 
-def _find_helm() -> str:
+def find_helm() -> str:
     for candidate in (shutil.which("helm"), Path.home() / ".cache/assay/bin/helm", Path.home() / "go/bin/helm"):
         if candidate and Path(candidate).is_file():
             return str(candidate)
@@ -51,122 +75,10 @@ def _find_helm() -> str:
                 "`go install helm.sh/helm/v3/cmd/helm@v3.16.4`")  # fmt: skip
 
 
-# --- the control plane -----------------------------------------------------------------
-
-
-@pytest.fixture(scope="session")
-def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[cp.ControlPlane]:
-    if shutil.which("kubectl") is None:
-        pytest.fail("kubectl is not on PATH; the e2e suite drives the cluster with it")
-    built = (cp.cache_dir() / cp.k8s_version() / "bin" / ".complete").is_file()
-    may_build = os.environ.get("CI", "").lower() == "true" or os.environ.get("ASSAY_E2E_BUILD") == "1"
-    if not built and not may_build:
-        pytest.skip(f"Kubernetes {cp.k8s_version()} binaries are not built yet: run tests/e2e/cluster/build.sh "
-                    "once (or set ASSAY_E2E_BUILD=1)")  # fmt: skip
-    try:
-        bin_dir = cp.ensure_binaries()
-    except cp.ClusterUnavailable as reason:
-        pytest.skip(str(reason))
-    plane = cp.ControlPlane(tmp_path_factory.mktemp("k8s"), bin_dir=bin_dir)
-    plane.start()
-    yield plane
-    plane.stop()
-
-
-def api_client(kubeconfig: Path) -> Any:
-    from kubernetes import client, config
-
-    configuration = client.Configuration()
-    config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
-    return client.ApiClient(configuration)
-
-
-@pytest.fixture(scope="session")
-def admin_api(control_plane: cp.ControlPlane) -> Any:
-    return api_client(control_plane.admin_kubeconfig)
-
-
-# --- the operator --------------------------------------------------------------------
-
-
-class OperatorProcess:
-    """`assay operator` as a subprocess, authenticated as the chart's ServiceAccount."""
-
-    def __init__(self, *, kubeconfig: Path, workdir: Path, scope: tuple[str, ...] = ("--all-namespaces",)) -> None:
-        self.kubeconfig = kubeconfig
-        self.workdir = workdir
-        self.scope = scope
-        self.metrics_port = cp.free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
-
-    @property
-    def log(self) -> Path:
-        return self.workdir / f"operator-{self.starts}.log"
-
-    def start(self, timeout: float = 60) -> None:
-        self.starts += 1
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_SERVICE_")}
-        env.update(KUBECONFIG=str(self.kubeconfig), PYTHONUNBUFFERED="1")
-        handle = open(self.log, "wb")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "assay", "operator", "--standalone", *self.scope,
-             f"--metrics-port={self.metrics_port}", "--health-port=0", "--verbose"],
-            env=env, cwd=self.workdir, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True, preexec_fn=cp.die_with_parent,
-        )  # fmt: skip
-        handle.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"the operator exited ({self.process.returncode}):\n{self.tail()}")
-            text = self.log.read_text(errors="replace")
-            if all(f"Starting the watch-stream for {r}" in text for r in ("evaluations", "jobs")):
-                return
-            time.sleep(0.2)
-        raise AssertionError(f"the operator did not start watching Evaluations:\n{self.tail()}")
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup, as when a node dies or the pod is OOM-killed."""
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(10)
-
-    def stop(self) -> None:
-        if self.process and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-    def log_since(self, mark: tuple[int, int]) -> str:
-        """The log written since `mark` (from `log_mark`), across restarts."""
-        starts, offset = mark
-        text = ""
-        for start in range(starts, self.starts + 1):
-            path = self.workdir / f"operator-{start}.log"
-            if path.exists():
-                data = path.read_text(errors="replace")
-                text += data[offset:] if start == starts else data
-        return text
-
-    def log_mark(self) -> tuple[int, int]:
-        return self.starts, self.log.stat().st_size if self.log.exists() else 0
-
-    def metrics(self) -> str:
-        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as response:
-            return response.read().decode()
-
-    def tail(self, lines: int = 60) -> str:
-        text = self.log.read_text(errors="replace").splitlines() if self.log.exists() else []
-        return "\n".join(text[-lines:])
-
-
 def render_chart(*values: str, release: str = RELEASE) -> list[dict[str, Any]]:
     """`helm template` of the chart: the documents an install would apply."""
     rendered = subprocess.run(
-        [_find_helm(), "template", release, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--include-crds",
+        [find_helm(), "template", release, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--include-crds",
          *[arg for value in values for arg in ("--set", value)]],
         capture_output=True, text=True, check=True,
     ).stdout  # fmt: skip
@@ -176,6 +88,182 @@ def render_chart(*values: str, release: str = RELEASE) -> list[dict[str, Any]]:
 RBAC_KINDS = {"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
 
 
+# --- the control plane and the node ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def host() -> Iterator[Path]:
+    """This machine made ready for a node (leftovers of a killed run cleaned); restored afterwards."""
+    if shutil.which("kubectl") is None:
+        skip_or_fail("kubectl is not on PATH; the e2e suite drives the cluster with it")
+    try:
+        check_prerequisites()
+    except NodeUnavailable as reason:
+        skip_or_fail(str(reason))
+    root = state_dir()
+    # One node per machine (one bridge, port 443): a second e2e run waits for the first.
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with open(root.parent / f"{root.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        Node.prepare_host(root)
+        yield root
+        clean_host(root)
+        left = leftovers(root)
+        assert not left, f"the e2e node left things behind: {', '.join(left)}"
+
+
+@pytest.fixture(scope="session")
+def control_plane(host: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[cp.ControlPlane]:
+    built = (cp.cache_dir() / cp.k8s_version() / "bin" / ".complete").is_file()
+    may_build = in_ci() or os.environ.get("ASSAY_E2E_BUILD") == "1"
+    if not built and not may_build:
+        pytest.skip(f"Kubernetes {cp.k8s_version()} binaries are not built yet: run tests/e2e/cluster/build.sh "
+                    "once (or set ASSAY_E2E_BUILD=1)")  # fmt: skip
+    try:
+        bin_dir = cp.ensure_binaries()
+    except cp.ClusterUnavailable as reason:
+        skip_or_fail(str(reason))
+    plane = cp.ControlPlane(tmp_path_factory.mktemp("k8s"), bin_dir=bin_dir, address=network.API_ADDRESS, port=443,
+                            service_range=network.SERVICE_SUBNET)  # fmt: skip
+    plane.start()
+    yield plane
+    plane.stop()
+
+
+@pytest.fixture(scope="session")
+def images() -> dict[str, str]:
+    """The operator and runner images built from deploy/images (target → tag), and the pause image."""
+    try:
+        base = image_builds.ensure_base_image()
+        tags = dict(image_builds.build_images(base))
+        tags["pause"] = image_builds.ensure_pause_image()
+    except image_builds.ImagesUnavailable as reason:
+        skip_or_fail(str(reason))
+    return tags
+
+
+@pytest.fixture(scope="session")
+def node(control_plane: cp.ControlPlane, images: dict[str, str]) -> Iterator[Node]:
+    real = Node(control_plane, root=state_dir())
+    real.start()
+    try:
+        image_builds.import_into_containerd(list(images.values()), address=str(real.socket))
+        yield real
+    finally:
+        real.stop()
+
+
+@pytest.fixture(scope="session")
+def admin_api(control_plane: cp.ControlPlane) -> Any:
+    from kubernetes import client, config
+
+    configuration = client.Configuration()
+    config.load_kube_config(config_file=str(control_plane.admin_kubeconfig), client_configuration=configuration)
+    return client.ApiClient(configuration)
+
+
+# --- the operator, installed by helm ---------------------------------------------------
+
+
+def helm(plane: cp.ControlPlane, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([find_helm(), f"--kubeconfig={plane.admin_kubeconfig}", *args],
+                            capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    if result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
+    return result
+
+
+def chart_values(images: dict[str, str], *extra: str) -> list[str]:
+    """--set arguments that point the chart at the locally built images."""
+    operator_repo, operator_tag = images["operator"].rsplit(":", 1)
+    return ["--set", f"image.repository={operator_repo}", "--set", f"image.tag={operator_tag}",
+            "--set", "image.pullPolicy=IfNotPresent", "--set", f"runnerImage={images['runner']}",
+            "--set", "operator.logLevel=debug", *[a for value in extra for a in ("--set", value)]]  # fmt: skip
+
+
+class OperatorDeployment:
+    """The chart's operator Deployment in one namespace: its pod, logs, metrics, restarts."""
+
+    SELECTOR = "app.kubernetes.io/name=assay"
+
+    def __init__(self, plane: cp.ControlPlane, *, namespace: str, release: str) -> None:
+        self.plane = plane
+        self.namespace = namespace
+        self.release = release
+        self.metrics_port = 9090
+
+    def kubectl(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return self.plane.kubectl("-n", self.namespace, *args, check=check, timeout=timeout)
+
+    @property
+    def deployment(self) -> str:
+        # The chart's fullname: the release name when it contains "assay", else "<release>-assay".
+        return f"deployment/{self.release}" if "assay" in self.release else f"deployment/{self.release}-assay"
+
+    def pods(self) -> list[dict[str, Any]]:
+        items = json.loads(self.kubectl("get", "pods", "-l", f"app.kubernetes.io/instance={self.release}",
+                                        "-o", "json").stdout)["items"]  # fmt: skip
+        return [p for p in items if not p["metadata"].get("deletionTimestamp")]
+
+    def pod(self) -> dict[str, Any]:
+        (pod,) = self.pods()
+        return pod
+
+    def wait_watching(self, timeout: float = 120) -> None:
+        """Until one operator pod is Ready and has started its watch-streams."""
+        deadline = time.monotonic() + timeout
+        text = ""
+        while time.monotonic() < deadline:
+            pods = self.pods()
+            ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
+                                            for c in p.get("status", {}).get("conditions", []))]  # fmt: skip
+            if len(pods) == 1 and ready:
+                text = self.logs()
+                if all(f"Starting the watch-stream for {r}" in text for r in ("evaluations", "jobs")):
+                    return
+            time.sleep(0.5)
+        raise AssertionError(f"the operator did not start watching Evaluations:\n{text[-4000:]}\n"
+                             f"{self.kubectl('get', 'pods', '-o', 'wide', check=False).stdout}")  # fmt: skip
+
+    def logs(self, since: str | None = None) -> str:
+        pods = self.pods()
+        if not pods:
+            return ""
+        args = ["logs", pods[0]["metadata"]["name"]] + ([f"--since-time={since}"] if since else [])
+        return self.kubectl(*args, check=False).stdout
+
+    def tail(self, lines: int = 60) -> str:
+        return "\n".join(self.logs().splitlines()[-lines:])
+
+    def kill(self) -> None:
+        """No operator at all, as when its node dies: scale to zero and kill the pod without grace."""
+        self.kubectl("scale", self.deployment, "--replicas=0")
+        for pod in self.pods():
+            self.kubectl("delete", "pod", pod["metadata"]["name"], "--grace-period=0", "--force", check=False)
+        deadline = time.monotonic() + 60
+        while self.pods() and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def start(self) -> None:
+        self.kubectl("scale", self.deployment, "--replicas=1")
+        self.wait_watching()
+
+    def metrics(self) -> str:
+        with urllib.request.urlopen(f"http://{self.pod()['status']['podIP']}:{self.metrics_port}/metrics",
+                                    timeout=5) as response:  # fmt: skip
+            return str(response.read().decode())
+
+
+@pytest.fixture(scope="session")
+def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str]) -> Iterator[OperatorDeployment]:
+    helm(control_plane, "install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+         *chart_values(images), "--wait", "--timeout=180s")  # fmt: skip
+    deployment = OperatorDeployment(control_plane, namespace=OPERATOR_NAMESPACE, release=RELEASE)
+    deployment.wait_watching()
+    yield deployment
+    helm(control_plane, "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait", "--timeout=120s")
+
+
 def service_account_kubeconfig(plane: cp.ControlPlane, account: str, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
     """A kubeconfig with a real TokenRequest token of `namespace/account`."""
     token = plane.kubectl("create", "token", account, "-n", namespace, "--duration=4h").stdout.strip()
@@ -183,48 +271,41 @@ def service_account_kubeconfig(plane: cp.ControlPlane, account: str, path: Path,
                                                    user=f"system:serviceaccount:{namespace}:{account}"))  # fmt: skip
 
 
-@pytest.fixture(scope="session")
-def installed_chart(control_plane: cp.ControlPlane) -> dict[str, Any]:
-    """CRD, the operator's ServiceAccount and its RBAC, rendered by `helm template` from the chart."""
-    docs = [d for d in render_chart() if d.get("kind") in RBAC_KINDS]
-    kinds = {d["kind"] for d in docs}
-    assert {"CustomResourceDefinition", "ServiceAccount", "ClusterRole", "ClusterRoleBinding"} <= kinds, kinds
-    control_plane.kubectl("create", "namespace", OPERATOR_NAMESPACE)
-    control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    control_plane.kubectl("wait", "--for=condition=Established", f"crd/{GROUP_RESOURCE}", "--timeout=60s")
-    account = next(d for d in docs if d["kind"] == "ServiceAccount")["metadata"]["name"]
-    return {"service_account": account, "docs": docs}
+# --- the model and data the runner pods read -------------------------------------------
 
 
 @pytest.fixture(scope="session")
-def operator(control_plane: cp.ControlPlane, installed_chart: dict[str, Any],
-             tmp_path_factory: pytest.TempPathFactory) -> Iterator[OperatorProcess]:  # fmt: skip
-    workdir = tmp_path_factory.mktemp("operator")
-    kubeconfig = service_account_kubeconfig(control_plane, installed_chart["service_account"],
-                                            workdir / "operator.kubeconfig")  # fmt: skip
-    process = OperatorProcess(kubeconfig=kubeconfig, workdir=workdir)
-    process.start()
-    yield process
-    process.stop()
+def volumes(host: Path) -> Path:
+    """Host folders behind the local PersistentVolumes; the runner (uid 1000) owns them."""
+    root = host / "volumes"
+    (root / "cache").mkdir(parents=True, exist_ok=True)
+    (root / "output").mkdir(parents=True, exist_ok=True)
+    return root
 
 
-# --- the node agent and what runner pods need ------------------------------------------
+def give_to_runner(path: Path) -> None:
+    for current, dirs, files in os.walk(path):
+        for name in [current, *(os.path.join(current, f) for f in dirs + files)]:
+            os.chown(name, RUNNER_UID, RUNNER_UID)
 
 
 @pytest.fixture(scope="session")
-def datasets_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def datasets_dir(shared_data: Path, volumes: Path) -> Path:
     from assay.runner.data_import import import_benchmarks
 
-    out = tmp_path_factory.mktemp("datasets")
+    out = volumes / "cache" / DATASETS_IN_CACHE
     import_benchmarks(shared_data, out, only=["arc", "lambada"])
     return out
 
 
 @pytest.fixture(scope="session")
-def tiny_model(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def tiny_model(shared_data: Path, volumes: Path, datasets_dir: Path) -> Path:
+    """The tiny GPT-2 on the cache volume (host path); pods see it at MODEL_IN_POD."""
     from tests.model_fixtures import tiny_gpt2
 
-    return tiny_gpt2(tmp_path_factory.mktemp("models") / "tiny-gpt2", shared_data / "gpt2_tokenizer")
+    model = tiny_gpt2(volumes / "cache" / "models" / "tiny-gpt2", shared_data / "gpt2_tokenizer")
+    give_to_runner(volumes / "cache")
+    return model
 
 
 @pytest.fixture(scope="session")
@@ -235,39 +316,20 @@ def local_results(tiny_model: Path, datasets_dir: Path, tmp_path_factory: pytest
     return local_assay_run(tiny_model, tmp_path_factory.mktemp("local-run"), datasets_dir=datasets_dir)
 
 
-def image_environment(datasets_dir: Path) -> dict[str, str]:
-    """What the runner image would set: PATH with this Python first, the offline datasets."""
-    return {
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "ASSAY_DATASETS_DIR": str(datasets_dir),
-        "LANG": "C.UTF-8",
-        "OMP_NUM_THREADS": "1",
-        "TOKENIZERS_PARALLELISM": "false",
-        "HF_HUB_DISABLE_TELEMETRY": "1",
-    }
-
-
-@pytest.fixture(scope="session")
-def kubelet(control_plane: cp.ControlPlane, admin_api: Any, datasets_dir: Path,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[FakeKubelet]:  # fmt: skip
-    agent = FakeKubelet(api_client=admin_api, server=control_plane.server, ca_file=control_plane.ca_file,
-                        workdir=tmp_path_factory.mktemp("kubelet"), image_env=image_environment(datasets_dir))  # fmt: skip
-    agent.start()
-    yield agent
-    agent.stop()
-
-
 # --- per test ------------------------------------------------------------------------
 
 
 class Cluster:
-    """The helpers a test uses: kubectl as admin, Evaluations, Jobs, diagnostics."""
+    """The helpers a test uses: kubectl as admin, Evaluations, Jobs, pods, diagnostics."""
 
-    def __init__(self, plane: cp.ControlPlane, operator: OperatorProcess, kubelet: FakeKubelet, namespace: str) -> None:
+    def __init__(self, plane: cp.ControlPlane, operator: OperatorDeployment, node: Node, namespace: str,
+                 volumes: Path) -> None:  # fmt: skip
         self.plane = plane
         self.operator = operator
-        self.kubelet = kubelet
+        self.node = node
         self.namespace = namespace
+        self.output_dir = volumes / "output" / namespace
+        self.cache_dir = volumes / "cache"
 
     def kubectl(self, *args: str, check: bool = True, input: str | None = None,
                 kubeconfig: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
@@ -278,11 +340,11 @@ class Cluster:
         return self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=check)
 
     def get(self, kind: str, name: str) -> dict[str, Any]:
-        return json.loads(self.kubectl("get", kind, name, "-o", "json").stdout)
+        return dict(json.loads(self.kubectl("get", kind, name, "-o", "json").stdout))
 
     def items(self, kind: str, selector: str | None = None) -> list[dict[str, Any]]:
         args = ["get", kind, "-o", "json"] + (["-l", selector] if selector else [])
-        return json.loads(self.kubectl(*args).stdout)["items"]
+        return list(json.loads(self.kubectl(*args).stdout)["items"])
 
     def evaluation(self, name: str) -> dict[str, Any]:
         return self.get("evaluation", name)
@@ -298,7 +360,7 @@ class Cluster:
                 raise AssertionError(f"evaluation/{name} became {other}, not {condition}\n{self.diagnostics()}")
             return evaluation if conditions.get(condition) == "True" else None
 
-        return self.wait_for(f"evaluation/{name} to be {condition}", reached, timeout=timeout, interval=1.0)
+        return dict(self.wait_for(f"evaluation/{name} to be {condition}", reached, timeout=timeout, interval=1.0))
 
     def kubectl_wait(self, name: str, condition: str, timeout: int = 60) -> None:
         result = self.kubectl("wait", f"--for=condition={condition}", f"evaluation/{name}", f"--timeout={timeout}s",
@@ -314,40 +376,84 @@ class Cluster:
             time.sleep(interval)
         raise AssertionError(f"timed out waiting for {what}\n{self.diagnostics()}")
 
-    def events(self, name: str) -> dict[str, str]:
-        """reason → message of the Events about one Evaluation."""
+    def events(self, name: str, kind: str = "Evaluation") -> dict[str, str]:
+        """reason → message of the Events about one object."""
         items = self.items("events")
         return {e["reason"]: e.get("message", "") for e in items if e["involvedObject"].get("name") == name
-                and e["involvedObject"].get("kind") == "Evaluation"}
+                and e["involvedObject"].get("kind") == kind}
+
+    def pod_logs(self, pod: str, container: str | None = None) -> str:
+        args = ["logs", pod] + (["-c", container] if container else [])
+        return self.kubectl(*args, check=False).stdout
+
+    def runner_logs(self) -> str:
+        return "\n".join(self.pod_logs(p["metadata"]["name"], "runner") for p in self.items("pods"))
 
     def diagnostics(self) -> str:
         parts = [f"--- operator log (tail)\n{self.operator.tail(40)}"]
-        for kind in ("evaluations", "jobs", "pods"):
+        for kind in ("evaluations", "jobs", "pods", "events"):
             parts.append(f"--- {kind}\n{self.kubectl('get', kind, '-o', 'wide', check=False).stdout}")
         for evaluation in json.loads(self.kubectl("get", "evaluations", "-o", "json", check=False).stdout or "{}").get("items", []):
             parts.append(f"--- status of {evaluation['metadata']['name']}\n{json.dumps(evaluation.get('status'), indent=1)[:3000]}")
-        for run in self.kubelet.runs_in(self.namespace):
-            for name in sorted(p.stem for p in run.directory.glob("*.log")):
-                parts.append(f"--- pod {run.name} container {name} (exit {run.exit_codes.get(name)})\n{run.log(name)[-3000:]}")
+        for pod in json.loads(self.kubectl("get", "pods", "-o", "json", check=False).stdout or "{}").get("items", []):
+            for container in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
+                log = self.pod_logs(pod["metadata"]["name"], container["name"])
+                parts.append(f"--- pod {pod['metadata']['name']} container {container['name']}\n{log[-3000:]}")
+        errors = [line for line in self.node.logs()["kubelet"].splitlines() if line.startswith("E")]
+        parts.append("--- kubelet errors (tail)\n" + "\n".join(errors[-15:]))
         return "\n".join(parts)
 
 
+def _local_volume(name: str, path: Path, *, namespace: str, claim: str) -> dict[str, Any]:
+    """A local PersistentVolume on the node, bound in advance to `namespace/claim`."""
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": name, "labels": {"assay.dev/e2e": "true"}},
+        "spec": {
+            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "e2e-local",
+            "local": {"path": str(path)},
+            "claimRef": {"namespace": namespace, "name": claim},
+            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["127.0.0.1"]}]}]}},
+        },
+    }  # fmt: skip
+
+
+def _claim(name: str, volume: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
+            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "e2e-local", "volumeName": volume,
+                     "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+
+
 @pytest.fixture
-def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, operator: OperatorProcess,
-            kubelet: FakeKubelet) -> Iterator[Cluster]:  # fmt: skip
+def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, operator: OperatorDeployment,
+            node: Node, volumes: Path, tiny_model: Path) -> Iterator[Cluster]:  # fmt: skip
     short = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower())[:20].strip("-")
     namespace = f"e2e-{short}-{uuid.uuid4().hex[:5]}"
     control_plane.kubectl("create", "namespace", namespace)
-    ours = Cluster(control_plane, operator, kubelet, namespace)
-    mark = operator.log_mark()
+    ours = Cluster(control_plane, operator, node, namespace, volumes)
+    ours.output_dir.mkdir(parents=True)
+    give_to_runner(ours.output_dir)
+    for claim, path in (("cache", ours.cache_dir), ("output", ours.output_dir)):
+        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+            _local_volume(f"{namespace}-{claim}", path, namespace=namespace, claim=claim)))  # fmt: skip
+        ours.apply(_claim(claim, f"{namespace}-{claim}"))
+    # Bound before any pod asks for them: the scheduler parks a pod whose claims are unbound
+    # and may not look at it again for minutes.
+    ours.wait_for("the claims to bind", lambda: {c["status"].get("phase") for c in ours.items("pvc")} == {"Bound"},
+                  timeout=60)  # fmt: skip
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     yield ours
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:
         print(f"\n===== diagnostics of {namespace}\n{ours.diagnostics()}")
     control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    control_plane.kubectl("delete", "pv", f"{namespace}-cache", f"{namespace}-output", "--wait=false", check=False)
     # The operator runs with the chart's RBAC: a permission it lacks is a failure even
     # where the test's own assertions would not notice it.
-    denied = [line for line in operator.log_since(mark).splitlines() if FORBIDDEN.search(line)]
+    denied = [line for line in operator.logs(since=since).splitlines()
+              if FORBIDDEN.search(line) and "NamespaceTerminating" not in line]  # not RBAC: the namespace is going
     assert not denied, "the operator was denied by RBAC:\n" + "\n".join(denied[:10])
 
 

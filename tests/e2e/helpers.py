@@ -15,17 +15,26 @@ BATCH_SIZE = 4
 SEED = 1234
 
 
-def hf_spec(model_dir: Path, **overrides: Any) -> dict[str, Any]:
+MODEL_IN_POD = "/cache/models/tiny-gpt2"
+VOLUMES = {
+    # The namespace's `cache` claim holds the model and Assay's offline datasets; results
+    # go to its `output` claim (both local PersistentVolumes made by the `cluster` fixture).
+    "cache": {"pvc": "cache", "offline": True, "localDatasetsDir": "datasets"},
+    "output": {"pvc": "output"},
+}
+
+
+def hf_spec(model: str = MODEL_IN_POD, **overrides: Any) -> dict[str, Any]:
     """A tiny GPT-2 on two shipped tasks, 8 documents each: ~15 s of CPU per run."""
     spec: dict[str, Any] = {
         "model": "hf",
-        "modelArgs": {"pretrained": str(model_dir), "dtype": "float32", "device": "cpu"},
+        "modelArgs": {"pretrained": model, "dtype": "float32", "device": "cpu"},
         "tasks": list(HF_TASKS),
         "limit": LIMIT,
         "batchSize": BATCH_SIZE,
         "seed": SEED,
         "resources": {"nodes": 1, "gpusPerNode": 0},
-        "cache": {"offline": True},
+        **VOLUMES,
         "backoffLimit": 0,
     }
     spec.update(overrides)
@@ -40,7 +49,7 @@ def dummy_spec(**overrides: Any) -> dict[str, Any]:
         "limit": 4,
         "seed": SEED,
         "resources": {"nodes": 1, "gpusPerNode": 0},
-        "cache": {"offline": True},
+        **VOLUMES,
         "backoffLimit": 0,
     }
     spec.update(overrides)

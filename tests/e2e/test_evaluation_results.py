@@ -4,7 +4,7 @@ in status (equal to a local `assay run`), in `kubectl get`, and in Prometheus.""
 from __future__ import annotations
 
 import json
-import shutil
+import re
 import subprocess
 import time
 import urllib.parse
@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from tests.e2e.cluster.control_plane import die_with_parent, free_port
-from tests.e2e.conftest import Cluster, evaluation_manifest
-from tests.e2e.helpers import HF_TASKS, condensed, dummy_spec, hf_spec
+from tests.e2e.conftest import Cluster, evaluation_manifest, render_chart
+from tests.e2e.helpers import HF_TASKS, MODEL_IN_POD, condensed, dummy_spec, hf_spec
 
 pytestmark = pytest.mark.e2e
 
 
-def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster, tiny_model: Path,
-                                                               local_results: dict[str, Any]) -> None:  # fmt: skip
-    cluster.apply(evaluation_manifest("tiny-gpt2", **hf_spec(tiny_model)))
+def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster, local_results: dict[str, Any]) -> None:
+    cluster.apply(evaluation_manifest("tiny-gpt2", **hf_spec()))
     cluster.wait("tiny-gpt2", "Succeeded", timeout=300)
     cluster.kubectl_wait("tiny-gpt2", "Succeeded")
     evaluation = cluster.evaluation("tiny-gpt2")
@@ -51,29 +51,57 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster,
                               lambda: (e := cluster.events("tiny-gpt2")) and {"JobCreated", "Succeeded"} <= set(e) and e)  # fmt: skip
     assert events["JobCreated"] == "Created Job tiny-gpt2-g1."
 
-    table = cluster.kubectl("get", "evals").stdout.splitlines()
-    assert table[0].split() == ["NAME", "MODEL", "TASKS", "PHASE", "PROGRESS", "AGE"]
-    row = table[1].split()
-    assert row[:2] == ["tiny-gpt2", str(tiny_model)] and row[3:5] == ["Succeeded", "100%"]
-    assert json.loads(row[2]) == HF_TASKS
+    row = _printed_row(cluster.kubectl("get", "evals").stdout)
+    assert list(row) == ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "AGE"]
+    assert (row["NAME"], row["MODEL"], row["PHASE"], row["PROGRESS"]) == ("tiny-gpt2", MODEL_IN_POD, "Succeeded", "100%")
+    assert json.loads(row["TASKS"]) == HF_TASKS
+
+
+def _printed_row(table: str) -> dict[str, str]:
+    """The one row of `kubectl get` output, by column (cells may be empty)."""
+    header, line = table.splitlines()[:2]
+    starts = [m.start() for m in re.finditer(r"\S+", header)]
+    bounds = zip(starts, starts[1:] + [None])
+    return {header[a:b].strip(): line[a:b].strip() for a, b in bounds}
 
 
 # --- Prometheus ----------------------------------------------------------------------
 
 
+def _scrape_config(cluster: Cluster, token_file: Path) -> dict[str, Any]:
+    """A Prometheus job that finds the operator pod the way the chart's ServiceMonitor selects it:
+    through the API server (endpoints of Services with its labels, in its namespaces, on its port)."""
+    (monitor,) = [d for d in render_chart("metrics.serviceMonitor.enabled=true") if d["kind"] == "ServiceMonitor"]
+    spec = monitor["spec"]
+    (endpoint,) = spec["endpoints"]
+    keep = [{"source_labels": [f"__meta_kubernetes_service_label_{re.sub(r'[^a-zA-Z0-9]', '_', key)}"],
+             "regex": re.escape(value), "action": "keep"} for key, value in spec["selector"]["matchLabels"].items()]
+    keep.append({"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"], "action": "keep"})
+    return {
+        "job_name": "assay-operator",
+        "honor_labels": bool(endpoint.get("honorLabels")),
+        "metrics_path": endpoint["path"],
+        "kubernetes_sd_configs": [{
+            "role": "endpoints", "api_server": cluster.plane.server,
+            "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
+            "authorization": {"credentials_file": str(token_file)},
+            "tls_config": {"ca_file": str(cluster.plane.ca_file)},
+        }],
+        "relabel_configs": keep,
+    }  # fmt: skip
+
+
 @pytest.fixture
 def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    """An own Prometheus (Debian's package) on a loopback port, scraping the operator each second."""
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("prometheus is not installed (apt-get install -y --no-install-recommends prometheus)")
+    """An own Prometheus on a loopback port, discovering the operator pod through the API server."""
+    # Built by build.sh: Debian's package leaves Kubernetes service discovery out.
+    binary = cluster.plane.bin_dir / "prometheus"
+    assert binary.is_file(), f"{binary} is missing: run tests/e2e/cluster/build.sh"
+    token_file = tmp_path / "token"
+    token_file.write_text(cluster.plane.admin_token)
     config = tmp_path / "prometheus.yml"
-    config.write_text(
-        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
-        "scrape_configs:\n"
-        "  - job_name: assay-operator\n"
-        f"    static_configs: [{{targets: ['127.0.0.1:{cluster.operator.metrics_port}']}}]\n"
-    )
+    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                                      "scrape_configs": [_scrape_config(cluster, token_file)]}))  # fmt: skip
     port = free_port()
     log = open(tmp_path / "prometheus.log", "wb")
     process = subprocess.Popen(
@@ -129,3 +157,7 @@ def test_prometheus_scrapes_the_score_from_the_operator(cluster: Cluster, promet
     )
     assert phase and float(phase[0]["value"][1]) == 1.0
     assert time.time() - float(sample["value"][0]) < 60
+    # The target is the operator's pod, found through the API server, not a fixed address.
+    (target,) = json.loads(_get(f"{prometheus}/api/v1/targets") or b"{}")["data"]["activeTargets"]
+    assert target["health"] == "up", target
+    assert target["scrapeUrl"].startswith(f"http://{cluster.operator.pod()['status']['podIP']}:")

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.e2e.cluster.control_plane import kubeconfig, write_kubeconfig
 from tests.e2e.conftest import (
-    FORBIDDEN, RBAC_KINDS, Cluster, OperatorProcess, evaluation_manifest, render_chart, service_account_kubeconfig,
+    CHART, FORBIDDEN, RBAC_KINDS, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm, render_chart,
 )  # fmt: skip
 from tests.e2e.helpers import dummy_spec
 
@@ -35,6 +35,8 @@ def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tm
     account = "mine-runner"
 
     assert _can_i(cluster, "get", "evaluations/mine", account=account) == "yes"
+    # Status only: a runner that could patch its own spec could change its image or token Secret.
+    assert _can_i(cluster, "patch", "evaluations/mine", account=account) == "no"
     assert _can_i(cluster, "patch", "evaluations/mine", "--subresource=status", account=account) == "yes"
     assert _can_i(cluster, "get", "evaluations/other", account=account) == "no"
     assert _can_i(cluster, "patch", "evaluations/other", "--subresource=status", account=account) == "no"
@@ -57,30 +59,32 @@ def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tm
     for attempt in (["get", "evaluation", "other"],
                     ["patch", "evaluation", "other", "--subresource=status", "--type=merge", "-p", patch],
                     ["patch", "evaluation", "other", "--type=merge", "-p", '{"spec": {"limit": 1}}'],
+                    ["patch", "evaluation", "mine", "--type=merge", "-p", '{"spec": {"image": "attacker/runner:1"}}'],
                     ["get", "evaluations"]):  # fmt: skip
         denied = as_runner(*attempt)
         assert denied.returncode != 0 and "Forbidden" in denied.stderr, (attempt, denied.stderr)
     assert "progress" not in (cluster.evaluation("other").get("status") or {})
 
 
-def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, tmp_path: Path) -> None:
-    """The chart with watchNamespaces: a Role per namespace instead of a ClusterRole, enough to run."""
+def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, images: dict[str, str]) -> None:
+    """`helm install` with watchNamespaces: a Role per namespace instead of a ClusterRole, enough to run."""
     docs = [d for d in render_chart(f"watchNamespaces={{{cluster.namespace}}}", release="scoped")
             if d["kind"] in RBAC_KINDS - {"CustomResourceDefinition"}]  # fmt: skip
     assert sorted(d["kind"] for d in docs) == ["Role", "RoleBinding", "ServiceAccount"]
-    assert all(d["metadata"]["namespace"] == cluster.namespace for d in docs if d["kind"] != "ServiceAccount")
-    cluster.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(docs))
-    kubeconfig = service_account_kubeconfig(cluster.plane, "scoped-assay", tmp_path / "scoped.kubeconfig")
-    scoped = OperatorProcess(kubeconfig=kubeconfig, workdir=tmp_path, scope=("--namespace", cluster.namespace))
-    cluster.operator.stop()  # one operator per namespace at a time
+    cluster.operator.kill()  # one operator per namespace at a time
+    scoped = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="scoped")
     try:
-        scoped.start()
+        helm(cluster.plane, "install", "scoped", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
+             *chart_values(images, f"watchNamespaces={{{cluster.namespace}}}"), "--wait", "--timeout=180s")  # fmt: skip
+        scoped.wait_watching()
+        assert cluster.items("clusterrolebindings", "app.kubernetes.io/instance=scoped") == []
+        since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 120))
         cluster.apply(evaluation_manifest("scoped", **dummy_spec()))
-        status = cluster.wait("scoped", "Succeeded", timeout=120)["status"]
+        status = cluster.wait("scoped", "Succeeded", timeout=180)["status"]
         assert status["results"]["arc_easy"]
         cluster.wait_for("the Events", lambda: {"JobCreated", "Succeeded"} <= set(cluster.events("scoped")))
-        denied = [line for line in scoped.log_since((1, 0)).splitlines() if FORBIDDEN.search(line)]
+        denied = [line for line in scoped.logs(since=since).splitlines() if FORBIDDEN.search(line)]
         assert not denied, "the namespace-scoped operator was denied by RBAC:\n" + "\n".join(denied[:10])
     finally:
-        scoped.stop()
+        helm(cluster.plane, "uninstall", "scoped", "--namespace", cluster.namespace, "--wait", "--timeout=120s")
         cluster.operator.start()

@@ -110,6 +110,18 @@ def test_failure_keeps_the_runners_message() -> None:
     assert _by_type(_apply(status, patch))["Failed"]["reason"] == "PodFailurePolicy"
 
 
+def test_a_runner_that_fails_before_its_pod_is_reported_ready_keeps_its_message() -> None:
+    # Seen on a real kubelet: the runner exits 78 within 2 s and writes status.message before
+    # the Job controller reports the pod ready; the late Running must not overwrite it.
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status["message"] = "The model path '/cache/m' does not exist."
+    running = c.from_job(status, _job(active=1, ready=1), generation=1, now=T0)
+    assert running["phase"] == c.RUNNING and "message" not in running
+    status = _apply(status, running)
+    failed = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    assert "Runner: The model path '/cache/m' does not exist." in failed["message"]
+
+
 def test_operator_messages_are_not_mistaken_for_the_runners() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     patch = c.from_job(status, _job(conds=[("Failed", "DeadlineExceeded", "")]), generation=1, now=T1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet from the Go module proxy, once per
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS and Prometheus from the Go module proxy, once per
 # machine, cached by version under ~/.cache/assay/k8s/<version>/bin.
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
@@ -24,7 +24,7 @@ export GOTOOLCHAIN=local
 JOBS="${ASSAY_K8S_BUILD_JOBS:-$(nproc)}"
 
 if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" \
-      && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -f "$BIN/.complete" ]]; then
+      && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -x "$BIN/coredns" && -x "$BIN/prometheus" && -f "$BIN/.complete" ]]; then
   echo "$BIN"
   exit 0
 fi
@@ -39,7 +39,10 @@ mkdir -p "$BIN" "$OUTDIR/src/k8s" "$OUTDIR/src/etcd"
 # One build at a time per version (CI and a developer may race).
 exec 9>"$OUTDIR/.lock"
 flock 9
-if [[ -f "$BIN/.complete" && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" ]]; then echo "$BIN"; exit 0; fi
+if [[ -f "$BIN/.complete" && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -x "$BIN/coredns" \
+      && -x "$BIN/prometheus" ]]; then
+  echo "$BIN"; exit 0
+fi
 
 start=$(date +%s)
 minor="${VERSION#v1.}"; minor="${minor%%.*}"
@@ -111,7 +114,34 @@ if [[ ! -x "$BIN/etcd" ]]; then
   mv "$BIN/etcd.tmp" "$BIN/etcd"
 fi
 
+# --- CoreDNS: cluster DNS for the e2e node (no replace directives: go install works) ----
+COREDNS_VERSION="${ASSAY_COREDNS_VERSION:-v1.12.1}"
+if [[ ! -x "$BIN/coredns" ]]; then
+  echo "build.sh: building coredns $COREDNS_VERSION" >&2
+  GOBIN="$BIN" go install -trimpath -ldflags "-s -w" "github.com/coredns/coredns@$COREDNS_VERSION"
+fi
+
+# --- Prometheus with Kubernetes service discovery (Debian's package is built without it) --
+# Its go.mod replaces klog, so like Kubernetes it builds from a wrapper module that repeats
+# those replace directives.
+PROMETHEUS_VERSION="${ASSAY_PROMETHEUS_VERSION:-v0.53.4}"   # the module version of Prometheus 2.53.4
+if [[ ! -x "$BIN/prometheus" ]]; then
+  echo "build.sh: building prometheus $PROMETHEUS_VERSION" >&2
+  mkdir -p "$OUTDIR/src/prometheus"
+  cd "$OUTDIR/src/prometheus"
+  pmod_json=$(go mod download -json "github.com/prometheus/prometheus@$PROMETHEUS_VERSION")
+  pmod=$(printf '%s' "$pmod_json" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  {
+    printf 'module assay.dev/prometheus-e2e-build\n\ngo 1.24.0\n\nrequire github.com/prometheus/prometheus %s\n\n' "$PROMETHEUS_VERSION"
+    sed -n '/^replace (/,/^)/p' "$pmod"
+  } > go.mod
+  printf '//go:build tools\n\npackage tools\n\nimport _ "github.com/prometheus/prometheus/cmd/prometheus"\n' > tools.go
+  go mod tidy
+  go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/prometheus.tmp" github.com/prometheus/prometheus/cmd/prometheus
+  mv "$BIN/prometheus.tmp" "$BIN/prometheus"
+fi
+
 end=$(date +%s)
-echo "$VERSION etcd=$etcd_version built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
+echo "$VERSION etcd=$etcd_version coredns=$COREDNS_VERSION prometheus=$PROMETHEUS_VERSION built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
 echo "build.sh: done in $((end - start))s" >&2
 echo "$BIN"

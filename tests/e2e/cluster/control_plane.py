@@ -1,16 +1,18 @@
-"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
+"""A real Kubernetes control plane on this machine: etcd, kube-apiserver, kube-controller-manager.
 
 The binaries are built from the Go module proxy by `build.sh` (once per machine, cached by
 version under ~/.cache/assay/k8s/<version>/bin). `ControlPlane.start()` then brings them up
-on free loopback ports in a few seconds with what a real cluster has and the operator
+on free ports in a few seconds (the API server where pods reach it, see `network`) with what a real cluster has and the operator
 relies on: RBAC authorization, service-account token signing (TokenRequest works), the
 ServiceAccount admission plugin, and the controllers that matter here (Job, garbage
-collector, namespace, service-account, root-CA publisher). There is no scheduler and no
-kubelet: `node_agent.FakeKubelet` stands in for the kubelet.
+collector, namespace, service-account, root-CA publisher, persistent volumes). The kubelet,
+scheduler and CoreDNS are `node.Node`'s.
 
-Credentials: an admin token (static token file, group system:masters) for the tests and
-the node agent; everything else (the operator, the runner pods) uses ServiceAccount tokens
-minted through the TokenRequest API, so RBAC applies to them exactly as in a cluster.
+Credentials: an admin token (static token file, group system:masters) for the tests, the
+scheduler and CoreDNS; client certificates for the kubelet (system:node:<name>, checked by the
+Node authorizer) and for the API server's calls to it; everything else (the operator, the
+runner pods) uses ServiceAccount tokens minted through the TokenRequest API, so RBAC applies
+to them exactly as in a cluster.
 """
 
 from __future__ import annotations
@@ -97,8 +99,9 @@ def free_port() -> int:
 # --- certificates -----------------------------------------------------------------------
 
 
-def _write_pki(pki: Path) -> None:
-    """A CA, the API server's serving cert (127.0.0.1, localhost, kubernetes.default.svc) and the SA key.
+def _write_pki(pki: Path, *, addresses: tuple[str, ...] = ("127.0.0.1",)) -> None:
+    """A CA, the API server's serving cert (its addresses, localhost, kubernetes.default.svc), its
+    client cert for kubelets (group system:masters) and the SA key.
 
     With the openssl CLI (Debian's ca-certificates depends on it), not a Python package.
     """
@@ -109,7 +112,7 @@ def _write_pki(pki: Path) -> None:
 
     names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
              "kubernetes.default.svc.cluster.local"]  # fmt: skip
-    san = ",".join([f"DNS:{n}" for n in names] + ["IP:127.0.0.1", "IP:10.0.0.1"])
+    san = ",".join([f"DNS:{n}" for n in names] + [f"IP:{a}" for a in dict.fromkeys(("127.0.0.1", *addresses))])
     (pki / "serving.ext").write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
     openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ca.key")
     openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=assay-e2e-ca", "-days", "2", "-out", "ca.crt",
@@ -118,6 +121,12 @@ def _write_pki(pki: Path) -> None:
     openssl("req", "-new", "-key", "apiserver.key", "-subj", "/CN=kube-apiserver", "-out", "apiserver.csr")
     openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
             "-days", "2", "-extfile", "serving.ext", "-out", "apiserver.crt")
+    (pki / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
+    openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "kubelet-client.key")
+    openssl("req", "-new", "-key", "kubelet-client.key", "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client",
+            "-out", "kubelet-client.csr")
+    openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-days", "2", "-extfile", "client.ext", "-out", "kubelet-client.crt")
     openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key")
     openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub")
 
@@ -171,15 +180,23 @@ class _Process:
 
 
 class ControlPlane:
-    """etcd + kube-apiserver + kube-controller-manager under `workdir`, on free loopback ports."""
+    """etcd + kube-apiserver + kube-controller-manager under `workdir`.
 
-    def __init__(self, workdir: Path, *, bin_dir: Path) -> None:
+    By default the API server listens on a free loopback port. For a real node it listens
+    where pods reach it: `address` is the `kubernetes` Service's ClusterIP (the first address
+    of `service_range`, put on the test's bridge) and the port is 443, the Service's port.
+    """
+
+    def __init__(self, workdir: Path, *, bin_dir: Path, address: str = "127.0.0.1", port: int | None = None,
+                 service_range: str = "10.0.0.0/24") -> None:  # fmt: skip
         self.workdir = workdir
         self.bin_dir = bin_dir
         self.pki = workdir / "pki"
         self.admin_token = secrets.token_hex(16)
-        self.api_port = free_port()
-        self.server = f"https://127.0.0.1:{self.api_port}"
+        self.address = address
+        self.api_port = port or free_port()
+        self.service_range = service_range
+        self.server = f"https://{address}:{self.api_port}"
         self.admin_kubeconfig = workdir / "admin.kubeconfig"
         self._processes: list[_Process] = []
 
@@ -198,7 +215,7 @@ class ControlPlane:
 
     def start(self, *, timeout: float = 90.0) -> "ControlPlane":
         self.workdir.mkdir(parents=True, exist_ok=True)
-        _write_pki(self.pki)
+        _write_pki(self.pki, addresses=(self.address,))
         (self.workdir / "tokens.csv").write_text(f'{self.admin_token},assay-e2e-admin,assay-e2e-admin,"system:masters"\n')
         write_kubeconfig(self.admin_kubeconfig, kubeconfig(server=self.server, ca_file=self.ca_file,
                                                            token=self.admin_token, user="admin"))  # fmt: skip
@@ -229,13 +246,18 @@ class ControlPlane:
         pki = self.pki
         apiserver = self._spawn("kube-apiserver", [
             str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers={self.etcd_url}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+            f"--etcd-servers={self.etcd_url}", f"--bind-address={self.address}", f"--advertise-address={self.address}",
             f"--secure-port={self.api_port}", f"--tls-cert-file={pki / 'apiserver.crt'}",
             f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
-            f"--token-auth-file={self.workdir / 'tokens.csv'}", "--authorization-mode=RBAC",
+            f"--token-auth-file={self.workdir / 'tokens.csv'}", "--authorization-mode=Node,RBAC",
+            # Kubelets: the node authorizer and NodeRestriction (on by default) as in a cluster,
+            # and the API server's own client cert for logs and exec.
+            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'kubelet-client.key'}", f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+            "--kubelet-preferred-address-types=InternalIP,Hostname",
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
             f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-            "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true", "--anonymous-auth=false",
+            f"--service-cluster-ip-range={self.service_range}", "--allow-privileged=true", "--anonymous-auth=false",
             # Apiserver-local endpoints (no node), and no webhook or aggregation to reach.
             "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
             f"--cert-dir={self.workdir / 'apiserver-certs'}", "--v=0",
@@ -284,7 +306,8 @@ class ControlPlane:
 
     def kubectl(self, *args: str, kubeconfig: Path | None = None, check: bool = True, input: str | None = None,
                 timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig or self.admin_kubeconfig}", *args],
+        result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig or self.admin_kubeconfig}",
+                                 f"--cache-dir={self.workdir / 'kubectl-cache'}", *args],
                                 capture_output=True, text=True, input=input, timeout=timeout, check=False)  # fmt: skip
         if check and result.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
