@@ -77,7 +77,7 @@ RUN_DEFAULTS: dict[str, Any] = {
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line on stderr and a UsageError (exit 2)."""
 
-    def error(self, message: str) -> Any:  # type: ignore[override]
+    def error(self, message: str) -> Any:
         raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
@@ -85,7 +85,7 @@ class MergeDict(argparse.Action):
     """`k=v,k2=v2`, separate `k=v` tokens or one JSON object; repeated flags merge."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
-        from assay.runner.model_args import parse_model_args
+        from assay.runner.models.model_args import parse_model_args
 
         current = dict(getattr(namespace, self.dest, None) or {})
         values = list(values or [])
@@ -279,7 +279,7 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
     """Merge defaults < YAML (--config) < command line, then validate, as lm-eval does."""
-    config = {key: (list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value)
+    config: dict[str, Any] = {key: (list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value)
               for key, value in RUN_DEFAULTS.items()}
     yaml_path = getattr(args, "config", None)
     if yaml_path:
@@ -290,7 +290,7 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
     if unknown:
         raise UsageError(f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names.")
 
-    from assay.runner.model_args import parse_model_args
+    from assay.runner.models.model_args import parse_model_args
 
     for key in DICT_KEYS:
         if isinstance(config[key], str):
@@ -415,15 +415,15 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
-    from assay.runner import output
-    from assay.runner.loggers import HubLogger, WandbLogger
+    from assay.runner.results import output
+    from assay.runner.results.loggers import HubLogger, WandbLogger
 
     wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] and is_rank0 else None
     hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] and is_rank0 else None
     tracker = output.EvaluationTracker(config["output_path"])
 
     from assay.runner.evaluator import simple_evaluate
-    from assay.runner.task_index import TaskManager
+    from assay.runner.tasks.index import TaskManager
 
     task_manager = TaskManager(include_path=config["include_path"], metadata=config["metadata"])
     tasks = task_manager.match_tasks(config["tasks"])
@@ -485,7 +485,7 @@ def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
         fewshot_as_multiturn=config["fewshot_as_multiturn"],
     )
 
-    from assay.runner.table import make_table
+    from assay.runner.results.table import make_table
 
     print(summary_line(config, batch_sizes))
     print(make_table(results))
@@ -511,7 +511,7 @@ def _set_verbosity(level: str | None) -> None:
 
 def list_tables(task_manager: Any, *, groups: bool = True, tags: bool = True, subtasks: bool = True) -> str:
     """lm-eval's `ls` output: Markdown tables of groups, tags and tasks."""
-    from assay.runner.table import render_markdown
+    from assay.runner.results.table import render_markdown
 
     out = "\n"
     if groups:
@@ -531,7 +531,7 @@ def list_tables(task_manager: Any, *, groups: bool = True, tags: bool = True, su
 def _config_location(path: Path | None) -> str:
     if path is None:
         return "---"
-    from assay.runner.task_index import builtin_tasks_dir
+    from assay.runner.tasks.index import builtin_tasks_dir
 
     try:
         return "tasks/" + Path(path).resolve().relative_to(builtin_tasks_dir().resolve()).as_posix()
@@ -543,7 +543,7 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.what is None:
         _subcommands(parser)["ls"].print_help()
         return 0
-    from assay.runner.task_index import TaskManager
+    from assay.runner.tasks.index import TaskManager
 
     manager = TaskManager(include_path=args.include_path)
     flags = {
@@ -557,7 +557,7 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from assay.runner.task_index import TaskManager
+    from assay.runner.tasks.index import TaskManager
 
     manager = TaskManager(include_path=args.include_path)
     names = args.tasks.split(",")
@@ -579,7 +579,7 @@ def cmd_data(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.data_command != "import":
         _subcommands(parser)["data"].print_help()
         return 0
-    from assay.runner.data_import import import_benchmarks
+    from assay.runner.data.importer import import_benchmarks
 
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
     names = import_benchmarks(args.src, args.dst, only)

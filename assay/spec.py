@@ -20,7 +20,7 @@ its environment:
 ``ASSAY_EVALUATION_NAME`` / ``ASSAY_EVALUATION_NAMESPACE``
     The Evaluation to report to; with both set (and in-cluster credentials) the runner's
     rank 0 patches `status.progress` and `status.results` through
-    `assay.runner.status_sink.sink_from_env()`.
+    `assay.runner.results.status_sink.sink_from_env()`.
 ``ASSAY_EVALUATION_GENERATION``
     The `metadata.generation` the run belongs to; the sink drops a late report of an
     older generation instead of overwriting a newer run's status.

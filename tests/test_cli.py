@@ -18,7 +18,7 @@ from lm_eval.config.evaluate_config import EvaluatorConfig
 from lm_eval.utils import make_table as lm_make_table
 
 from assay import cli
-from assay.runner.table import make_table
+from assay.runner.results.table import make_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -273,7 +273,7 @@ def test_delegated_subcommands_get_their_argv(monkeypatch):
 
 
 def test_data_import_delegates(monkeypatch, tmp_path, capsys):
-    from assay.runner import data_import
+    from assay.runner.data import importer as data_import
 
     calls = []
     monkeypatch.setattr(data_import, "import_benchmarks", lambda src, dst, only: calls.append((src, dst, only)) or ["gsm8k"])

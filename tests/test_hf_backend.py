@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from assay.runner.models.hf import HFLM
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 

@@ -29,7 +29,8 @@ datasets = pytest.importorskip("datasets")
 lm_eval_tasks = pytest.importorskip("lm_eval.tasks", reason="lm-eval (dev extra) is the reference")
 
 from assay.errors import UserError  # noqa: E402
-from assay.runner import data_import, datasets_local  # noqa: E402
+from assay.runner.data import importer as data_import
+from assay.runner.data import local as datasets_local  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS_DIR = REPO / "tasks"

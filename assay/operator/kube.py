@@ -150,7 +150,8 @@ def get_evaluation(*, namespace: str, name: str) -> Manifest | None:
     from kubernetes.dynamic import exceptions
 
     try:
-        return _resource(spec_module.API_VERSION, spec_module.KIND).get(name=name, namespace=namespace).to_dict()
+        evaluation: Manifest = _resource(spec_module.API_VERSION, spec_module.KIND).get(name=name, namespace=namespace).to_dict()
+        return evaluation
     except exceptions.NotFoundError:
         return None
 

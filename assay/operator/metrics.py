@@ -55,8 +55,8 @@ class EvaluationMetrics:
             for task, metrics in (status.get(section) or {}).items():
                 for metric_filter, entry in (metrics or {}).items():
                     metric, _, filter_name = metric_filter.partition(",")
-                    labels = (*key, model, task, metric, filter_name or "none")
-                    scores[labels] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
+                    series = (*key, model, task, metric, filter_name or "none")
+                    scores[series] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
         with self._lock:
             for stale in self._series.get(key, set()) - set(scores):
                 self._remove_score(stale)

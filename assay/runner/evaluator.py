@@ -19,13 +19,13 @@ import numpy as np
 
 from assay.errors import UsageError, UserError
 from assay.runner import distributed
-from assay.runner.groups import groups_bottom_up
-from assay.runner.instance import Instance
+from assay.runner.tasks.groups import groups_bottom_up
+from assay.runner.models.instance import Instance
 from assay.runner.jsonutil import json_default, sha256_text
-from assay.runner.lm import LM
+from assay.runner.models.lm import LM
 from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
-from assay.runner.task import PromptSettings, Task
-from assay.runner.task_index import LoadedTasks, TaskManager
+from assay.runner.tasks.task import PromptSettings, Task
+from assay.runner.tasks.index import LoadedTasks, TaskManager
 
 log = logging.getLogger(__name__)
 
@@ -91,14 +91,14 @@ def simple_evaluate(
 
 def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, Any] | None:
     """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info."""
-    from assay.runner.model_args import parse_model_args
+    from assay.runner.models.model_args import parse_model_args
     from assay.runner.models import get_model
 
     start = time.time()
     if options.limit is not None and options.samples is not None:
         raise UsageError("--limit and --samples cannot be used together; pick one.")
     if options.delete_requests_cache:
-        from assay.runner.caching import delete_request_cache
+        from assay.runner.models.caching import delete_request_cache
 
         delete_request_cache()
     _seed_everything(options.random_seed, options.numpy_random_seed, options.torch_random_seed)
@@ -120,7 +120,7 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
 
     rank, _ = distributed.rank_and_world()
     if options.use_cache is not None:
-        from assay.runner.caching import CachingLM
+        from assay.runner.models.caching import CachingLM
 
         lm = CachingLM(lm, f"{options.use_cache}_rank{rank}.db")
 
@@ -189,7 +189,7 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
         "torch_seed": options.torch_random_seed,
         "fewshot_seed": options.fewshot_random_seed,
     }
-    from assay.runner import run_info
+    from assay.runner.results import run_info
 
     results["git_hash"] = run_info.git_hash()
     results["date"] = start
@@ -235,7 +235,7 @@ class _DocWork:
 
     __slots__ = ("task", "position", "doc_id", "doc", "instances")
 
-    def __init__(self, task: Task, position: int, doc_id: int, doc: dict, instances: list[Instance]) -> None:
+    def __init__(self, task: Task, position: int, doc_id: int, doc: dict[str, Any], instances: list[Instance]) -> None:
         self.task, self.position, self.doc_id, self.doc, self.instances = task, position, doc_id, doc, instances
 
     @property
@@ -292,7 +292,7 @@ def evaluate(
     gathered = distributed.gather_to_rank0(records)
     if rank != 0 or gathered is None:
         return None
-    by_task: dict[str, list[tuple]] = defaultdict(list)
+    by_task: dict[str, list[tuple[Any, ...]]] = defaultdict(list)
     for rank_records in gathered:
         for record in rank_records:
             by_task[record[0]].append(record)
@@ -301,7 +301,7 @@ def evaluate(
 
 def _requests_for(
     task: Task,
-    chosen: list[tuple[int, dict]],
+    chosen: list[tuple[int, dict[str, Any]]],
     settings: PromptSettings,
     lm: LM,
     cache_requests: bool | str,
@@ -311,7 +311,7 @@ def _requests_for(
     num_fewshot = task.config.num_fewshot or 0
     if not cache_requests:
         return task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
-    from assay.runner.caching import RequestCache
+    from assay.runner.models.caching import RequestCache
 
     cache = RequestCache.for_task(
         task,
@@ -321,7 +321,7 @@ def _requests_for(
         system_instruction=settings.system_instruction,
         tokenizer_name=lm.tokenizer_name if apply_chat_template else "",
     )
-    cached = None if rewrite else cache.load()
+    cached: list[list[Instance]] | None = None if rewrite else cache.load()
     if cached is not None and len(cached) >= len(chosen):
         return cached[: len(chosen)]
     built = task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
@@ -368,12 +368,12 @@ def _run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None
                 progress(min(global_total, round(done * global_total / total)), global_total)
 
 
-def _score(mine: list[_DocWork], log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[tuple]:
+def _score(mine: list[_DocWork], log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[tuple[Any, ...]]:
     """(task, filter index, position, metrics, logged sample) for each of this rank's docs and filters."""
     by_task: dict[str, list[_DocWork]] = defaultdict(list)
     for item in mine:
         by_task[item.task.name].append(item)
-    records: list[tuple] = []
+    records: list[tuple[Any, ...]] = []
     for name, items in by_task.items():
         task = items[0].task
         instances = [inst for item in items for inst in item.instances]
@@ -389,7 +389,7 @@ def _score(mine: list[_DocWork], log_samples: bool, samples: Mapping[str, Sequen
     return records
 
 
-def _log_sample(task: Task, item: _DocWork, requests: list[Instance], key: str, metrics: dict, indices: Sequence[int] | None) -> dict:
+def _log_sample(task: Task, item: _DocWork, requests: list[Instance], key: str, metrics: dict[str, Any], indices: Sequence[int] | None) -> dict[str, Any]:
     import json
 
     target = task.doc_to_target(item.doc)
@@ -410,8 +410,8 @@ def _log_sample(task: Task, item: _DocWork, requests: list[Instance], key: str, 
     return sample
 
 
-def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple]], bootstrap_iters: int | None, log_samples: bool) -> dict[str, Any]:
-    from assay.runner.stderr import stderr_for
+def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple[Any, ...]]], bootstrap_iters: int | None, log_samples: bool) -> dict[str, Any]:
+    from assay.runner.scoring.stderr import stderr_for
 
     metrics_rows: dict[str, dict[str, Any]] = {}
     configs, versions, n_shot, higher, n_samples, logged = {}, {}, {}, {}, {}, {}
@@ -426,7 +426,7 @@ def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple]], bootstrap_it
         for (metric, filter_key), items in raw.items():
             aggregation = task.metrics.aggregations.get(metric)
             if aggregation is None:
-                from assay.runner.aggregations import AGGREGATIONS
+                from assay.runner.scoring.aggregations import AGGREGATIONS
 
                 aggregation = AGGREGATIONS.get("mean")
             row[f"{metric},{filter_key}"] = aggregation(items)

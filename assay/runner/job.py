@@ -57,7 +57,7 @@ PROGRESS_LOG_INTERVAL_S = 10.0
 # Where an exception was raised tells whether the model or the data is at fault.
 _MODEL_OR_DATA_MODULES = (
     "transformers", "datasets", "huggingface_hub", "safetensors", "tokenizers", "accelerate",
-    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.datasets_local", "assay.runner.data_import",
+    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.data.local", "assay.runner.data.importer",
 )  # fmt: skip
 
 
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
             sink=sink,
         )
         if results is not None:
-            from assay.runner.table import make_table
+            from assay.runner.results.table import make_table
 
             print(make_table(results))
             if "groups" in results:
@@ -170,7 +170,7 @@ def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None)
 
 
 def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any:
-    from assay.runner.task_index import TaskManager
+    from assay.runner.tasks.index import TaskManager
 
     # simple_evaluate's own default, plus include_path: task YAMLs see model_args as metadata.
     return TaskManager(include_path, metadata={**dict(spec.model_args), **dict(spec.metadata or {})})
@@ -224,9 +224,9 @@ def _save(
     output_dir: str | os.PathLike[str] | None,
     started: float,
 ) -> None:
-    from assay.runner import output
+    from assay.runner.results import output
 
-    tracker = output.EvaluationTracker(output_dir)
+    tracker = output.EvaluationTracker(os.fspath(output_dir) if output_dir is not None else None)
     tracker.general_config_tracker.start_time = started
     chat_template = kwargs["apply_chat_template"]
     saved = tracker.save(
@@ -265,7 +265,7 @@ class ProgressReporter:
 
 
 def _sink(rank: int) -> Any:
-    from assay.runner import status_sink
+    from assay.runner.results import status_sink
 
     return status_sink.sink_from_env() if rank == 0 else status_sink.NullSink()
 

@@ -213,7 +213,7 @@ def operator(control_plane: cp.ControlPlane, installed_chart: dict[str, Any],
 
 @pytest.fixture(scope="session")
 def datasets_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from assay.runner.data_import import import_benchmarks
+    from assay.runner.data.importer import import_benchmarks
 
     out = tmp_path_factory.mktemp("datasets")
     import_benchmarks(shared_data, out, only=["arc", "lambada"])

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from assay.runner.caching import CachingLM, RequestCache, delete_request_cache, request_key
+from assay.runner.models.caching import CachingLM, RequestCache, delete_request_cache, request_key
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest
-from assay.runner.task_index import TaskManager
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
+from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM
 from tests.engine.test_pipeline_parity import _write_tasks
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.task_index import TaskManager
+from assay.runner.tasks.index import TaskManager
 from tests.engine.test_pipeline_parity import _write_tasks
 from tests.model_fixtures import gpt2_dir, llama_dir  # noqa: F401  (fixtures)
 

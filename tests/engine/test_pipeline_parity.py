@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.task_index import TaskManager
+from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
 
 lm_eval = pytest.importorskip("lm_eval")

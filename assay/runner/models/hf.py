@@ -16,14 +16,13 @@ import torch
 import transformers
 from tqdm import tqdm
 
-from assay.errors import UserError
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.lm import LM
+from assay.errors import UserError, suggest
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+from assay.runner.models.lm import LM
 from assay.runner.models import hf_loading
 from assay.runner.models.hf_encoding import Encoder
 from assay.runner.models.hf_generation import Generator
 from assay.runner.models.hf_scoring import BatchPlan, Scorer, detect_batch_size, rolling_windows
-from assay.runner.registry import suggest
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ class HFLM(LM):
         max_memory_per_gpu: int | str | None = None,
         max_cpu_memory: int | str | None = None,
         offload_folder: str | None = "./offload",
-        tp_plan: str | dict | None = None,
+        tp_plan: str | dict[str, Any] | None = None,
         peft: str | None = None,
         delta: str | None = None,
         autogptq: bool | str = False,
@@ -161,8 +160,9 @@ class HFLM(LM):
             model = pretrained
         if isinstance(model, torch.nn.Module):
             model.eval()
-            if hasattr(model, "tie_weights"):
-                model.tie_weights()
+            tie_weights = getattr(model, "tie_weights", None)
+            if callable(tie_weights):
+                tie_weights()
         self.model = model
 
         self.think_end_token: str | int | None = (

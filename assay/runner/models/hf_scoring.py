@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from assay.errors import UserError
-from assay.runner.instance import LoglikelihoodResult
+from assay.runner.models.instance import LoglikelihoodResult
 
 TokenPair = tuple[list[int], list[int]]
 
@@ -138,11 +138,13 @@ class Scorer:
                 logits = self.model(inputs).logits
         if keep is not None and logits.shape[1] != keep:
             logits = logits[:, -keep:]
-        return logits
+        result: torch.Tensor = logits
+        return result
 
     def seq2seq_logits(self, inputs: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with torch.no_grad(), self._autocast():
-            return self.model(input_ids=inputs, attention_mask=mask, labels=labels).logits
+            logits: torch.Tensor = self.model(input_ids=inputs, attention_mask=mask, labels=labels).logits
+        return logits
 
     # -- loglikelihood ------------------------------------------------------------------
 

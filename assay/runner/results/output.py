@@ -44,7 +44,7 @@ def json_default(value: Any) -> Any:
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy is a dependency
-        np = None
+        np = None  # type: ignore[assignment]
     if np is not None:
         if isinstance(value, np.bool_):
             return bool(value)
@@ -305,7 +305,7 @@ class EvaluationTracker:
         """Complete `results` with task hashes and run info; write the files if there is an output path."""
         tracker = self.general_config_tracker
         tracker.log_end_time()
-        facts = dict(
+        facts: dict[str, Any] = dict(
             model_source=model_source,
             model_args=model_args,
             system_instruction=system_instruction,

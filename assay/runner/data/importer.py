@@ -56,7 +56,7 @@ closest honest equivalent, and differs as follows:
 * WikiText: pages are cut from the raw test file exactly as EleutherAI's
   wikitext_document_level builder does (a new page at every level-1 ` = Title = ` line).
 
-Usage: `python -m assay.runner.data_import --from SRC --to DST [--only gsm8k,mmlu]`.
+Usage: `python -m assay.runner.data.importer --from SRC --to DST [--only gsm8k,mmlu]`.
 """
 
 from __future__ import annotations
@@ -394,7 +394,7 @@ def import_benchmarks(src: Path, dst: Path, only: list[str] | None = None) -> li
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m assay.runner.data_import",
+        prog="python -m assay.runner.data.importer",
         description="Convert public benchmark files into an ASSAY_DATASETS_DIR folder.",
     )
     parser.add_argument("--from", dest="src", required=True, type=Path, help="raw benchmark files")

@@ -15,8 +15,8 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
-from assay.runner.instance import GenerationRequest, LoglikelihoodResult
-from assay.runner.lm import LM
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodResult
+from assay.runner.models.lm import LM
 
 _CHUNK = 1024  # requests per commit: bounds the work a crash can lose
 

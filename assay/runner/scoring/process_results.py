@@ -37,7 +37,8 @@ def score_rolling(logprob: float, text: str, metrics: Sequence[str]) -> dict[str
 
 def _softmax(values: np.ndarray) -> np.ndarray:
     shifted = np.exp(values - np.max(values))
-    return shifted / shifted.sum()
+    probabilities: np.ndarray = shifted / shifted.sum()
+    return probabilities
 
 
 def score_multiple_choice(
@@ -128,11 +129,11 @@ def score_generation(
 def _call_metric(
     fn: Callable[..., Any],
     kwargs: Mapping[str, Any],
-    references: list,
-    predictions: list,
+    references: list[Any],
+    predictions: list[Any],
     name: str,
     *,
-    passthrough: list | None = None,
+    passthrough: list[Any] | None = None,
     keep_dict: bool = False,
 ) -> Any:
     try:

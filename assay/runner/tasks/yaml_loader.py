@@ -44,7 +44,8 @@ class FunctionRef:
                     f"no importable module {module_name!r} ({err})."
                 ) from None
         try:
-            return getattr(module, fn_name)
+            fn: Callable[..., Any] = getattr(module, fn_name)
+            return fn
         except AttributeError:
             raise UserError(f"!function {self.qualname!r}: module {module_name!r} has no function {fn_name!r}.") from None
 

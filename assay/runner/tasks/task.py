@@ -11,11 +11,12 @@ import dataclasses
 from typing import Any, Callable, Sequence
 
 from assay.errors import UserError
-from assay.runner import scoring, templates
-from assay.runner.fewshot import DefaultSampler, make_sampler
-from assay.runner.instance import GenerationRequest, Instance, LoglikelihoodRequest, RollingRequest
-from assay.runner.prompts import Message, join_with_space, qa_turn, render_messages
-from assay.runner.taskconfig import TaskConfig
+from assay.runner.scoring import process_results as scoring
+from assay.runner.tasks import templates
+from assay.runner.tasks.fewshot import DefaultSampler, make_sampler
+from assay.runner.models.instance import GenerationRequest, Instance, LoglikelihoodRequest, RollingRequest
+from assay.runner.tasks.prompts import Message, join_with_space, qa_turn, render_messages
+from assay.runner.tasks.config import TaskConfig
 
 ChatTemplate = Callable[..., str]
 
@@ -38,7 +39,7 @@ def _load_dataset(config: TaskConfig) -> Any:
     trust = bool(kwargs.pop("trust_remote_code", False))
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
-    from assay.runner.datasets_local import load_task_dataset
+    from assay.runner.data.local import load_task_dataset
 
     return load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust)
 
@@ -60,7 +61,7 @@ class Task:
         self.eval_split = config.test_split or config.validation_split
         if self.eval_split is None:
             raise UserError(f"Task {self.name!r} has neither test_split nor validation_split; set one of them.")
-        self.eval_docs: list[dict] = self._split_docs(self.eval_split)
+        self.eval_docs: list[dict[str, Any]] = self._split_docs(self.eval_split)
         if not self.eval_docs:
             raise UserError(f"Task {self.name!r}: split {self.eval_split!r} has no documents.")
         self.features = _column_names(self._raw_split(self.eval_split))
@@ -92,7 +93,7 @@ class Task:
             available = ", ".join(getattr(self.dataset, "keys", lambda: [])())
             raise UserError(f"Task {self.name!r}: the dataset has no split {split!r} (it has: {available}).") from None
 
-    def _split_docs(self, split: str, process: Callable[..., Any] | None = None) -> list[dict]:
+    def _split_docs(self, split: str, process: Callable[..., Any] | None = None) -> list[dict[str, Any]]:
         docs = self._raw_split(split)
         process = process if process is not None else self.config.process_docs
         if process is not None:
@@ -107,7 +108,7 @@ class Task:
     def output_type(self) -> str:
         return self.config.output_type
 
-    def selected_docs(self, *, limit: int | None, samples: Sequence[int] | None) -> list[tuple[int, dict]]:
+    def selected_docs(self, *, limit: int | None, samples: Sequence[int] | None) -> list[tuple[int, dict[str, Any]]]:
         """(doc_id, doc) pairs to evaluate, as lm-eval's doc_iterator yields them on one rank."""
         if samples:
             wanted = set(samples)
@@ -121,7 +122,7 @@ class Task:
         chosen = self.eval_docs if limit is None else self.eval_docs[:limit]
         return list(enumerate(chosen))
 
-    def fewshot_pool(self) -> list[dict]:
+    def fewshot_pool(self) -> list[dict[str, Any]]:
         cfg = self.fewshot_cfg
         if cfg.split is not None:
             return self._split_docs(cfg.split, cfg.process_docs)
@@ -150,7 +151,7 @@ class Task:
 
     # -- prompts --------------------------------------------------------------------------
 
-    def fewshot_context(self, doc: dict, num_fewshot: int, settings: PromptSettings) -> str | list[str]:
+    def fewshot_context(self, doc: dict[str, Any], num_fewshot: int, settings: PromptSettings) -> str | list[str]:
         gen_prefix = self.gen_prefix(doc)
         template = None
         if settings.chat_template is not None:
@@ -199,12 +200,12 @@ class Task:
         )
         return render_messages(messages, chat_template=template, fewshot_as_multiturn=settings.fewshot_as_multiturn)
 
-    def _override(self, spec: Any, own: Any, compile_fn: Callable[..., Any], default: Callable[[dict], Any]) -> Callable[[dict], Any]:
+    def _override(self, spec: Any, own: Any, compile_fn: Callable[..., Any], default: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         if spec is None or spec is own:
             return default
         return compile_fn(spec, self.features, has_choices=self.config.doc_to_choice is not None)
 
-    def _choice_override(self, spec: Any) -> Callable[[dict], Any]:
+    def _choice_override(self, spec: Any) -> Callable[[dict[str, Any]], Any]:
         if spec is self.config.doc_to_choice and self.doc_to_choice is not None:
             return self.doc_to_choice
         return templates.compile_choice(spec, self.features)
@@ -212,7 +213,7 @@ class Task:
     # -- requests -------------------------------------------------------------------------
 
     def build_requests(
-        self, *, docs: Sequence[tuple[int, dict]], num_fewshot: int, settings: PromptSettings
+        self, *, docs: Sequence[tuple[int, dict[str, Any]]], num_fewshot: int, settings: PromptSettings
     ) -> list[list[Instance]]:
         """Every document's requests, in document order (so few-shot draws match lm-eval)."""
         return [
@@ -220,7 +221,7 @@ class Task:
             for doc_id, doc in docs
         ]
 
-    def construct_requests(self, doc_id: int, doc: dict, context: str | list[str], *, chat: bool = False) -> list[Instance]:
+    def construct_requests(self, doc_id: int, doc: dict[str, Any], context: str | list[str], *, chat: bool = False) -> list[Instance]:
         output_type = self.config.output_type
 
         def instance(kind: Any, request: Any, idx: int = 0) -> Instance:
@@ -248,7 +249,7 @@ class Task:
 
     # -- scoring --------------------------------------------------------------------------
 
-    def process_results(self, doc: dict, results: list[Any]) -> dict[str, Any]:
+    def process_results(self, doc: dict[str, Any], results: list[Any]) -> dict[str, Any]:
         if callable(self.config.process_results):
             return self.config.process_results(doc, results)
         names = list(self.metrics.fns)
@@ -293,13 +294,13 @@ class Task:
 @dataclasses.dataclass
 class _MetricPlan:
     fns: dict[str, tuple[Callable[..., Any], dict[str, Any]]]
-    aggregations: dict[str, Callable[[list], float]]
+    aggregations: dict[str, Callable[[list[Any]], float]]
     higher_is_better: dict[str, bool]
 
     @classmethod
     def for_task(cls, config: TaskConfig) -> "_MetricPlan":
-        from assay.runner.aggregations import AGGREGATIONS
-        from assay.runner.metrics import DEFAULT_METRICS, METRICS
+        from assay.runner.scoring.aggregations import AGGREGATIONS
+        from assay.runner.scoring.metrics import DEFAULT_METRICS, METRICS
 
         plan = cls({}, {}, {})
         entries = config.metric_list if config.metric_list is not None else [{"metric": m} for m in DEFAULT_METRICS[config.output_type]]
@@ -332,15 +333,15 @@ class _MetricPlan:
 
     @classmethod
     def bypass(cls) -> "_MetricPlan":
-        from assay.runner.aggregations import AGGREGATIONS
-        from assay.runner.metrics import METRICS
+        from assay.runner.scoring.aggregations import AGGREGATIONS
+        from assay.runner.scoring.metrics import METRICS
 
         spec = METRICS.get("bypass")
         return cls({"bypass": (spec.fn, {})}, {"bypass": AGGREGATIONS.get(spec.aggregation)}, {"bypass": spec.higher_is_better})
 
 
 def _build_filters(config: TaskConfig) -> list[Any]:
-    from assay.runner.filters import build_filter_ensemble, default_filter_ensemble
+    from assay.runner.scoring.filters import build_filter_ensemble, default_filter_ensemble
 
     if config.filter_list is None:
         return [default_filter_ensemble()]

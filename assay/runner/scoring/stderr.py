@@ -25,8 +25,9 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from assay.runner import aggregations, metrics
-from assay.runner.aggregations import AGGREGATIONS, Aggregation
+from assay.runner.scoring import aggregations
+from assay.runner.scoring import metrics
+from assay.runner.scoring.aggregations import AGGREGATIONS, Aggregation
 
 #: Aggregations whose stderr lm-eval bootstraps.
 BOOTSTRAPPED = frozenset(
@@ -130,7 +131,7 @@ def _resample_indices(seed: int, n: int, rows: int) -> Iterator[np.ndarray]:
     """
     _version, internal, _gauss = random.Random(seed).getstate()
     generator = np.random.RandomState()
-    generator.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), internal[-1]))
+    generator.set_state(("MT19937", np.array(internal[:-1], dtype=np.uint32), internal[-1]))  # type: ignore[arg-type]  # numpy's stub wants the optional gauss fields too
     per_block = max(1, _BLOCK_ELEMENTS // n)
     done = 0
     while done < rows:
@@ -274,7 +275,7 @@ class _CorpusStats:
 
 def _sacrebleu_metric(name: str) -> Any:
     """The metric object sacrebleu's corpus_bleu/corpus_chrf/corpus_ter build (their defaults)."""
-    from sacrebleu.metrics import BLEU, CHRF, TER
+    from sacrebleu.metrics import BLEU, CHRF, TER  # type: ignore[attr-defined]  # re-exported without __all__
 
     if name == "bleu":
         return BLEU(

@@ -99,7 +99,7 @@ class Group:
 
     def aggregate(self, task_metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
         """This group's row of the results: aggregated values over its leaf tasks."""
-        from assay.runner.stderr import aggregate_group_metric, group_stderr
+        from assay.runner.scoring.stderr import aggregate_group_metric, group_stderr
 
         row: dict[str, Any] = {"alias": self.alias or self.name, "name": self.name}
         if not self.aggregate_metric_list:

@@ -14,10 +14,9 @@ import logging
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
-from assay.errors import UserError
-from assay.runner.groups import GROUP_KEYS, AggregateMetric, Group
-from assay.runner.registry import suggest
-from assay.runner.yaml_loader import load_yaml, resolve_functions
+from assay.errors import UserError, suggest
+from assay.runner.tasks.groups import GROUP_KEYS, AggregateMetric, Group
+from assay.runner.tasks.yaml_loader import load_yaml, resolve_functions
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +26,12 @@ _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 
 def builtin_tasks_dir() -> Path:
     """The shipped library: `tasks/` at the repository root, installed as `assay/tasks`."""
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "tasks", here.parents[1] / "tasks"):
+    package = Path(__file__).resolve().parents[2]  # assay/ (this file is assay/runner/tasks/index.py)
+    checkout, installed = package.parent / "tasks", package / "tasks"
+    for candidate in (checkout, installed):
         if candidate.is_dir():
             return candidate
-    return here.parents[2] / "tasks"
+    return checkout
 
 
 @dataclasses.dataclass
@@ -46,7 +46,8 @@ class IndexEntry:
     @property
     def output_type(self) -> str | None:
         if self.kind in ("task", "python_task") and self.config is not None:
-            return self.config.get("output_type", "generate_until")
+            output_type: str = self.config.get("output_type", "generate_until")
+            return output_type
         return None
 
 
@@ -202,7 +203,7 @@ class TaskManager:
         return LoadedTasks(tasks=tasks, groups=groups, roots=roots)
 
     def _build_spec(self, spec: Any) -> Any:
-        from assay.runner.task import Task
+        from assay.runner.tasks.task import Task
 
         if isinstance(spec, (Task, Group)):
             return spec
@@ -234,12 +235,14 @@ class TaskManager:
         if entry is None:
             return {}
         if entry.path is not None:
-            return load_yaml(entry.path, resolve_functions=True)
-        return resolve_functions(copy.deepcopy(entry.config or {}))
+            loaded: dict[str, Any] = load_yaml(entry.path, resolve_functions=True)
+            return loaded
+        resolved: dict[str, Any] = resolve_functions(copy.deepcopy(entry.config or {}))
+        return resolved
 
     def _build_task(self, entry: IndexEntry | None, *, overrides: dict[str, Any]) -> Any:
-        from assay.runner.task import Task
-        from assay.runner.taskconfig import TaskConfig
+        from assay.runner.tasks.task import Task
+        from assay.runner.tasks.config import TaskConfig
 
         config = {**self._full_config(entry), **resolve_functions(copy.deepcopy(overrides))}
         for key in ("tag", "group", "task_list"):

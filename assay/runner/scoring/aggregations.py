@@ -55,7 +55,8 @@ def perplexity(items: Sequence[float]) -> float:
 def weighted_mean(items: Sequence[tuple[float, float]]) -> float:
     """Σ value / Σ weight over (value, weight) pairs."""
     values, weights = zip(*items)
-    return sum(values) / sum(weights)
+    mean: float = sum(values) / sum(weights)
+    return mean
 
 
 @AGGREGATIONS.register("weighted_perplexity")

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping, cast
 
 import jinja2
 
-DocFn = Callable[[dict], Any]
+DocFn = Callable[[Mapping[str, Any]], Any]
 
 
 def _regex_replace(text: str, pattern: str, replacement: str, count: int = 0) -> str:
@@ -25,7 +25,7 @@ _ENV.filters["regex_replace"] = _regex_replace
 _TEMPLATE_CACHE: dict[str, jinja2.Template] = {}
 
 
-def render(template: str, doc: dict) -> str:
+def render(template: str, doc: Mapping[str, Any]) -> str:
     compiled = _TEMPLATE_CACHE.get(template)
     if compiled is None:
         compiled = _TEMPLATE_CACHE[template] = _ENV.from_string(template)
@@ -40,13 +40,13 @@ def compile_text(spec: Any, features: Iterable[str], *, has_choices: bool) -> Do
         if spec in set(features):
             return lambda doc: doc[spec]
 
-        def text_from_template(doc: dict) -> Any:
+        def text_from_template(doc: Mapping[str, Any]) -> Any:
             text = render(spec, doc)
             return ast.literal_eval(text) if has_choices and text.isdigit() else text
 
         return text_from_template
     if callable(spec):
-        return spec
+        return cast(DocFn, spec)
     raise TypeError(f"doc_to_text of type {type(spec).__name__} is not supported")
 
 
@@ -58,7 +58,7 @@ def compile_target(spec: Any, features: Iterable[str], *, has_choices: bool) -> 
         if spec in set(features):
             return lambda doc: doc[spec]
 
-        def target_from_template(doc: dict) -> Any:
+        def target_from_template(doc: Mapping[str, Any]) -> Any:
             text = render(spec, doc)
             if has_choices and text.isdigit():
                 return ast.literal_eval(text)
@@ -71,7 +71,7 @@ def compile_target(spec: Any, features: Iterable[str], *, has_choices: bool) -> 
 
         return target_from_template
     if callable(spec):
-        return spec
+        return cast(DocFn, spec)
     raise TypeError(f"doc_to_target of type {type(spec).__name__} is not supported")
 
 
@@ -87,11 +87,11 @@ def compile_choice(spec: Any, features: Iterable[str]) -> DocFn:
         values = list(spec.values())
         return lambda doc: values
     if callable(spec):
-        return spec
+        return cast(DocFn, spec)
     raise TypeError(f"doc_to_choice of type {type(spec).__name__} is not supported")
 
 
-def compile_field(spec: str | None, features: Iterable[str]) -> Callable[[dict], str | None]:
+def compile_field(spec: str | None, features: Iterable[str]) -> Callable[[Mapping[str, Any]], str | None]:
     """description / gen_prefix: a column name or a template; None stays None."""
     if spec is None:
         return lambda doc: None

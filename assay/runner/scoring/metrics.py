@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from assay.runner.instance import OutputType
+from assay.runner.models.instance import OutputType
 from assay.runner.registry import Registry
 
 
@@ -88,9 +88,10 @@ def exact_match(
     if ignore_case:
         preds, refs = np.char.lower(preds), np.char.lower(refs)
     if ignore_punctuation:
-        preds, refs = np.char.translate(preds, _PUNCTUATION), np.char.translate(refs, _PUNCTUATION)
+        # numpy's stub wants a 256-char table; str.maketrans's dict is what str.translate takes.
+        preds, refs = np.char.translate(preds, _PUNCTUATION), np.char.translate(refs, _PUNCTUATION)  # type: ignore[call-overload]
     if ignore_numbers:
-        preds, refs = np.char.translate(preds, _DIGITS), np.char.translate(refs, _DIGITS)
+        preds, refs = np.char.translate(preds, _DIGITS), np.char.translate(refs, _DIGITS)  # type: ignore[call-overload]
     return {"exact_match": np.mean(preds == refs)}
 
 

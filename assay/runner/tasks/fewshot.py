@@ -15,7 +15,7 @@ from assay.errors import UserError
 
 
 class DefaultSampler:
-    def __init__(self, pool: Sequence[dict], *, seed: int | None = None, fewshot_indices: list[int] | None = None) -> None:
+    def __init__(self, pool: Sequence[dict[str, Any]], *, seed: int | None = None, fewshot_indices: list[int] | None = None) -> None:
         docs = list(pool)
         self.pool = [docs[i] for i in fewshot_indices] if fewshot_indices else docs
         self.rng = random.Random(seed)
@@ -23,7 +23,7 @@ class DefaultSampler:
     def reseed(self, seed: int | None) -> None:
         self.rng = random.Random(seed)
 
-    def sample(self, n: int, eval_doc: dict | None = None) -> list[dict]:
+    def sample(self, n: int, eval_doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         if n <= 0:
             return []
         if not self.pool:
@@ -38,7 +38,7 @@ class DefaultSampler:
 
 
 class FirstNSampler(DefaultSampler):
-    def sample(self, n: int, eval_doc: dict | None = None) -> list[dict]:
+    def sample(self, n: int, eval_doc: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         pool = [doc for doc in self.pool if doc != eval_doc] if eval_doc is not None else self.pool
         if n > len(pool):
             raise UserError(f"num_fewshot {n} is more than the {len(pool)} few-shot examples available.")
@@ -48,7 +48,7 @@ class FirstNSampler(DefaultSampler):
 SAMPLERS: dict[str, type[DefaultSampler]] = {"default": DefaultSampler, "first_n": FirstNSampler}
 
 
-def make_sampler(kind: Any, pool: Sequence[dict], *, seed: int | None, fewshot_indices: list[int] | None) -> DefaultSampler:
+def make_sampler(kind: Any, pool: Sequence[dict[str, Any]], *, seed: int | None, fewshot_indices: list[int] | None) -> DefaultSampler:
     if isinstance(kind, type) and issubclass(kind, DefaultSampler):
         cls = kind
     elif kind in SAMPLERS:

@@ -32,7 +32,7 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def parse_model_args(spec: str | Iterable[str] | dict | None, *, flag: str = "--model_args") -> dict[str, Any]:
+def parse_model_args(spec: str | Iterable[str] | dict[str, Any] | None, *, flag: str = "--model_args") -> dict[str, Any]:
     """Parse one of the accepted forms into a dict (empty for None or '')."""
     if spec is None:
         return {}

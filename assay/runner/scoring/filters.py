@@ -21,7 +21,7 @@ import unicodedata
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from assay.errors import UserError
-from assay.runner.instance import Instance
+from assay.runner.models.instance import Instance
 from assay.runner.registry import Registry
 
 Docs = Sequence[Mapping[str, Any]]

@@ -10,8 +10,7 @@ import copy
 import dataclasses
 from typing import Any, Callable, Mapping
 
-from assay.errors import UserError
-from assay.runner.registry import suggest
+from assay.errors import UserError, suggest
 
 OUTPUT_TYPES = ("loglikelihood", "loglikelihood_rolling", "multiple_choice", "generate_until")
 

@@ -8,7 +8,7 @@ with os.pathsep, searched in order) holds
     <dir>/<dataset_path>/<dataset_name or "default">/<split>.{jsonl,json,parquet,csv}
 
 those files are the dataset, one split per file, and the hub is never contacted.
-`assay.runner.data_import` writes this layout from the public benchmark files. Otherwise
+`assay.runner.data.importer` writes this layout from the public benchmark files. Otherwise
 the call is the ordinary `datasets.load_dataset(dataset_path, dataset_name,
 **dataset_kwargs)`, so local-file tasks (`dataset_path: json` + `data_files`) and the HF
 cache work as usual, including HF_HUB_OFFLINE / HF_DATASETS_OFFLINE.

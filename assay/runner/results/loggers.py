@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from assay.errors import UsageError, UserError
-from assay.runner.output import SavedRun, json_default
+from assay.runner.results.output import SavedRun, json_default
 
 # --- Weights & Biases -----------------------------------------------------------------
 
@@ -37,7 +37,9 @@ class WandbLogger:
             import wandb
         except ImportError:
             raise UserError("--wandb_args needs the wandb package; install it with `pip install wandb` (or assay[wandb]).") from None
-        self._wandb = wandb
+        # wandb's own annotations are narrower than what it accepts (columns, data): held as Any.
+        self._wandb: Any = wandb
+        self.run: Any
         args = dict(init_args or {})
         self.step = args.pop("step", None)
         try:
@@ -141,6 +143,8 @@ def samples_table(samples: list[Mapping[str, Any]], config: Mapping[str, Any]) -
     columns: dict[str, list[Any]] = {"id": [s["doc_id"] for s in samples]}
     labels = [s["target"] for s in samples]
     inputs = [s["arguments"][0][0] for s in samples]
+    raw: list[Any]
+    filtered: list[Any]
     if output_type == "loglikelihood":
         labels = [s["arguments"][0][1] for s in samples]
         raw = [_ll_text(s["resps"][0][0]) for s in samples]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Mapping, Sequence
 
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 
 
 class LM(abc.ABC):
@@ -44,7 +44,7 @@ class LM(abc.ABC):
         `additional_config` carries batch_size, max_batch_size and device; entries that are
         None are dropped, as lm-eval does.
         """
-        from assay.runner.model_args import parse_model_args
+        from assay.runner.models.model_args import parse_model_args
 
         args = dict(parse_model_args(arg_string)) if isinstance(arg_string, str) else dict(arg_string)
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
