@@ -424,11 +424,7 @@ def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple[Any, ...]]], bo
         row: dict[str, Any] = {}
         sample_len = 0
         for (metric, filter_key), items in raw.items():
-            aggregation = task.metrics.aggregations.get(metric)
-            if aggregation is None:
-                from assay.runner.scoring.aggregations import AGGREGATIONS
-
-                aggregation = AGGREGATIONS.get("mean")
+            aggregation = task.metrics.aggregation_for(metric)
             row[f"{metric},{filter_key}"] = aggregation(items)
             sample_len = max(sample_len, len(items))
             stderr = None
@@ -441,7 +437,7 @@ def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple[Any, ...]]], bo
         configs[name] = config
         versions[name] = task.version
         n_shot[name] = config.get("num_fewshot", 0)
-        higher[name] = dict(task.metrics.higher_is_better)
+        higher[name] = task.metrics.higher_is_better_for(metric for metric, _ in raw)
         n_samples[name] = {"original": len(task.eval_docs), "effective": sample_len}
         logged[name] = [r[4] for r in records]
 
