@@ -12,15 +12,20 @@ transformers, datasets, the evaluator) are imported only by `run`, so `ls` stays
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from assay import run_rules
 from assay.errors import UsageError, UserError
+
+if TYPE_CHECKING:
+    from assay.runner.options import EvalOptions
 
 PROG = "assay"
 DEFAULT_SEED = [0, 1234, 1234, 1234]
@@ -301,18 +306,14 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
         config["tasks"] = config["tasks"].split(",")
     config["tasks"] = [part for task in (config["tasks"] or []) for part in str(task).split(",") if part]
 
-    if config["predict_only"]:
-        config["log_samples"] = True
+    config["log_samples"] = run_rules.log_samples(log_samples=config["log_samples"], predict_only=config["predict_only"])
     if config["log_samples"] and not config["output_path"]:
         raise UsageError("Specify --output_path if providing --log_samples or --predict_only.")
     if config["fewshot_as_multiturn"] is None and config["apply_chat_template"]:
         config["fewshot_as_multiturn"] = True
     elif config["fewshot_as_multiturn"] is True and not config["apply_chat_template"]:
         raise UsageError("--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.")
-    if config["samples"] and config["limit"] is not None:
-        raise UsageError("--samples and --limit cannot be used together; pick one.")
     config["samples"] = _load_samples(config["samples"])
-    config["batch_size"] = _check_batch_size(config["batch_size"])
     config["seed"] = _normalize_seed(config["seed"])
     config["metadata"] = {**config["model_args"], **config["metadata"]}
     if config["trust_remote_code"]:
@@ -358,13 +359,6 @@ def _load_samples(samples: Any) -> Any:
     raise UsageError(f"--samples {samples!r} is neither a JSON object nor a JSON file; pass e.g. '{{\"task\": [0, 1]}}'.")
 
 
-def _check_batch_size(value: Any) -> Any:
-    text = str(value)
-    if text == "auto" or text.isdigit() or (text.startswith("auto:") and text[5:].isdigit()):
-        return value
-    raise UsageError(f"--batch_size {value!r} is not valid; use an integer, 'auto' or 'auto:N'.")
-
-
 def _normalize_seed(seed: Any) -> list[int | None] | None:
     if seed is None:
         return None
@@ -401,38 +395,16 @@ def summary_line(config: dict[str, Any], batch_sizes: Sequence[Any]) -> str:
 # --- subcommands ------------------------------------------------------------------------
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    config = resolve_run_config(args)
-    _set_verbosity(config["verbosity"])
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+def run_options(config: dict[str, Any]) -> EvalOptions:
+    """The resolved flags as the run's one options record (checked here, before any task loads)."""
+    from assay.runner.options import EvalOptions
 
-    from assay.runner import distributed
-
-    # Under torchrun every rank joins one process group: each runs its share of the
-    # requests and rank 0 alone aggregates, writes files and prints the table.
-    with distributed.process_group():
-        return _run_on_this_rank(config, is_rank0=distributed.rank_and_world()[0] == 0)
-
-
-def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
-    from assay.runner.results import output
-    from assay.runner.results.loggers import HubLogger, WandbLogger
-
-    wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] and is_rank0 else None
-    hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] and is_rank0 else None
-    tracker = output.EvaluationTracker(config["output_path"])
-
-    from assay.runner.evaluator import simple_evaluate
-    from assay.runner.tasks.index import TaskManager
-
-    task_manager = TaskManager(include_path=config["include_path"], metadata=config["metadata"])
-    tasks = task_manager.match_tasks(config["tasks"])
     cache = config["cache_requests"] or {}
     seed = config["seed"]
-    results = simple_evaluate(
+    return EvalOptions.build(
         model=config["model"],
         model_args=config["model_args"],
-        tasks=tasks,
+        tasks=config["tasks"],
         num_fewshot=config["num_fewshot"],
         batch_size=config["batch_size"],
         max_batch_size=config["max_batch_size"],
@@ -446,13 +418,10 @@ def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
         check_integrity=config["check_integrity"],
         write_out=config["write_out"],
         log_samples=config["log_samples"],
-        evaluation_tracker=tracker,
         system_instruction=config["system_instruction"],
         apply_chat_template=config["apply_chat_template"],
         fewshot_as_multiturn=config["fewshot_as_multiturn"],
         gen_kwargs=config["gen_kwargs"],
-        task_manager=task_manager,
-        verbosity=config["verbosity"],
         predict_only=config["predict_only"],
         random_seed=seed[0] if seed else None,
         numpy_random_seed=seed[1] if seed else None,
@@ -460,7 +429,38 @@ def _run_on_this_rank(config: dict[str, Any], *, is_rank0: bool) -> int:
         fewshot_random_seed=seed[3] if seed else None,
         confirm_run_unsafe_code=config["confirm_run_unsafe_code"],
         metadata=config["metadata"],
+        include_path=config["include_path"],
     )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    config = resolve_run_config(args)
+    options = run_options(config)
+    _set_verbosity(config["verbosity"])
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+
+    from assay.runner import distributed
+
+    # Under torchrun every rank joins one process group: each runs its share of the
+    # requests and rank 0 alone aggregates, writes files and prints the table.
+    with distributed.process_group():
+        return _run_on_this_rank(config, options, is_rank0=distributed.rank_and_world()[0] == 0)
+
+
+def _run_on_this_rank(config: dict[str, Any], options: EvalOptions, *, is_rank0: bool) -> int:
+    from assay.runner.results import output
+    from assay.runner.results.loggers import HubLogger, WandbLogger
+
+    wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] and is_rank0 else None
+    hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] and is_rank0 else None
+    tracker = output.EvaluationTracker(config["output_path"])
+
+    from assay.runner import evaluator
+    from assay.runner.tasks.index import TaskManager
+
+    task_manager = TaskManager(include_path=config["include_path"], metadata=config["metadata"])
+    tasks = task_manager.match_tasks(config["tasks"])
+    results = evaluator.run(dataclasses.replace(options, tasks=tuple(tasks), task_manager=task_manager), evaluation_tracker=tracker)
     if results is None:  # not rank 0
         return 0
     samples = results.pop("samples", None) if config["log_samples"] else None

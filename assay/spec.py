@@ -49,6 +49,7 @@ import math
 import re
 from typing import Any, Mapping, Sequence, Union
 
+from assay import batch_size, run_rules
 from assay.errors import UserError
 
 GROUP = "assay.dev"
@@ -70,7 +71,6 @@ ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
 BatchSize = Union[int, str]
 JSON = Any
 
-_BATCH_SIZE_RE = re.compile(r"^auto(:[1-9][0-9]*)?$")
 _SEED_SLOT_RE = r"(None|none|null|-?[0-9]+)"
 SEED_STRING_RE = re.compile(rf"^{_SEED_SLOT_RE}(,{_SEED_SLOT_RE}){{3}}$")
 # Kubernetes' resource.Quantity grammar, as controller-gen writes it into CRDs.
@@ -232,8 +232,7 @@ class Evaluation:
             "apply_chat_template": apply_chat_template,
             "fewshot_as_multiturn": fewshot_as_multiturn,
             "system_instruction": self.system_instruction,
-            # lm-eval: --predict_only implies --log_samples.
-            "log_samples": self.log_samples or self.predict_only,
+            "log_samples": run_rules.log_samples(log_samples=self.log_samples, predict_only=self.predict_only),
             "predict_only": self.predict_only,
             "metadata": dict(self.metadata) if self.metadata else None,
             "confirm_run_unsafe_code": self.allow_unsafe_code,
@@ -333,8 +332,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     tasks = _tasks(r)
     samples = _samples(r)
     limit = _limit(r)
-    if limit is not None and samples is not None:
-        raise UserError("spec.limit and spec.samples exclude each other: keep one of them.")
+    run_rules.check_limit_or_samples(limit, samples, names=("spec.limit", "spec.samples"), error=UserError)
     apply_chat_template = bool(r.boolean("applyChatTemplate", False))
     chat_template = r.string("chatTemplate")
     if chat_template is not None and not apply_chat_template:
@@ -429,13 +427,9 @@ def _batch_size(r: _Reader) -> BatchSize:
     value = r.get("batchSize")
     if value is None:
         return 1
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
-        return value
-    if isinstance(value, str) and _BATCH_SIZE_RE.match(value):
-        return value
-    if isinstance(value, str) and value.isdigit() and int(value) >= 1:
-        return int(value)
-    raise UserError(f"spec.batchSize must be an integer from 1, \"auto\" or \"auto:N\", not {value!r}.")
+    parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
+    # kept as written (a digit string as its int), so that to_dict() round-trips
+    return parsed.fixed if parsed.fixed is not None else str(value)
 
 
 def _seed(r: _Reader) -> Seed:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import abc
 from typing import Any, Mapping, Sequence
 
+from assay.batch_size import BatchSize
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 
 
@@ -49,6 +50,19 @@ class LM(abc.ABC):
         args = dict(parse_model_args(arg_string)) if isinstance(arg_string, str) else dict(arg_string)
         extra = {k: v for k, v in (additional_config or {}).items() if v is not None}
         return cls(**args, **extra)
+
+    @classmethod
+    def from_run(
+        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+    ) -> "LM":
+        """Build for one run: parsed model_args plus the run's batch size and device.
+
+        A backend that takes typed settings overrides this (see `HFLM`); the default hands
+        lm-eval's `create_from_arg_string` the batch size as the user wrote it, so backends
+        written for lm-eval's interface work unchanged.
+        """
+        given = batch_size.given if batch_size is not None else None
+        return cls.create_from_arg_string(dict(model_args), {"batch_size": given, "max_batch_size": max_batch_size, "device": device})
 
     # -- identity and metadata used by caches and the results JSON ----------------------
 
