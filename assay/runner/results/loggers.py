@@ -25,6 +25,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping
 
+from assay import scores
 from assay.errors import UsageError, UserError
 from assay.runner.results.output import SavedRun, json_default
 
@@ -124,16 +125,9 @@ def wandb_table_rows(results: Mapping[str, Any], key: str, *, skip: Any = ()) ->
             continue
         version = versions.get(name)
         version = None if version == "N/A" else version
-        for metric_filter, value in entry.items():
-            metric, _, filter_name = metric_filter.partition(",")
-            if metric.endswith("_stderr") or metric == "alias":
-                continue
-            stderr_key = f"{metric}_stderr,{filter_name}"
-            stderr: Any = ""
-            if stderr_key in entry:
-                stderr = entry[stderr_key]
-                stderr = stderr if stderr == "N/A" else "%.4f" % stderr
-            rows.append([name, version, filter_name, n_shot.get(name), metric, str(value), str(stderr)])
+        for score in scores.read_row(entry, skip={"alias"}):
+            stderr = "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else "%.4f" % score.stderr
+            rows.append([name, version, score.filter, n_shot.get(name), score.metric, str(score.value), stderr])
     return rows
 
 

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
+from assay import scores
 from assay import spec as spec_module
 
 logger = logging.getLogger(__name__)
@@ -92,20 +93,11 @@ def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_
 
 
 def _condense_task(values: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
-    out: dict[str, dict[str, float | None]] = {}
-    stderrs: dict[str, float | None] = {}
-    for key, value in values.items():
-        if key in _SKIPPED_KEYS or "," not in key:
-            continue
-        metric, _, filter_name = key.partition(",")
-        if metric.endswith("_stderr"):
-            stderrs[f"{metric[: -len('_stderr')]},{filter_name}"] = _number_or_none(value)
-        elif _is_number(value):
-            out[key] = {"value": _number_or_none(value), "stderr": None}
-    for key, stderr in stderrs.items():
-        if key in out:
-            out[key]["stderr"] = stderr
-    return out
+    return {
+        score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
+        for score in scores.read_row(values, skip=_SKIPPED_KEYS, comma_keys_only=True)
+        if _is_number(score.value)
+    }
 
 
 def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,8 @@ import re
 import unicodedata
 from typing import Any, Iterable, Mapping
 
+from assay import scores
+
 HIGHER_IS_BETTER_SYMBOLS = {True: "↑", False: "↓"}
 _MIN_COLUMN_WIDTH = 3
 
@@ -45,19 +47,14 @@ def table_rows(results: Mapping[str, Any], column: str = "results", *, sort_resu
             entry.pop(unshown, None)
         if depths.get(key, 0) > 0:
             name = " " * depths[key] + "- " + name
-        for metric_filter, value in sorted(entry.items()):
-            metric, _, filter_name = metric_filter.partition(",")
-            if metric.endswith("_stderr"):
-                continue
-            arrow = HIGHER_IS_BETTER_SYMBOLS.get(higher.get(metric), "")
-            shown = f"{value:.4f}" if isinstance(value, float) else value
-            stderr_key = f"{metric}_stderr,{filter_name}"
-            if stderr_key in entry:
-                stderr = entry[stderr_key]
-                stderr_cell = "   N/A" if stderr == "N/A" else f"{stderr:.4f}"
-                rows.append([name, version, filter_name, shots, metric, arrow, shown, "±", stderr_cell])
+        for score in scores.read_row(entry, sort=True):
+            arrow = HIGHER_IS_BETTER_SYMBOLS.get(higher.get(score.metric), "")
+            shown = f"{score.value:.4f}" if isinstance(score.value, float) else score.value
+            cells = [name, version, score.filter, shots, score.metric, arrow, shown]
+            if score.has_stderr:
+                rows.append([*cells, "±", "   N/A" if score.stderr is None else f"{score.stderr:.4f}"])
             else:
-                rows.append([name, version, filter_name, shots, metric, arrow, shown, "", ""])
+                rows.append([*cells, "", ""])
             name, version = "", ""
     return rows
 

@@ -8,8 +8,9 @@ only nests its children in the table. Tags never aggregate: they expand to tasks
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Union
+from typing import Any, Callable, Iterator, Mapping, Union
 
+from assay import scores
 from assay.errors import UserError
 
 
@@ -97,54 +98,38 @@ class Group:
             "metadata": self.metadata,
         }
 
-    def aggregate(self, task_metrics: dict[str, dict[str, Any]]) -> dict[str, Any]:
-        """This group's row of the results: aggregated values over its leaf tasks."""
-        from assay.runner.scoring.stderr import aggregate_group_metric, group_stderr
-
-        row: dict[str, Any] = {"alias": self.alias or self.name, "name": self.name}
+    def aggregate(self, task_scores: Mapping[str, scores.TaskScores]) -> scores.TaskScores:
+        """This group's results: each aggregate metric over its leaf tasks, with pooled stderr."""
         if not self.aggregate_metric_list:
-            return row
-        leaves = [task.name for task in self.leaf_tasks()]
-        row["sample_len"] = sum(task_metrics[name].get("sample_len", 0) for name in leaves if name in task_metrics)
-        sample_count: dict[str, int] = {}
+            return scores.TaskScores(self.name, self.alias or self.name)
+        leaves = [task_scores[task.name] for task in self.leaf_tasks() if task.name in task_scores]
+        values: list[scores.MetricValue] = []
         for agg in self.aggregate_metric_list:
-            filters = agg.filter_list if agg.filter_list is not None else self._filters_reported(agg.metric, leaves, task_metrics)
-            for filter_name in filters:
-                key, stderr_key = f"{agg.metric},{filter_name}", f"{agg.metric}_stderr,{filter_name}"
-                values, sizes, stderrs = [], [], []
-                for name in leaves:
-                    result = task_metrics.get(name, {})
-                    if key in result:
-                        values.append(result[key])
-                        sizes.append(result.get("sample_len", 0))
-                        if result.get(stderr_key) is not None:
-                            stderrs.append(result[stderr_key])
-                if not values:
-                    continue
-                if callable(agg.aggregation):
-                    row[key] = agg.aggregation(values, sizes)
-                else:
-                    row[key] = aggregate_group_metric(values, sizes, weight_by_size=agg.weight_by_size)
-                sample_count[key] = sum(sizes)
-                if len(stderrs) == len(values) and "N/A" not in stderrs:
-                    pooled = group_stderr(stderrs, sizes, weight_by_size=agg.weight_by_size)
-                    row[stderr_key] = pooled if pooled is not None else "N/A"
-                else:
-                    row[stderr_key] = "N/A"
-        if sample_count:
-            row["sample_count"] = sample_count
-        return row
+            reported = sorted({v.filter for leaf in leaves for v in leaf.values if v.metric == agg.metric})
+            for filter_name in agg.filter_list if agg.filter_list is not None else reported:
+                value = _aggregate_one(agg, filter_name, leaves)
+                if value is not None:
+                    values.append(value)
+        sample_len = sum(leaf.sample_len or 0 for leaf in leaves)
+        return scores.TaskScores(self.name, self.alias or self.name, tuple(values), sample_len)
 
-    @staticmethod
-    def _filters_reported(metric: str, leaves: list[str], task_metrics: dict[str, dict[str, Any]]) -> list[str]:
-        prefix = f"{metric},"
-        found = {
-            key[len(prefix):]
-            for name in leaves
-            for key in task_metrics.get(name, {})
-            if key.startswith(prefix) and "_stderr" not in key
-        }
-        return sorted(found)
+
+def _aggregate_one(agg: AggregateMetric, filter_name: str, leaves: list[scores.TaskScores]) -> scores.MetricValue | None:
+    from assay.runner.scoring.stderr import aggregate_group_metric, group_stderr
+
+    found = [(leaf, value) for leaf in leaves if (value := leaf.find(agg.metric, filter_name)) is not None]
+    if not found:
+        return None
+    values = [value.value for _, value in found]
+    sizes = [leaf.sample_len or 0 for leaf, _ in found]
+    if callable(agg.aggregation):
+        aggregated = agg.aggregation(values, sizes)
+    else:
+        aggregated = aggregate_group_metric(values, sizes, weight_by_size=agg.weight_by_size)
+    stderrs = [value.stderr for _, value in found]
+    # lm-eval pools only when every leaf has a stderr; one "N/A" makes the group's "N/A".
+    pooled = group_stderr(stderrs, sizes, weight_by_size=agg.weight_by_size) if None not in stderrs else None
+    return scores.MetricValue(agg.metric, filter_name, aggregated, pooled, True, sum(sizes))
 
 
 def groups_bottom_up(groups: dict[str, Group]) -> list[Group]:
