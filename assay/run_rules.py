@@ -23,4 +23,4 @@ def check_limit_or_samples(
 ) -> None:
     """--limit and --samples both choose documents: only one of them may be given."""
     if limit is not None and samples is not None:
-        raise error(f"{names[0]} and {names[1]} cannot be used together; pick one.")
+        raise error(f"{names[0]} and {names[1]} exclude each other: keep one of them.")

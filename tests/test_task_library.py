@@ -29,6 +29,7 @@ datasets = pytest.importorskip("datasets")
 lm_eval_tasks = pytest.importorskip("lm_eval.tasks", reason="lm-eval (dev extra) is the reference")
 
 from assay.errors import UserError  # noqa: E402
+from assay.runner.data import converters
 from assay.runner.data import importer as data_import
 from assay.runner.data import local as datasets_local  # noqa: E402
 
@@ -330,18 +331,18 @@ def test_imported_columns_follow_the_hub_schemas(converted: Path) -> None:
 
 def test_wikitext_pages_start_at_level_one_headings() -> None:
     raw = " \n = A = \n \n text a \n = = Sub = = \n more \n = B = \n text b \n"
-    assert data_import.wikitext_pages(raw) == [" = A = \n \n text a \n = = Sub = = \n more ", " = B = \n text b \n"]
+    assert converters.wikitext_pages(raw) == [" = A = \n \n text a \n = = Sub = = \n more ", " = B = \n text b \n"]
 
 
 def test_winogrande_rebuild_renders_the_same_contexts() -> None:
-    doc = data_import.rebuild_winogrande(["The cat chased the Samantha", "The cat chased the Sarah"], "ran off.", 1)
+    doc = converters.rebuild_winogrande(["The cat chased the Samantha", "The cat chased the Sarah"], "ran off.", 1)
     assert doc == {"sentence": "The cat chased the _ ran off.", "option1": "Samantha", "option2": "Sarah", "answer": "2"}
 
 
 def test_hellaswag_context_split_heuristic() -> None:
-    assert data_import.split_hellaswag_context("A man sits. he") == ("A man sits.", "he")
-    assert data_import.split_hellaswag_context("A man sits. He stands.") == ("A man sits. He stands.", "")
-    assert data_import.split_openbookqa_choices("(A) a b (B) c (C) d (D) e") == {
+    assert converters.split_hellaswag_context("A man sits. he") == ("A man sits.", "he")
+    assert converters.split_hellaswag_context("A man sits. He stands.") == ("A man sits. He stands.", "")
+    assert converters.split_openbookqa_choices("(A) a b (B) c (C) d (D) e") == {
         "text": ["a b", "c", "d", "e"], "label": ["A", "B", "C", "D"]
     }
 
