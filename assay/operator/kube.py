@@ -72,7 +72,8 @@ def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest |
     from kubernetes.dynamic import exceptions
 
     try:
-        return _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        found: Manifest = _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        return found
     except exceptions.NotFoundError:
         return None
 
