@@ -205,7 +205,7 @@ def _batch_size(r: _Reader) -> BatchSize:
         return 1
     parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
     # kept as written (a digit string as its int), so that to_dict() round-trips
-    return parsed.fixed if parsed.fixed is not None else str(value)
+    return parsed.fixed if parsed.fixed is not None else str(value).strip()
 
 
 def _seed(r: _Reader) -> Seed:
