@@ -2,8 +2,18 @@
 
 Anything raised as `UserError` reaches the terminal as one sentence (no traceback) and
 exit code 1; `UsageError` (a bad flag or flag combination) exits with 2 like argparse.
-Both live below the runner and the operator so that every layer can raise them.
+Both live below the runner and the operator so that every layer can raise them, and so
+does `suggest`, the "did you mean" every unknown-name message ends with.
 """
+
+import difflib
+from collections.abc import Collection
+
+
+def suggest(name: str, known: Collection[str]) -> str:
+    """' Did you mean x, y?' or '' — appended to unknown-name errors."""
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+    return f" Did you mean {', '.join(close)}?" if close else ""
 
 
 class UserError(Exception):

@@ -41,7 +41,7 @@ def patch_hub(datasets_dir: Path) -> None:
     """lm-eval has no offline directory option: serve the same converted files to it."""
     import datasets
 
-    from assay.runner import datasets_local
+    from assay.runner.data import local as datasets_local
 
     real = datasets.load_dataset
 
@@ -70,7 +70,7 @@ def main() -> int:
 
     data = Path(os.environ.get("ASSAY_SHARED_DATA", REPO.parent / "shared" / "data"))
     work = Path(tempfile.mkdtemp(prefix="assay-bench-"))
-    from assay.runner import data_import
+    from assay.runner.data import importer as data_import
 
     data_import.import_benchmarks(data, work / "datasets")
     os.environ["ASSAY_DATASETS_DIR"] = str(work / "datasets")

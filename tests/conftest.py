@@ -28,3 +28,13 @@ def shared_data() -> Path:
             pytest.fail(message)
         pytest.skip(message)
     return path
+
+
+@pytest.fixture(scope="session")
+def converted(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The shared benchmark files converted once into the ASSAY_DATASETS_DIR layout."""
+    from assay.runner.data import importer
+
+    dst = tmp_path_factory.mktemp("assay_datasets")
+    importer.import_benchmarks(shared_data, dst)
+    return dst

@@ -18,7 +18,8 @@ from lm_eval.config.evaluate_config import EvaluatorConfig
 from lm_eval.utils import make_table as lm_make_table
 
 from assay import cli
-from assay.runner.table import make_table
+from assay.runner.results.table import make_table
+from tests.helpers import copy_tasks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -196,33 +197,7 @@ def task_dir(tmp_path):
     """A tiny local multiple-choice task (JSON data made here)."""
     data = tmp_path / "data.jsonl"
     data.write_text("\n".join(json.dumps({"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2}) for i in range(4)) + "\n")
-    folder = tmp_path / "tasks"
-    folder.mkdir()
-    (folder / "tiny.yaml").write_text(textwrap.dedent(f"""
-        task: tiny_mc
-        tag: tiny_tag
-        dataset_path: json
-        dataset_kwargs:
-          data_files:
-            test: {data}
-        test_split: test
-        output_type: multiple_choice
-        doc_to_text: "Q: {{{{q}}}}\\nA:"
-        doc_to_choice: "{{{{choices}}}}"
-        doc_to_target: label
-        metric_list:
-          - metric: acc
-        metadata:
-          version: 1.0
-    """))
-    (folder / "tiny_group.yaml").write_text(textwrap.dedent("""
-        group: tiny_group
-        task: [tiny_mc]
-        aggregate_metric_list:
-          - metric: acc
-        metadata:
-          version: 2
-    """))
+    folder = copy_tasks("cli", tmp_path / "tasks", work=tmp_path)
     return folder
 
 
@@ -273,7 +248,7 @@ def test_delegated_subcommands_get_their_argv(monkeypatch):
 
 
 def test_data_import_delegates(monkeypatch, tmp_path, capsys):
-    from assay.runner import data_import
+    from assay.runner.data import importer as data_import
 
     calls = []
     monkeypatch.setattr(data_import, "import_benchmarks", lambda src, dst, only: calls.append((src, dst, only)) or ["gsm8k"])

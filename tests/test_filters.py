@@ -11,8 +11,8 @@ from lm_eval.api.instance import Instance as LmInstance
 from lm_eval.api.registry import get_filter as lm_get_filter
 
 from assay.errors import UserError
-from assay.runner import filters
-from assay.runner.instance import GenerationRequest, Instance
+from assay.runner.scoring import filters
+from assay.runner.models.instance import GenerationRequest, Instance
 
 # GSM8K-style generations, with the awkward cases: several answers, "$" and ",", none,
 # a trailing period, a negative number, an empty string and a non-string response.

@@ -14,12 +14,20 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from assay.runner.models.hf import HFLM
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 
-lm_eval_hf = pytest.importorskip("lm_eval.models.huggingface")
-from lm_eval.api.instance import Instance  # noqa: E402
+
+
+def lm_eval_hf() -> Any:
+    """lm-eval's HF module; only tests that compare with lm-eval call this (and skip without it)."""
+    return pytest.importorskip("lm_eval.models.huggingface")
+
+
+def Instance(*args: Any) -> Any:  # noqa: N802 - stands in for lm-eval's class of that name
+    return pytest.importorskip("lm_eval.api.instance").Instance(*args)
+
 
 pytestmark = pytest.mark.parity
 TOL = 1e-5
@@ -66,7 +74,7 @@ def pair(model_dirs: dict[str, Path], kind: str, **args: Any) -> tuple[HFLM, Any
     key = (kind, "", tuple(sorted((k, repr(v)) for k, v in args.items())))
     if key not in _CACHE:
         ours = HFLM(pretrained=str(model_dirs[kind]), **args)
-        theirs = lm_eval_hf.HFLM(pretrained=str(model_dirs[kind]), **args)
+        theirs = lm_eval_hf().HFLM(pretrained=str(model_dirs[kind]), **args)
         _CACHE[key] = (ours, theirs)
     return _CACHE[key]
 

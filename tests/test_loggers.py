@@ -13,7 +13,8 @@ import types
 import pytest
 
 from assay.errors import UsageError, UserError
-from assay.runner import loggers, output
+from assay.runner.results import loggers
+from assay.runner.results import output
 
 RESULTS = {
     "results": {

@@ -23,9 +23,9 @@ from lm_eval.api.registry import (
 )
 
 from assay.errors import UserError
-from assay.runner import stderr as st
-from assay.runner.aggregations import AGGREGATIONS
-from assay.runner.metrics import DEFAULT_METRICS, METRICS, compute_metric
+from assay.runner.scoring import stderr as st
+from assay.runner.scoring.aggregations import AGGREGATIONS
+from assay.runner.scoring.metrics import DEFAULT_METRICS, METRICS, compute_metric
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,7 @@ import torch
 from lm_eval.loggers.evaluation_tracker import EvaluationTracker as LmTracker
 from lm_eval.utils import handle_non_serializable, sanitize_model_name, sanitize_task_name
 
-from assay.runner import output
+from assay.runner.results import output
 
 DATE = re.compile(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d\.\d+")
 

@@ -30,3 +30,22 @@ def test_readme_offline_smoke_run(shared_data: Path, tmp_path: Path) -> None:
     assert re.search(r"\|arc_easy\s*\|", run.stdout), run.stdout
     assert "phase: Succeeded" in run.stdout
     assert list((tmp_path / "out").glob("*/results_*.json"))
+
+
+def test_readme_layout_names_every_package_and_only_real_paths() -> None:
+    text = (REPO / "README.md").read_text()
+    block = re.search(r"## Layout\n.*?```\n(.*?)```", text, re.S)
+    assert block is not None
+    listed: set[str] = set()
+    parent = ""
+    for line in block.group(1).splitlines():
+        names = [part.strip() for part in line[:30].split(",") if part.strip()]
+        nested = line.startswith("  ")
+        for name in names:  # (a description's continuation line has no name column)
+            listed.add((f"{parent}{name}" if nested else name).rstrip("/"))
+            if not nested:
+                parent = name
+    for path in listed:
+        assert (REPO / path).exists(), f"README's layout names {path}, which does not exist"
+    packages = {str(p.parent.relative_to(REPO)) for p in (REPO / "assay").rglob("*/__init__.py")}
+    assert packages <= listed, f"README's layout leaves out {sorted(packages - listed)}"

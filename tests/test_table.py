@@ -13,7 +13,7 @@ import pytest
 import pytablewriter
 from lm_eval.utils import make_table as lm_make_table
 
-from assay.runner.table import make_table, render_markdown
+from assay.runner.results.table import make_table, render_markdown
 
 assert int(pytablewriter.__version__.split(".")[0]) >= 1, (
     f"pytablewriter {pytablewriter.__version__} is too old to be lm-eval's reference; pip install 'pytablewriter>=1.0'"

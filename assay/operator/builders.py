@@ -28,6 +28,7 @@ import re
 from typing import Any
 
 from assay import spec as spec_module
+from assay.operator import containers
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -49,8 +50,6 @@ IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
 
-CACHE_MOUNT = "/cache"
-OUTPUT_MOUNT = "/output"
 # Indexed pods are named `<job>-<index>-<random>` and get hostname `<job>-<index>`, which
 # must fit a DNS label (63); leave room for the index (nodes <= 1024: "-1023").
 _MAX_BASE_NAME = 52
@@ -133,7 +132,7 @@ def spec_hash(spec: Evaluation) -> str:
 
 
 def output_dir(ref: EvaluationRef, spec: Evaluation) -> str:
-    return f"{OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/g{ref.generation}'}"
+    return f"{containers.OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/g{ref.generation}'}"
 
 
 def owner_reference(ref: EvaluationRef) -> Manifest:
@@ -244,80 +243,21 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         {"name": spec_module.ENV_GENERATION, "value": str(ref.generation)},
         {"name": spec_module.ENV_OUTPUT_DIR, "value": output_dir(ref, spec)},
         {"name": spec_module.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
-        {"name": "HF_HOME", "value": f"{CACHE_MOUNT}/huggingface"},
+        {"name": "HF_HOME", "value": f"{containers.CACHE_MOUNT}/huggingface"},
         # The root filesystem is read-only; libraries that cache under $HOME use /tmp.
         {"name": "HOME", "value": "/tmp"},
         {"name": "PYTHONUNBUFFERED", "value": "1"},
     ]
     if spec.cache.datasets_dir:
-        env.append({"name": "HF_DATASETS_CACHE", "value": f"{CACHE_MOUNT}/{spec.cache.datasets_dir}"})
+        env.append({"name": "HF_DATASETS_CACHE", "value": f"{containers.CACHE_MOUNT}/{spec.cache.datasets_dir}"})
     if spec.cache.local_datasets_dir:
-        env.append({"name": "ASSAY_DATASETS_DIR", "value": f"{CACHE_MOUNT}/{spec.cache.local_datasets_dir}"})
+        env.append({"name": "ASSAY_DATASETS_DIR", "value": f"{containers.CACHE_MOUNT}/{spec.cache.local_datasets_dir}"})
     if spec.cache.offline:
         env += [{"name": "HF_HUB_OFFLINE", "value": "1"}, {"name": "HF_DATASETS_OFFLINE", "value": "1"}]
     if spec.hf_token_secret:
         secret = {"name": spec.hf_token_secret.name, "key": spec.hf_token_secret.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
     return env
-
-
-def _resources(spec: Evaluation, *, gpus: bool) -> Manifest:
-    limits: dict[str, Any] = {}
-    if spec.resources.cpu:
-        limits["cpu"] = spec.resources.cpu
-    if spec.resources.memory:
-        limits["memory"] = spec.resources.memory
-    requests = dict(limits)
-    if gpus and spec.resources.gpus_per_node > 0:
-        limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
-    out: Manifest = {}
-    if requests:
-        out["requests"] = requests
-    if limits:
-        out["limits"] = limits
-    return out
-
-
-_CONTAINER_SECURITY = {
-    "allowPrivilegeEscalation": False,
-    "readOnlyRootFilesystem": True,
-    "runAsNonRoot": True,
-    "capabilities": {"drop": ["ALL"]},
-}
-
-
-def _container(name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest) -> Manifest:
-    container: Manifest = {
-        "name": name,
-        "image": image,
-        "command": command,
-        "env": env,
-        "securityContext": dict(_CONTAINER_SECURITY),
-        "volumeMounts": [
-            {"name": "cache", "mountPath": CACHE_MOUNT},
-            {"name": "output", "mountPath": OUTPUT_MOUNT},
-            {"name": "tmp", "mountPath": "/tmp"},
-            {"name": "dshm", "mountPath": "/dev/shm"},
-        ],
-    }
-    if resources:
-        container["resources"] = resources
-    return container
-
-
-def _volumes(spec: Evaluation) -> list[Manifest]:
-    def claim_or_scratch(name: str, pvc: str | None) -> Manifest:
-        if pvc:
-            return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
-        return {"name": name, "emptyDir": {}}
-
-    return [
-        claim_or_scratch("cache", spec.cache.pvc),
-        claim_or_scratch("output", spec.output.pvc),
-        {"name": "tmp", "emptyDir": {}},
-        # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
-        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-    ]
 
 
 def pod_failure_policy() -> Manifest:
@@ -354,27 +294,20 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             "seccompProfile": {"type": "RuntimeDefault"},
         },
         "containers": [
-            _container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
-                       resources=_resources(spec, gpus=True)),
+            containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
+                                 resources=containers.resources(spec, gpus=True)),
         ],  # fmt: skip
-        "volumes": _volumes(spec),
+        "volumes": containers.volumes(spec),
     }
     if uses_torchrun(spec):
         # torchrun turns a worker's exit code into 1; this pre-flight keeps exit 78 visible.
         check = ["python", "-m", "assay.runner", "--check"]
         pod_spec["initContainers"] = [
-            _container(CHECK_CONTAINER, check, image=image, env=env, resources=_resources(spec, gpus=False))
+            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False))
         ]
     if spec.resources.nodes > 1:
         pod_spec["subdomain"] = name
-    if template.node_selector:
-        pod_spec["nodeSelector"] = dict(template.node_selector)
-    if template.tolerations:
-        pod_spec["tolerations"] = [dict(t) for t in template.tolerations]
-    if template.affinity:
-        pod_spec["affinity"] = dict(template.affinity)
-    if template.priority_class_name:
-        pod_spec["priorityClassName"] = template.priority_class_name
+    pod_spec.update(containers.placement(template))
 
     pod_metadata: Manifest = {
         "labels": pod_labels,

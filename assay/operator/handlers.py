@@ -132,7 +132,7 @@ def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
 @kopf.on.resume(*EVALUATIONS)
 @kopf.on.create(*EVALUATIONS)
 @kopf.on.update(*EVALUATIONS, field="spec")
-def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: logging.Logger,
+def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger,
                          **_: Any) -> None:  # fmt: skip
     evaluation = plain(body)
     meta = evaluation["metadata"]
@@ -175,7 +175,7 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
-def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: logging.Logger, **_: Any) -> None:
+def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     if event.get("type") == "DELETED":
         return
     job = plain(body)
@@ -214,7 +214,7 @@ def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any)
         # A healthy pod of a run without a problem: the Job's own events tell the rest.
         has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=_pull_timeout(memo)) \
             or diagnosis.terminated_problem(pod)  # fmt: skip
-        if not has_problem and status.get("reason") not in conditions.PROBLEM_REASONS:
+        if not has_problem and status.get("reason") not in diagnosis.REASONS:
             return
         observe_run(evaluation, memo=memo, emit=_kopf_event)
     except Exception:

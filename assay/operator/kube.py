@@ -72,7 +72,8 @@ def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest |
     from kubernetes.dynamic import exceptions
 
     try:
-        return _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        found: Manifest = _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
+        return found
     except exceptions.NotFoundError:
         return None
 
@@ -150,7 +151,8 @@ def get_evaluation(*, namespace: str, name: str) -> Manifest | None:
     from kubernetes.dynamic import exceptions
 
     try:
-        return _resource(spec_module.API_VERSION, spec_module.KIND).get(name=name, namespace=namespace).to_dict()
+        evaluation: Manifest = _resource(spec_module.API_VERSION, spec_module.KIND).get(name=name, namespace=namespace).to_dict()
+        return evaluation
     except exceptions.NotFoundError:
         return None
 

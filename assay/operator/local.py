@@ -24,7 +24,7 @@ import yaml
 from assay import spec as spec_module
 from assay.errors import UsageError, UserError
 from assay.operator import conditions, validation
-from assay.runner.status_sink import condense_results
+from assay.runner import api as engine
 
 DEFAULT_OUTPUT_ROOT = "assay-output"
 
@@ -70,10 +70,10 @@ def output_dir_for(metadata: Mapping[str, Any], spec: spec_module.Evaluation, ro
 
 
 def run_in_process(spec: spec_module.Evaluation, output_dir: Path) -> dict[str, Any]:
-    from assay.runner.job import run_spec
-
-    results = run_spec(spec, str(output_dir))
-    return condense_results(results)
+    results = engine.run_spec(spec, str(output_dir))
+    if results is None:  # one process is rank 0, which always has the results
+        raise RuntimeError("the in-process run returned no results")
+    return engine.condense_results(results)
 
 
 def torchrun_command(spec: spec_module.Evaluation) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
+from assay import scores
 from assay.operator import conditions
 from assay.spec import parse_spec
 
@@ -50,22 +51,22 @@ class EvaluationMetrics:
         key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         status = body.get("status") or {}
         model = status.get("model") or _model_label(body.get("spec") or {})
-        scores: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
+        observed: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
         for section in ("results", "groups"):
             for task, metrics in (status.get(section) or {}).items():
                 for metric_filter, entry in (metrics or {}).items():
-                    metric, _, filter_name = metric_filter.partition(",")
-                    labels = (*key, model, task, metric, filter_name or "none")
-                    scores[labels] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
+                    metric, filter_name = scores.split_key(metric_filter)
+                    series = (*key, model, task, metric, filter_name or "none")
+                    observed[series] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
         with self._lock:
-            for stale in self._series.get(key, set()) - set(scores):
+            for stale in self._series.get(key, set()) - set(observed):
                 self._remove_score(stale)
-            for labels, (value, stderr) in scores.items():
+            for labels, (value, stderr) in observed.items():
                 if value is not None:
                     self.score.labels(*labels).set(value)
                 if stderr is not None:
                     self.stderr.labels(*labels).set(stderr)
-            self._series[key] = set(scores)
+            self._series[key] = set(observed)
             progress = status.get("progress") or {}
             total = progress.get("requestsTotal") or 0
             if total:

@@ -16,7 +16,8 @@ import functools
 import logging
 from typing import Any, Callable, Sequence
 
-from assay.errors import UserError
+from assay.errors import UserError, suggest
+from assay.runner import api as engine
 from assay.spec import Evaluation
 
 logger = logging.getLogger(__name__)
@@ -34,11 +35,10 @@ _REMOTE_CODE_KEYS = ("trust_remote_code",)
 def _task_manager() -> Any:
     """The engine's task index, built once: the operator's task library is its image's."""
     try:
-        from assay.runner.task_index import TaskManager
+        return engine.task_index()
     except ImportError as error:
         logger.info("Task index unavailable (%s); task names are checked in the runner pod.", error)
         return None
-    return TaskManager()
 
 
 def resolve_tasks(names: Sequence[str]) -> Sequence[str]:
@@ -66,9 +66,7 @@ def unsafe_tasks(names: Sequence[str]) -> Sequence[str]:
 
 
 def model_names() -> Sequence[str]:
-    from assay.runner.models import model_names as registered
-
-    return registered()
+    return engine.model_names()
 
 
 def validate(
@@ -82,8 +80,6 @@ def validate(
     if models is not None:
         known = list(models())
         if known and spec.model not in known:
-            from assay.runner.registry import suggest
-
             raise UserError(
                 f"spec.model {spec.model!r} is not a known model backend.{suggest(spec.model, known)} "
                 f"Known models: {', '.join(known)}."

@@ -208,7 +208,7 @@ def balanced_shards(costs: Sequence[int], world_size: int) -> list[list[int]]:
 def _connect_store(timeout: float) -> Any:
     import torch.distributed as dist
 
-    return dist.TCPStore(
+    return dist.TCPStore(  # type: ignore[attr-defined]  # exported, but not in torch's __all__
         os.environ["MASTER_ADDR"],
         int(os.environ["MASTER_PORT"]),
         is_master=False,

@@ -12,25 +12,20 @@ import logging
 import math
 import random
 import time
-from collections import defaultdict
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from assay.errors import UsageError, UserError
-from assay.runner import distributed
-from assay.runner.groups import groups_bottom_up
-from assay.runner.instance import Instance
-from assay.runner.jsonutil import json_default, sha256_text
-from assay.runner.lm import LM
-from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
-from assay.runner.task import PromptSettings, Task
-from assay.runner.task_index import LoadedTasks, TaskManager
+from assay.runner import distributed, doc_work
+from assay.runner.models.lm import LM
+from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions, ProgressFn
+from assay.runner.results.assemble import results_dict
+from assay.runner.tasks.index import LoadedTasks, TaskManager
+from assay.runner.tasks.prompt_builder import PromptSettings
+from assay.runner.tasks.task import Task
 
 log = logging.getLogger(__name__)
-
-ProgressFn = Callable[[int, int], None]
-_CORPUS_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 
 def simple_evaluate(
@@ -70,12 +65,12 @@ def simple_evaluate(
 ) -> dict[str, Any] | None:
     """Evaluate `model` on `tasks`; lm-eval 0.4.13's signature and results dict.
 
-    Returns the results on rank 0 and None on other ranks. The keyword arguments are
-    lm-eval's, kept for drop-in use; they become one `EvalOptions` record for `run`.
+    Kept for callers written against lm-eval; Assay's own entry points build an
+    `EvalOptions` and call `run`. Returns the results on rank 0 and None on other ranks.
     """
     del verbosity  # lm-eval deprecated it too; logging is configured by the caller
-    options = EvalOptions(
-        model=model, model_args=model_args, tasks=tuple(tasks or ()), num_fewshot=num_fewshot,
+    options = EvalOptions.build(
+        model=model, model_args=model_args, tasks=tasks, num_fewshot=num_fewshot,
         batch_size=batch_size, max_batch_size=max_batch_size, device=device, use_cache=use_cache,
         cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
         delete_requests_cache=delete_requests_cache, limit=limit, samples=samples,
@@ -85,54 +80,73 @@ def simple_evaluate(
         predict_only=predict_only, random_seed=random_seed, numpy_random_seed=numpy_random_seed,
         torch_random_seed=torch_random_seed, fewshot_random_seed=fewshot_random_seed,
         confirm_run_unsafe_code=confirm_run_unsafe_code, metadata=metadata, progress=progress,
-    )
+    )  # fmt: skip
     return run(options, evaluation_tracker=evaluation_tracker)
 
 
 def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, Any] | None:
     """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info."""
-    from assay.runner.model_args import parse_model_args
-    from assay.runner.models import get_model
-
     start = time.time()
-    if options.limit is not None and options.samples is not None:
-        raise UsageError("--limit and --samples cannot be used together; pick one.")
     if options.delete_requests_cache:
-        from assay.runner.caching import delete_request_cache
+        from assay.runner.models.caching import delete_request_cache
 
         delete_request_cache()
     _seed_everything(options.random_seed, options.numpy_random_seed, options.torch_random_seed)
     if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
-    gen_kwargs = options.gen_kwargs
-    if isinstance(gen_kwargs, str):
-        gen_kwargs = parse_model_args(gen_kwargs, flag="--gen_kwargs") or None
+    lm = build_lm(options)
+    task_manager = options.task_manager
+    if task_manager is None:
+        task_manager = TaskManager(options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})})
+    loaded = task_manager.load(list(options.tasks))
+    configure_tasks(loaded, options)
+    if options.check_integrity:
+        check_tasks(loaded)
+    if evaluation_tracker is not None:
+        evaluation_tracker.general_config_tracker.log_experiment_args(
+            model_source=options.model if isinstance(options.model, str) else "CUSTOM",
+            model_args=options.model_args or "",
+            system_instruction=options.system_instruction,
+            chat_template=lm.chat_template(options.apply_chat_template) if options.apply_chat_template else None,
+            fewshot_as_multiturn=options.fewshot_as_multiturn,
+        )
+    results = evaluate(lm, loaded, options)
+    if results is None:
+        return None
+    results["config"] = run_config(options, lm)
+    from assay.runner.results import run_info
+
+    results["git_hash"] = run_info.git_hash()
+    results["date"] = start
+    results.update(run_info.environment())
+    results.update(_safe(lm.tokenizer_info))
+    return results
+
+
+def build_lm(options: EvalOptions) -> LM:
+    """The model: a registered backend built from the options, or the caller's instance."""
+    from assay.runner.models import get_model
 
     if isinstance(options.model, str):
-        lm: LM = get_model(options.model).create_from_arg_string(
-            options.model_args if options.model_args is not None else "",
-            {"batch_size": options.batch_size, "max_batch_size": options.max_batch_size, "device": options.device},
+        lm = get_model(options.model).from_run(
+            options.parsed_model_args, batch_size=options.batch_size, max_batch_size=options.max_batch_size, device=options.device
         )
     elif isinstance(options.model, LM):
         lm = options.model
     else:
         raise UserError(f"model must be a registered model name or an assay LM instance, not {type(options.model).__name__}.")
-
-    rank, _ = distributed.rank_and_world()
     if options.use_cache is not None:
-        from assay.runner.caching import CachingLM
+        from assay.runner.models.caching import CachingLM
 
-        lm = CachingLM(lm, f"{options.use_cache}_rank{rank}.db")
+        lm = CachingLM(lm, f"{options.use_cache}_rank{distributed.rank_and_world()[0]}.db")
+    return lm
 
-    task_manager = options.task_manager
-    if task_manager is None:
-        parsed_args = parse_model_args(options.model_args) if isinstance(options.model_args, str) else dict(options.model_args or {})
-        task_manager = TaskManager(options.include_path, metadata={**parsed_args, **(options.metadata or {})})
-    loaded = task_manager.load(list(options.tasks))
 
+def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
+    """The run's overrides of each task's config: gen_kwargs, predict_only, num_fewshot, seed."""
     for task in loaded.tasks.values():
-        if task.output_type == "generate_until" and gen_kwargs:
-            task.config.generation_kwargs = {**(task.config.generation_kwargs or {}), **gen_kwargs}
+        if task.output_type == "generate_until" and options.gen_kwargs:
+            task.config.generation_kwargs = {**(task.config.generation_kwargs or {}), **options.gen_kwargs}
         if options.predict_only:
             task.predict_only()
         if options.num_fewshot is not None:
@@ -144,58 +158,27 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
             task.config.num_fewshot = 0
         task.set_fewshot_seed(options.fewshot_random_seed)
 
-    if options.check_integrity:
-        check_tasks(loaded)
-    if evaluation_tracker is not None:
-        evaluation_tracker.general_config_tracker.log_experiment_args(
-            model_source=options.model if isinstance(options.model, str) else "CUSTOM",
-            model_args=options.model_args or "",
-            system_instruction=options.system_instruction,
-            chat_template=lm.chat_template(options.apply_chat_template) if options.apply_chat_template else None,
-            fewshot_as_multiturn=options.fewshot_as_multiturn,
-        )
 
-    results = evaluate(
-        lm,
-        loaded,
-        limit=options.limit,
-        samples=options.samples,
-        cache_requests=options.cache_requests,
-        rewrite_requests_cache=options.rewrite_requests_cache,
-        bootstrap_iters=options.bootstrap_iters,
-        write_out=options.write_out,
-        log_samples=True if options.predict_only else options.log_samples,
-        system_instruction=options.system_instruction,
-        apply_chat_template=options.apply_chat_template,
-        fewshot_as_multiturn=options.fewshot_as_multiturn,
-        confirm_run_unsafe_code=options.confirm_run_unsafe_code,
-        progress=options.progress,
-    )
-    if results is None:
-        return None
-    results["config"] = {
+def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
+    """The results' `config`: lm-eval's keys, values as the run was told them."""
+    found = getattr(lm, "batch_sizes", None)
+    return {
         "model": options.model if isinstance(options.model, str) else type(options.model).__name__,
         "model_args": options.model_args,
         **_safe(lm.model_info),
-        "batch_size": options.batch_size,
-        "batch_sizes": list(getattr(lm, "batch_sizes", {}).values()) if isinstance(getattr(lm, "batch_sizes", None), dict) else [],
+        "batch_size": options.batch_size.given if options.batch_size is not None else None,
+        # lm-eval's HFLM.batch_sizes: the sizes auto detection chose (empty for a fixed size)
+        "batch_sizes": list(found.values()) if isinstance(found, dict) else [],
         "device": options.device,
         "use_cache": options.use_cache,
         "limit": options.limit,
         "bootstrap_iters": options.bootstrap_iters,
-        "gen_kwargs": gen_kwargs,
+        "gen_kwargs": options.gen_kwargs,
         "random_seed": options.random_seed,
         "numpy_seed": options.numpy_random_seed,
         "torch_seed": options.torch_random_seed,
         "fewshot_seed": options.fewshot_random_seed,
     }
-    from assay.runner import run_info
-
-    results["git_hash"] = run_info.git_hash()
-    results["date"] = start
-    results.update(run_info.environment())
-    results.update(_safe(lm.tokenizer_info))
-    return results
 
 
 def _safe(getter: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -230,249 +213,36 @@ def sample_size(task: Task, limit: int | float | None) -> int | None:
     return int(math.ceil(len(task.eval_docs) * limit)) if limit < 1.0 else int(limit)
 
 
-class _DocWork:
-    """One document of one task on this rank: its requests and, later, its responses."""
-
-    __slots__ = ("task", "position", "doc_id", "doc", "instances")
-
-    def __init__(self, task: Task, position: int, doc_id: int, doc: dict, instances: list[Instance]) -> None:
-        self.task, self.position, self.doc_id, self.doc, self.instances = task, position, doc_id, doc, instances
-
-    @property
-    def cost(self) -> int:
-        return sum(len(str(inst.args[0])) + len(str(inst.args[-1])) for inst in self.instances) * max(self.task.config.repeats, 1)
-
-
-def evaluate(
-    lm: LM,
-    loaded: LoadedTasks,
-    *,
-    limit: int | float | None = None,
-    samples: Mapping[str, Sequence[int]] | None = None,
-    cache_requests: bool | str = False,
-    rewrite_requests_cache: bool = False,
-    bootstrap_iters: int | None = DEFAULT_BOOTSTRAP_ITERS,
-    write_out: bool = False,
-    log_samples: bool = True,
-    system_instruction: str | None = None,
-    apply_chat_template: bool | str = False,
-    fewshot_as_multiturn: bool = False,
-    confirm_run_unsafe_code: bool = False,
-    progress: ProgressFn | None = None,
-) -> dict[str, Any] | None:
-    if limit is not None and samples is not None:
-        raise UsageError("--limit and --samples cannot be used together; pick one.")
+def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions) -> dict[str, Any] | None:
+    """Build, shard, answer and score every task's requests; the results dict on rank 0."""
     for task in loaded.tasks.values():
-        if task.config.unsafe_code and not confirm_run_unsafe_code:
+        if task.config.unsafe_code and not options.confirm_run_unsafe_code:
             raise UserError(f"Task {task.name!r} runs model-written code; pass --confirm_run_unsafe_code to run it.")
-        if "bypass" in task.metrics.fns and not log_samples:
+        if "bypass" in task.metrics.fns and not options.log_samples:
             raise UsageError("--predict_only needs --log_samples (it writes predictions, not metrics).")
     rank, world_size = distributed.rank_and_world()
     settings = PromptSettings(
-        system_instruction=system_instruction,
-        chat_template=lm.apply_chat_template if apply_chat_template else None,
-        fewshot_as_multiturn=fewshot_as_multiturn,
+        system_instruction=options.system_instruction,
+        chat_template=lm.apply_chat_template if options.apply_chat_template else None,
+        fewshot_as_multiturn=options.fewshot_as_multiturn,
     )
-
-    work: list[_DocWork] = []
+    samples = options.samples or {}
+    work: list[doc_work.DocWork] = []
     for task in loaded.tasks.values():
-        chosen = task.selected_docs(limit=sample_size(task, limit), samples=(samples or {}).get(task.name))
-        per_doc = _requests_for(task, chosen, settings, lm, cache_requests, rewrite_requests_cache, apply_chat_template)
+        chosen = task.selected_docs(limit=sample_size(task, options.limit), samples=samples.get(task.name))
+        per_doc = doc_work.requests_for(task, chosen, settings, lm, options)
         for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc)):
-            work.append(_DocWork(task, position, doc_id, doc, instances))
-        if write_out and rank == 0 and per_doc:
-            _print_example(task, per_doc[0])
+            work.append(doc_work.DocWork(task, position, doc_id, doc, instances))
+        if options.write_out and rank == 0 and per_doc:
+            doc_work.print_example(task, per_doc[0])
 
     shards = distributed.balanced_shards([item.cost for item in work], world_size)
     mine = [work[i] for i in shards[rank]]
     global_total = sum(inst.repeats for item in work for inst in item.instances)
-    _run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None, global_total=global_total)
+    progress = options.progress if rank == 0 else None
+    doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], progress, global_total=global_total)
 
-    records = _score(mine, log_samples, (samples or {}))
-    gathered = distributed.gather_to_rank0(records)
+    gathered = distributed.gather_to_rank0(doc_work.score(mine, log_samples=options.log_samples, samples=samples))
     if rank != 0 or gathered is None:
         return None
-    by_task: dict[str, list[tuple]] = defaultdict(list)
-    for rank_records in gathered:
-        for record in rank_records:
-            by_task[record[0]].append(record)
-    return _assemble(loaded, by_task, bootstrap_iters, log_samples)
-
-
-def _requests_for(
-    task: Task,
-    chosen: list[tuple[int, dict]],
-    settings: PromptSettings,
-    lm: LM,
-    cache_requests: bool | str,
-    rewrite: bool,
-    apply_chat_template: bool | str,
-) -> list[list[Instance]]:
-    num_fewshot = task.config.num_fewshot or 0
-    if not cache_requests:
-        return task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
-    from assay.runner.caching import RequestCache
-
-    cache = RequestCache.for_task(
-        task,
-        num_fewshot=num_fewshot,
-        chat=bool(apply_chat_template),
-        multiturn=settings.fewshot_as_multiturn,
-        system_instruction=settings.system_instruction,
-        tokenizer_name=lm.tokenizer_name if apply_chat_template else "",
-    )
-    cached = None if rewrite else cache.load()
-    if cached is not None and len(cached) >= len(chosen):
-        return cached[: len(chosen)]
-    built = task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
-    cache.save(built)
-    return built
-
-
-def _print_example(task: Task, instances: list[Instance]) -> None:
-    first = instances[0]
-    print(
-        f"Task: {task.name}; document {first.doc_id}; context prompt (starting on next line):\n{first.args[0]}\n"
-        f"(end of prompt on previous line)\ntarget string or answer choice index (starting on next line):\n"
-        f"{task.doc_to_target(first.doc)}\n(end of target on previous line)"
-    )
-
-
-_PROGRESS_CHUNK = 4096  # requests per model call when progress is reported: ~1 report per chunk
-
-
-def _run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None, *, global_total: int) -> None:
-    """Send this rank's requests to the model, one call per request type (per chunk with progress).
-
-    Progress is rank 0's share scaled to the whole run: shards are balanced by cost, so
-    rank 0's fraction done stands for everyone's.
-    """
-    by_type: dict[str, list[Instance]] = defaultdict(list)
-    for inst in instances:
-        by_type[inst.request_type].append(inst)
-    total = sum(inst.repeats for inst in instances)
-    done = 0
-    for request_type, group in by_type.items():
-        expanded = [inst for inst in group for _ in range(inst.repeats)]
-        step = _PROGRESS_CHUNK if progress is not None else max(len(expanded), 1)
-        method = getattr(lm, request_type)
-        for start in range(0, len(expanded), step):
-            chunk = expanded[start : start + step]
-            responses = method([inst.request for inst in chunk])
-            if len(responses) != len(chunk):
-                raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests")
-            for inst, response in zip(chunk, responses):
-                inst.resps.append(response)
-            done += len(chunk)
-            if progress is not None and total:
-                progress(min(global_total, round(done * global_total / total)), global_total)
-
-
-def _score(mine: list[_DocWork], log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[tuple]:
-    """(task, filter index, position, metrics, logged sample) for each of this rank's docs and filters."""
-    by_task: dict[str, list[_DocWork]] = defaultdict(list)
-    for item in mine:
-        by_task[item.task.name].append(item)
-    records: list[tuple] = []
-    for name, items in by_task.items():
-        task = items[0].task
-        instances = [inst for item in items for inst in item.instances]
-        for ensemble in task.filters:
-            ensemble.apply(instances)
-        for filter_index, ensemble in enumerate(task.filters):
-            key = ensemble.name
-            for item in items:
-                requests = sorted(item.instances, key=lambda inst: inst.idx)
-                metrics = task.process_results(item.doc, [inst.filtered_resps[key] for inst in requests])
-                sample = _log_sample(task, item, requests, key, metrics, samples.get(name)) if log_samples else None
-                records.append((name, filter_index, item.position, metrics, sample))
-    return records
-
-
-def _log_sample(task: Task, item: _DocWork, requests: list[Instance], key: str, metrics: dict, indices: Sequence[int] | None) -> dict:
-    import json
-
-    target = task.doc_to_target(item.doc)
-    sample = {
-        "doc_id": indices[item.doc_id] if indices else item.doc_id,
-        "doc": item.doc,
-        "target": target,
-        "arguments": [inst.args for inst in requests],
-        "resps": [inst.resps for inst in requests],
-        "filtered_resps": [inst.filtered_resps[key] for inst in requests],
-        "filter": key,
-        "metrics": list(metrics.keys()),
-        "doc_hash": sha256_text(json.dumps(requests[0].doc, indent=2, default=json_default, ensure_ascii=False)),
-        "prompt_hash": sha256_text(str(requests[0].args[0])),
-        "target_hash": sha256_text(str(target)),
-    }
-    sample.update(metrics)
-    return sample
-
-
-def _assemble(loaded: LoadedTasks, by_task: dict[str, list[tuple]], bootstrap_iters: int | None, log_samples: bool) -> dict[str, Any]:
-    from assay.runner.stderr import stderr_for
-
-    metrics_rows: dict[str, dict[str, Any]] = {}
-    configs, versions, n_shot, higher, n_samples, logged = {}, {}, {}, {}, {}, {}
-    for name, task in loaded.tasks.items():
-        records = sorted(by_task.get(name, []), key=lambda r: (r[1], r[2]))
-        raw: dict[tuple[str, str], list[Any]] = defaultdict(list)
-        for _, filter_index, _, metrics, _ in records:
-            for metric, value in metrics.items():
-                raw[(metric, task.filters[filter_index].name)].append(value)
-        row: dict[str, Any] = {}
-        sample_len = 0
-        for (metric, filter_key), items in raw.items():
-            aggregation = task.metrics.aggregations.get(metric)
-            if aggregation is None:
-                from assay.runner.aggregations import AGGREGATIONS
-
-                aggregation = AGGREGATIONS.get("mean")
-            row[f"{metric},{filter_key}"] = aggregation(items)
-            sample_len = max(sample_len, len(items))
-            stderr = None
-            if isinstance(bootstrap_iters, int) and bootstrap_iters > 0 and len(items) > 1:
-                iters = min(bootstrap_iters, 100) if metric in _CORPUS_METRICS else bootstrap_iters
-                stderr = stderr_for(aggregation, items, iters, metric=metric)
-            row[f"{metric}_stderr,{filter_key}"] = stderr if stderr is not None else "N/A"
-        config = task.dump_config()
-        metrics_rows[name] = {"name": name, "alias": config.get("task_alias", name), "sample_len": sample_len, **row}
-        configs[name] = config
-        versions[name] = task.version
-        n_shot[name] = config.get("num_fewshot", 0)
-        higher[name] = dict(task.metrics.higher_is_better)
-        n_samples[name] = {"original": len(task.eval_docs), "effective": sample_len}
-        logged[name] = [r[4] for r in records]
-
-    all_groups = list(loaded.groups.values())
-    for group in groups_bottom_up(loaded.groups):
-        metrics_rows[group.name] = group.aggregate(metrics_rows)
-        versions[group.name] = group.version
-    for group in all_groups:
-        shots = {n_shot[c] for c in group.child_names if c in n_shot}
-        if len(shots) == 1:
-            n_shot[group.name] = shots.pop()
-        merged: dict[str, Any] = {}
-        for child in group.child_names:
-            for metric, better in higher.get(child, {}).items():
-                if metric not in merged:
-                    merged[metric] = better
-                elif merged[metric] is not None and merged[metric] != better:
-                    merged[metric] = None
-        if merged:
-            higher[group.name] = merged
-    group_rows = {g.name: dict(metrics_rows[g.name]) for g in all_groups if g.has_aggregation and g.name in metrics_rows}
-    results: dict[str, Any] = {
-        "results": {name: dict(row) for name, row in metrics_rows.items()},
-        **({"groups": group_rows} if group_rows else {}),
-        "group_subtasks": {g.name: g.child_names for g in all_groups},
-        "configs": dict(sorted(configs.items())),
-        "versions": dict(sorted(versions.items())),
-        "n-shot": dict(sorted(n_shot.items())),
-        "higher_is_better": dict(sorted(higher.items())),
-        "n-samples": n_samples,
-    }
-    if log_samples:
-        results["samples"] = logged
-    return results
+    return results_dict(loaded, gathered, bootstrap_iters=options.bootstrap_iters, log_samples=options.log_samples)

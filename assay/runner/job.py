@@ -37,11 +37,14 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
+
+if TYPE_CHECKING:
+    from assay.runner.options import EvalOptions
 
 log = logging.getLogger("assay.runner")
 
@@ -57,7 +60,7 @@ PROGRESS_LOG_INTERVAL_S = 10.0
 # Where an exception was raised tells whether the model or the data is at fault.
 _MODEL_OR_DATA_MODULES = (
     "transformers", "datasets", "huggingface_hub", "safetensors", "tokenizers", "accelerate",
-    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.datasets_local", "assay.runner.data_import",
+    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.data.local", "assay.runner.data.importer",
 )  # fmt: skip
 
 
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             sink=sink,
         )
         if results is not None:
-            from assay.runner.table import make_table
+            from assay.runner.results.table import make_table
 
             print(make_table(results))
             if "groups" in results:
@@ -170,7 +173,7 @@ def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None)
 
 
 def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any:
-    from assay.runner.task_index import TaskManager
+    from assay.runner.tasks.index import TaskManager
 
     # simple_evaluate's own default, plus include_path: task YAMLs see model_args as metadata.
     return TaskManager(include_path, metadata={**dict(spec.model_args), **dict(spec.metadata or {})})
@@ -192,26 +195,25 @@ def run_spec(
     Call `distributed.init_from_env()` first when running under torchrun. Returns None
     on ranks other than 0. `sink` defaults to the environment's status sink on rank 0.
     """
-    from assay.runner.evaluator import simple_evaluate
+    from assay.runner import evaluator
+    from assay.runner.options import EvalOptions
 
     if not isinstance(spec, spec_module.Evaluation):
         spec = spec_module.parse_spec(spec)
     rank, world = distributed.rank_and_world()
     if sink is None:
         sink = _sink(rank)
-    kwargs = spec.to_run_kwargs()
+    options = EvalOptions.from_spec(
+        spec, use_cache=use_cache, task_manager=_task_manager(spec, include_path),
+        progress=ProgressReporter(sink) if rank == 0 else None,
+    )  # fmt: skip
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()
-    results = simple_evaluate(
-        **kwargs,
-        use_cache=use_cache,
-        task_manager=_task_manager(spec, include_path),
-        progress=ProgressReporter(sink) if rank == 0 else None,
-    )
+    results = evaluator.run(options)
     if results is None:
         return None
     samples = results.pop("samples", None)
-    _save(results, samples if kwargs["log_samples"] else None, spec, kwargs, output_dir, started)
+    _save(results, samples if options.log_samples else None, spec, options, output_dir, started)
     sink.finished(results)
     return results
 
@@ -220,15 +222,15 @@ def _save(
     results: dict[str, Any],
     samples: Mapping[str, Any] | None,
     spec: spec_module.Evaluation,
-    kwargs: Mapping[str, Any],
+    options: EvalOptions,
     output_dir: str | os.PathLike[str] | None,
     started: float,
 ) -> None:
-    from assay.runner import output
+    from assay.runner.results import output
 
-    tracker = output.EvaluationTracker(output_dir)
+    tracker = output.EvaluationTracker(os.fspath(output_dir) if output_dir is not None else None)
     tracker.general_config_tracker.start_time = started
-    chat_template = kwargs["apply_chat_template"]
+    chat_template = options.apply_chat_template
     saved = tracker.save(
         results,
         samples,
@@ -236,7 +238,7 @@ def _save(
         model_args=dict(spec.model_args),
         system_instruction=spec.system_instruction,
         chat_template=chat_template if isinstance(chat_template, str) else None,
-        fewshot_as_multiturn=kwargs["fewshot_as_multiturn"],
+        fewshot_as_multiturn=options.fewshot_as_multiturn,
     )
     if saved.results_path is not None:
         log.info("results written to %s", saved.results_path)
@@ -265,7 +267,7 @@ class ProgressReporter:
 
 
 def _sink(rank: int) -> Any:
-    from assay.runner import status_sink
+    from assay.runner.results import status_sink
 
     return status_sink.sink_from_env() if rank == 0 else status_sink.NullSink()
 

@@ -6,18 +6,11 @@ defines it; lookups of unknown names raise a UserError that suggests near names.
 
 from __future__ import annotations
 
-import difflib
 from typing import Callable, Generic, Iterator, TypeVar
 
-from assay.errors import UserError
+from assay.errors import UserError, suggest
 
 T = TypeVar("T")
-
-
-def suggest(name: str, known: list[str] | tuple[str, ...] | set[str]) -> str:
-    """' Did you mean x, y?' or '' — appended to unknown-name errors."""
-    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
-    return f" Did you mean {', '.join(close)}?" if close else ""
 
 
 class Registry(Generic[T]):

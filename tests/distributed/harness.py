@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.helpers import copy_tasks
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LAUNCHER = Path(__file__).resolve().with_name("launch.py")
 MODEL_NAME = "assay-test"
@@ -27,108 +29,7 @@ VOLATILE_KEYS = {"date", "git_hash", "total_evaluation_time_seconds", "start_tim
 
 def write_tasks(root: Path, data: Path) -> Path:
     """Small local tasks over the shared benchmark files: all four output types, filters, a group."""
-    arc = {"train": str(data / "arc/ARC-Easy-Dev.jsonl"), "test": str(data / "arc/ARC-Easy-Test.jsonl")}
-    gsm = {"train": str(data / "gsm8k/train.jsonl"), "test": str(data / "gsm8k/test.jsonl")}
-    lambada = {"test": str(data / "lambada/lambada_test.jsonl")}
-    boolq = {"validation": str(data / "boolq/val.jsonl")}
-    files = {
-        "arc.yaml": f"""
-task: d_arc
-dataset_path: json
-dataset_kwargs: {{data_files: {json.dumps(arc)}}}
-training_split: train
-test_split: test
-output_type: multiple_choice
-num_fewshot: 2
-doc_to_text: "Question: {{{{question.stem}}}}\\nAnswer:"
-doc_to_choice: "{{{{question.choices | map(attribute='text') | list}}}}"
-doc_to_target: "{{{{(question.choices | map(attribute='label') | list).index(answerKey)}}}}"
-metric_list:
-  - {{metric: acc, aggregation: mean, higher_is_better: true}}
-  - {{metric: acc_norm, aggregation: mean, higher_is_better: true}}
-metadata: {{version: 1.0}}
-""",
-        "boolq.yaml": f"""
-task: d_boolq
-dataset_path: json
-dataset_kwargs: {{data_files: {json.dumps(boolq)}}}
-validation_split: validation
-output_type: multiple_choice
-doc_to_text: "{{{{passage}}}}\\nQuestion: {{{{question}}}}?\\nAnswer:"
-doc_to_choice: ["no", "yes"]
-doc_to_target: "{{{{1 if label in [true, 'true'] else 0}}}}"
-metric_list:
-  - {{metric: acc}}
-""",
-        "lambada.yaml": f"""
-task: d_lambada
-dataset_path: json
-dataset_kwargs: {{data_files: {json.dumps(lambada)}}}
-test_split: test
-output_type: loglikelihood
-doc_to_text: "{{{{text.split(' ')[:-1]|join(' ')}}}}"
-doc_to_target: "{{{{' '+text.split(' ')[-1]}}}}"
-metric_list:
-  - {{metric: perplexity, aggregation: perplexity, higher_is_better: false}}
-  - {{metric: acc, aggregation: mean, higher_is_better: true}}
-""",
-        "rolling.yaml": f"""
-task: d_rolling
-dataset_path: json
-dataset_kwargs: {{data_files: {json.dumps(lambada)}}}
-test_split: test
-output_type: loglikelihood_rolling
-doc_to_text: ""
-doc_to_target: "{{{{text}}}}"
-metric_list:
-  - {{metric: word_perplexity}}
-  - {{metric: byte_perplexity}}
-  - {{metric: bits_per_byte}}
-""",
-        "gsm.yaml": f"""
-task: d_gsm
-dataset_path: json
-dataset_kwargs: {{data_files: {json.dumps(gsm)}}}
-training_split: train
-test_split: test
-fewshot_split: train
-output_type: generate_until
-num_fewshot: 2
-doc_to_text: "Question: {{{{question}}}}\\nAnswer:"
-doc_to_target: "{{{{answer.split('####')[-1].strip()}}}}"
-generation_kwargs:
-  until: ["Question:", "</s>"]
-  do_sample: false
-  max_gen_toks: 16
-filter_list:
-  - name: strict-match
-    filter:
-      - {{function: regex, regex_pattern: "#### (\\\\-?[0-9\\\\.\\\\,]+)"}}
-      - {{function: take_first}}
-  - name: flexible-extract
-    filter:
-      - {{function: regex, group_select: -1, regex_pattern: "(-?[$0-9.,]{{2,}})|(-?[0-9]+)"}}
-      - {{function: take_first}}
-metric_list:
-  - metric: exact_match
-    aggregation: mean
-    higher_is_better: true
-    ignore_case: true
-    regexes_to_ignore: [",", "\\\\$", "(?s).*#### ", "\\\\.$"]
-metadata: {{version: 3.0}}
-""",
-        "group.yaml": """
-group: d_group
-task: [d_arc, d_boolq]
-aggregate_metric_list:
-  - {metric: acc, weight_by_size: true}
-metadata: {version: 1.0}
-""",
-    }
-    root.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (root / name).write_text(text)
-    return root
+    return copy_tasks("distributed", root, data=data)
 
 
 TASKS = ["d_group", "d_lambada", "d_rolling", "d_gsm"]

@@ -56,12 +56,6 @@ def test_two_nodes_match_one_process(task_dir: Path, reference: Reference, tmp_p
     _assert_work_split(tmp_path / "calls", reference, 2)
 
 
-def _cli_joins_process_group() -> bool:
-    source = (harness.REPO_ROOT / "assay" / "cli.py").read_text()
-    return "process_group" in source or "init_from_env" in source
-
-
-@pytest.mark.xfail(not _cli_joins_process_group(), reason="assay/cli.py does not join the process group yet", strict=True)
 def test_cli_run_under_torchrun_prints_one_table(task_dir: Path, reference: Reference, tmp_path: Path) -> None:
     argv = ["run", "--model", harness.MODEL_NAME, "--model_args", "pretrained=assay-test-model",
             "--tasks", ",".join(harness.TASKS), "--include_path", str(task_dir), "--limit", "6",

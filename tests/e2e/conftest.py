@@ -291,7 +291,7 @@ def give_to_runner(path: Path) -> None:
 
 @pytest.fixture(scope="session")
 def datasets_dir(shared_data: Path, volumes: Path) -> Path:
-    from assay.runner.data_import import import_benchmarks
+    from assay.runner.data.importer import import_benchmarks
 
     out = volumes / "cache" / DATASETS_IN_CACHE
     import_benchmarks(shared_data, out, only=["arc", "lambada"])

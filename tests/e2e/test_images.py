@@ -96,7 +96,7 @@ def test_operator_image_has_no_torch_and_runs_restricted(built: dict[str, str]) 
 def test_runner_image_imports_the_engine_restricted(built: dict[str, str]) -> None:
     probe = (
         "import os, torch, transformers, datasets, assay.runner, assay.runner.job\n"
-        "from assay.runner.task_index import TaskManager\n"
+        "from assay.runner.tasks.index import TaskManager\n"
         "TaskManager().match_tasks(['arc_easy'])\n"
         "open('/tmp/probe', 'w').write('ok')\n"
         "try:\n    open('/opt/assay/probe', 'w')\nexcept OSError as e:\n    print('rofs', e.errno)\n"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from assay.runner.instance import LoglikelihoodResult
-from assay.runner.lm import LM
+from assay.runner.models.instance import LoglikelihoodResult
+from assay.runner.models.lm import LM
 
 
 def _unit(*parts: Any) -> float:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from assay.runner.caching import CachingLM, RequestCache, delete_request_cache, request_key
+from assay.runner.models.caching import CachingLM, RequestCache, delete_request_cache, request_key
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest
-from assay.runner.task_index import TaskManager
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
+from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM
-from tests.engine.test_pipeline_parity import _write_tasks
+from tests.helpers import write_parity_tasks
 
 
 class CountingLM(AssayFakeLM):
@@ -31,7 +31,7 @@ class CountingLM(AssayFakeLM):
 @pytest.fixture(scope="module")
 def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("cache_tasks")
-    _write_tasks(root, shared_data, tmp_path_factory.mktemp("cache_work"))
+    write_parity_tasks(root, shared_data, tmp_path_factory.mktemp("cache_work"))
     return root
 
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.task_index import TaskManager
-from tests.engine.test_pipeline_parity import _write_tasks
+from assay.runner.tasks.index import TaskManager
+from tests.helpers import write_parity_tasks
 from tests.model_fixtures import gpt2_dir, llama_dir  # noqa: F401  (fixtures)
 
 lm_eval = pytest.importorskip("lm_eval")
@@ -27,7 +27,7 @@ import lm_eval.tasks  # noqa: E402
 @pytest.fixture(scope="module")
 def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("hf_tasks")
-    _write_tasks(root, shared_data, tmp_path_factory.mktemp("hf_work"))
+    write_parity_tasks(root, shared_data, tmp_path_factory.mktemp("hf_work"))
     return root
 
 

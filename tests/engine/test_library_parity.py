@@ -1,5 +1,5 @@
 """The shipped task library through Assay's engine against lm-eval's own tasks of the same
-names, on the real benchmark files (converted once with `assay.runner.data_import`).
+names, on the real benchmark files (converted once with `assay.runner.data.importer`).
 
 Assay reads the data the way an air-gapped cluster would (ASSAY_DATASETS_DIR); lm-eval,
 which has no such mechanism, gets the same files through a patched `datasets.load_dataset`
@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
-from assay.runner import data_import, datasets_local
+from assay.runner.data import importer as data_import
+from assay.runner.data import local as datasets_local
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.task_index import TaskManager
+from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
 from tests.engine.test_pipeline_parity import _assert_rows_equal, _assert_samples_equal
 

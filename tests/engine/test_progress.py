@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from assay.runner.evaluator import simple_evaluate
-from assay.runner.task_index import TaskManager
+from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM
 from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
 

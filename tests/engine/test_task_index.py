@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from assay.errors import UserError
-from assay.runner.task_index import TaskManager
-from assay.runner.yaml_loader import load_yaml
+from assay.runner.tasks.index import TaskManager
+from assay.runner.tasks.yaml_loader import load_yaml
 
 
 def _write(root: Path, name: str, text: str) -> Path:

@@ -11,7 +11,7 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.runner.status_sink import condense_results
+from assay.runner.results.status_sink import condense_results
 from assay.operator import conditions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -80,7 +80,7 @@ SPEC = {"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"]}
 
 
 def test_validation_with_the_real_task_index() -> None:
-    pytest.importorskip("assay.runner.task_index", reason="the engine's task index is not in this checkout yet")
+    pytest.importorskip("assay.runner.tasks.index", reason="the engine's task index is not in this checkout yet")
     validation.validate(parse_spec(SPEC))
     with pytest.raises(UserError, match="arc_eazy"):
         validation.validate(parse_spec({**SPEC, "tasks": ["arc_eazy"]}))

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from assay.runner import status_sink
-from assay.runner.status_sink import (
+from assay.runner.results import status_sink
+from assay.runner.results.status_sink import (
     FileStatusSink,
     KubernetesStatusSink,
     NullSink,
@@ -132,7 +132,7 @@ def test_file_sink_and_env_selection(tmp_path: Path) -> None:
 def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> None:
     env = {"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "team"}
     code = (
-        "import os, sys; from assay.runner.status_sink import sink_from_env, NullSink;"
+        "import os, sys; from assay.runner.results.status_sink import sink_from_env, NullSink;"
         f"sys.exit(0 if isinstance(sink_from_env({env!r}), NullSink) else 3)"
     )
     run_env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
@@ -142,7 +142,7 @@ def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> Non
 
 def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
     code = (
-        "import sys, assay.spec, assay.runner.status_sink;"
+        "import sys, assay.spec, assay.runner.results.status_sink;"
         "bad = [m for m in sys.modules if m == 'kopf' or m.startswith('assay.operator')];"
         "sys.exit(1 if bad else 0)"
     )

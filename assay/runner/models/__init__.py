@@ -9,9 +9,8 @@ from __future__ import annotations
 import importlib
 from typing import Callable
 
-from assay.errors import UserError
-from assay.runner.lm import LM
-from assay.runner.registry import suggest
+from assay.errors import UserError, suggest
+from assay.runner.models.lm import LM
 
 _BUILTIN: dict[str, str] = {
     "hf": "assay.runner.models.hf:HFLM",
@@ -43,4 +42,5 @@ def get_model(name: str) -> type[LM]:
         )
     module_name, _, class_name = _BUILTIN[name].partition(":")
     module = importlib.import_module(module_name)
-    return getattr(module, class_name)
+    backend: type[LM] = getattr(module, class_name)
+    return backend

@@ -9,8 +9,8 @@ import hashlib
 import random
 from typing import Any, Sequence
 
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.lm import LM
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+from assay.runner.models.lm import LM
 
 
 def _rng(*parts: str) -> random.Random:

@@ -1,6 +1,7 @@
 """The `hf` backend: Hugging Face transformers models, giving lm-eval's HFLM numbers.
 
-The class is a thin adapter: `hf_loading` turns model_args into a model and tokenizer,
+The class is a thin adapter: `hf_args` checks model_args into one record, `hf_loading`
+turns that into a model and tokenizer,
 `hf_encoding` reproduces lm-eval's tokenisation, `hf_scoring` runs loglikelihood and
 rolling windows, `hf_generation` runs generate_until. It accepts lm-eval's HFLM model_args
 by name; an unknown one is a `UserError` that names it.
@@ -16,177 +17,131 @@ import torch
 import transformers
 from tqdm import tqdm
 
+from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.lm import LM
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+from assay.runner.models.lm import LM
 from assay.runner.models import hf_loading
+from assay.runner.models.hf_args import HFArgs
 from assay.runner.models.hf_encoding import Encoder
 from assay.runner.models.hf_generation import Generator
 from assay.runner.models.hf_scoring import BatchPlan, Scorer, detect_batch_size, rolling_windows
-from assay.runner.registry import suggest
 
 log = logging.getLogger(__name__)
-
-#: lm-eval's HFLM keyword arguments (its **kwargs go to from_pretrained: see _PASSTHROUGH).
-_HFLM_ARGS = frozenset({
-    "pretrained", "backend", "revision", "subfolder", "tokenizer", "truncation", "logits_cache",
-    "max_length", "device", "dtype", "softmax_dtype", "mixed_precision_dtype", "batch_size",
-    "max_batch_size", "trust_remote_code", "use_fast_tokenizer", "add_bos_token", "prefix_token_id",
-    "parallelize", "max_memory_per_gpu", "max_cpu_memory", "offload_folder", "tp_plan", "peft", "delta",
-    "autogptq", "gptqmodel", "gguf_file", "think_end_token", "enable_thinking", "chat_template_args",
-})
-#: extra model_args handed to `from_pretrained` as lm-eval does with its **kwargs.
-_PASSTHROUGH = frozenset({
-    "device_map", "attn_implementation", "load_in_8bit", "load_in_4bit", "bnb_4bit_compute_dtype",
-    "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "low_cpu_mem_usage", "cache_dir", "token",
-    "local_files_only", "use_safetensors", "variant", "quantization_config", "torch_dtype", "use_cache",
-    "offload_state_dict", "rope_scaling", "use_flash_attention_2",
-})
-
 
 class HFLM(LM):
     """lm-eval's `hf` model on transformers' AutoModelForCausalLM / AutoModelForSeq2SeqLM."""
 
     def __init__(self, **model_args: Any) -> None:
-        unknown = sorted(set(model_args) - _HFLM_ARGS - _PASSTHROUGH)
-        if unknown:
-            name = unknown[0]
-            raise UserError(
-                f"Unknown model_arg {name!r} for the hf model.{suggest(name, sorted(_HFLM_ARGS | _PASSTHROUGH))}"
-            )
-        if "pretrained" not in model_args or model_args["pretrained"] in (None, ""):
-            raise UserError("The hf model needs model_args pretrained=<model directory or hub id>.")
-        args = dict(model_args)
-        extra = {k: args.pop(k) for k in list(args) if k in _PASSTHROUGH}
-        if "torch_dtype" in extra:  # the old spelling of dtype
-            args.setdefault("dtype", extra.pop("torch_dtype"))
-        self._setup(extra=extra, **args)
+        """lm-eval's signature: HFLM(pretrained=..., batch_size=..., ...); see `HFArgs`."""
+        self._setup(HFArgs.from_model_args(model_args))
 
-    def _setup(
-        self,
-        *,
-        pretrained: Any,
-        extra: dict[str, Any],
-        backend: str = "default",
-        revision: str | None = "main",
-        subfolder: str = "",
-        tokenizer: Any = None,
-        truncation: bool | None = False,
-        logits_cache: bool = True,
-        max_length: int | None = None,
-        device: str | None = None,
-        dtype: Any = "auto",
-        softmax_dtype: Any = None,
-        mixed_precision_dtype: Any = None,
-        batch_size: int | str | None = 1,
-        max_batch_size: int | None = 64,
-        trust_remote_code: bool | None = False,
-        use_fast_tokenizer: bool | None = True,
-        add_bos_token: bool | None = None,
-        prefix_token_id: int | None = None,
-        parallelize: bool | None = False,
-        max_memory_per_gpu: int | str | None = None,
-        max_cpu_memory: int | str | None = None,
-        offload_folder: str | None = "./offload",
-        tp_plan: str | dict | None = None,
-        peft: str | None = None,
-        delta: str | None = None,
-        autogptq: bool | str = False,
-        gptqmodel: bool = False,
-        gguf_file: str | None = None,
-        think_end_token: str | int | None = None,
-        enable_thinking: bool | None = None,
-        chat_template_args: Mapping[str, Any] | None = None,
-    ) -> None:
-        if peft and delta:
-            raise UserError("model_args peft and delta cannot both be set; choose one.")
-        if tp_plan is not None and parallelize:
-            raise UserError("model_args tp_plan and parallelize=True cannot both be set; choose one.")
-        if enable_thinking and think_end_token is None:
-            raise UserError("model_args enable_thinking=True needs think_end_token (the string or id that ends the reasoning).")
-        self.batch_plan = BatchPlan.parse(batch_size, max_batch_size)
-        dtype = hf_loading.parse_dtype(dtype)
-        self.softmax_dtype = hf_loading.parse_dtype(softmax_dtype, arg="softmax_dtype")
-        self.mixed_precision_dtype = hf_loading.parse_dtype(mixed_precision_dtype, arg="mixed_precision_dtype")
-        self.revision = str(revision)
-        self.pretrained = pretrained
-        self.peft, self.delta = peft, delta
+    @classmethod
+    def from_args(cls, args: HFArgs) -> "HFLM":
+        """Build from an already checked record (the evaluator's typed path)."""
+        lm = cls.__new__(cls)
+        lm._setup(args)
+        return lm
 
-        if isinstance(pretrained, str):
-            placement = hf_loading.resolve_placement(device, parallelize=bool(parallelize))
-            config = hf_loading.load_config(
-                pretrained, revision=self.revision, trust_remote_code=bool(trust_remote_code),
-                subfolder=subfolder, gguf_file=gguf_file,
-            )
-        else:  # an already-built transformers model (Python API)
-            model_device = getattr(pretrained, "device", torch.device("cpu"))
-            placement = hf_loading.Placement(torch.device(model_device), 0, 1, 0)
-            config = pretrained.config
-        self.backend = hf_loading.choose_backend(config, backend)
+    @classmethod
+    def from_run(
+        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+    ) -> "HFLM":
+        run_level = {"batch_size": batch_size, "max_batch_size": max_batch_size, "device": device}
+        return cls.from_args(HFArgs.from_model_args({**model_args, **{k: v for k, v in run_level.items() if v is not None}}))
+
+    def _setup(self, args: HFArgs) -> None:
+        self.args = args
+        self.batch_plan = BatchPlan.of(args.batch_size, args.max_batch_size)
+        self.softmax_dtype = hf_loading.parse_dtype(args.softmax_dtype, arg="softmax_dtype")
+        self.mixed_precision_dtype = hf_loading.parse_dtype(args.mixed_precision_dtype, arg="mixed_precision_dtype")
+        self.revision = args.revision
+        self.pretrained = args.pretrained
+        self.peft, self.delta = args.peft, args.delta
+        dtype = hf_loading.parse_dtype(args.dtype)
+        placement, config = self._placement_and_config(args)
+        self.backend = hf_loading.choose_backend(config, args.backend)
         self._config = config
         self._device = placement.device
-        self.rank, self.world_size = (0, 1) if tp_plan is not None else (placement.rank, placement.world_size)
-
-        if isinstance(tokenizer, str) or tokenizer is None:
-            name = tokenizer or (pretrained if isinstance(pretrained, str) else pretrained.name_or_path)
-            self.tokenizer = hf_loading.load_tokenizer(
-                name, revision=self.revision, subfolder=subfolder, trust_remote_code=bool(trust_remote_code),
-                use_fast_tokenizer=bool(use_fast_tokenizer), gguf_file=gguf_file, add_bos_token=add_bos_token,
-                explicit=bool(tokenizer),
-            )
-        else:
-            self.tokenizer = tokenizer
-
-        if isinstance(pretrained, str):
-            auto_class = transformers.AutoModelForCausalLM if self.backend == "causal" else transformers.AutoModelForSeq2SeqLM
-            if tp_plan is not None:
-                placement_kwargs: dict[str, Any] = {"tp_plan": tp_plan}
-            else:
-                placement_kwargs = hf_loading.device_map_args(
-                    placement=placement, parallelize=bool(parallelize), device_map=extra.pop("device_map", None),
-                    max_memory_per_gpu=max_memory_per_gpu, max_cpu_memory=max_cpu_memory, offload_folder=offload_folder,
-                )
-            model = hf_loading.load_model(
-                auto_class, pretrained, revision=self.revision, subfolder=subfolder, dtype=dtype,
-                trust_remote_code=bool(trust_remote_code), gguf_file=gguf_file, config=config,
-                placement_kwargs=placement_kwargs, autogptq=autogptq, gptqmodel=bool(gptqmodel), extra=extra,
-            )
-            if peft:
-                model = hf_loading.apply_peft(model, self.tokenizer, peft, revision=self.revision)
-            elif delta:
-                hf_loading.apply_delta(
-                    model, auto_class, delta, revision=self.revision, dtype=dtype, trust_remote_code=bool(trust_remote_code)
-                )
-        else:
-            model = pretrained
-        if isinstance(model, torch.nn.Module):
-            model.eval()
-            if hasattr(model, "tie_weights"):
-                model.tie_weights()
-        self.model = model
-
-        self.think_end_token: str | int | None = (
-            int(think_end_token) if isinstance(think_end_token, str) and think_end_token.isdigit() else think_end_token
-        )
-        self.enable_thinking = enable_thinking
-        self.chat_template_args = dict(chat_template_args or {})
-        if enable_thinking is not None:
-            self.chat_template_args["enable_thinking"] = enable_thinking
-        self.truncation = bool(truncation)
-        self.add_bos_token = add_bos_token
+        self.rank, self.world_size = (0, 1) if args.tp_plan is not None else (placement.rank, placement.world_size)
+        self.tokenizer = self._tokenizer(args)
+        self.model = self._model(args, placement, config, dtype)
+        self.think_end_token = args.think_end_token
+        self.enable_thinking = args.enable_thinking
+        self.chat_template_args = dict(args.chat_template_args)
+        if args.enable_thinking is not None:
+            self.chat_template_args["enable_thinking"] = args.enable_thinking
+        self.truncation = args.truncation
+        self.add_bos_token = args.add_bos_token
         hf_loading.configure_pad_token(self.tokenizer, config)
-        self.max_length = hf_loading.resolve_max_length(model.config, self.tokenizer, max_length)
-        self.encoder = Encoder(self.tokenizer, backend=self.backend, add_bos_token=add_bos_token, prefix_token_id=prefix_token_id)
+        self.max_length = hf_loading.resolve_max_length(self.model.config, self.tokenizer, args.max_length)
+        self.encoder = Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
         self.scorer = Scorer(
-            model, backend=self.backend, max_length=self.max_length, device=self._device,
-            logits_cache=bool(logits_cache), softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
+            self.model, backend=self.backend, max_length=self.max_length, device=self._device,
+            logits_cache=args.logits_cache, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
             mixed_precision_dtype=self.mixed_precision_dtype,  # type: ignore[arg-type]
         )
         self.generator = Generator(
-            model, self.encoder, backend=self.backend, max_length=self.max_length, device=self._device,
+            self.model, self.encoder, backend=self.backend, max_length=self.max_length, device=self._device,
             truncation=self.truncation, eot_token_id=self.eot_token_id, pad_token_id=self.tokenizer.pad_token_id,
             think_end_token=self.think_end_token, mixed_precision_dtype=self.mixed_precision_dtype,  # type: ignore[arg-type]
         )
+
+    @staticmethod
+    def _placement_and_config(args: HFArgs) -> tuple[hf_loading.Placement, Any]:
+        pretrained = args.pretrained
+        if isinstance(pretrained, str):
+            placement = hf_loading.resolve_placement(args.device, parallelize=args.parallelize)
+            config = hf_loading.load_config(
+                pretrained, revision=args.revision, trust_remote_code=args.trust_remote_code,
+                subfolder=args.subfolder, gguf_file=args.gguf_file,
+            )
+            return placement, config
+        # an already-built transformers model (Python API)
+        model_device = getattr(pretrained, "device", torch.device("cpu"))
+        return hf_loading.Placement(torch.device(model_device), 0, 1, 0), pretrained.config
+
+    @staticmethod
+    def _tokenizer(args: HFArgs) -> Any:
+        tokenizer, pretrained = args.tokenizer, args.pretrained
+        if not (isinstance(tokenizer, str) or tokenizer is None):
+            return tokenizer
+        name = tokenizer or (pretrained if isinstance(pretrained, str) else pretrained.name_or_path)
+        return hf_loading.load_tokenizer(
+            name, revision=args.revision, subfolder=args.subfolder, trust_remote_code=args.trust_remote_code,
+            use_fast_tokenizer=args.use_fast_tokenizer, gguf_file=args.gguf_file, add_bos_token=args.add_bos_token,
+            explicit=bool(tokenizer),
+        )
+
+    def _model(self, args: HFArgs, placement: hf_loading.Placement, config: Any, dtype: Any) -> Any:
+        model = args.pretrained
+        if isinstance(model, str):
+            auto_class = transformers.AutoModelForCausalLM if self.backend == "causal" else transformers.AutoModelForSeq2SeqLM
+            extra = dict(args.extra)
+            if args.tp_plan is not None:
+                placement_kwargs: dict[str, Any] = {"tp_plan": args.tp_plan}
+            else:
+                placement_kwargs = hf_loading.device_map_args(
+                    placement=placement, parallelize=args.parallelize, device_map=extra.pop("device_map", None),
+                    max_memory_per_gpu=args.max_memory_per_gpu, max_cpu_memory=args.max_cpu_memory, offload_folder=args.offload_folder,
+                )
+            model = hf_loading.load_model(
+                auto_class, model, revision=args.revision, subfolder=args.subfolder, dtype=dtype,
+                trust_remote_code=args.trust_remote_code, gguf_file=args.gguf_file, config=config,
+                placement_kwargs=placement_kwargs, autogptq=args.autogptq, gptqmodel=args.gptqmodel, extra=extra,
+            )
+            if args.peft:
+                model = hf_loading.apply_peft(model, self.tokenizer, args.peft, revision=args.revision)
+            elif args.delta:
+                hf_loading.apply_delta(
+                    model, auto_class, args.delta, revision=args.revision, dtype=dtype, trust_remote_code=args.trust_remote_code
+                )
+        if isinstance(model, torch.nn.Module):
+            model.eval()
+            tie_weights = getattr(model, "tie_weights", None)
+            if callable(tie_weights):
+                tie_weights()
+        return model
 
     # -- properties lm-eval exposes -------------------------------------------------------
 
@@ -209,6 +164,11 @@ class HFLM(LM):
     @property
     def batch_size(self) -> int | str:
         return self.batch_plan.fixed if self.batch_plan.fixed is not None else "auto"
+
+    @property
+    def batch_sizes(self) -> dict[int, int]:
+        """Sizes auto detection chose, by schedule step (lm-eval's HFLM.batch_sizes)."""
+        return dict(self.batch_plan.found)
 
     @property
     def tokenizer_name(self) -> str:

@@ -25,7 +25,7 @@ import torch
 import transformers
 
 from assay.errors import UserError
-from assay.runner.instance import GenerationRequest
+from assay.runner.models.instance import GenerationRequest
 from assay.runner.models.hf_encoding import Encoder
 from assay.runner.models.hf_scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 
@@ -101,13 +101,12 @@ class _RowStops(transformers.StoppingCriteria):
         for row, tokens in enumerate(generated):
             if bool(self.done[row]):
                 continue
+            text: str | None
             if self.think_end is None:
                 text = self.encoder.decode(tokens[-self.lookback:], skip_special_tokens=False)
             else:
                 text = self._after_thinking(tokens)
-                if text is None:
-                    continue
-            if any(stop in text for stop in self.stops):
+            if text is not None and any(stop in text for stop in self.stops):
                 self.done[row] = True
         return self.done
 

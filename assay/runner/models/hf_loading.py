@@ -266,7 +266,7 @@ def load_model(
         return GPTQModel.from_quantized(pretrained, trust_remote_code=trust_remote_code, **placement_kwargs, **kwargs)
     quantization = getattr(config, "quantization_config", None)
     if isinstance(quantization, dict):
-        from transformers.quantizers import AutoQuantizationConfig
+        from transformers.quantizers import AutoQuantizationConfig  # type: ignore[attr-defined]  # not in __all__
 
         quantization = AutoQuantizationConfig.from_dict(quantization)
     if quantization is not None:

@@ -21,46 +21,40 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
+from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.instance import LoglikelihoodResult
+from assay.runner.models.instance import LoglikelihoodResult
 
 TokenPair = tuple[list[int], list[int]]
 
 
 @dataclasses.dataclass
 class BatchPlan:
-    """`batch_size` as given: an int, or auto / auto:N bounded by `max_batch_size`."""
+    """How the backend batches: the parsed `batch_size`, bounded by `max_batch_size`.
 
-    fixed: int | None
-    schedule: float
-    max_batch_size: int
+    `found` keeps the sizes auto detection chose, by schedule step, as lm-eval's
+    `HFLM.batch_sizes` does: the results' `config.batch_sizes` reports them.
+    """
+
+    size: BatchSize
+    max_batch_size: int = 64
+    found: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def parse(cls, batch_size: int | str | None, max_batch_size: int | None) -> "BatchPlan":
-        limit = int(max_batch_size) if max_batch_size else 64
-        if batch_size is None:
-            return cls(1, 1.0, limit)
-        text = str(batch_size).strip()
-        if text.startswith("auto"):
-            _, _, times = text.partition(":")
-            try:
-                schedule = float(times) if times else 1.0
-            except ValueError:
-                schedule = -1.0
-            if schedule <= 0:
-                raise UserError(f"batch_size={batch_size!r} is not valid; use an integer, auto, or auto:N with N > 0.")
-            return cls(None, schedule, limit)
-        try:
-            fixed = int(text)
-        except ValueError:
-            fixed = 0
-        if fixed <= 0:
-            raise UserError(f"batch_size={batch_size!r} is not valid; use a positive integer, auto, or auto:N.")
-        return cls(fixed, 1.0, limit)
+    def of(cls, size: BatchSize | None, max_batch_size: int | None) -> "BatchPlan":
+        return cls(size if size is not None else BatchSize(1), int(max_batch_size) if max_batch_size else 64)
+
+    @property
+    def fixed(self) -> int | None:
+        return self.size.fixed
+
+    @property
+    def schedule(self) -> int:
+        return self.size.schedule
 
     @property
     def auto(self) -> bool:
-        return self.fixed is None
+        return self.size.auto
 
 
 def is_oom(err: BaseException) -> bool:
@@ -138,11 +132,13 @@ class Scorer:
                 logits = self.model(inputs).logits
         if keep is not None and logits.shape[1] != keep:
             logits = logits[:, -keep:]
-        return logits
+        result: torch.Tensor = logits
+        return result
 
     def seq2seq_logits(self, inputs: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         with torch.no_grad(), self._autocast():
-            return self.model(input_ids=inputs, attention_mask=mask, labels=labels).logits
+            logits: torch.Tensor = self.model(input_ids=inputs, attention_mask=mask, labels=labels).logits
+        return logits
 
     # -- loglikelihood ------------------------------------------------------------------
 
@@ -201,6 +197,7 @@ class Scorer:
                         sizes[sched] = detect_batch_size(
                             self.device, plan.max_batch_size, lambda n: self.trial(pairs[reps[pos]], n)
                         )
+                    plan.found[sched] = sizes[sched]
                 return sizes[sched]
 
         pos = 0

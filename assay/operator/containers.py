@@ -1,0 +1,89 @@
+"""The runner pod's containers, volumes and placement, as the Job's pod template holds them.
+
+Split from `builders` (which assembles the Job around them): what a runner container
+mounts and may do, which volumes back those mounts, and where the pod may be scheduled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from assay.spec import Evaluation, PodTemplate
+
+Manifest = dict[str, Any]
+
+CACHE_MOUNT = "/cache"
+OUTPUT_MOUNT = "/output"
+
+
+def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
+    limits: dict[str, Any] = {}
+    if spec.resources.cpu:
+        limits["cpu"] = spec.resources.cpu
+    if spec.resources.memory:
+        limits["memory"] = spec.resources.memory
+    requests = dict(limits)
+    if gpus and spec.resources.gpus_per_node > 0:
+        limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
+    out: Manifest = {}
+    if requests:
+        out["requests"] = requests
+    if limits:
+        out["limits"] = limits
+    return out
+
+
+_CONTAINER_SECURITY = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "runAsNonRoot": True,
+    "capabilities": {"drop": ["ALL"]},
+}
+
+
+def container(name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest) -> Manifest:
+    container: Manifest = {
+        "name": name,
+        "image": image,
+        "command": command,
+        "env": env,
+        "securityContext": dict(_CONTAINER_SECURITY),
+        "volumeMounts": [
+            {"name": "cache", "mountPath": CACHE_MOUNT},
+            {"name": "output", "mountPath": OUTPUT_MOUNT},
+            {"name": "tmp", "mountPath": "/tmp"},
+            {"name": "dshm", "mountPath": "/dev/shm"},
+        ],
+    }
+    if resources:
+        container["resources"] = resources
+    return container
+
+
+def volumes(spec: Evaluation) -> list[Manifest]:
+    def claim_or_scratch(name: str, pvc: str | None) -> Manifest:
+        if pvc:
+            return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
+        return {"name": name, "emptyDir": {}}
+
+    return [
+        claim_or_scratch("cache", spec.cache.pvc),
+        claim_or_scratch("output", spec.output.pvc),
+        {"name": "tmp", "emptyDir": {}},
+        # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+
+
+def placement(template: PodTemplate) -> Manifest:
+    """The pod spec fields the Evaluation's podTemplate sets (those it leaves unset stay out)."""
+    fields: Manifest = {}
+    if template.node_selector:
+        fields["nodeSelector"] = dict(template.node_selector)
+    if template.tolerations:
+        fields["tolerations"] = [dict(t) for t in template.tolerations]
+    if template.affinity:
+        fields["affinity"] = dict(template.affinity)
+    if template.priority_class_name:
+        fields["priorityClassName"] = template.priority_class_name
+    return fields

@@ -1,0 +1,43 @@
+"""What the control plane may ask of the engine, and nothing more.
+
+The operator runs in an image without torch, transformers or datasets. It still wants the
+engine's own answers to "do these task names resolve?", "which models exist?", and, for
+`assay apply --local`, to run a spec in this process. Each function here imports the
+engine inside its body, so importing this module (and the operator) costs nothing; the
+import-linter contracts in pyproject.toml allow the operator this module and no other
+part of `assay.runner`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from assay import spec as spec_module
+
+
+def task_index() -> Any:
+    """The engine's task index (a `TaskManager` over the built-in library)."""
+    from assay.runner.tasks.index import TaskManager
+
+    return TaskManager()
+
+
+def model_names() -> Sequence[str]:
+    from assay.runner.models import model_names as registered
+
+    return registered()
+
+
+def run_spec(spec: spec_module.Evaluation, output_dir: str) -> dict[str, Any] | None:
+    """Run one Evaluation on this process's share; lm-eval's results dict on rank 0, else None."""
+    from assay.runner.job import run_spec as run
+
+    return run(spec, output_dir)
+
+
+def condense_results(results: Mapping[str, Any]) -> dict[str, Any]:
+    """lm-eval's results dict → the Evaluation's `status` fields (see `status_sink`)."""
+    from assay.runner.results.status_sink import condense_results as condense
+
+    return condense(results)

@@ -1,0 +1,116 @@
+"""Load a task's dataset from local files when the Hugging Face hub is out of reach.
+
+Task YAMLs name hub datasets (`dataset_path: allenai/ai2_arc`, `dataset_name: ARC-Easy`),
+and they must stay identical to lm-eval's. Air-gapped clusters therefore get their data by
+*location*, not by editing YAMLs: if `ASSAY_DATASETS_DIR` (one folder, or several joined
+with os.pathsep, searched in order) holds
+
+    <dir>/<dataset_path>/<dataset_name or "default">/<split>.{jsonl,json,parquet,csv}
+
+those files are the dataset, one split per file, and the hub is never contacted.
+`assay.runner.data.importer` writes this layout from the public benchmark files. Otherwise
+the call is the ordinary `datasets.load_dataset(dataset_path, dataset_name,
+**dataset_kwargs)`, so local-file tasks (`dataset_path: json` + `data_files`) and the HF
+cache work as usual, including HF_HUB_OFFLINE / HF_DATASETS_OFFLINE.
+
+When local files serve a dataset, `dataset_kwargs` (hub options such as `revision` or
+`data_dir`) are ignored: the folder is the whole dataset.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+
+from assay.errors import DataError
+
+ENV_VAR = "ASSAY_DATASETS_DIR"
+DEFAULT_CONFIG = "default"
+
+# File suffix -> the `datasets` packaged builder that reads it. Checked in this order
+# when one split exists in several formats.
+_BUILDERS = {".jsonl": "json", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+def local_roots() -> list[Path]:
+    """The folders named by ASSAY_DATASETS_DIR, in search order (empty entries skipped)."""
+    value = os.environ.get(ENV_VAR, "")
+    return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()]
+
+
+def find_local_files(
+    dataset_path: str, dataset_name: str | None = None, *, roots: list[Path] | None = None
+) -> dict[str, Path] | None:
+    """Split name -> file for the first root holding this dataset/config, else None."""
+    for root in local_roots() if roots is None else roots:
+        folder = root / dataset_path / (dataset_name or DEFAULT_CONFIG)
+        if not folder.is_dir():
+            continue
+        files: dict[str, Path] = {}
+        for suffix in _BUILDERS:
+            for path in sorted(folder.glob(f"*{suffix}")):
+                files.setdefault(path.name[: -len(suffix)], path)
+        if files:
+            return files
+    return None
+
+
+def _load_local(files: dict[str, Path]) -> datasets.DatasetDict:
+    by_builder: dict[str, dict[str, str]] = {}
+    for split, path in files.items():
+        by_builder.setdefault(_BUILDERS[path.suffix], {})[split] = str(path)
+    result = datasets.DatasetDict()
+    for builder, data_files in by_builder.items():
+        result.update(datasets.load_dataset(builder, data_files=data_files))
+    # Keep a stable split order (the order of the files found), whatever the builders did.
+    return datasets.DatasetDict({split: result[split] for split in files})
+
+
+def _hub_unreachable_errors() -> tuple[type[BaseException], ...]:
+    errors: list[type[BaseException]] = [ConnectionError]
+    try:
+        from huggingface_hub import errors as hub_errors
+
+        errors += [hub_errors.LocalEntryNotFoundError, hub_errors.OfflineModeIsEnabled]
+    except (ImportError, AttributeError):  # older huggingface_hub layouts
+        pass
+    return tuple(errors)
+
+
+def load_task_dataset(
+    dataset_path: str,
+    dataset_name: str | None = None,
+    dataset_kwargs: dict[str, Any] | None = None,
+    *,
+    trust_remote_code: bool = False,
+) -> datasets.DatasetDict:
+    """The DatasetDict for a task: local files first, then `datasets.load_dataset`."""
+    files = find_local_files(dataset_path, dataset_name)
+    if files is not None:
+        return _load_local(files)
+
+    kwargs = dict(dataset_kwargs or {})
+    # datasets >= 4 has no loading scripts and rejects the flag; older versions need it.
+    kwargs.pop("trust_remote_code", None)
+    if trust_remote_code and int(datasets.__version__.split(".")[0]) < 4:
+        kwargs["trust_remote_code"] = True
+    try:
+        return datasets.load_dataset(dataset_path, dataset_name, **kwargs)
+    except _hub_unreachable_errors() as err:
+        config = f" (config {dataset_name})" if dataset_name else ""
+        raise DataError(
+            f"Dataset {dataset_path}{config} is not available offline and the Hugging Face hub"
+            f" cannot be reached ({err}); set {ENV_VAR} to a folder holding"
+            f" {dataset_path}/{dataset_name or DEFAULT_CONFIG}/<split>.jsonl (write one with"
+            " `assay data import --from <raw files> --to <folder>`), or pre-fill the HF cache"
+            " on a connected machine and copy it over."
+        ) from err
+    except FileNotFoundError as err:
+        # A task YAML naming local data_files that are not there.
+        raise DataError(
+            f"Dataset {dataset_path} could not be loaded: {err}; check the task's dataset_kwargs data_files"
+            f" (or set {ENV_VAR} for hub datasets)."
+        ) from None

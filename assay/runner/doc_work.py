@@ -1,0 +1,137 @@
+"""This rank's share of a run: documents' requests built, answered by the model, scored.
+
+Every rank builds every document's requests in document order (few-shot draws never
+depend on the rank), then runs only its share, chosen by token cost, and scores those
+documents into `DocScores` for rank 0.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from typing import Any, Mapping, Sequence
+
+from assay.runner.jsonutil import json_default, sha256_text
+from assay.runner.models.instance import Instance
+from assay.runner.models.lm import LM
+from assay.runner.options import EvalOptions, ProgressFn
+from assay.runner.scoring.records import DocScores
+from assay.runner.tasks.documents import Doc
+from assay.runner.tasks.prompt_builder import PromptSettings
+from assay.runner.tasks.task import Task
+
+
+class DocWork:
+    """One document of one task on this rank: its requests and, later, its responses."""
+
+    __slots__ = ("task", "position", "doc_id", "doc", "instances")
+
+    def __init__(self, task: Task, position: int, doc_id: int, doc: Doc, instances: list[Instance]) -> None:
+        self.task, self.position, self.doc_id, self.doc, self.instances = task, position, doc_id, doc, instances
+
+    @property
+    def cost(self) -> int:
+        return sum(len(str(inst.args[0])) + len(str(inst.args[-1])) for inst in self.instances) * max(self.task.config.repeats, 1)
+
+
+def requests_for(task: Task, chosen: list[tuple[int, Doc]], settings: PromptSettings, lm: LM, options: EvalOptions) -> list[list[Instance]]:
+    """The chosen documents' requests, from the request cache when --cache_requests allows."""
+    num_fewshot = task.config.num_fewshot or 0
+    if not options.cache_requests:
+        return task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
+    from assay.runner.models.caching import RequestCache
+
+    cache = RequestCache.for_task(
+        task,
+        num_fewshot=num_fewshot,
+        chat=bool(options.apply_chat_template),
+        multiturn=settings.fewshot_as_multiturn,
+        system_instruction=settings.system_instruction,
+        tokenizer_name=lm.tokenizer_name if options.apply_chat_template else "",
+    )
+    cached: list[list[Instance]] | None = None if options.rewrite_requests_cache else cache.load()
+    if cached is not None and len(cached) >= len(chosen):
+        return cached[: len(chosen)]
+    built = task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
+    cache.save(built)
+    return built
+
+
+def print_example(task: Task, instances: list[Instance]) -> None:
+    """--write_out: the first document's prompt and target, in lm-eval's words."""
+    first = instances[0]
+    print(
+        f"Task: {task.name}; document {first.doc_id}; context prompt (starting on next line):\n{first.args[0]}\n"
+        f"(end of prompt on previous line)\ntarget string or answer choice index (starting on next line):\n"
+        f"{task.doc_to_target(first.doc)}\n(end of target on previous line)"
+    )
+
+
+_PROGRESS_CHUNK = 4096  # requests per model call when progress is reported: ~1 report per chunk
+
+
+def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None, *, global_total: int) -> None:
+    """Send this rank's requests to the model, one call per request type (per chunk with progress).
+
+    Progress is rank 0's share scaled to the whole run: shards are balanced by cost, so
+    rank 0's fraction done stands for everyone's.
+    """
+    by_type: dict[str, list[Instance]] = defaultdict(list)
+    for inst in instances:
+        by_type[inst.request_type].append(inst)
+    total = sum(inst.repeats for inst in instances)
+    done = 0
+    for request_type, group in by_type.items():
+        expanded = [inst for inst in group for _ in range(inst.repeats)]
+        step = _PROGRESS_CHUNK if progress is not None else max(len(expanded), 1)
+        method = getattr(lm, request_type)
+        for start in range(0, len(expanded), step):
+            chunk = expanded[start : start + step]
+            responses = method([inst.request for inst in chunk])
+            if len(responses) != len(chunk):
+                raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests")
+            for inst, response in zip(chunk, responses):
+                inst.resps.append(response)
+            done += len(chunk)
+            if progress is not None and total:
+                progress(min(global_total, round(done * global_total / total)), global_total)
+
+
+def score(mine: list[DocWork], *, log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[DocScores]:
+    """Each of this rank's documents scored under each of its task's filter pipelines."""
+    by_task: dict[str, list[DocWork]] = defaultdict(list)
+    for item in mine:
+        by_task[item.task.name].append(item)
+    records: list[DocScores] = []
+    for name, items in by_task.items():
+        task = items[0].task
+        instances = [inst for item in items for inst in item.instances]
+        for ensemble in task.filters:
+            ensemble.apply(instances)
+        for filter_index, ensemble in enumerate(task.filters):
+            key = ensemble.name
+            for item in items:
+                requests = sorted(item.instances, key=lambda inst: inst.idx)
+                metrics = task.process_results(item.doc, [inst.filtered_resps[key] for inst in requests])
+                sample = _log_sample(task, item, requests, key, metrics, samples.get(name)) if log_samples else None
+                records.append(DocScores(name, filter_index, item.position, metrics, sample))
+    return records
+
+
+def _log_sample(task: Task, item: DocWork, requests: list[Instance], key: str, metrics: dict[str, Any], indices: Sequence[int] | None) -> dict[str, Any]:
+    target = task.doc_to_target(item.doc)
+    sample = {
+        "doc_id": indices[item.doc_id] if indices else item.doc_id,
+        "doc": item.doc,
+        "target": target,
+        "arguments": [inst.args for inst in requests],
+        "resps": [inst.resps for inst in requests],
+        "filtered_resps": [inst.filtered_resps[key] for inst in requests],
+        "filter": key,
+        "metrics": list(metrics.keys()),
+        "doc_hash": sha256_text(json.dumps(requests[0].doc, indent=2, default=json_default, ensure_ascii=False)),
+        "prompt_hash": sha256_text(str(requests[0].args[0])),
+        "target_hash": sha256_text(str(target)),
+    }
+    sample.update(metrics)
+    return sample

@@ -1,0 +1,1 @@
+"""Stage 4: results — the results dict, files, table, loggers and the status sink."""

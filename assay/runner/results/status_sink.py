@@ -1,0 +1,244 @@
+"""Where rank 0 reports a run's progress and outcome.
+
+In a cluster the runner patches its Evaluation's `status` subresource (its Role allows
+`get`/`patch` on that one object only), so `kubectl get evaluation -o yaml` shows
+progress while it runs and the scores when it ends. Status lives in etcd beside every
+other object, so what goes there is condensed and bounded: per task the metric values
+and their stderr, groups, sample counts and task versions, never samples; full results
+stay on the output volume. A status write that fails is logged and dropped: it must never
+cost a finished evaluation (the results are already on disk).
+
+This module imports `kubernetes` lazily and nothing from `assay.operator` or kopf.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from assay import scores
+from assay import spec as spec_module
+
+logger = logging.getLogger(__name__)
+
+MAX_STATUS_BYTES = 256 * 1024
+"""Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
+DEFAULT_PROGRESS_INTERVAL = 5.0
+MAX_MESSAGE_CHARS = 1024
+_SKIPPED_KEYS = {"alias", "name", "sample_len", "samples", " ", ""}
+
+
+class StatusSink(Protocol):
+    def progress(self, done: int, total: int) -> None: ...
+
+    def finished(self, results: Mapping[str, Any]) -> None: ...
+
+    def failed(self, message: str) -> None: ...
+
+
+class NullSink:
+    """Reports nowhere: `assay run` on a laptop, or a rank other than 0."""
+
+    def progress(self, done: int, total: int) -> None:
+        pass
+
+    def finished(self, results: Mapping[str, Any]) -> None:
+        pass
+
+    def failed(self, message: str) -> None:
+        pass
+
+
+# --- condensing ------------------------------------------------------------------------
+
+
+def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
+    """lm-eval's results dict → the `status` fields results, groups, nSamples, versions, message.
+
+    Each task becomes `{"metric,filter": {"value": v, "stderr": s}}` (stderr None where
+    lm-eval says "N/A"). When the whole is over `max_bytes`, only each task's headline
+    (its first metric,filter) is kept, then only groups, and `message` says so.
+    """
+    tasks = {name: _condense_task(values) for name, values in (results.get("results") or {}).items()}
+    groups = {name: _condense_task(values) for name, values in (results.get("groups") or {}).items()}
+    n_samples = {
+        name: {k: int(v) for k, v in counts.items() if k in ("original", "effective") and _is_number(v)}
+        for name, counts in (results.get("n-samples") or {}).items()
+        if isinstance(counts, Mapping)
+    }
+    versions = {name: str(v) for name, v in (results.get("versions") or {}).items() if v is not None}
+    status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
+    total = sum(len(metrics) for metrics in tasks.values())
+    if _size(status) <= max_bytes:
+        status["message"] = f"Evaluated {len(tasks)} tasks."
+        return status
+    status["results"] = {name: _headline(metrics) for name, metrics in tasks.items()}
+    status["groups"] = {name: _headline(metrics) for name, metrics in groups.items()}
+    kept = len(status["results"])
+    note = f"Results truncated to headline metrics ({kept} of {total} values) to fit status; full results are on the output volume."
+    if _size(status) > max_bytes:
+        status["results"] = {}
+        status["nSamples"] = {}
+        note = (
+            f"Results of {len(tasks)} tasks are too large for status; kept group headlines only; "
+            "full results are on the output volume."
+        )
+    status["message"] = note
+    return status
+
+
+def _condense_task(values: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    return {
+        score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
+        for score in scores.read_row(values, skip=_SKIPPED_KEYS, comma_keys_only=True)
+        if _is_number(score.value)
+    }
+
+
+def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    first = next(iter(metrics.items()), None)
+    return dict([first]) if first else {}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_or_none(value: Any) -> float | None:
+    # JSON has no NaN/inf, and lm-eval writes "N/A" for a missing stderr.
+    if not _is_number(value) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _size(data: Any) -> int:
+    return len(json.dumps(data, separators=(",", ":")).encode())
+
+
+def progress_status(done: int, total: int) -> dict[str, Any]:
+    percent = int(100 * done / total) if total > 0 else 0
+    return {"requestsDone": int(done), "requestsTotal": int(total), "summary": f"{percent}%"}
+
+
+# --- sinks ----------------------------------------------------------------------------
+
+
+class _ThrottledSink:
+    """Progress at most once per `min_interval` seconds, and always the last step."""
+
+    def __init__(self, *, min_interval: float, clock: Callable[[], float]) -> None:
+        self.min_interval = min_interval
+        self.clock = clock
+        self._last: float | None = None
+
+    def _due(self, done: int, total: int) -> bool:
+        now = self.clock()
+        if done < total and self._last is not None and now - self._last < self.min_interval:
+            return False
+        self._last = now
+        return True
+
+    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+        raise NotImplementedError
+
+    def progress(self, done: int, total: int) -> None:
+        if self._due(done, total):
+            self._write({"progress": progress_status(done, total)}, final=False)
+
+    def finished(self, results: Mapping[str, Any]) -> None:
+        self._write(condense_results(results), final=True)
+
+    def failed(self, message: str) -> None:
+        self._write({"message": message[:MAX_MESSAGE_CHARS]}, final=True)
+
+
+class FileStatusSink(_ThrottledSink):
+    """Writes the status fields as JSON to a file: `assay apply --local` under torchrun."""
+
+    def __init__(self, path: str | Path, *, min_interval: float = DEFAULT_PROGRESS_INTERVAL,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        super().__init__(min_interval=min_interval, clock=clock)
+        self.path = Path(path)
+        self.status: dict[str, Any] = {}
+
+    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+        self.status.update(status)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.status, indent=2))
+        tmp.replace(self.path)
+
+
+class KubernetesStatusSink(_ThrottledSink):
+    """Merge-patches `status` of one Evaluation through its status subresource."""
+
+    def __init__(
+        self,
+        *,
+        name: str,
+        namespace: str,
+        generation: int | None = None,
+        api: Any = None,
+        min_interval: float = DEFAULT_PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(min_interval=min_interval, clock=clock)
+        self.name = name
+        self.namespace = namespace
+        self.generation = generation
+        self.api = api if api is not None else _custom_objects_api()
+
+    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+        try:
+            if final and self._superseded():
+                logger.warning("Evaluation %s/%s has a newer generation; not reporting this run's outcome.",
+                               self.namespace, self.name)  # fmt: skip
+                return
+            self.api.patch_namespaced_custom_object_status(
+                spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name,
+                {"status": status},
+            )  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - a status write must never end the run
+            logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, error)
+
+    def _superseded(self) -> bool:
+        if self.generation is None:
+            return False
+        current = self.api.get_namespaced_custom_object(
+            spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
+        )
+        return int(current.get("metadata", {}).get("generation", self.generation)) != self.generation
+
+
+def _custom_objects_api() -> Any:
+    from kubernetes import client, config
+
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.CustomObjectsApi()
+
+
+def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
+    """The sink the runner pod's environment asks for (see the contract in assay.spec)."""
+    env = os.environ if env is None else env
+    interval = float(env.get("ASSAY_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL))
+    if env.get(spec_module.ENV_STATUS_FILE):
+        return FileStatusSink(env[spec_module.ENV_STATUS_FILE], min_interval=interval)
+    name, namespace = env.get(spec_module.ENV_NAME), env.get(spec_module.ENV_NAMESPACE)
+    if name and namespace:
+        generation = env.get(spec_module.ENV_GENERATION)
+        try:
+            return KubernetesStatusSink(
+                name=name, namespace=namespace, min_interval=interval,
+                generation=int(generation) if generation else None,
+            )  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - no credentials: run anyway, results go to disk
+            logger.warning("No Kubernetes credentials to report status of %s/%s (%s); reporting nowhere.",
+                           namespace, name, error)  # fmt: skip
+    return NullSink()

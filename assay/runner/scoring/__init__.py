@@ -1,0 +1,1 @@
+"""Stage 3: scoring — filters, per-document metrics, aggregations and their stderr."""

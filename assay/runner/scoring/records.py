@@ -1,0 +1,23 @@
+"""What scoring hands on: one document's scores, as each rank sends them to rank 0.
+
+Rank 0 gathers these from every rank, sorts them back into document order per task and
+filter, and aggregates (see `results.assemble`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+
+@dataclasses.dataclass(frozen=True)
+class DocScores:
+    task: str
+    filter_index: int
+    """Which of the task's filter pipelines produced the responses scored."""
+    position: int
+    """The document's place in the task's evaluation order."""
+    scores: Mapping[str, Any]
+    """metric → this document's value, as `process_results` returned them."""
+    sample: Mapping[str, Any] | None
+    """The samples-JSONL record (with --log_samples), else None."""

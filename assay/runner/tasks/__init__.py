@@ -1,0 +1,1 @@
+"""Stage 1: tasks — the index, YAML and typed config, templates, prompts, few-shot, the Task."""

@@ -1,0 +1,304 @@
+"""The task index: every task, group and tag name under the built-in library and include paths.
+
+Indexing reads YAML only (functions unresolved, no datasets, no torch) so `assay ls` is
+fast; `load` builds Task and Group objects for the names a run asks for, applying group-
+level overrides to children the way lm-eval 0.4.13 does.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import fnmatch
+import logging
+from pathlib import Path
+from typing import Any, Iterable, Literal, Sequence
+
+from assay.errors import UserError, suggest
+from assay.runner.tasks.groups import GROUP_KEYS, AggregateMetric, Group
+from assay.runner.tasks.yaml_loader import load_yaml, resolve_functions
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["task", "group", "tag", "python_task"]
+_SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
+
+
+def builtin_tasks_dir() -> Path:
+    """The shipped library: `tasks/` at the repository root, installed as `assay/tasks`."""
+    package = Path(__file__).resolve().parents[2]  # assay/ (this file is assay/runner/tasks/index.py)
+    checkout, installed = package.parent / "tasks", package / "tasks"
+    for candidate in (checkout, installed):
+        if candidate.is_dir():
+            return candidate
+    return checkout
+
+
+@dataclasses.dataclass
+class IndexEntry:
+    name: str
+    kind: Kind
+    path: Path | None
+    config: dict[str, Any] | None = None
+    members: set[str] = dataclasses.field(default_factory=set)
+    """For a tag: the tasks that carry it."""
+
+    @property
+    def output_type(self) -> str | None:
+        if self.kind in ("task", "python_task") and self.config is not None:
+            output_type: str = self.config.get("output_type", "generate_until")
+            return output_type
+        return None
+
+
+@dataclasses.dataclass
+class LoadedTasks:
+    tasks: dict[str, Any]
+    groups: dict[str, Group]
+    roots: list[Any]
+    """What was asked for, in order: Task or Group objects (tags already expanded)."""
+
+
+def _kind_of(config: dict[str, Any]) -> Kind:
+    if "class" in config:
+        return "python_task"
+    if "group" in config:
+        return "group"
+    if "task" in config:
+        return "task"
+    raise ValueError("neither task nor group")
+
+
+class TaskManager:
+    def __init__(
+        self,
+        include_path: str | Path | Sequence[str | Path] | None = None,
+        *,
+        include_defaults: bool = True,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
+        roots: list[Path] = [builtin_tasks_dir()] if include_defaults else []
+        if include_path:
+            paths = [include_path] if isinstance(include_path, (str, Path)) else list(include_path)
+            for path in paths:
+                if not Path(path).exists():
+                    raise UserError(f"--include_path {path} does not exist; point it at a folder of task YAMLs.")
+                roots.append(Path(path))
+        self.include_path = include_path
+        self.metadata = dict(metadata or {})
+        self.index: dict[str, IndexEntry] = {}
+        for root in roots:
+            # Later roots override earlier ones, as in lm-eval.
+            self.index.update(self._index_root(root))
+
+    @staticmethod
+    def _index_root(root: Path) -> dict[str, IndexEntry]:
+        found: dict[str, IndexEntry] = {}
+        files = sorted(
+            (p for p in root.glob("**/*.yaml") if not any(part in _SKIP_DIRS for part in p.parts)),
+            key=lambda p: p.as_posix(),
+        )
+        for path in files:
+            try:
+                config = load_yaml(path, resolve_functions=False)
+                kind = _kind_of(config)
+            except (UserError, ValueError) as err:
+                log.debug("skipping %s: %s", path, err)
+                continue
+            name = config["group"] if kind == "group" else config["task"]
+            if not isinstance(name, str):
+                continue
+            if name in found and found[name].kind != "tag":
+                log.debug("duplicate %s %r in %s ignored", kind, name, path)
+                continue
+            found[name] = IndexEntry(name, kind, path, config)
+            if kind != "group":
+                tags = config.get("tag")
+                for tag in [tags] if isinstance(tags, str) else (tags or []):
+                    found.setdefault(tag, IndexEntry(tag, "tag", None)).members.add(name)
+        return found
+
+    # -- listing --------------------------------------------------------------------------
+
+    @property
+    def all_tasks(self) -> list[str]:
+        return sorted(self.index)
+
+    @property
+    def all_subtasks(self) -> list[str]:
+        return sorted(n for n, e in self.index.items() if e.kind in ("task", "python_task"))
+
+    @property
+    def all_groups(self) -> list[str]:
+        return sorted(n for n, e in self.index.items() if e.kind == "group")
+
+    @property
+    def all_tags(self) -> list[str]:
+        return sorted(n for n, e in self.index.items() if e.kind == "tag")
+
+    def describe(self, name: str) -> IndexEntry:
+        try:
+            return self.index[name]
+        except KeyError:
+            raise UserError(self._unknown_message([name])) from None
+
+    def _unknown_message(self, names: list[str]) -> str:
+        hints = "".join(suggest(name, self.index.keys()) for name in names[:3])
+        listed = ", ".join(repr(n) for n in names)
+        return f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, or add --include_path for your own YAMLs."
+
+    def match_tasks(self, names: Iterable[str]) -> list[str]:
+        """Expand comma lists, globs, YAML paths and directories; unknown names are an error."""
+        matched: list[str] = []
+        unknown: list[str] = []
+        for raw in names:
+            for name in (part.strip() for part in str(raw).split(",")):
+                if not name:
+                    continue
+                path = Path(name)
+                if name in self.index:
+                    matched.append(name)
+                elif name.endswith((".yaml", ".yml")) and path.is_file():
+                    matched.append(str(path))
+                elif path.is_dir():
+                    yamls = sorted(str(p) for p in path.glob("**/*.yaml"))
+                    if not yamls:
+                        unknown.append(name)
+                    matched.extend(yamls)
+                elif any(ch in name for ch in "*?["):
+                    hits = sorted(fnmatch.filter(self.index.keys(), name))
+                    if hits:
+                        matched.extend(hits)
+                    else:
+                        unknown.append(name)
+                else:
+                    unknown.append(name)
+        if unknown:
+            raise UserError(self._unknown_message(unknown))
+        return list(dict.fromkeys(matched))
+
+    # -- building -------------------------------------------------------------------------
+
+    def load(self, specs: Sequence[Any]) -> LoadedTasks:
+        roots: list[Any] = []
+        for spec in specs:
+            built = self._build_spec(spec)
+            roots.extend(built if isinstance(built, list) else [built])
+        tasks: dict[str, Any] = {}
+        groups: dict[str, Group] = {}
+        owner: dict[str, str] = {}
+        for root in roots:
+            leaves = root.leaf_tasks() if isinstance(root, Group) else [root]
+            if isinstance(root, Group):
+                groups[root.name] = root
+                for sub in root.subgroups():
+                    groups[sub.name] = sub
+            for leaf in leaves:
+                if leaf.name in owner and owner[leaf.name] != root.name:
+                    raise UserError(
+                        f"Task {leaf.name!r} is asked for twice (in {owner[leaf.name]!r} and {root.name!r}); list it once."
+                    )
+                owner[leaf.name] = root.name
+                tasks[leaf.name] = leaf
+        return LoadedTasks(tasks=tasks, groups=groups, roots=roots)
+
+    def _build_spec(self, spec: Any) -> Any:
+        from assay.runner.tasks.task import Task
+
+        if isinstance(spec, (Task, Group)):
+            return spec
+        if isinstance(spec, dict):
+            kind = "group" if "group" in spec else "task"
+            if kind == "group":
+                return self._build_group(spec["group"], spec, {}, None)
+            base = self.index.get(spec.get("task", ""))
+            return self._build_task(base, overrides=spec)
+        if isinstance(spec, str):
+            entry = self.index.get(spec)
+            if entry is None and Path(spec).is_file():
+                config = load_yaml(spec, resolve_functions=False)
+                kind = _kind_of(config)
+                entry = IndexEntry(config.get("group") or config["task"], kind, Path(spec).resolve(), config)
+            if entry is None:
+                raise UserError(self._unknown_message([spec]))
+            return self._build_entry(entry, {})
+        raise UserError(f"Cannot load task spec of type {type(spec).__name__}; pass a name, a YAML path or a config dict.")
+
+    def _build_entry(self, entry: IndexEntry, overrides: dict[str, Any]) -> Any:
+        if entry.kind == "tag":
+            return [self._build_task(self.index[name], overrides=overrides) for name in sorted(entry.members) if name in self.index]
+        if entry.kind == "group":
+            return self._build_group(entry.name, self._full_config(entry), overrides, entry.path)
+        return self._build_task(entry, overrides=overrides)
+
+    def _full_config(self, entry: IndexEntry | None) -> dict[str, Any]:
+        if entry is None:
+            return {}
+        if entry.path is not None:
+            loaded: dict[str, Any] = load_yaml(entry.path, resolve_functions=True)
+            return loaded
+        resolved: dict[str, Any] = resolve_functions(copy.deepcopy(entry.config or {}))
+        return resolved
+
+    def _build_task(self, entry: IndexEntry | None, *, overrides: dict[str, Any]) -> Any:
+        from assay.runner.tasks.task import Task
+        from assay.runner.tasks.config import TaskConfig
+
+        config = {**self._full_config(entry), **resolve_functions(copy.deepcopy(overrides))}
+        for key in ("tag", "group", "task_list"):
+            config.pop(key, None)
+        metadata = config.get("metadata")
+        metadata = dict(metadata) if isinstance(metadata, dict) else ({"_metadata": metadata} if metadata is not None else {})
+        config["metadata"] = {**metadata, **self.metadata, "config_source": str(entry.path) if entry and entry.path else "inline"}
+        if "class" in config:
+            cls = config.pop("class")
+            return cls(config=TaskConfig.from_dict(config))
+        return Task(TaskConfig.from_dict(config))
+
+    def _build_group(self, name: str, raw: dict[str, Any], overrides: dict[str, Any], path: Path | None) -> Group:
+        aggregates = raw.get("aggregate_metric_list")
+        if isinstance(aggregates, dict):
+            aggregates = [aggregates]
+        metadata = dict(raw.get("metadata") or {})
+        metadata.update(self.metadata)
+        group = Group(
+            name=name,
+            alias=raw.get("group_alias"),
+            aggregate_metric_list=[AggregateMetric.from_yaml(a, name) for a in (aggregates or [])],
+            metadata=metadata,
+            raw_config=raw,
+        )
+        # Keys that are not group keys apply to every child (lm-eval semantics); the caller's win.
+        inherited = {**{k: v for k, v in raw.items() if k not in GROUP_KEYS}, **overrides}
+        members = raw.get("task")
+        for item in [members] if isinstance(members, str) else (members or []):
+            for child in self._build_member(item, name, inherited):
+                group.add(child)
+        return group
+
+    def _build_member(self, item: Any, group_name: str, inherited: dict[str, Any]) -> list[Any]:
+        if isinstance(item, dict) and "group" in item:
+            sub = item["group"]
+            if sub in self.index and self.index[sub].kind == "group":
+                extra = {k: v for k, v in item.items() if k != "group"}
+                return [self._build_group(sub, self._full_config(self.index[sub]), {**inherited, **extra}, self.index[sub].path)]
+            return [self._build_group(f"{group_name}::{sub}", item, inherited, None)]
+        if isinstance(item, dict):
+            if "task" not in item:
+                raise UserError(f"Group {group_name!r}: a member entry needs a 'task' or 'group' key.")
+            base, overrides = item["task"], {**inherited, **item}
+        elif isinstance(item, str):
+            base, overrides = item, dict(inherited)
+        else:
+            raise UserError(f"Group {group_name!r}: member {item!r} must be a name or a mapping.")
+        entry = self.index.get(base)
+        if entry is None:
+            if isinstance(item, dict):
+                inline = {**overrides, "task": f"{group_name}::{base}"}
+                return [self._build_task(None, overrides=inline)]
+            raise UserError(f"Group {group_name!r} lists unknown task {base!r}.{suggest(base, self.index.keys())}")
+        if entry.kind == "group":
+            return [self._build_group(entry.name, self._full_config(entry), overrides, entry.path)]
+        if entry.kind == "tag":
+            return [self._build_task(self.index[name], overrides={"task": name, **overrides}) for name in sorted(entry.members)]
+        return [self._build_task(entry, overrides={**overrides, "task": base} if isinstance(item, str) else {"task": base, **overrides})]

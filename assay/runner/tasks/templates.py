@@ -1,0 +1,102 @@
+"""What a doc_to_text / doc_to_target / doc_to_choice value means, decided once per task.
+
+lm-eval re-decides at every call whether a string is a dataset column or a Jinja template.
+Here each YAML value is compiled, once the dataset's columns are known, into a function of
+the document; the lm-eval rules it follows are noted where they are surprising.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any, Callable, Iterable, Mapping, cast
+
+import jinja2
+
+DocFn = Callable[[Mapping[str, Any]], Any]
+
+
+def _regex_replace(text: str, pattern: str, replacement: str, count: int = 0) -> str:
+    return re.sub(pattern, replacement, text, count=count)
+
+
+_ENV = jinja2.Environment(loader=jinja2.BaseLoader(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+_ENV.filters["regex_replace"] = _regex_replace
+_TEMPLATE_CACHE: dict[str, jinja2.Template] = {}
+
+
+def render(template: str, doc: Mapping[str, Any]) -> str:
+    compiled = _TEMPLATE_CACHE.get(template)
+    if compiled is None:
+        compiled = _TEMPLATE_CACHE[template] = _ENV.from_string(template)
+    return compiled.render(**doc)
+
+
+def compile_text(spec: Any, features: Iterable[str], *, has_choices: bool) -> DocFn:
+    """doc_to_text: int constant, column, template (all-digit result → int with choices), callable."""
+    if isinstance(spec, int):
+        return lambda doc: spec
+    if isinstance(spec, str):
+        if spec in set(features):
+            return lambda doc: doc[spec]
+
+        def text_from_template(doc: Mapping[str, Any]) -> Any:
+            text = render(spec, doc)
+            return ast.literal_eval(text) if has_choices and text.isdigit() else text
+
+        return text_from_template
+    if callable(spec):
+        return cast(DocFn, spec)
+    raise TypeError(f"doc_to_text of type {type(spec).__name__} is not supported")
+
+
+def compile_target(spec: Any, features: Iterable[str], *, has_choices: bool) -> DocFn:
+    """doc_to_target: like doc_to_text, plus a rendered `[...]` becomes a Python list."""
+    if isinstance(spec, (int, list)):
+        return lambda doc: spec
+    if isinstance(spec, str):
+        if spec in set(features):
+            return lambda doc: doc[spec]
+
+        def target_from_template(doc: Mapping[str, Any]) -> Any:
+            text = render(spec, doc)
+            if has_choices and text.isdigit():
+                return ast.literal_eval(text)
+            if len(text) >= 2 and text[0] == "[" and text[-1] == "]":
+                try:
+                    return ast.literal_eval(text)
+                except (SyntaxError, ValueError):
+                    return text
+            return text
+
+        return target_from_template
+    if callable(spec):
+        return cast(DocFn, spec)
+    raise TypeError(f"doc_to_target of type {type(spec).__name__} is not supported")
+
+
+def compile_choice(spec: Any, features: Iterable[str]) -> DocFn:
+    """doc_to_choice: column, template rendering a list literal, YAML list, dict (values), callable."""
+    if isinstance(spec, str):
+        if spec in set(features):
+            return lambda doc: doc[spec]
+        return lambda doc: ast.literal_eval(render(spec, doc))
+    if isinstance(spec, list):
+        return lambda doc: spec
+    if isinstance(spec, dict):
+        values = list(spec.values())
+        return lambda doc: values
+    if callable(spec):
+        return cast(DocFn, spec)
+    raise TypeError(f"doc_to_choice of type {type(spec).__name__} is not supported")
+
+
+def compile_field(spec: str | None, features: Iterable[str]) -> Callable[[Mapping[str, Any]], str | None]:
+    """description / gen_prefix: a column name or a template; None stays None."""
+    if spec is None:
+        return lambda doc: None
+    if not spec:
+        return lambda doc: spec
+    if spec in set(features):
+        return lambda doc: doc[spec]
+    return lambda doc: render(spec, doc)

@@ -1,0 +1,56 @@
+"""The Evaluation spec (assay.dev/v1alpha1) as one typed, frozen record.
+
+The same record is read by three programs: the operator (from the custom resource), the
+runner pod (from its environment) and `assay apply --local` (from a manifest file). It
+sits below both `assay.runner` and `assay.operator` so that all three parse a spec the
+same way and reject the same mistakes with the same sentence. The cross-field rules here
+mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, so a manifest that
+`--local` accepts is one the API server accepts too.
+
+Runner-pod contract
+-------------------
+The operator starts `python -m assay.runner` (one process) or
+`torchrun ... -m assay.runner` (several) in a Job, and tells it everything through
+its environment:
+
+``ASSAY_EVALUATION``
+    The spec as JSON (the CR's `spec`, as `Evaluation.to_dict()` writes it). When
+    absent, the runner reads ``--spec FILE`` (JSON or YAML, either the spec itself or a
+    whole Evaluation manifest).
+``ASSAY_EVALUATION_NAME`` / ``ASSAY_EVALUATION_NAMESPACE``
+    The Evaluation to report to; with both set (and in-cluster credentials) the runner's
+    rank 0 patches `status.progress` and `status.results` through
+    `assay.runner.results.status_sink.sink_from_env()`.
+``ASSAY_EVALUATION_GENERATION``
+    The `metadata.generation` the run belongs to; the sink drops a late report of an
+    older generation instead of overwriting a newer run's status.
+``ASSAY_OUTPUT_DIR``
+    Where full results JSON (and samples JSONL with `logSamples`) go: the output volume.
+``ASSAY_POD_NAME``
+    The pod's own name (downward API), for logs and output file names.
+``ASSAY_STATUS_FILE``
+    Optional; `assay apply --local` sets it so the runner writes its condensed status
+    as JSON to that file instead of the API server.
+
+Exit codes: 0 on success; ``CONFIG_ERROR_EXIT_CODE`` (78, sysexits' EX_CONFIG) when the
+spec cannot run as written (an `assay.errors.UserError`: unknown task, bad model
+argument, missing dataset in offline mode). The Job's podFailurePolicy fails the Job at
+once on 78 instead of retrying. torchrun reports any worker failure as 1, so with
+several processes the Job also runs `python -m assay.runner --check` first as an init
+container: it parses the spec, resolves tasks and the model, and exits 78 on a
+UserError without loading the model.
+"""
+
+from assay.spec.model import (
+    API_VERSION, CONFIG_ERROR_EXIT_CODE, ENV_GENERATION, ENV_NAME, ENV_NAMESPACE, ENV_OUTPUT_DIR, ENV_POD_NAME,
+    ENV_SPEC, ENV_STATUS_FILE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE, VERSION, BatchSize, Cache,
+    Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
+)  # fmt: skip
+from assay.spec.parsing import _TOP_FIELDS, parse_manifest, parse_spec
+
+__all__ = [
+    "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "ENV_GENERATION", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR",
+    "ENV_POD_NAME", "ENV_SPEC", "ENV_STATUS_FILE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
+    "SEED_STRING_RE", "VERSION", "BatchSize", "Cache", "Evaluation", "Output", "PodTemplate", "Resources",
+    "SecretKey", "Seed", "_TOP_FIELDS", "parse_manifest", "parse_spec",
+]  # fmt: skip

@@ -1,0 +1,204 @@
+"""The Evaluation spec's record types and the constants of the runner-pod contract.
+
+Field names are the custom resource's, in snake_case; see `assay.spec` for the contract
+and `parsing` for the checks each field gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any, Mapping, Sequence, Union
+
+from assay import run_rules
+
+GROUP = "assay.dev"
+VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
+KIND = "Evaluation"
+PLURAL = "evaluations"
+
+CONFIG_ERROR_EXIT_CODE = 78
+
+ENV_SPEC = "ASSAY_EVALUATION"
+ENV_NAME = "ASSAY_EVALUATION_NAME"
+ENV_NAMESPACE = "ASSAY_EVALUATION_NAMESPACE"
+ENV_GENERATION = "ASSAY_EVALUATION_GENERATION"
+ENV_OUTPUT_DIR = "ASSAY_OUTPUT_DIR"
+ENV_POD_NAME = "ASSAY_POD_NAME"
+ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
+
+BatchSize = Union[int, str]
+JSON = Any
+
+_SEED_SLOT_RE = r"(None|none|null|-?[0-9]+)"
+SEED_STRING_RE = re.compile(rf"^{_SEED_SLOT_RE}(,{_SEED_SLOT_RE}){{3}}$")
+# Kubernetes' resource.Quantity grammar, as controller-gen writes it into CRDs.
+QUANTITY_RE = re.compile(
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Seed:
+    """lm-eval's four seeds; `seed: N` sets all four, like `--seed N`."""
+
+    random: int | None = 0
+    numpy: int | None = 1234
+    torch: int | None = 1234
+    fewshot: int | None = 1234
+
+
+@dataclasses.dataclass(frozen=True)
+class Resources:
+    nodes: int = 1
+    """Pods of the Job; each runs `gpusPerNode` ranks."""
+    gpus_per_node: int = 1
+    """nvidia.com/gpu per pod, and torchrun's --nproc_per_node when above 1."""
+    cpu: str | None = None
+    """CPU request and limit per pod (a Kubernetes quantity)."""
+    memory: str | None = None
+    """Memory request and limit per pod (a Kubernetes quantity)."""
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * max(self.gpus_per_node, 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class SecretKey:
+    name: str
+    """The Secret, in the Evaluation's namespace."""
+    key: str = "token"
+    """The key inside it holding the Hugging Face token."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Cache:
+    pvc: str | None = None
+    """PVC mounted at /cache for the Hugging Face model and dataset cache; emptyDir if unset."""
+    offline: bool = False
+    """Set HF_HUB_OFFLINE=1 and HF_DATASETS_OFFLINE=1: use only what the cache holds."""
+    datasets_dir: str | None = None
+    """Directory inside the cache volume used as HF_DATASETS_CACHE."""
+    local_datasets_dir: str | None = None
+    """Directory inside the cache volume in Assay's offline layout (`assay data import`): ASSAY_DATASETS_DIR."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Output:
+    pvc: str | None = None
+    """PVC mounted at /output for results and samples; emptyDir (lost with the pod) if unset."""
+    path: str | None = None
+    """Directory inside the output volume; `<name>/g<generation>` if unset."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PodTemplate:
+    node_selector: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    tolerations: Sequence[Mapping[str, JSON]] = ()
+    affinity: Mapping[str, JSON] | None = None
+    priority_class_name: str | None = None
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    """Pod labels; Kueue's `kueue.x-k8s.io/queue-name` is copied onto the Job as well."""
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class Evaluation:
+    """The `spec` of one Evaluation. Field names are the CR's, in snake_case."""
+
+    model: str
+    tasks: tuple[str, ...]
+    model_args: Mapping[str, JSON] = dataclasses.field(default_factory=dict)
+    num_fewshot: int | None = None
+    """None: each task's own default."""
+    limit: int | float | None = None
+    """Below 1.0, a fraction of each task's docs; else a count (lm-eval's --limit)."""
+    samples: Mapping[str, tuple[int, ...]] | None = None
+    """Per task, the doc indices to evaluate (lm-eval's --samples); exclusive with limit."""
+    batch_size: BatchSize = 1
+    max_batch_size: int | None = None
+    gen_kwargs: Mapping[str, JSON] | None = None
+    seed: Seed = Seed()
+    apply_chat_template: bool = False
+    chat_template: str | None = None
+    """Which of the tokenizer's named chat templates (lm-eval's --apply_chat_template NAME)."""
+    fewshot_as_multiturn: bool | None = None
+    """None: on exactly when a chat template is applied, as lm-eval decides."""
+    system_instruction: str | None = None
+    log_samples: bool = False
+    predict_only: bool = False
+    metadata: Mapping[str, JSON] | None = None
+    trust_remote_code: bool = False
+    allow_unsafe_code: bool = False
+    resources: Resources = Resources()
+    image: str | None = None
+    """Runner image; the operator's default image if unset."""
+    hf_token_secret: SecretKey | None = None
+    cache: Cache = Cache()
+    output: Output = Output()
+    pod_template: PodTemplate = PodTemplate()
+    backoff_limit: int = 0
+    active_deadline_seconds: int | None = None
+    suspend: bool = False
+
+    @classmethod
+    def from_dict(cls, spec: Mapping[str, JSON]) -> "Evaluation":
+        from assay.spec.parsing import parse_spec
+
+        return parse_spec(spec)
+
+    def to_dict(self) -> dict[str, JSON]:
+        """The spec in the CR's camelCase form; `parse_spec(e.to_dict()) == e`."""
+        from assay.spec.serialize import spec_to_dict
+
+        return spec_to_dict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def model_label(self) -> str:
+        """What the model is called in metrics and status: the checkpoint when there is one."""
+        for key in ("pretrained", "model", "engine", "path"):
+            value = self.model_args.get(key)
+            if isinstance(value, str) and value:
+                return value
+        return self.model
+
+    def to_run_kwargs(self) -> dict[str, JSON]:
+        """Keyword arguments of lm-eval-style `simple_evaluate` for this spec."""
+        model_args = dict(self.model_args)
+        if self.trust_remote_code:
+            # lm-eval's --trust_remote_code also sets it in model_args.
+            model_args["trust_remote_code"] = True
+        apply_chat_template: bool | str = False
+        if self.apply_chat_template:
+            apply_chat_template = self.chat_template or True
+        fewshot_as_multiturn = self.fewshot_as_multiturn
+        if fewshot_as_multiturn is None:
+            fewshot_as_multiturn = bool(apply_chat_template)
+        return {
+            "model": self.model,
+            "model_args": model_args,
+            "tasks": list(self.tasks),
+            "num_fewshot": self.num_fewshot,
+            "limit": self.limit,
+            "samples": {task: list(ids) for task, ids in self.samples.items()} if self.samples else None,
+            "batch_size": self.batch_size,
+            "max_batch_size": self.max_batch_size,
+            "gen_kwargs": dict(self.gen_kwargs) if self.gen_kwargs else None,
+            "random_seed": self.seed.random,
+            "numpy_random_seed": self.seed.numpy,
+            "torch_random_seed": self.seed.torch,
+            "fewshot_random_seed": self.seed.fewshot,
+            "apply_chat_template": apply_chat_template,
+            "fewshot_as_multiturn": fewshot_as_multiturn,
+            "system_instruction": self.system_instruction,
+            "log_samples": run_rules.log_samples(log_samples=self.log_samples, predict_only=self.predict_only),
+            "predict_only": self.predict_only,
+            "metadata": dict(self.metadata) if self.metadata else None,
+            "confirm_run_unsafe_code": self.allow_unsafe_code,
+        }

@@ -1,0 +1,326 @@
+"""Parsing an Evaluation spec: every field checked once, every error one sentence naming it.
+
+The cross-field rules mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, so a
+manifest that `assay apply --local` accepts is one the API server accepts too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping, Sequence
+
+from assay import batch_size, run_rules
+from assay.errors import UserError
+from assay.spec.model import (
+    API_VERSION, JSON, KIND, QUANTITY_RE, SEED_STRING_RE, BatchSize, Cache, Evaluation, Output, PodTemplate,
+    Resources, SecretKey, Seed,
+)  # fmt: skip
+
+
+_TOP_FIELDS = {
+    "model", "modelArgs", "tasks", "numFewshot", "limit", "samples", "batchSize",
+    "maxBatchSize", "genKwargs", "seed", "applyChatTemplate", "chatTemplate",
+    "fewshotAsMultiturn", "systemInstruction", "logSamples", "predictOnly", "metadata",
+    "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "cache",
+    "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
+}  # fmt: skip
+
+
+class _Reader:
+    """Typed access to one mapping of the spec; every error names the field's path."""
+
+    def __init__(self, data: Mapping[str, JSON], path: str, known: set[str]) -> None:
+        if not isinstance(data, Mapping):
+            raise UserError(f"{path or 'spec'} must be a mapping, not {_kind(data)}.")
+        unknown = sorted(set(data) - known)
+        if unknown:
+            hint = _suggestion(unknown[0], known)
+            raise UserError(
+                f"Unknown field {_join(path, unknown[0])!r} in the Evaluation spec.{hint} "
+                f"Known fields: {', '.join(sorted(known))}."
+            )
+        self.data = data
+        self.path = path
+
+    def where(self, key: str) -> str:
+        return _join(self.path, key)
+
+    def get(self, key: str) -> JSON:
+        return self.data.get(key)
+
+    def string(self, key: str, *, required: bool = False) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            if required:
+                raise UserError(f"{self.where(key)} is required: set it to a non-empty string.")
+            return None
+        if not isinstance(value, str) or (required and not value):
+            raise UserError(f"{self.where(key)} must be a non-empty string, not {_kind(value)}.")
+        return value
+
+    def boolean(self, key: str, default: bool | None) -> bool | None:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise UserError(f"{self.where(key)} must be true or false, not {_kind(value)}.")
+        return value
+
+    def integer(self, key: str, default: int | None, *, minimum: int) -> int | None:
+        value = self.data.get(key)
+        if value is None:
+            return default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise UserError(f"{self.where(key)} must be an integer, not {_kind(value)}.")
+        if value < minimum:
+            raise UserError(f"{self.where(key)} must be at least {minimum}, not {value}.")
+        return value
+
+    def mapping(self, key: str) -> Mapping[str, JSON] | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, Mapping):
+            raise UserError(f"{self.where(key)} must be a mapping, not {_kind(value)}.")
+        return value
+
+    def string_map(self, key: str) -> dict[str, str]:
+        value = self.mapping(key) or {}
+        for k, v in value.items():
+            if not isinstance(v, str):
+                raise UserError(f"{self.where(key)}.{k} must be a string, not {_kind(v)}; quote it in YAML.")
+        return dict(value)
+
+    def quantity(self, key: str) -> str | None:
+        value = self.data.get(key)
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.match(str(value)):
+            raise UserError(f"{self.where(key)} must be a Kubernetes quantity such as 4, 500m or 16Gi, not {value!r}.")
+        return str(value)
+
+
+def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
+    """Parse a CR's `spec`; raise UserError naming the field and the fix."""
+    r = _Reader(spec, "spec", _TOP_FIELDS)
+    model = r.string("model", required=True)
+    assert model is not None
+    tasks = _tasks(r)
+    samples = _samples(r)
+    limit = _limit(r)
+    run_rules.check_limit_or_samples(limit, samples, names=("spec.limit", "spec.samples"), error=UserError)
+    apply_chat_template = bool(r.boolean("applyChatTemplate", False))
+    chat_template = r.string("chatTemplate")
+    if chat_template is not None and not apply_chat_template:
+        raise UserError("spec.chatTemplate needs spec.applyChatTemplate: true.")
+    fewshot_as_multiturn = r.boolean("fewshotAsMultiturn", None)
+    if fewshot_as_multiturn and not apply_chat_template:
+        raise UserError("spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval).")
+    model_args = r.mapping("modelArgs") or {}
+    return Evaluation(
+        model=model,
+        tasks=tasks,
+        model_args=dict(model_args),
+        num_fewshot=r.integer("numFewshot", None, minimum=0),
+        limit=limit,
+        samples=samples,
+        batch_size=_batch_size(r),
+        max_batch_size=r.integer("maxBatchSize", None, minimum=1),
+        gen_kwargs=_optional_dict(r.mapping("genKwargs")),
+        seed=_seed(r),
+        apply_chat_template=apply_chat_template,
+        chat_template=chat_template,
+        fewshot_as_multiturn=fewshot_as_multiturn,
+        system_instruction=r.string("systemInstruction"),
+        log_samples=bool(r.boolean("logSamples", False)),
+        predict_only=bool(r.boolean("predictOnly", False)),
+        metadata=_optional_dict(r.mapping("metadata")),
+        trust_remote_code=bool(r.boolean("trustRemoteCode", False)),
+        allow_unsafe_code=bool(r.boolean("allowUnsafeCode", False)),
+        resources=_resources(r),
+        image=r.string("image"),
+        hf_token_secret=_secret(r),
+        cache=_cache(r),
+        output=_output(r),
+        pod_template=_pod_template(r),
+        backoff_limit=r.integer("backoffLimit", 0, minimum=0) or 0,
+        active_deadline_seconds=r.integer("activeDeadlineSeconds", None, minimum=1),
+        suspend=bool(r.boolean("suspend", False)),
+    )
+
+
+def parse_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], Evaluation]:
+    """Check an Evaluation manifest's apiVersion and kind; return (metadata, spec)."""
+    if not isinstance(manifest, Mapping):
+        raise UserError(f"An Evaluation manifest must be a mapping, not {_kind(manifest)}.")
+    if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
+        raise UserError(
+            f"Expected apiVersion: {API_VERSION} and kind: {KIND}, "
+            f"got apiVersion: {manifest.get('apiVersion')!r} and kind: {manifest.get('kind')!r}."
+        )
+    metadata = manifest.get("metadata") or {}
+    if not isinstance(metadata, Mapping) or not metadata.get("name"):
+        raise UserError("The Evaluation manifest needs metadata.name.")
+    if "spec" not in manifest:
+        raise UserError(f"The Evaluation {metadata['name']!r} has no spec.")
+    return metadata, parse_spec(manifest["spec"])
+
+
+def _tasks(r: _Reader) -> tuple[str, ...]:
+    value = r.get("tasks")
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise UserError("spec.tasks is required: list one or more task, group or tag names.")
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name.strip():
+            raise UserError(f"spec.tasks[{i}] must be a task name, not {_kind(name)}.")
+    return tuple(name.strip() for name in value)
+
+
+def _limit(r: _Reader) -> int | float | None:
+    value = r.get("limit")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise UserError(f"spec.limit must be a number above 0 (below 1.0: a fraction of the docs), not {value!r}.")
+    return int(value) if value >= 1 and value == int(value) else float(value)
+
+
+def _samples(r: _Reader) -> dict[str, tuple[int, ...]] | None:
+    value = r.mapping("samples")
+    if value is None:
+        return None
+    out: dict[str, tuple[int, ...]] = {}
+    for task, ids in value.items():
+        if not isinstance(ids, Sequence) or isinstance(ids, str) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+        ):
+            raise UserError(f"spec.samples.{task} must be a list of document indices (integers from 0).")
+        out[str(task)] = tuple(ids)
+    return out
+
+
+def _batch_size(r: _Reader) -> BatchSize:
+    value = r.get("batchSize")
+    if value is None:
+        return 1
+    parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
+    # kept as written (a digit string as its int), so that to_dict() round-trips
+    return parsed.fixed if parsed.fixed is not None else str(value).strip()
+
+
+def _seed(r: _Reader) -> Seed:
+    value = r.get("seed")
+    if value is None:
+        return Seed()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Seed(value, value, value, value)
+    if isinstance(value, str) and SEED_STRING_RE.match(value.replace(" ", "")):
+        slots = [None if s.lower() in ("none", "null") else int(s) for s in value.replace(" ", "").split(",")]
+        return Seed(*slots)
+    raise UserError(
+        f"spec.seed must be an integer (all four seeds) or four comma-separated values "
+        f"\"random,numpy,torch,fewshot\" such as \"0,1234,1234,None\", not {value!r}."
+    )
+
+
+def _resources(r: _Reader) -> Resources:
+    data = r.mapping("resources")
+    if data is None:
+        return Resources()
+    sub = _Reader(data, "spec.resources", {"nodes", "gpusPerNode", "cpu", "memory"})
+    return Resources(
+        nodes=sub.integer("nodes", 1, minimum=1) or 1,
+        gpus_per_node=sub.integer("gpusPerNode", 1, minimum=0) or 0,
+        cpu=sub.quantity("cpu"),
+        memory=sub.quantity("memory"),
+    )
+
+
+def _secret(r: _Reader) -> SecretKey | None:
+    data = r.get("hfTokenSecret")
+    if data is None:
+        return None
+    sub = _Reader(data, "spec.hfTokenSecret", {"name", "key"})
+    name = sub.string("name", required=True)
+    assert name is not None
+    return SecretKey(name=name, key=sub.string("key") or "token")
+
+
+def _cache(r: _Reader) -> Cache:
+    data = r.mapping("cache")
+    if data is None:
+        return Cache()
+    sub = _Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir", "localDatasetsDir"})
+    return Cache(
+        pvc=sub.string("pvc"),
+        offline=bool(sub.boolean("offline", False)),
+        datasets_dir=_relative_path(sub, "datasetsDir"),
+        local_datasets_dir=_relative_path(sub, "localDatasetsDir"),
+    )
+
+
+def _output(r: _Reader) -> Output:
+    data = r.mapping("output")
+    if data is None:
+        return Output()
+    sub = _Reader(data, "spec.output", {"pvc", "path"})
+    return Output(pvc=sub.string("pvc"), path=_relative_path(sub, "path"))
+
+
+def _relative_path(r: _Reader, key: str) -> str | None:
+    value = r.string(key)
+    if value is not None and (value.startswith("/") or ".." in value.split("/")):
+        raise UserError(f"{r.where(key)} must be a relative path inside the volume without '..', not {value!r}.")
+    return value
+
+
+def _pod_template(r: _Reader) -> PodTemplate:
+    data = r.mapping("podTemplate")
+    if data is None:
+        return PodTemplate()
+    sub = _Reader(
+        data, "spec.podTemplate",
+        {"nodeSelector", "tolerations", "affinity", "priorityClassName", "labels", "annotations"},
+    )  # fmt: skip
+    tolerations = sub.get("tolerations") or []
+    if not isinstance(tolerations, Sequence) or not all(isinstance(t, Mapping) for t in tolerations):
+        raise UserError("spec.podTemplate.tolerations must be a list of Kubernetes tolerations.")
+    return PodTemplate(
+        node_selector=sub.string_map("nodeSelector"),
+        tolerations=tuple(dict(t) for t in tolerations),
+        affinity=_optional_dict(sub.mapping("affinity")),
+        priority_class_name=sub.string("priorityClassName"),
+        labels=sub.string_map("labels"),
+        annotations=sub.string_map("annotations"),
+    )
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _kind(value: JSON) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, (int, float)):
+        return f"the number {value}"
+    if isinstance(value, str):
+        return f"the string {value!r}"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, Sequence):
+        return "a list"
+    return type(value).__name__
+
+
+def _suggestion(name: str, known: set[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def _optional_dict(value: Mapping[str, JSON] | None) -> dict[str, JSON] | None:
+    return None if value is None else dict(value)

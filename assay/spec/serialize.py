@@ -1,0 +1,67 @@
+"""Writing an Evaluation back in the custom resource's camelCase form.
+
+`parse_spec(spec_to_dict(e)) == e`; unset optional fields are left out, as the API server
+would store them.
+"""
+
+from __future__ import annotations
+
+from assay.spec.model import JSON, Evaluation
+
+
+def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
+    seed = e.seed
+    if seed.random == seed.numpy == seed.torch == seed.fewshot and seed.random is not None:
+        seed_value: JSON = seed.random
+    else:
+        seed_value = ",".join("None" if s is None else str(s) for s in (seed.random, seed.numpy, seed.torch, seed.fewshot))
+    out: dict[str, JSON] = {
+        "model": e.model,
+        "modelArgs": dict(e.model_args),
+        "tasks": list(e.tasks),
+        "numFewshot": e.num_fewshot,
+        "limit": e.limit,
+        "samples": {t: list(ids) for t, ids in e.samples.items()} if e.samples is not None else None,
+        "batchSize": e.batch_size,
+        "maxBatchSize": e.max_batch_size,
+        "genKwargs": dict(e.gen_kwargs) if e.gen_kwargs is not None else None,
+        "seed": seed_value,
+        "applyChatTemplate": e.apply_chat_template,
+        "chatTemplate": e.chat_template,
+        "fewshotAsMultiturn": e.fewshot_as_multiturn,
+        "systemInstruction": e.system_instruction,
+        "logSamples": e.log_samples,
+        "predictOnly": e.predict_only,
+        "metadata": dict(e.metadata) if e.metadata is not None else None,
+        "trustRemoteCode": e.trust_remote_code,
+        "allowUnsafeCode": e.allow_unsafe_code,
+        "resources": _drop_none({
+            "nodes": e.resources.nodes, "gpusPerNode": e.resources.gpus_per_node,
+            "cpu": e.resources.cpu, "memory": e.resources.memory,
+        }),  # fmt: skip
+        "image": e.image,
+        "hfTokenSecret": {"name": e.hf_token_secret.name, "key": e.hf_token_secret.key} if e.hf_token_secret else None,
+        "cache": _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
+                                   "localDatasetsDir": e.cache.local_datasets_dir}),
+        "output": _drop_none({"pvc": e.output.pvc, "path": e.output.path}),
+        "podTemplate": _drop_empty({
+            "nodeSelector": dict(e.pod_template.node_selector),
+            "tolerations": [dict(t) for t in e.pod_template.tolerations],
+            "affinity": e.pod_template.affinity,
+            "priorityClassName": e.pod_template.priority_class_name,
+            "labels": dict(e.pod_template.labels),
+            "annotations": dict(e.pod_template.annotations),
+        }),  # fmt: skip
+        "backoffLimit": e.backoff_limit,
+        "activeDeadlineSeconds": e.active_deadline_seconds,
+        "suspend": e.suspend,
+    }
+    return _drop_none(out)
+
+
+def _drop_none(data: dict[str, JSON]) -> dict[str, JSON]:
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _drop_empty(data: dict[str, JSON]) -> dict[str, JSON]:
+    return {k: v for k, v in data.items() if v not in (None, {}, [])}

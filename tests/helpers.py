@@ -1,0 +1,55 @@
+"""Helpers shared by several test folders: task YAML fixtures written into a temp folder.
+
+The task YAMLs live as files under tests/fixtures/tasks/<set>/. Their dataset paths name
+`@DATA@` (the offline benchmark files, ASSAY_SHARED_DATA) and `@WORK@` (a folder the test
+writes data into); `copy_tasks` fills those in, so Assay and lm-eval load the very same
+files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
+
+
+def copy_tasks(name: str, dst: Path, *, data: Path | None = None, work: Path | None = None) -> Path:
+    """tests/fixtures/tasks/<name> into `dst`, with its @DATA@ and @WORK@ placeholders filled in."""
+    dst.mkdir(parents=True, exist_ok=True)
+    for src in sorted((FIXTURES / name).iterdir()):
+        if not src.is_file():
+            continue
+        text = src.read_text()
+        if src.suffix == ".yaml":
+            if data is not None:
+                text = text.replace("@DATA@", json.dumps(str(data))[1:-1])  # inside JSON-style strings
+            if work is not None:
+                text = text.replace("@WORK@", str(work))
+        (dst / src.name).write_text(text)
+    return dst
+
+
+def write_parity_tasks(root: Path, data: Path, work: Path) -> Path:
+    """The p_* parity tasks; BoolQ reads a copy of its first 200 rows with integer labels."""
+    rows = [json.loads(line) for line in (data / "boolq/val.jsonl").read_text().splitlines()[:200]]
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "boolq.jsonl").write_text("".join(json.dumps({**row, "label": int(row["label"] in (True, "true"))}) + "\n" for row in rows))
+    return copy_tasks("parity", root, data=data, work=work)
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    with path.open(encoding="utf-8") as f:
+        for line in f:
+            yield json.loads(line)
+
+
+def head_jsonl(path: Path, n: int) -> list[dict[str, Any]]:
+    """The first `n` records of a JSON Lines file (without reading the rest)."""
+    rows = []
+    for row in read_jsonl(path):
+        rows.append(row)
+        if len(rows) == n:
+            break
+    return rows
