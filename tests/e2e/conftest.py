@@ -131,8 +131,10 @@ def control_plane(host: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 
 
 @pytest.fixture(scope="session")
-def images() -> dict[str, str]:
-    """The operator and runner images built from deploy/images (target → tag), and the pause image."""
+def images(host: Path) -> dict[str, str]:
+    """The operator and runner images built from deploy/images (target → tag), and the pause image.
+
+    Under the host's lock: another checkout's e2e run builds the same tags from its own tree."""
     try:
         base = image_builds.ensure_base_image()
         tags = dict(image_builds.build_images(base))
