@@ -281,6 +281,8 @@ def from_job(
 
 
 def _runner_message(status: Mapping[str, Any]) -> str | None:
+    if status.get("runnerMessage"):
+        return str(status["runnerMessage"])
     message = status.get("message")
     if not message or any(c.get("message") == message for c in status.get("conditions") or ()):
         return None

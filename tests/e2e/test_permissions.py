@@ -54,8 +54,16 @@ def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tm
 
     patch = json.dumps({"status": {"progress": {"requestsDone": 1, "requestsTotal": 2, "summary": "50%"}}})
     assert as_runner("get", "evaluation", "mine", "-o", "name").returncode == 0
-    allowed = as_runner("patch", "evaluation", "mine", "--subresource=status", "--type=merge", "-p", patch)
-    assert allowed.returncode == 0, allowed.stderr
+    # The status patch as the runner's status sink sends it (kubectl would GET the status
+    # subresource first, which the Role does not need to allow).
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    configuration = client.Configuration()
+    kube_config.load_kube_config(config_file=str(runner), client_configuration=configuration)
+    client.CustomObjectsApi(client.ApiClient(configuration)).patch_namespaced_custom_object_status(
+        "assay.dev", "v1alpha1", cluster.namespace, "evaluations", "mine", json.loads(patch))  # fmt: skip
+    assert cluster.evaluation("mine")["status"]["progress"]["requestsDone"] == 1
     for attempt in (["get", "evaluation", "other"],
                     ["patch", "evaluation", "other", "--subresource=status", "--type=merge", "-p", patch],
                     ["patch", "evaluation", "other", "--type=merge", "-p", '{"spec": {"limit": 1}}'],

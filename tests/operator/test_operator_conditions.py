@@ -122,6 +122,16 @@ def test_a_runner_that_fails_before_its_pod_is_reported_ready_keeps_its_message(
     assert "Runner: The model path '/cache/m' does not exist." in failed["message"]
 
 
+def test_the_runners_message_survives_a_lost_update_of_message() -> None:
+    # The operator's Running patch was computed from a read taken before the runner wrote
+    # and replaced `message`; `runnerMessage` is the runner's alone.
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status = _apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
+    status["runnerMessage"] = "The model path '/cache/m' does not exist."
+    failed = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    assert failed["message"].endswith("Runner: The model path '/cache/m' does not exist.")
+
+
 def test_operator_messages_are_not_mistaken_for_the_runners() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     patch = c.from_job(status, _job(conds=[("Failed", "DeadlineExceeded", "")]), generation=1, now=T1)

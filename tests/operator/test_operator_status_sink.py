@@ -99,8 +99,11 @@ def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
     final = api.patches[-1]
     assert final["name"] == "ev" and final["namespace"] == "team"
     assert final["body"]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
+    assert final["body"]["status"]["runnerMessage"] == final["body"]["status"]["message"] == "Evaluated 2 tasks."
     sink.failed("x" * 5000)
-    assert len(api.patches[-1]["body"]["status"]["message"]) == status_sink.MAX_MESSAGE_CHARS
+    failed = api.patches[-1]["body"]["status"]
+    assert len(failed["message"]) == status_sink.MAX_MESSAGE_CHARS
+    assert failed["runnerMessage"] == failed["message"]  # the copy only the runner writes
 
 
 def test_kubernetes_sink_drops_a_superseded_runs_outcome() -> None:

@@ -151,10 +151,14 @@ class _ThrottledSink:
             self._write({"progress": progress_status(done, total)}, final=False)
 
     def finished(self, results: Mapping[str, Any]) -> None:
-        self._write(condense_results(results), final=True)
+        status = condense_results(results)
+        self._write({**status, "runnerMessage": status["message"]}, final=True)
 
     def failed(self, message: str) -> None:
-        self._write({"message": message[:MAX_MESSAGE_CHARS]}, final=True)
+        # `message` for `kubectl get`; `runnerMessage` survives the operator's updates of
+        # `message`, which may be computed from a read taken just before this write.
+        note = message[:MAX_MESSAGE_CHARS]
+        self._write({"message": note, "runnerMessage": note}, final=True)
 
 
 class FileStatusSink(_ThrottledSink):
