@@ -179,6 +179,15 @@ class _Process:
         return "\n".join(text[-lines:])
 
 
+def spawn(name: str, args: list[str], *, workdir: Path) -> _Process:
+    """A long-running binary in its own session, logging to `workdir/<name>.log` (appended)."""
+    log = workdir / f"{name}.log"
+    handle = open(log, "ab")
+    popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                             cwd=workdir, start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
+    return _Process(name, popen, log, handle)
+
+
 class ControlPlane:
     """etcd + kube-apiserver + kube-controller-manager under `workdir`.
 
@@ -205,11 +214,7 @@ class ControlPlane:
         return self.pki / "ca.crt"
 
     def _spawn(self, name: str, args: list[str]) -> _Process:
-        log = self.workdir / f"{name}.log"
-        handle = open(log, "wb")
-        popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.workdir, start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
-        process = _Process(name, popen, log, handle)
+        process = spawn(name, args, workdir=self.workdir)
         self._processes.append(process)
         return process
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import yaml
 
 from tests.e2e.cluster import network
-from tests.e2e.cluster.control_plane import ClusterError, ControlPlane, _Process, die_with_parent, free_port
+from tests.e2e.cluster.control_plane import ClusterError, ControlPlane, _Process, free_port, spawn
 
 NODE_NAME = "127.0.0.1"
 """--hostname-override: the kubelet refuses a loopback --node-ip, but a node named by its
@@ -237,11 +237,7 @@ class Node:
         return self
 
     def _spawn(self, name: str, args: list[str]) -> _Process:
-        log = self.root / f"{name}.log"
-        handle = open(log, "ab")
-        popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                 cwd=self.root, start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
-        process = _Process(name, popen, log, handle)
+        process = spawn(name, args, workdir=self.root)
         self._processes.append(process)
         return process
 
