@@ -211,7 +211,7 @@ class OperatorDeployment:
         (pod,) = self.pods()
         return pod
 
-    def wait_watching(self, timeout: float = 120) -> None:
+    def wait_watching(self, timeout: float = 240) -> None:
         """Until one operator pod is Ready and has started its watch-streams."""
         deadline = time.monotonic() + timeout
         text = ""
@@ -250,6 +250,16 @@ class OperatorDeployment:
         self.kubectl("scale", self.deployment, "--replicas=1")
         self.wait_watching()
 
+    def diagnostics(self) -> str:
+        """Why the operator is not up: its pods, their Events, and the logs of this and the last start."""
+        parts = [self.kubectl("get", "pods", "-o", "wide", check=False).stdout,
+                 self.kubectl("describe", "pods", check=False).stdout[-4000:]]  # fmt: skip
+        for pod in self.pods():
+            for previous in ("", "--previous"):
+                args = ["logs", pod["metadata"]["name"]] + ([previous] if previous else [])
+                parts.append(f"--- logs {previous}\n" + self.kubectl(*args, check=False).stdout[-3000:])
+        return "\n".join(parts)
+
     def metrics(self) -> str:
         with urllib.request.urlopen(f"http://{self.pod()['status']['podIP']}:{self.metrics_port}/metrics",
                                     timeout=5) as response:  # fmt: skip
@@ -258,10 +268,13 @@ class OperatorDeployment:
 
 @pytest.fixture(scope="session")
 def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str]) -> Iterator[OperatorDeployment]:
-    helm(control_plane, "install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-         *chart_values(images), "--wait", "--timeout=180s")  # fmt: skip
     deployment = OperatorDeployment(control_plane, namespace=OPERATOR_NAMESPACE, release=RELEASE)
-    deployment.wait_watching()
+    try:
+        helm(control_plane, "install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
+             *chart_values(images), "--wait", "--timeout=300s")  # fmt: skip
+        deployment.wait_watching()
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{deployment.diagnostics()}") from None
     yield deployment
     helm(control_plane, "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait", "--timeout=120s")
 
