@@ -350,6 +350,11 @@ def import_into_containerd(tags: Iterable[str], *, address: str, namespace: str 
         if present.get(tag) == ids[tag]:
             logger.info("containerd already has %s (%s)", tag, image_id[:12])
             continue
+        if tag in present:
+            # An older build under the same name: `ctr images import` does not always move
+            # the name to the new digest, so drop the old record first (no pod runs yet).
+            subprocess.run(["ctr", "--address", address, "-n", namespace, "images", "rm", tag],
+                           capture_output=True, check=False)  # fmt: skip
         start = time.monotonic()
         save = subprocess.Popen(["podman", "save", "--format", "docker-archive", tag],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
