@@ -35,7 +35,7 @@ if __name__ == "__main__":
     simple_evaluate(lm, tasks=["p_arc"], limit=1, task_manager=tm, bootstrap_iters=0)
     start = time.perf_counter()
     out = simple_evaluate(lm, tasks=["p_arc"], limit=limit, task_manager=tm, bootstrap_iters=0, log_samples=True)
-    print(json.dumps({"seconds": time.perf_counter() - start, "requests": sum(len(s["resps"]) for s in out["samples"]["p_arc"])}))
+    print("RESULT " + json.dumps({"seconds": time.perf_counter() - start, "requests": sum(len(s["resps"]) for s in out["samples"]["p_arc"])}))
 """
 
 
@@ -66,6 +66,7 @@ def main() -> None:
     rows = []
     seconds, n = timed("hf", f"pretrained={model},dtype=float32,device=cpu", tasks, limit)
     rows.append(("hf (batch_size 1)", n, seconds))
+    print(rows[-1], flush=True)
     server = VLLMServer(model, work / "server.log", max_model_len=N_POSITIONS)
     server.start()
     try:
@@ -73,6 +74,7 @@ def main() -> None:
             args = f"model={model},base_url={server.base}/v1/completions,max_length={N_POSITIONS},tokenizer_backend=huggingface,num_concurrent={concurrent}"
             seconds, n = timed("local-completions", args, tasks, limit)
             rows.append((f"local-completions (num_concurrent {concurrent})", n, seconds))
+            print(rows[-1], flush=True)
     finally:
         server.stop()
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
@@ -80,7 +82,7 @@ def main() -> None:
     script.write_text(ENGINE_SCRIPT)
     done = subprocess.run([str(vllm_python()), str(script), str(model), str(tasks), str(limit)], env=env,
                           capture_output=True, text=True, check=True, cwd=work)
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
     rows.append(("vllm in process", result["requests"], result["seconds"]))
     print(f"{'backend':40s} {'requests':>8s} {'seconds':>8s} {'req/s':>8s}")
     for name, n, seconds in rows:
