@@ -213,6 +213,8 @@ def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
 
 
 def uses_torchrun(spec: Evaluation) -> bool:
+    if spec.endpoint is not None:
+        return False  # one pod, no GPUs (spec parsing allows nodes: 1 only)
     return spec.resources.nodes > 1 or spec.resources.gpus_per_node > 1
 
 
@@ -257,6 +259,11 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     if spec.hf_token_secret:
         secret = {"name": spec.hf_token_secret.name, "key": spec.hf_token_secret.key}
         env.append({"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": secret}})
+    if spec.endpoint is not None and spec.endpoint.api_key_secret is not None:
+        key = spec.endpoint.api_key_secret
+        env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
+        # error messages name the Secret, never the key
+        env.append({"name": "ASSAY_API_KEY_SECRET", "value": f"{key.name}/{key.key}"})
     return env
 
 
@@ -295,7 +302,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         },
         "containers": [
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
-                                 resources=containers.resources(spec, gpus=True)),
+                                 resources=containers.resources(spec, gpus=True), spec=spec),
         ],  # fmt: skip
         "volumes": containers.volumes(spec),
     }
@@ -303,7 +310,8 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         # torchrun turns a worker's exit code into 1; this pre-flight keeps exit 78 visible.
         check = ["python", "-m", "assay.runner", "--check"]
         pod_spec["initContainers"] = [
-            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False))
+            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),
+                                 spec=spec)
         ]
     if spec.resources.nodes > 1:
         pod_spec["subdomain"] = name

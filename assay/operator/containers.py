@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.spec import Evaluation, PodTemplate
+from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
 Manifest = dict[str, Any]
 
@@ -23,7 +23,8 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     if spec.resources.memory:
         limits["memory"] = spec.resources.memory
     requests = dict(limits)
-    if gpus and spec.resources.gpus_per_node > 0:
+    # a served model (spec.endpoint) runs elsewhere: its runner only sends requests
+    if gpus and spec.resources.gpus_per_node > 0 and spec.endpoint is None:
         limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
     out: Manifest = {}
     if requests:
@@ -41,7 +42,9 @@ _CONTAINER_SECURITY = {
 }
 
 
-def container(name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest) -> Manifest:
+def container(
+    name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest, spec: Evaluation | None = None
+) -> Manifest:
     container: Manifest = {
         "name": name,
         "image": image,
@@ -55,6 +58,8 @@ def container(name: str, command: list[str], *, image: str, env: list[Manifest],
             {"name": "dshm", "mountPath": "/dev/shm"},
         ],
     }
+    if spec is not None and spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
+        container["volumeMounts"].append({"name": "endpoint-ca", "mountPath": ENDPOINT_CA_MOUNT, "readOnly": True})
     if resources:
         container["resources"] = resources
     return container
@@ -66,13 +71,17 @@ def volumes(spec: Evaluation) -> list[Manifest]:
             return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
         return {"name": name, "emptyDir": {}}
 
-    return [
+    out = [
         claim_or_scratch("cache", spec.cache.pvc),
         claim_or_scratch("output", spec.output.pvc),
         {"name": "tmp", "emptyDir": {}},
         # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
     ]
+    if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
+        bundle = spec.endpoint.ca_bundle
+        out.append({"name": "endpoint-ca", "configMap": {"name": bundle.name, "items": [{"key": bundle.key, "path": bundle.key}]}})
+    return out
 
 
 def placement(template: PodTemplate) -> Manifest:

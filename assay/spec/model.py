@@ -74,6 +74,47 @@ class SecretKey:
     """The key inside it holding the Hugging Face token."""
 
 
+#: the model names that talk to a served model (spec.endpoint)
+API_MODELS = ("local-completions", "local-chat-completions", "openai-completions", "openai-chat-completions")
+#: where the runner pod mounts spec.endpoint.caBundle's ConfigMap
+ENDPOINT_CA_MOUNT = "/etc/assay/endpoint-ca"
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigMapKey:
+    name: str
+    """The ConfigMap, in the Evaluation's namespace."""
+    key: str = "ca.crt"
+
+
+@dataclasses.dataclass(frozen=True)
+class Endpoint:
+    """A model already served over an OpenAI-compatible API (vLLM, KServe, TGI, ...)."""
+
+    url: str
+    """The completions (or chat completions) route, e.g. http://vllm.ml:8000/v1/completions."""
+    served_model: str | None = None
+    """The name the server knows the model by (the request's `model`)."""
+    api_key_secret: SecretKey | None = None
+    """Secret whose key is sent as the bearer token (OPENAI_API_KEY in the runner)."""
+    ca_bundle: ConfigMapKey | None = None
+    """ConfigMap holding the CA bundle that signs the server's certificate."""
+    tokenizer: str | None = None
+    """HF tokenizer (hub id or path) for token counts; needed for loglikelihood tasks."""
+
+    def model_args(self) -> dict[str, JSON]:
+        """What the endpoint adds to model_args (lm-eval's names)."""
+        args: dict[str, JSON] = {"base_url": self.url}
+        if self.served_model:
+            args["model"] = self.served_model
+        if self.tokenizer:
+            args["tokenizer"] = self.tokenizer
+            args["tokenizer_backend"] = "huggingface"
+        if self.ca_bundle:
+            args["ca_cert_path"] = f"{ENDPOINT_CA_MOUNT}/{self.ca_bundle.key}"
+        return args
+
+
 @dataclasses.dataclass(frozen=True)
 class Cache:
     pvc: str | None = None
@@ -137,6 +178,8 @@ class Evaluation:
     image: str | None = None
     """Runner image; the operator's default image if unset."""
     hf_token_secret: SecretKey | None = None
+    endpoint: Endpoint | None = None
+    """A served model to evaluate (with an API model): the runner then requests no GPU."""
     cache: Cache = Cache()
     output: Output = Output()
     pod_template: PodTemplate = PodTemplate()
@@ -162,6 +205,8 @@ class Evaluation:
     @property
     def model_label(self) -> str:
         """What the model is called in metrics and status: the checkpoint when there is one."""
+        if self.endpoint is not None:
+            return self.endpoint.served_model or self.endpoint.url
         for key in ("pretrained", "model", "engine", "path"):
             value = self.model_args.get(key)
             if isinstance(value, str) and value:
@@ -171,6 +216,8 @@ class Evaluation:
     def to_run_kwargs(self) -> dict[str, JSON]:
         """Keyword arguments of lm-eval-style `simple_evaluate` for this spec."""
         model_args = dict(self.model_args)
+        if self.endpoint is not None:
+            model_args.update(self.endpoint.model_args())
         if self.trust_remote_code:
             # lm-eval's --trust_remote_code also sets it in model_args.
             model_args["trust_remote_code"] = True

@@ -12,8 +12,8 @@ from typing import Mapping, Sequence
 from assay import batch_size, run_rules
 from assay.errors import UserError
 from assay.spec.model import (
-    API_VERSION, JSON, KIND, QUANTITY_RE, SEED_STRING_RE, BatchSize, Cache, Evaluation, Output, PodTemplate,
-    Resources, SecretKey, Seed,
+    API_MODELS, API_VERSION, JSON, KIND, QUANTITY_RE, SEED_STRING_RE, BatchSize, Cache, ConfigMapKey, Endpoint,
+    Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
 )  # fmt: skip
 
 
@@ -21,7 +21,7 @@ _TOP_FIELDS = {
     "model", "modelArgs", "tasks", "numFewshot", "limit", "samples", "batchSize",
     "maxBatchSize", "genKwargs", "seed", "applyChatTemplate", "chatTemplate",
     "fewshotAsMultiturn", "systemInstruction", "logSamples", "predictOnly", "metadata",
-    "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "cache",
+    "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "endpoint", "cache",
     "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
 }  # fmt: skip
 
@@ -117,6 +117,10 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     if fewshot_as_multiturn and not apply_chat_template:
         raise UserError("spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval).")
     model_args = r.mapping("modelArgs") or {}
+    endpoint = _endpoint(r, model, model_args)
+    resources = _resources(r)
+    if endpoint is not None and resources.nodes > 1:
+        raise UserError("spec.endpoint runs in one pod: set spec.resources.nodes to 1 (modelArgs.num_concurrent sets parallel requests).")
     return Evaluation(
         model=model,
         tasks=tasks,
@@ -137,9 +141,10 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         metadata=_optional_dict(r.mapping("metadata")),
         trust_remote_code=bool(r.boolean("trustRemoteCode", False)),
         allow_unsafe_code=bool(r.boolean("allowUnsafeCode", False)),
-        resources=_resources(r),
+        resources=resources,
         image=r.string("image"),
         hf_token_secret=_secret(r),
+        endpoint=endpoint,
         cache=_cache(r),
         output=_output(r),
         pod_template=_pod_template(r),
@@ -234,6 +239,32 @@ def _resources(r: _Reader) -> Resources:
         cpu=sub.quantity("cpu"),
         memory=sub.quantity("memory"),
     )
+
+
+def _endpoint(r: _Reader, model: str, model_args: Mapping[str, JSON]) -> Endpoint | None:
+    data = r.get("endpoint")
+    if data is None:
+        return None
+    if model not in API_MODELS:
+        raise UserError(f"spec.endpoint needs spec.model set to one of {', '.join(API_MODELS)}, not {model!r}.")
+    clash = sorted({"base_url", "model", "tokenizer", "ca_cert_path"} & set(model_args))
+    if clash:
+        raise UserError(f"spec.modelArgs.{clash[0]} is set by spec.endpoint; remove it from modelArgs.")
+    sub = _Reader(data, "spec.endpoint", {"url", "servedModel", "apiKeySecret", "caBundle", "tokenizer"})
+    url = sub.string("url", required=True)
+    assert url is not None
+    if not url.startswith(("http://", "https://")):
+        raise UserError(f"spec.endpoint.url must start with http:// or https://, not {url!r}.")
+    secret = None
+    if sub.get("apiKeySecret") is not None:
+        ref = _Reader(sub.get("apiKeySecret"), "spec.endpoint.apiKeySecret", {"name", "key"})
+        secret = SecretKey(name=ref.string("name", required=True) or "", key=ref.string("key") or "api-key")
+    bundle = None
+    if sub.get("caBundle") is not None:
+        ref = _Reader(sub.get("caBundle"), "spec.endpoint.caBundle", {"configMap", "key"})
+        bundle = ConfigMapKey(name=ref.string("configMap", required=True) or "", key=ref.string("key") or "ca.crt")
+    return Endpoint(url=url, served_model=sub.string("servedModel"), api_key_secret=secret, ca_bundle=bundle,
+                    tokenizer=sub.string("tokenizer"))
 
 
 def _secret(r: _Reader) -> SecretKey | None:

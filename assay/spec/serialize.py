@@ -41,6 +41,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         }),  # fmt: skip
         "image": e.image,
         "hfTokenSecret": {"name": e.hf_token_secret.name, "key": e.hf_token_secret.key} if e.hf_token_secret else None,
+        "endpoint": _endpoint(e),
         "cache": _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
                                    "localDatasetsDir": e.cache.local_datasets_dir}),
         "output": _drop_none({"pvc": e.output.pvc, "path": e.output.path}),
@@ -57,6 +58,19 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "suspend": e.suspend,
     }
     return _drop_none(out)
+
+
+def _endpoint(e: Evaluation) -> JSON:
+    point = e.endpoint
+    if point is None:
+        return None
+    secret = point.api_key_secret
+    bundle = point.ca_bundle
+    return _drop_none({
+        "url": point.url, "servedModel": point.served_model, "tokenizer": point.tokenizer,
+        "apiKeySecret": {"name": secret.name, "key": secret.key} if secret else None,
+        "caBundle": {"configMap": bundle.name, "key": bundle.key} if bundle else None,
+    })  # fmt: skip
 
 
 def _drop_none(data: dict[str, JSON]) -> dict[str, JSON]:

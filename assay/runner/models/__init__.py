@@ -16,6 +16,11 @@ _BUILTIN: dict[str, str] = {
     "hf": "assay.runner.models.hf:HFLM",
     "huggingface": "assay.runner.models.hf:HFLM",
     "dummy": "assay.runner.models.dummy:DummyLM",
+    "vllm": "assay.runner.models.vllm_engine:VLLMLM",
+    "local-completions": "assay.runner.models.api_completions:CompletionsLM",
+    "openai-completions": "assay.runner.models.api_completions:OpenAICompletionsLM",
+    "local-chat-completions": "assay.runner.models.api_chat:ChatCompletionsLM",
+    "openai-chat-completions": "assay.runner.models.api_chat:OpenAIChatCompletionsLM",
 }
 _REGISTERED: dict[str, type[LM]] = {}
 

@@ -1,0 +1,219 @@
+"""`--model vllm`: vLLM's engine in this process, giving lm-eval's `vllm` backend numbers.
+
+lm-eval's VLLM rules, kept because they decide the numbers:
+- tokenisation is HFLM's (`hf_encoding.Encoder`): the BOS-prefix rule, add_bos_token;
+- loglikelihood sends context+continuation left-truncated to max_length-1 tokens with
+  `SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1)` and sums the prompt
+  logprobs of the continuation tokens; is_greedy: each is its position's top-1;
+- rolling windows predict max_length-2 tokens each;
+- generate_until truncates the context to max_length - max_gen_toks, stops at `until`
+  plus the EOS string, then cuts at the stops again.
+
+Data parallelism is Assay's own: under `torchrun` every rank builds one engine over its
+share of the documents (the evaluator splits and gathers); lm-eval's Ray path is not used.
+Shared prefixes: vLLM's automatic prefix caching (`enable_prefix_caching`, on by default
+where the platform supports it) prefills a few-shot context once across generation
+requests; requests that ask for prompt logprobs (every loglikelihood) are computed in full,
+since vLLM returns no logprobs for cached prompt tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from tqdm import tqdm
+
+from assay.batch_size import BatchSize
+from assay.errors import UserError
+from assay.runner.models.api_completions import disjoint_windows
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+from assay.runner.models.lm import LM
+from assay.runner.models.vllm_args import VLLMArgs
+
+INSTALL_HINT = (
+    "--model vllm needs the vllm package in this Python: pip install vllm (GPU) or, on CPU, build the venv with"
+    " .ci/vllm_venv.sh (see docs/served.md)."
+)
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ModuleNotFoundError:
+        raise UserError(INSTALL_HINT) from None
+    return vllm
+
+
+class VLLMLM(LM):
+    def __init__(self, **model_args: Any) -> None:
+        self._setup(VLLMArgs.from_model_args(model_args))
+
+    @classmethod
+    def from_run(
+        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+    ) -> "VLLMLM":
+        given = dict(model_args)
+        if batch_size is not None:
+            given["batch_size"] = batch_size
+        if max_batch_size is not None:
+            given.setdefault("max_batch_size", max_batch_size)
+        lm = cls.__new__(cls)
+        lm._setup(VLLMArgs.from_model_args(given))
+        return lm
+
+    def _setup(self, args: VLLMArgs) -> None:
+        vllm = _import_vllm()
+        from assay.runner.models.hf_encoding import Encoder
+
+        self.args = args
+        self._vllm = vllm
+        self.rank, self.world_size = _rank_and_world()
+        if args.data_parallel_size > 1 and self.world_size != args.data_parallel_size:
+            raise UserError(
+                f"model_args data_parallel_size={args.data_parallel_size} runs one engine per rank: launch with"
+                f" torchrun --nproc-per-node {args.data_parallel_size} -m assay run ... (this run has {self.world_size} rank(s))."
+            )
+        self.model = vllm.LLM(**args.engine_kwargs())
+        self.tokenizer = self.model.get_tokenizer()
+        self.encoder = Encoder(self.tokenizer, backend="causal", add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        self.max_length = args.max_length or int(self.model.llm_engine.model_config.max_model_len)
+        self.lora_request = None
+        if args.lora_local_path:
+            from vllm.lora.request import LoRARequest
+
+            self.lora_request = LoRARequest("assay_lora", 1, args.lora_local_path)
+
+    # -- scoring ----------------------------------------------------------------------------
+
+    def _generate(self, prompts: list[list[int]], params: Any) -> list[Any]:
+        tokens_prompt = self._vllm.TokensPrompt
+        inputs = [tokens_prompt(prompt_token_ids=p) for p in prompts]
+        kwargs: dict[str, Any] = {"use_tqdm": False}
+        if self.lora_request is not None:
+            kwargs["lora_request"] = self.lora_request
+        return list(self.model.generate(inputs, sampling_params=params, **kwargs))
+
+    def score_tokens(self, pairs: Sequence[tuple[list[int], list[int]]], desc: str, disable_tqdm: bool) -> list[LoglikelihoodResult]:
+        limit = self.max_length - 1  # vLLM needs room for one generated token
+        inputs, ctxlens = [], []
+        for ctx, cont in pairs:
+            inputs.append((ctx + cont)[-limit:])
+            ctxlens.append(len(ctx) - max(0, len(ctx) + len(cont) - limit))
+        params = self._vllm.SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False)
+        results: list[LoglikelihoodResult] = []
+        bar = tqdm(total=len(inputs), desc=desc, disable=disable_tqdm or self.rank != 0)
+        step = self.args.batch_size or max(1, len(inputs))
+        try:
+            for start in range(0, len(inputs), step):
+                chunk = list(range(start, min(len(inputs), start + step)))
+                outputs = self._generate([inputs[i] for i in chunk], params)
+                for i, output in zip(chunk, outputs):
+                    results.append(_parse_prompt_logprobs(inputs[i], output.prompt_logprobs, ctxlens[i]))
+                bar.update(len(chunk))
+        finally:
+            bar.close()
+        return results
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+        pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
+        return self.score_tokens(pairs, "Running loglikelihood requests", disable_tqdm)
+
+    def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
+        owners, windows = [], []
+        for index, tokens in enumerate(self.encoder.encode_many([r.text for r in requests])):
+            for window in disjoint_windows(tokens, self.encoder.prefix_token_id, self.max_length - 2):
+                owners.append(index)
+                windows.append(window)
+        totals = [0.0] * len(requests)
+        for owner, result in zip(owners, self.score_tokens(windows, "Running loglikelihood_rolling requests", disable_tqdm)):
+            totals[owner] += result.logprob
+        return totals
+
+    # -- generation -------------------------------------------------------------------------
+
+    def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
+        from assay.runner.models.vllm_args import normalize_gen_kwargs
+
+        eos = str(self.tokenizer.decode(self.eot_token_id)) or str(getattr(self.tokenizer, "eos_token", "") or "")
+        encoded = self.encoder.encode_many([r.context for r in requests])
+        prompts, params, stops = [], [], []
+        for tokens, request in zip(encoded, requests):
+            until, budget, kwargs = normalize_gen_kwargs(request.gen_kwargs, self.args.max_gen_toks)
+            if eos and eos not in until:
+                until.append(eos)
+            if len(tokens) + budget > self.max_length:
+                tokens = tokens[-(self.max_length - budget):] if self.max_length > budget else []
+            stop = [s for s in until if s == eos] if self.args.think_end_token else until
+            prompts.append(tokens)
+            params.append(self._vllm.SamplingParams(max_tokens=budget, stop=stop, **kwargs))
+            stops.append(until)
+        bar = tqdm(total=len(requests), desc="Running generate_until requests", disable=disable_tqdm or self.rank != 0)
+        try:
+            outputs = self._generate(prompts, params)
+            bar.update(len(requests))
+        finally:
+            bar.close()
+        return [_cut(out.outputs[0].text, until, self.args.think_end_token) for out, until in zip(outputs, stops)]
+
+    # -- identity ---------------------------------------------------------------------------
+
+    @property
+    def eot_token_id(self) -> int:
+        return int(self.tokenizer.eos_token_id)
+
+    @property
+    def tokenizer_name(self) -> str:
+        return str(self.tokenizer.name_or_path).replace("/", "__")
+
+    def chat_template(self, chat_template: bool | str = False) -> str | None:
+        if chat_template is False or chat_template is None:
+            return None
+        return str(getattr(self.tokenizer, "chat_template", None) or "")
+
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
+        return str(self.tokenizer.apply_chat_template(
+            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
+            continue_final_message=not add_generation_prompt, **self.args.chat_template_kwargs(),
+        ))
+
+    def model_info(self) -> dict[str, Any]:
+        return {"model_num_parameters": -1, "model_dtype": str(self.args.dtype), "model_revision": self.args.revision, "model_sha": ""}
+
+    def tokenizer_info(self) -> dict[str, Any]:
+        tok = self.tokenizer
+        return {
+            "tokenizer_pad_token": [tok.pad_token, str(tok.pad_token_id)],
+            "tokenizer_eos_token": [tok.eos_token, str(tok.eos_token_id)],
+            "tokenizer_bos_token": [tok.bos_token, str(tok.bos_token_id)],
+            "eot_token_id": self.eot_token_id, "max_length": self.max_length,
+        }
+
+
+def _parse_prompt_logprobs(tokens: list[int], prompt_logprobs: Any, ctxlen: int) -> LoglikelihoodResult:
+    total, greedy = 0.0, True
+    for token, options in zip(tokens[ctxlen:], list(prompt_logprobs)[ctxlen:]):
+        values = {t: float(getattr(v, "logprob", v)) for t, v in options.items()}
+        total += values[token]
+        if greedy and max(values, key=lambda t: values[t]) != token:
+            greedy = False
+    return LoglikelihoodResult(total, greedy)
+
+
+def _cut(text: str, stops: Sequence[str], think_end: str | None) -> str:
+    if think_end:
+        text = text.split(think_end)[-1].lstrip()
+    for stop in stops:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
+def _rank_and_world() -> tuple[int, int]:
+    """One engine per torchrun rank: the evaluator shards documents by these."""
+    try:
+        import torch.distributed as dist
+    except ModuleNotFoundError:
+        return 0, 1
+    if dist.is_available() and dist.is_initialized():
+        return int(dist.get_rank()), int(dist.get_world_size())
+    return 0, 1
