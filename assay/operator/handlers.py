@@ -1,7 +1,7 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
-- Evaluation created, resumed (operator start) or its spec changed → parse, validate,
-  `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
+- Evaluation created, resumed (operator start) or its spec changed → parse, check the
+  admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
   from what exists and creates nothing twice.
 - A runner Job or runner pod changed → `observe_run` reads the Job, its pods and (where
   the statuses cannot tell) their Events, `diagnosis.diagnose` names what keeps the run
@@ -31,7 +31,7 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, diagnosis, kube, reconcile, validation
+from assay.operator import builders, conditions, diagnosis, diffbase, kube, policy, reconcile, validation
 from assay.operator.metrics import EvaluationMetrics
 
 logger = logging.getLogger(__name__)
@@ -94,6 +94,12 @@ def _pull_timeout(memo: Any) -> float:
     return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
 
 
+def _policy(memo: Any) -> policy.AdminPolicy:
+    """The admin's policy `main` read from ASSAY_POLICY; the safe defaults without one."""
+    value = getattr(memo, "policy", None)
+    return value if isinstance(value, policy.AdminPolicy) else policy.AdminPolicy()
+
+
 def _kopf_event(obj: Any, *, type: str, reason: str, message: str) -> None:
     kopf.event(obj, type=type, reason=reason, message=message)
 
@@ -101,7 +107,7 @@ def _kopf_event(obj: Any, *, type: str, reason: str, message: str) -> None:
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=spec_module.GROUP)
-    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=spec_module.GROUP)
+    settings.persistence.diffbase_storage = diffbase.RedactingDiffBaseStorage(prefix=spec_module.GROUP)
     settings.persistence.finalizer = f"{spec_module.GROUP}/operator"
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_SERVER_TIMEOUT + 30
@@ -138,9 +144,12 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     now = _now()
+    admin = _policy(memo)
     try:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
+        policy.check(spec, admin)  # before the task index sees a path it would walk
         validation.validate(spec)
+        spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:

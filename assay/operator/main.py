@@ -6,6 +6,10 @@ With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated
 decides; unset means all namespaces. The Helm chart runs one replica with --standalone
 (no peering objects needed); several replicas need kopf's peering CRDs and no
 --standalone.
+
+The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
+GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
+`assay.operator.policy`.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ DEFAULT_HEALTH_PORT = 8080
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="assay operator", description="Run the Assay operator.")
+    parser = argparse.ArgumentParser(
+        prog="assay operator", description="Run the Assay operator.",
+        epilog="The admin's policy (allowed images, remote/unsafe code, online runners, GPU and node caps) "
+               "is read from $ASSAY_POLICY, the JSON of the Helm chart's `policy` values.")  # fmt: skip
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
                        help="Watch this namespace (repeatable; globs as in kopf).")  # fmt: skip
@@ -69,12 +76,14 @@ def main(argv: Sequence[str]) -> int:
 
     from assay.operator import handlers  # registers the handlers
     from assay.operator import kube
+    from assay.operator.policy import AdminPolicy
     from assay.operator.metrics import EvaluationMetrics
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
+    admin_policy = AdminPolicy.from_env()
     try:
         kube.load_config()
     except Exception as error:  # noqa: BLE001 - ConfigException or a broken kubeconfig file
@@ -91,6 +100,7 @@ def main(argv: Sequence[str]) -> int:
         namespaces=namespaces,
         standalone=args.standalone or None,
         liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout),
+        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout,
+                       policy=admin_policy),
     )
     return 0

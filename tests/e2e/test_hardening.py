@@ -1,0 +1,86 @@
+"""Operator hardening on the real node (issue 15): the admin's policy as the chart installs it.
+
+The session's operator runs the chart's default policy: no remote code, no unsafe task
+code, runners offline; task paths and literal secrets are refused whatever the policy. A
+second release, installed with `policy` values, shows the admin's image prefixes and
+GPU/node caps reach the operator through Helm.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import CHART, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm
+from tests.e2e.helpers import dummy_spec
+
+pytestmark = pytest.mark.e2e
+
+SECRET_VALUE = "hf_" + "Zq7" * 12
+
+
+def _refused(cluster: Cluster, name: str, spec: dict[str, Any]) -> str:
+    """Apply `spec`; wait until it is refused; check that nothing ran. Returns the message."""
+    cluster.apply(evaluation_manifest(name, **spec))
+    status = cluster.wait(name, "Failed", timeout=60)["status"]
+    accepted = {c["type"]: c for c in status["conditions"]}["Accepted"]
+    assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec", status
+    assert status["message"].count(". ") == 0 and status["message"].endswith("."), status["message"]
+    assert cluster.items("jobs", f"assay.dev/evaluation={name}") == []
+    assert cluster.items("serviceaccounts", f"assay.dev/evaluation={name}") == []
+    event = cluster.wait_for(f"the InvalidSpec Event of {name}", lambda: cluster.events(name).get("InvalidSpec"),
+                             timeout=30)  # fmt: skip
+    assert event == status["message"]
+    return str(status["message"])
+
+
+def test_the_default_policy_refuses_what_a_user_cannot_grant_themselves(cluster: Cluster) -> None:
+    message = _refused(cluster, "remote", dummy_spec(trustRemoteCode=True))
+    assert message.startswith("spec.trustRemoteCode is not allowed in this cluster")
+    message = _refused(cluster, "unsafe", dummy_spec(allowUnsafeCode=True))
+    assert message.startswith("spec.allowUnsafeCode is not allowed in this cluster")
+    # Today's `tasks: ["/"]` made the operator walk its own filesystem.
+    message = _refused(cluster, "walk", dummy_spec(tasks=["/"]))
+    assert message.startswith("spec.tasks[0] '/' is a path")
+    message = _refused(cluster, "leak", dummy_spec(modelArgs={"token": SECRET_VALUE}))
+    assert message.startswith("spec.modelArgs.token holds a literal secret")
+    # The token appears nowhere the operator writes: status, Events, its log.
+    texts = [json.dumps(cluster.evaluation("leak").get("status")), json.dumps(cluster.items("events")),
+             cluster.operator.logs()]  # fmt: skip
+    assert not [t for t in texts if SECRET_VALUE in t]
+
+
+def test_runners_are_offline_unless_the_policy_lets_them_online(cluster: Cluster) -> None:
+    online = dummy_spec(suspend=True, cache={"pvc": "cache", "localDatasetsDir": "datasets"})
+    cluster.apply(evaluation_manifest("online", **online))
+    job = cluster.wait_for("the Job", lambda: cluster.items("jobs", "assay.dev/evaluation=online"), timeout=60)[0]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1" and env["HF_DATASETS_OFFLINE"] == "1"
+
+
+def test_the_charts_policy_values_bound_images_gpus_and_nodes(cluster: Cluster, images: dict[str, str]) -> None:
+    runner_repository = images["runner"].rsplit(":", 1)[0]
+    values = [f"watchNamespaces={{{cluster.namespace}}}", f"policy.allowedImagePrefixes={{{runner_repository}}}",
+              "policy.maxGpusPerEvaluation=2", "policy.maxNodesPerEvaluation=1"]  # fmt: skip
+    cluster.operator.kill()  # one operator per namespace at a time
+    admin = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="policy")
+    try:
+        helm(cluster.plane, "install", "policy", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
+             *chart_values(images, *values), "--wait", "--timeout=180s")  # fmt: skip
+        admin.wait_watching()
+        message = _refused(cluster, "elsewhere", dummy_spec(image="docker.io/attacker/runner:1"))
+        assert message.startswith("spec.image 'docker.io/attacker/runner:1' is not from an allowed registry")
+        assert runner_repository in message
+        message = _refused(cluster, "wide", dummy_spec(resources={"nodes": 2, "gpusPerNode": 0}))
+        assert "nodes 2 is above this cluster's limit of 1" in message
+        message = _refused(cluster, "greedy", dummy_spec(resources={"nodes": 1, "gpusPerNode": 4}))
+        assert "asks for 4 GPUs" in message and "limit of 2" in message
+        # An image under the allowed prefix runs to the end.
+        cluster.apply(evaluation_manifest("allowed", **dummy_spec(image=images["runner"])))
+        status = cluster.wait("allowed", "Succeeded", timeout=180)["status"]
+        assert status["results"]["arc_easy"]
+    finally:
+        helm(cluster.plane, "uninstall", "policy", "--namespace", cluster.namespace, "--wait", "--timeout=120s")
+        cluster.operator.start()
