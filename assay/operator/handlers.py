@@ -31,7 +31,7 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, diagnosis, diffbase, kube, policy, reconcile, validation
+from assay.operator import builders, conditions, converge, diagnosis, diffbase, kube, policy, reconcile, validation
 from assay.operator.metrics import EvaluationMetrics
 
 logger = logging.getLogger(__name__)
@@ -60,12 +60,6 @@ def plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     return value
-
-
-def _normal_event(obj: Any, *, reason: str, message: str) -> None:
-    """A Normal Event on `obj`. Not `kopf.info`: that one obeys `settings.posting.level`,
-    which is WARNING here to keep kopf's own handler logs out of Events, and would drop it."""
-    kopf.event(obj, type="Normal", reason=reason, message=message)
 
 
 def _metrics(memo: Any) -> EvaluationMetrics:
@@ -120,13 +114,18 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.pending = PendingEvaluations()
     memo.sweeper = PendingSweeper(memo)
     memo.sweeper.start()
+    memo.unfinished = converge.UnfinishedRuns()
+    memo.lost_job_sweeper = converge.LostJobSweeper(
+        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
+        on_error=_metrics(memo).record_error)  # fmt: skip
+    memo.lost_job_sweeper.start()
 
 
 @kopf.on.cleanup()
 def stop_sweeper(memo: kopf.Memo, **_: Any) -> None:
-    sweeper = getattr(memo, "sweeper", None)
-    if sweeper is not None:
-        sweeper.stop()
+    for sweeper in (getattr(memo, "sweeper", None), getattr(memo, "lost_job_sweeper", None)):
+        if sweeper is not None:
+            sweeper.stop()
 
 
 @kopf.on.probe(id="evaluations")
@@ -141,8 +140,6 @@ def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
 def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger,
                          **_: Any) -> None:  # fmt: skip
     evaluation = plain(body)
-    meta = evaluation["metadata"]
-    namespace, name = meta["namespace"], meta["name"]
     now = _now()
     admin = _policy(memo)
     try:
@@ -157,27 +154,8 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
             kopf.warn(body, reason="InvalidSpec", message=str(error))
         return
     try:
-        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
-        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
-        steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now,
-                               default_image=getattr(memo, "default_image", None))  # fmt: skip
-        if steps.status:
-            # Written before the Job exists, not through kopf's patch after the handler:
-            # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
-            # events (a suspended Job's only ones) come within milliseconds of its creation.
-            kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status)
-        for manifest in steps.create:
-            if kube.create(manifest) and manifest["kind"] == "Job":
-                _normal_event(body, reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
-        for job in steps.delete_jobs:
-            kube.delete("Job", "batch/v1", namespace=namespace, name=job)
-            _normal_event(body, reason="JobReplaced", message=f"Deleted Job {job} of an earlier spec.")
-        for service in steps.delete_services:
-            kube.delete("Service", "v1", namespace=namespace, name=service)
-        if steps.suspend_job:
-            job, suspend = steps.suspend_job
-            kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
-            _normal_event(body, reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
+        converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
+                           emit=_kopf_event)  # fmt: skip
     except Exception:
         _metrics(memo).record_error("reconcile")
         raise
@@ -185,9 +163,10 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
 def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    if event.get("type") == "DELETED":
-        return
     job = plain(body)
+    if event.get("type") == "DELETED":
+        _job_deleted(job, memo=memo)
+        return
     meta = job["metadata"]
     name = builders.evaluation_name(job)
     if not name:
@@ -199,6 +178,22 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: k
         observe_run(evaluation, job=job, memo=memo, emit=_kopf_event)
     except Exception:
         _metrics(memo).record_error("mirror_job")
+        raise
+
+
+def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
+    """A runner Job is gone: if it was an unfinished run's current Job (deleted by hand), create it again."""
+    meta = job["metadata"]
+    name = builders.evaluation_name(job)
+    if not name:
+        return
+    try:
+        evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
+        if evaluation is not None and converge.awaits_job(evaluation, meta["name"]):
+            converge.recreate(evaluation, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
+                              emit=_kopf_event, now=_now())  # fmt: skip
+    except Exception:
+        _metrics(memo).record_error("recreate_job")
         raise
 
 
@@ -354,9 +349,9 @@ class PendingSweeper:
 def observe_metrics(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata") or {}
     deleted = event.get("type") == "DELETED"
-    pending = getattr(memo, "pending", None)
-    if pending is not None:
-        pending.observe(plain(body), deleted=deleted)
+    for tracker in (getattr(memo, "pending", None), getattr(memo, "unfinished", None)):
+        if tracker is not None:
+            tracker.observe(plain(body), deleted=deleted)
     if deleted:
         _metrics(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
     else:

@@ -84,3 +84,24 @@ def test_the_charts_policy_values_bound_images_gpus_and_nodes(cluster: Cluster, 
     finally:
         helm(cluster.plane, "uninstall", "policy", "--namespace", cluster.namespace, "--wait", "--timeout=120s")
         cluster.operator.start()
+
+
+def test_a_job_deleted_by_hand_is_created_again_and_runs(cluster: Cluster) -> None:
+    # Suspended first, so the Job is deleted before it ran anything.
+    cluster.apply(evaluation_manifest("lost", **dummy_spec(suspend=True)))
+    (job,) = cluster.wait_for("the Job", lambda: cluster.items("jobs", "assay.dev/evaluation=lost"), timeout=60)
+    name, uid = job["metadata"]["name"], job["metadata"]["uid"]
+    cluster.kubectl("delete", "job", name, "--wait=true")
+
+    def recreated() -> list[dict[str, Any]]:
+        return [j for j in cluster.items("jobs", "assay.dev/evaluation=lost") if j["metadata"]["uid"] != uid]
+
+    (again,) = cluster.wait_for("the Job to be created again", recreated, timeout=60)
+    assert again["metadata"]["name"] == name and again["spec"]["suspend"] is True
+    lost = cluster.wait_for("a JobLost Event", lambda: cluster.events("lost").get("JobLost"), timeout=30)
+    assert name in lost
+    assert cluster.evaluation("lost")["status"]["jobName"] == name
+    cluster.kubectl("patch", "evaluation", "lost", "--type=merge", "-p", '{"spec": {"suspend": false}}')
+    status = cluster.wait("lost", "Succeeded", timeout=180)["status"]
+    assert status["results"]["arc_easy"]
+    assert len(cluster.items("jobs", "assay.dev/evaluation=lost")) == 1

@@ -1,0 +1,113 @@
+"""`converge`: which runs need their Job again, and re-creating it from the same pure plan.
+
+No API server runs in unit tests, so `kube`'s calls are replaced by an in-memory store of
+the objects created; tests/e2e/test_hardening.py deletes a real Job on the real node.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import pytest
+
+from assay.operator import conditions, converge, kube
+from assay.operator.policy import AdminPolicy
+
+T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
+
+
+def _evaluation(name: str = "tiny", **status: Any) -> dict[str, Any]:
+    accepted = conditions.accepted(None, job_name=f"{name}-g1", generation=1, now=T0, new_run=True)
+    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+            "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1},
+            "spec": dict(SPEC), "status": {**{k: v for k, v in accepted.items() if v is not None}, **status}}  # fmt: skip
+
+
+class Store:
+    """The objects `kube.create` made, by (kind, name)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
+        self.events: list[tuple[str, str]] = []
+        monkeypatch.setattr(kube, "create", self.create)
+        monkeypatch.setattr(kube, "get", lambda kind, v, *, namespace, name: self.objects.get((kind, name)))
+        monkeypatch.setattr(kube, "list_children", self.list_children)
+        monkeypatch.setattr(kube, "patch_evaluation_status", lambda **_: None)
+
+    def create(self, manifest: dict[str, Any]) -> bool:
+        key = (manifest["kind"], manifest["metadata"]["name"])
+        if key in self.objects:
+            return False
+        self.objects[key] = manifest
+        return True
+
+    def list_children(self, kind: str, api_version: str, **_: Any) -> list[dict[str, Any]]:
+        return [o for (k, _name), o in self.objects.items() if k == kind]
+
+    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
+        self.events.append((type, reason))
+
+
+def test_which_runs_await_their_job() -> None:
+    assert converge.awaits_job(_evaluation())
+    assert converge.awaits_job(_evaluation(), "tiny-g1") and not converge.awaits_job(_evaluation(), "tiny-g0")
+    assert not converge.awaits_job(_evaluation(phase="Succeeded"))
+    deleting = _evaluation()
+    deleting["metadata"]["deletionTimestamp"] = "2025-05-01T12:00:00Z"
+    assert not converge.awaits_job(deleting)
+    rejected = _evaluation()
+    rejected["status"].update(conditions.rejected(rejected["status"], message="No.", generation=1, now=T0))
+    assert not converge.awaits_job(rejected)
+
+
+def test_the_tracker_follows_watch_events_and_lost_runs_cost_one_list_per_namespace() -> None:
+    runs = converge.UnfinishedRuns()
+    for name in ("a", "b", "c"):
+        runs.observe(_evaluation(name))
+    runs.observe(_evaluation("c", phase="Failed"))
+    assert runs.snapshot() == {("evals", "a"): "a-g1", ("evals", "b"): "b-g1"}
+    listed: list[str] = []
+
+    def job_names(namespace: str) -> set[str]:
+        listed.append(namespace)
+        return {"a-g1"}
+
+    assert converge.lost_runs(runs.snapshot(), job_names=job_names) == [("evals", "b")]
+    assert listed == ["evals"]
+    runs.observe(_evaluation("b"), deleted=True)
+    assert runs.snapshot() == {("evals", "a"): "a-g1"}
+
+
+def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(monkeypatch)
+    evaluation = _evaluation()
+    assert converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
+    job = store.objects[("Job", "tiny-g1")]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1"  # the policy still holds for the Job made again
+    assert store.events[0] == ("Warning", "JobLost") and ("Normal", "JobCreated") in store.events
+    # Seen by both the DELETED event and the sweep: the second finds the Job and does nothing.
+    assert not converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
+    assert [k for k in store.objects if k[0] == "Job"] == [("Job", "tiny-g1")]
+
+
+def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(monkeypatch)
+    calls: list[str] = []
+    monkeypatch.setattr(converge, "runner_job_names", lambda ns: calls.append(ns) or {"a-g1"})
+    evaluations = {name: _evaluation(name) for name in ("a", "b")}
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
+    monkeypatch.setattr(kube, "create_event", store.emit)
+    runs = converge.UnfinishedRuns()
+    errors: list[str] = []
+    sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
+                                      on_error=errors.append)  # fmt: skip
+    sweeper.sweep()
+    assert calls == []  # idle: no API call
+    for evaluation in evaluations.values():
+        runs.observe(evaluation)
+    sweeper.sweep()
+    assert calls == ["evals"] and list(store.objects) and not errors
+    assert {name for kind, name in store.objects if kind == "Job"} == {"b-g1"}
