@@ -218,6 +218,11 @@ def uses_torchrun(spec: Evaluation) -> bool:
     return spec.resources.nodes > 1 or spec.resources.gpus_per_node > 1
 
 
+def queued(spec: Evaluation) -> bool:
+    """Whether Kueue manages the run's Job (a queue label): then only Kueue flips its `suspend`."""
+    return KUEUE_QUEUE_LABEL in spec.pod_template.labels
+
+
 def runner_command(spec: Evaluation, *, job: str) -> list[str]:
     resources = spec.resources
     if not uses_torchrun(spec):
@@ -281,7 +286,8 @@ def pod_failure_policy() -> Manifest:
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None) -> Manifest:
     name = name or job_name(ref)
     image = spec.image or default_image or os.environ.get(IMAGE_ENV, DEFAULT_IMAGE)
-    env = runner_env(ref, spec)
+    # The Job's name tells the runner whether its run is still the current one at the end.
+    env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
     job_labels = {LABEL_GENERATION: str(ref.generation)}
@@ -327,7 +333,8 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "completions": spec.resources.nodes,
         "parallelism": spec.resources.nodes,
         "completionMode": "Indexed" if spec.resources.nodes > 1 else "NonIndexed",
-        "suspend": spec.suspend,
+        # Kueue admits a queued Job by unsuspending it: it must be created suspended.
+        "suspend": spec.suspend or queued(spec),
         "podFailurePolicy": pod_failure_policy(),
         "template": {"metadata": pod_metadata, "spec": pod_spec},
     }

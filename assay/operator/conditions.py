@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
+from assay.operator.builders import KUEUE_QUEUE_LABEL
 from assay.operator.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.diagnosis import Problem
 
@@ -183,6 +184,9 @@ def job_state(job: Mapping[str, Any]) -> JobState:
         c = conditions["FailureTarget"]
         return JobState(RUNNING, "Terminating", _job_message(name, c.get("reason") or "Failing", c.get("message")), start)
     if spec.get("suspend") or "Suspended" in conditions:
+        queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
+        if queue:
+            return JobState(PENDING, "Suspended", f"{name} waits for Kueue to admit it from queue {queue}.", start)
         return JobState(PENDING, "Suspended", f"{name} is suspended.", start)
     ready = status.get("ready")
     active = int(status.get("active") or 0)

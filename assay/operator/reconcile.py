@@ -10,6 +10,8 @@ Rules:
   nothing);
 - a Job whose spec hash equals the current spec's is the current run, even if made for
   an older generation: a change of `suspend` alone pauses or resumes it, not replaces it;
+- a Job with a Kueue queue label is created suspended and never suspended or resumed by
+  the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
 - otherwise the current generation gets a new Job and every other Job is deleted.
 """
 
@@ -67,7 +69,9 @@ def plan(
         # The run exists: make sure its helpers do, but never re-create its Job.
         manifests = [m for m in manifests if m["kind"] != "Job"]
     suspend = None
-    if current is not None and bool((current.get("spec") or {}).get("suspend")) != spec.suspend:
+    # A Kueue-queued Job is Kueue's to suspend and admit; flipping it would fight Kueue.
+    if current is not None and not builders.queued(spec) \
+            and bool((current.get("spec") or {}).get("suspend")) != spec.suspend:  # fmt: skip
         suspend = (job_name, spec.suspend)
 
     status_patch = conditions.accepted(status, job_name=job_name, generation=ref.generation, now=now,

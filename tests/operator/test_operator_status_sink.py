@@ -12,6 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from assay.runner.results import status_sink
 from assay.runner.results.status_sink import (
     FileStatusSink,
@@ -150,3 +152,36 @@ def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
         "sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
+
+
+def test_kubernetes_sink_reports_a_resumed_runs_outcome_by_its_job_name() -> None:
+    """A suspend/resume changes the generation but not the run: its results must count."""
+
+    class Serving(RecordingCustomObjectsApi):
+        def __init__(self, job_name: str) -> None:
+            super().__init__(generation=2)
+            self.job_name = job_name
+
+        def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
+            return {"metadata": {"name": name, "generation": 2}, "status": {"jobName": self.job_name}}
+
+    resumed = Serving("ev-g1")
+    KubernetesStatusSink(name="ev", namespace="team", generation=1, job_name="ev-g1", api=resumed).finished(LM_EVAL_RESULTS)
+    assert resumed.patches and resumed.patches[-1]["body"]["status"]["results"]["arc_easy"]
+    replaced = Serving("ev-g2")
+    KubernetesStatusSink(name="ev", namespace="team", generation=1, job_name="ev-g1", api=replaced).finished(LM_EVAL_RESULTS)
+    assert replaced.patches == []
+
+
+def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.operator import builders
+    from assay.spec import ENV_JOB_NAME, parse_spec
+
+    ref = builders.EvaluationRef(namespace="ns", name="ev", uid="u", generation=1)
+    job = builders.job(ref, parse_spec({"model": "dummy", "tasks": ["arc_easy"]}), name="ev-g1")
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env[ENV_JOB_NAME] == "ev-g1"
+    monkeypatch.setattr(status_sink, "_custom_objects_api", RecordingCustomObjectsApi)
+    sink = status_sink.sink_from_env({"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "ns",
+                                      "ASSAY_EVALUATION_GENERATION": "1", ENV_JOB_NAME: "ev-g1"})  # fmt: skip
+    assert isinstance(sink, status_sink.KubernetesStatusSink) and sink.job_name == "ev-g1"

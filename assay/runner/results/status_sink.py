@@ -186,6 +186,7 @@ class KubernetesStatusSink(_ThrottledSink):
         name: str,
         namespace: str,
         generation: int | None = None,
+        job_name: str | None = None,
         api: Any = None,
         min_interval: float = DEFAULT_PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
@@ -194,6 +195,7 @@ class KubernetesStatusSink(_ThrottledSink):
         self.name = name
         self.namespace = namespace
         self.generation = generation
+        self.job_name = job_name
         self.api = api if api is not None else _custom_objects_api()
 
     def _write(self, status: dict[str, Any], *, final: bool) -> None:
@@ -210,11 +212,18 @@ class KubernetesStatusSink(_ThrottledSink):
             logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, error)
 
     def _superseded(self) -> bool:
-        if self.generation is None:
+        """Whether the Evaluation now runs another Job. By the run's Job name when known: a
+        suspend/resume changes the generation but keeps the run, whose outcome must count."""
+        if self.generation is None and self.job_name is None:
             return False
         current = self.api.get_namespaced_custom_object(
             spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
         )
+        current_job = (current.get("status") or {}).get("jobName")
+        if self.job_name is not None and current_job:
+            return bool(current_job != self.job_name)
+        if self.generation is None:
+            return False
         return int(current.get("metadata", {}).get("generation", self.generation)) != self.generation
 
 
@@ -240,7 +249,7 @@ def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
         try:
             return KubernetesStatusSink(
                 name=name, namespace=namespace, min_interval=interval,
-                generation=int(generation) if generation else None,
+                generation=int(generation) if generation else None, job_name=env.get(spec_module.ENV_JOB_NAME) or None,
             )  # fmt: skip
         except Exception as error:  # noqa: BLE001 - no credentials: run anyway, results go to disk
             logger.warning("No Kubernetes credentials to report status of %s/%s (%s); reporting nowhere.",
