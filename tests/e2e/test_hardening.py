@@ -120,10 +120,16 @@ def test_a_kueue_queued_run_waits_for_admission_and_only_kueue_unsuspends_it(clu
     cluster.apply(evaluation_manifest("queued", **queued))
     (job,) = cluster.wait_for("the Job", lambda: cluster.items("jobs", "assay.dev/evaluation=queued"), timeout=60)
     assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
-    status = cluster.wait_for("Pending, waiting for Kueue", lambda: (s := cluster.evaluation("queued").get("status") or {})
-                              .get("phase") == "Pending" and "waits for Kueue" in (s.get("message") or "") and s,
-                              timeout=60)  # fmt: skip
-    assert "team-queue" in status["message"]
+
+    def waiting() -> str | None:
+        status = cluster.evaluation("queued").get("status") or {}
+        running = {c["type"]: c for c in status.get("conditions") or ()}.get("Running") or {}
+        if status.get("phase") == "Pending" and running.get("reason") == "Suspended":
+            return str(running.get("message"))
+        return None
+
+    message = cluster.wait_for("Pending, waiting for Kueue", waiting, timeout=60)
+    assert "waits for Kueue to admit it from queue team-queue" in message
     # An operator restart re-plans every Evaluation: it must still leave `suspend` to Kueue.
     cluster.operator.kill()
     cluster.operator.start()
