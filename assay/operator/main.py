@@ -91,7 +91,9 @@ def main(argv: Sequence[str]) -> int:
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None
 
-    metrics = EvaluationMetrics()
+    from assay.operator.metrics import SCORE_SERIES_ENV
+
+    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all")
     if args.metrics_port:
         metrics.start_server(args.metrics_port)
     clusterwide, namespaces = scope(args)

@@ -5,6 +5,12 @@ event, `forget` on deletion), so a restarted operator rebuilds them from the ini
 of Evaluations instead of from memory. Counters (completions, reconcile errors) count
 what this operator process did. Everything lives in this module's own CollectorRegistry,
 so the /metrics endpoint carries only Assay's series (plus the process collectors).
+
+Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of progress, 1 of duration (once
+finished), and 2 (score and stderr) per metric/filter pair of each task and group it
+reports. A suite of hundreds of subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds
+of series per Evaluation, so `score_series` limits them: `all`, `headline` (group scores
+when the run has groups, else task scores) or `none`.
 """
 
 from __future__ import annotations
@@ -16,17 +22,23 @@ import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from assay import scores
+from assay.errors import UserError
 from assay.operator import conditions
 from assay.spec import parse_spec
 
 _EVAL = ("namespace", "evaluation")
+SCORE_SERIES = ("all", "headline", "none")
+SCORE_SERIES_ENV = "ASSAY_SCORE_SERIES"
 _SCORE = (*_EVAL, "model", "task", "metric", "filter")
 
 
 class EvaluationMetrics:
     """Assay's metrics in their own registry; thread-safe (kopf runs sync handlers in threads)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, score_series: str = "all") -> None:
+        if score_series not in SCORE_SERIES:
+            raise UserError(f"{SCORE_SERIES_ENV}={score_series!r} is not one of {', '.join(SCORE_SERIES)}.")
+        self.score_series = score_series
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.score = Gauge("assay_evaluation_score", "Aggregated metric of a task or group.", _SCORE, registry=r)
@@ -52,7 +64,7 @@ class EvaluationMetrics:
         status = body.get("status") or {}
         model = status.get("model") or _model_label(body.get("spec") or {})
         observed: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
-        for section in ("results", "groups"):
+        for section in self._score_sections(status):
             for task, metrics in (status.get(section) or {}).items():
                 for metric_filter, entry in (metrics or {}).items():
                     metric, filter_name = scores.split_key(metric_filter)
@@ -73,6 +85,8 @@ class EvaluationMetrics:
                 self.progress.labels(*key).set(min(1.0, (progress.get("requestsDone") or 0) / total))
             elif status.get("phase") == conditions.SUCCEEDED:
                 self.progress.labels(*key).set(1.0)
+            else:
+                _remove(self.progress, key)  # a new run (its status cleared): no last run's value
             current = status.get("phase")
             if current:
                 for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
@@ -80,6 +94,15 @@ class EvaluationMetrics:
             seconds = conditions.duration_seconds(status)
             if seconds is not None:
                 self.duration.labels(*key).set(seconds)
+            else:
+                _remove(self.duration, key)
+
+    def _score_sections(self, status: Mapping[str, Any]) -> tuple[str, ...]:
+        if self.score_series == "none":
+            return ()
+        if self.score_series == "headline":
+            return ("groups",) if status.get("groups") else ("results",)
+        return ("results", "groups")
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every series of a deleted Evaluation (counters stay: they are per namespace)."""

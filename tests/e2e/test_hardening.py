@@ -140,3 +140,23 @@ def test_a_kueue_queued_run_waits_for_admission_and_only_kueue_unsuspends_it(clu
     cluster.kubectl("patch", "job", job["metadata"]["name"], "--type=merge", "-p", '{"spec": {"suspend": false}}')
     status = cluster.wait("queued", "Succeeded", timeout=180)["status"]
     assert status["results"]["arc_easy"] and status["jobName"] == job["metadata"]["name"]
+
+
+def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) -> None:
+    cluster.apply(evaluation_manifest("series", **dummy_spec()))
+    cluster.wait("series", "Succeeded", timeout=180)
+    ours = f'namespace="{cluster.namespace}",evaluation="series"'
+
+    def series() -> set[str]:
+        return {line.split("{")[0] for line in cluster.operator.metrics().splitlines() if ours in line}
+
+    assert cluster.wait_for("the finished run's series", lambda: {"assay_evaluation_score",
+                            "assay_evaluation_duration_seconds"} <= series(), timeout=30)  # fmt: skip
+    # A new spec, held suspended: a new run that has not started.
+    cluster.apply(evaluation_manifest("series", **dummy_spec(limit=3, suspend=True)))
+    cluster.wait_for("the new run", lambda: (cluster.evaluation("series").get("status") or {}).get("jobName")
+                     == "series-g2", timeout=60)  # fmt: skip
+    left = cluster.wait_for("the old run's series to go", lambda: (s := series()) == {"assay_evaluation_phase"} and s,
+                            timeout=30)  # fmt: skip
+    assert left == {"assay_evaluation_phase"}
+    assert f'assay_evaluation_phase{{{ours},phase="Pending"}} 1.0' in cluster.operator.metrics()

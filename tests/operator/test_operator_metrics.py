@@ -108,3 +108,52 @@ def test_each_instance_has_its_own_registry() -> None:
     first.observe(_evaluation())
     assert first.registry.get_sample_value("assay_evaluation_score", SCORE) == pytest.approx(0.61)
     assert second.registry.get_sample_value("assay_evaluation_score", SCORE) is None
+
+
+def _series(url: str, prefix: str = "assay_evaluation_") -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    return {k: v for k, v in _scrape(url).items() if k[0].startswith(prefix)}
+
+
+def test_a_rerun_resets_progress_duration_and_scores(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    metrics.observe(_evaluation())
+    ev = _labels(namespace="team", evaluation="ev")
+    assert _scrape(url)[("assay_evaluation_progress_ratio", ev)] == 0.25
+    assert _scrape(url)[("assay_evaluation_duration_seconds", ev)] == 120.0
+    # The spec changed: the operator's new-run status clears progress, times and results.
+    rerun = _evaluation(phase="Pending")
+    for field in ("startTime", "completionTime", "progress", "results", "groups"):
+        del rerun["status"][field]
+    metrics.observe(rerun)
+    names = {name for name, _ in _series(url)}
+    assert names == {"assay_evaluation_phase"}, names
+    assert _scrape(url)[("assay_evaluation_phase", _labels(namespace="team", evaluation="ev", phase="Pending"))] == 1.0
+
+
+@pytest.mark.parametrize(("mode", "tasks"), [("all", {"arc_easy", "ai2_arc"}), ("headline", {"ai2_arc"}), ("none", set())])
+def test_the_score_series_option_limits_score_series(mode: str, tasks: set[str]) -> None:
+    metrics = EvaluationMetrics(score_series=mode)
+    server, thread = metrics.start_server(0, addr="127.0.0.1")
+    try:
+        metrics.observe(_evaluation())
+        scores = [dict(labels) for (name, labels) in _series(f"http://127.0.0.1:{server.server_port}/metrics")
+                  if name == "assay_evaluation_score"]  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+    assert {s["task"] for s in scores} == tasks
+    # A run without groups keeps its task scores under `headline`.
+    headline = EvaluationMetrics(score_series="headline")
+    plain = _evaluation()
+    del plain["status"]["groups"]
+    headline.observe(plain)
+    assert {s.labels["task"] for f in headline.registry.collect() if f.name == "assay_evaluation_score"
+            for s in f.samples} == {"arc_easy"}  # fmt: skip
+
+
+def test_a_bad_score_series_setting_is_one_sentence() -> None:
+    from assay.errors import UserError
+
+    with pytest.raises(UserError, match="ASSAY_SCORE_SERIES='group' is not one of all, headline, none"):
+        EvaluationMetrics(score_series="group")
