@@ -25,6 +25,25 @@ DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
 
 
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+class EvaluationPrefixFormatter(logging.Formatter):
+    """Prefixes `[namespace/name]` to the lines kopf logs about one object.
+
+    kopf's per-object logger carries the object in the record (`k8s_ref`) and leaves the
+    prefix to its own formatter, which a root logging config replaces; without this, the
+    handler lines of 300 Evaluations would not say which one they are about.
+    """
+
+    def format(self, record: logging.LogRecord) -> str:
+        ref = getattr(record, "k8s_ref", None)
+        if isinstance(ref, dict) and ref.get("name"):
+            prefix = f"[{ref['namespace']}/{ref['name']}]" if ref.get("namespace") else f"[{ref['name']}]"
+            record = logging.makeLogRecord({**record.__dict__, "msg": f"{prefix} {record.msg}"})
+        return super().format(record)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assay operator", description="Run the Assay operator.",
@@ -70,8 +89,9 @@ def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")  # fmt: skip
+    handler = logging.StreamHandler()
+    handler.setFormatter(EvaluationPrefixFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
     import kopf
 
     from assay.operator import handlers  # registers the handlers

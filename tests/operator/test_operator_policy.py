@@ -136,3 +136,4 @@ def test_kopfs_stored_spec_keeps_the_key_but_not_the_secret() -> None:
     patch = kopf.Patch()
     storage.store(body=kopf.Body(raw), patch=patch, essence=essence)
     assert secret not in json.dumps(dict(patch)) and "token" in json.dumps(dict(patch))
+
