@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
@@ -89,25 +90,32 @@ Key = tuple[str, str]
 
 
 class UnfinishedRuns:
-    """(namespace, name) → status.jobName of each Evaluation whose run is unfinished, kept from watch events."""
+    """(namespace, name) → status.jobName of each Evaluation whose run is unfinished, kept from watch events.
 
-    def __init__(self) -> None:
-        self._runs: dict[Key, str] = {}
+    Each run remembers when it was first seen with its Job name: status.jobName is written
+    just before the Job is created, and a sweep in between must not take the Job for lost.
+    """
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._runs: dict[Key, tuple[str, float]] = {}
         self._lock = threading.Lock()
+        self._clock = clock
 
     def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
-        job_name = (body.get("status") or {}).get("jobName")
+        job_name = str((body.get("status") or {}).get("jobName"))
         with self._lock:
-            if not deleted and awaits_job(body):
-                self._runs[key] = str(job_name)
-            else:
+            if deleted or not awaits_job(body):
                 self._runs.pop(key, None)
+            elif self._runs.get(key, ("", 0.0))[0] != job_name:
+                self._runs[key] = (job_name, self._clock())
 
-    def snapshot(self) -> dict[Key, str]:
+    def snapshot(self, *, min_age: float = 0.0) -> dict[Key, str]:
+        """The runs seen with their current Job name at least `min_age` seconds ago."""
+        now = self._clock()
         with self._lock:
-            return dict(self._runs)
+            return {key: job for key, (job, since) in self._runs.items() if now - since >= min_age}
 
 
 def lost_runs(runs: Mapping[Key, str], *, job_names: Callable[[str], set[str]]) -> list[Key]:
@@ -146,7 +154,7 @@ class LostJobSweeper:
         self._stop.set()
 
     def sweep(self) -> None:
-        runs = self.runs.snapshot()
+        runs = self.runs.snapshot(min_age=self.interval)
         if not runs:
             return
         for namespace, name in lost_runs(runs, job_names=runner_job_names):

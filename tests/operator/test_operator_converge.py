@@ -63,7 +63,7 @@ def test_which_runs_await_their_job() -> None:
 
 
 def test_the_tracker_follows_watch_events_and_lost_runs_cost_one_list_per_namespace() -> None:
-    runs = converge.UnfinishedRuns()
+    runs = converge.UnfinishedRuns(clock=lambda: 100.0)
     for name in ("a", "b", "c"):
         runs.observe(_evaluation(name))
     runs.observe(_evaluation("c", phase="Failed"))
@@ -100,14 +100,20 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     evaluations = {name: _evaluation(name) for name in ("a", "b")}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
     monkeypatch.setattr(kube, "create_event", store.emit)
-    runs = converge.UnfinishedRuns()
+    now = [0.0]
+    runs = converge.UnfinishedRuns(clock=lambda: now[0])
     errors: list[str] = []
     sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=errors.append)  # fmt: skip
+                                      on_error=errors.append, interval=30)  # fmt: skip
     sweeper.sweep()
     assert calls == []  # idle: no API call
     for evaluation in evaluations.values():
         runs.observe(evaluation)
+    now[0] = 29.0
+    sweeper.sweep()
+    assert calls == []  # just accepted: its Job may be on its way
+    now[0] = 30.0
+    runs.observe(evaluations["a"])  # a later event of the same run keeps its first sighting
     sweeper.sweep()
     assert calls == ["evals"] and list(store.objects) and not errors
     assert {name for kind, name in store.objects if kind == "Job"} == {"b-g1"}
