@@ -17,9 +17,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import re
 from typing import Sequence
 
 from assay.errors import UsageError, UserError
+from assay.operator.policy import HF_TOKEN_RE
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
@@ -28,8 +30,13 @@ DEFAULT_HEALTH_PORT = 8080
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
+# kopf's debug line "Creation is in progress: {the whole object}" would copy what the user
+# wrote (a refused literal token, kubectl's last-applied annotation) into the log.
+_BODY_DUMP = re.compile(r"^(\w[\w ]* is in progress): [{].*", re.DOTALL)
+
+
 class EvaluationPrefixFormatter(logging.Formatter):
-    """Prefixes `[namespace/name]` to the lines kopf logs about one object.
+    """Prefixes `[namespace/name]` to the lines kopf logs about one object; logs no object bodies.
 
     kopf's per-object logger carries the object in the record (`k8s_ref`) and leaves the
     prefix to its own formatter, which a root logging config replaces; without this, the
@@ -37,11 +44,17 @@ class EvaluationPrefixFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
+        msg = str(record.msg)
+        dump = _BODY_DUMP.match(msg)
+        if dump:
+            msg = f"{dump.group(1)} (the object is not logged: it may hold secrets)."
         ref = getattr(record, "k8s_ref", None)
         if isinstance(ref, dict) and ref.get("name"):
             prefix = f"[{ref['namespace']}/{ref['name']}]" if ref.get("namespace") else f"[{ref['name']}]"
-            record = logging.makeLogRecord({**record.__dict__, "msg": f"{prefix} {record.msg}"})
-        return super().format(record)
+            msg = f"{prefix} {msg}"
+        if msg != record.msg:
+            record = logging.makeLogRecord({**record.__dict__, "msg": msg})
+        return HF_TOKEN_RE.sub("hf_<redacted>", super().format(record))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -34,7 +34,7 @@ _SECRET_KEYS = frozenset({"token", "hf_token", "api_key", "apikey", "access_toke
 _NOT_SECRETS = frozenset({"", "true", "false", "1", "0", "yes", "no"})
 _SECRET_SUFFIXES = ("_api_key", "_secret", "_password")
 # A Hugging Face user access token, wherever it is put.
-_HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
+HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
 _FIELDS = {"allowedImagePrefixes", "allowTrustRemoteCode", "allowUnsafeCode", "allowOnline",
            "maxGpusPerEvaluation", "maxNodesPerEvaluation"}  # fmt: skip
 
@@ -169,7 +169,7 @@ def secret_keys(model_args: Mapping[str, Any]) -> list[str]:
         if not isinstance(value, str) or value.strip().lower() in _NOT_SECRETS:
             continue  # `add_bos_token: true` and the like are flags, not secrets
         lowered = str(key).lower()
-        if lowered in _SECRET_KEYS or lowered.endswith(_SECRET_SUFFIXES) or _HF_TOKEN_RE.search(value):
+        if lowered in _SECRET_KEYS or lowered.endswith(_SECRET_SUFFIXES) or HF_TOKEN_RE.search(value):
             found.append(str(key))
     return found
 

@@ -25,9 +25,17 @@ def test_kopfs_per_object_log_lines_name_their_evaluation() -> None:
 
         LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info("Handler %r succeeded.", "reconcile")
         logging.getLogger("kopf.objects").info("not about one object")
+        # kopf's debug dump of the whole object (as kopf writes it: formatted into the message).
+        secret = "hf_" + "Zq7" * 12
+        LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info(
+            f"Creation is in progress: {{'spec': {{'modelArgs': {{'token': '{secret}'}}}}}}")
+        logging.getLogger("kopf.objects").info("a token %s in any line", secret)
     finally:
         kopf_logger.removeHandler(handler)
         kopf_logger.level = old_level
-    first, second = stream.getvalue().splitlines()
+    first, second, dump, anywhere = stream.getvalue().splitlines()
     assert first.endswith("kopf.objects: [team/llama.mmlu] Handler 'reconcile' succeeded.")
     assert second.endswith("kopf.objects: not about one object")
+    assert dump.endswith("[team/llama.mmlu] Creation is in progress (the object is not logged: it may hold secrets).")
+    assert anywhere.endswith("a token hf_<redacted> in any line")
+    assert secret not in stream.getvalue()
