@@ -42,6 +42,12 @@ RUNNER_PODS = RUNNER_JOBS
 WATCH_SERVER_TIMEOUT = 300
 """Seconds the API server keeps one watch open; kopf reconnects after it."""
 PENDING_SWEEP_INTERVAL = 20.0
+HANDLER_WORKERS = 32
+"""Threads for sync handlers. kopf's default, min(32, cpus + 4), is 6 on a 2-core node: a
+burst of Evaluations then queues behind API round trips, not behind CPU."""
+CONSISTENCY_TIMEOUT = 30.0
+"""Seconds kopf waits to see its own patch before handling an object again (default 5): under a
+burst, a watch event of our status write came first and the creation was handled twice."""
 IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
 """Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
 
@@ -107,6 +113,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.watching.client_timeout = WATCH_SERVER_TIMEOUT + 30
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.WARNING
+    settings.execution.max_workers = HANDLER_WORKERS
+    settings.persistence.consistency_timeout = CONSISTENCY_TIMEOUT
     # Namespaces are given explicitly (or all); no need to watch Namespaces or CRDs.
     settings.scanning.disabled = True
     _metrics(memo)

@@ -20,13 +20,21 @@ Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 
 
+API_POOL_SIZE = 32
+"""HTTP connections to the API server: as many as handler threads (the client's default, 10 or
+cpus × 5, made a burst's handlers wait for a connection)."""
+
+
 def load_config() -> None:
-    from kubernetes import config
+    from kubernetes import client, config
 
     try:
         config.load_incluster_config()
     except config.ConfigException:
         config.load_kube_config()
+    configuration = client.Configuration.get_default_copy()
+    configuration.connection_pool_maxsize = API_POOL_SIZE
+    client.Configuration.set_default(configuration)
 
 
 @functools.lru_cache(maxsize=1)

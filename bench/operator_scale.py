@@ -1,0 +1,217 @@
+"""The operator under a burst of Evaluations, on a real control plane (no node): a table.
+
+    python bench/operator_scale.py [--n 100 300] [--workers 8]
+
+Starts etcd, kube-apiserver and kube-controller-manager (tests/e2e/cluster, binaries built
+by tests/e2e/cluster/build.sh) with an audit log, runs `assay operator` as a local
+process under its own user, creates N Evaluations in one burst from `--workers` threads,
+and prints per N:
+
+- apply-to-Job p50/p99: from an Evaluation's create call returning to its Job appearing
+  on a watch;
+- operator peak RSS (VmHWM);
+- API requests per Evaluation (the operator's user in the audit log; its watches too);
+- duplicate reconciles: Evaluations whose create/resume handler ran more than once
+  (the operator's own log lines, which name their Evaluation);
+- status writes per second (the operator's patches of evaluations/status, over the burst);
+- `/metrics` scrape time (mean of 5, after the burst).
+
+A benchmark, not a test: the numbers depend on the machine (the README's table says which).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.e2e.cluster import control_plane as cp  # noqa: E402
+
+OPERATOR_USER = "assay-operator"
+AUDIT_POLICY = """apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived, ResponseStarted]
+rules:
+  - level: Metadata
+    users: [assay-operator]
+  - level: None
+"""
+
+
+class AuditedControlPlane(cp.ControlPlane):
+    """The e2e control plane, with an operator user and an audit log of that user's requests."""
+
+    operator_token = "operator-" + os.urandom(8).hex()
+
+    def _spawn(self, name: str, args: list[str]) -> Any:
+        if name == "kube-apiserver":
+            with open(self.workdir / "tokens.csv", "a") as tokens:
+                tokens.write(f'{self.operator_token},{OPERATOR_USER},{OPERATOR_USER},"system:masters"\n')
+            (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
+            args = [*args, f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                    f"--audit-log-path={self.audit_log}", "--audit-log-format=json"]  # fmt: skip
+        return super()._spawn(name, args)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.workdir / "audit.log"
+
+
+def evaluation(name: str) -> dict[str, Any]:
+    spec = {"model": "dummy", "tasks": ["arc_easy"], "limit": 4, "resources": {"nodes": 1, "gpusPerNode": 0},
+            "cache": {"offline": True}, "backoffLimit": 0}  # fmt: skip
+    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name}, "spec": spec}
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_operator(plane: AuditedControlPlane, namespace: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+    """`assay operator` as the operator user, watching `namespace`; returns once it watches."""
+    kubeconfig = cp.write_kubeconfig(workdir / f"{namespace}.kubeconfig", cp.kubeconfig(
+        server=plane.server, ca_file=plane.ca_file, token=plane.operator_token, user=OPERATOR_USER))  # fmt: skip
+    metrics_port = cp.free_port()
+    log_path = workdir / f"{namespace}-operator.log"
+    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO),
+           "ASSAY_RUNNER_IMAGE": "localhost/assay-runner:bench"}  # fmt: skip
+    operator = subprocess.Popen([sys.executable, "-m", "assay", "operator", "--standalone", "-n", namespace,
+                                 f"--metrics-port={metrics_port}", "--health-port=0", "-v"],
+                                env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "Starting the watch-stream for evaluations" not in log_path.read_text(errors="replace"):
+        if time.monotonic() > deadline or operator.poll() is not None:
+            raise RuntimeError(f"the operator did not start:\n{log_path.read_text()[-3000:]}")
+        time.sleep(0.2)
+    time.sleep(1)
+    return operator, log_path, metrics_port
+
+
+def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> tuple[list[float], float]:
+    """Create n Evaluations from `workers` threads; (apply-to-Job latencies, seconds until the last Job)."""
+    from kubernetes import client, config, watch
+
+    api_client = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
+    custom, batch = client.CustomObjectsApi(api_client), client.BatchV1Api(api_client)
+    created: dict[str, float] = {}
+    seen: dict[str, float] = {}
+
+    def watch_jobs() -> None:
+        stream = watch.Watch()
+        for event in stream.stream(batch.list_namespaced_job, namespace, timeout_seconds=600):
+            name = (event["object"].metadata.labels or {}).get("assay.dev/evaluation")
+            if name and name not in seen:
+                seen[name] = time.monotonic()
+            if len(seen) >= n:
+                stream.stop()
+
+    watcher = threading.Thread(target=watch_jobs, daemon=True)
+    watcher.start()
+    time.sleep(1)
+    started = time.monotonic()
+
+    def create(i: int) -> None:
+        name = f"ev-{i:04d}"
+        custom.create_namespaced_custom_object("assay.dev", "v1alpha1", namespace, "evaluations", evaluation(name))
+        created[name] = time.monotonic()
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(create, range(n)))
+    watcher.join(timeout=300)
+    return [seen[name] - created[name] for name in created if name in seen], max(seen.values(), default=started) - started
+
+
+def scrape_ms(port: int) -> float:
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            response.read()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.mean(times)
+
+
+def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path) -> dict[str, Any]:
+    namespace = f"scale-{n}"
+    plane.kubectl("create", "namespace", namespace)
+    audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
+    operator, log_path, metrics_port = start_operator(plane, namespace, workdir)
+    try:
+        latencies, seconds = burst(plane, namespace, n, workers)
+        time.sleep(10)  # the status writes that follow the Jobs settle before counting
+        scrape, rss = scrape_ms(metrics_port), peak_rss_mb(operator.pid)
+    finally:
+        operator.terminate()
+        operator.wait(timeout=30)
+    with open(plane.audit_log, "rb") as audit:
+        audit.seek(audit_start)
+        events = [json.loads(line) for line in audit if line.strip()]
+    ours = [e for e in events if e.get("user", {}).get("username") == OPERATOR_USER]
+    status_writes = [e for e in ours if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"]
+    lines = log_path.read_text(errors="replace").splitlines()
+    handler_runs: collections.Counter[str] = collections.Counter(
+        line.split(f"[{namespace}/", 1)[1].split("]", 1)[0] for line in lines
+        if "Handler 'reconcile_evaluation' succeeded" in line and f"[{namespace}/" in line)  # fmt: skip
+    return {
+        "n": n, "jobs": len(latencies),
+        "p50": statistics.median(latencies) if latencies else float("nan"),
+        "p99": percentile(latencies, 0.99) if latencies else float("nan"),
+        "rss_mb": rss, "requests_per_eval": len(ours) / n,
+        "duplicates": sum(1 for count in handler_runs.values() if count > 1),
+        "status_writes_per_s": len(status_writes) / seconds if seconds > 0 else float("nan"),
+        "scrape_ms": scrape,
+        "unnamed_object_lines": sum(1 for line in lines if "kopf.objects:" in line and f"[{namespace}/" not in line),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[100, 300])
+    parser.add_argument("--workers", type=int, default=8, help="threads creating the Evaluations")
+    args = parser.parse_args()
+    bin_dir = cp.cache_dir() / cp.k8s_version() / "bin"
+    if not (bin_dir / ".complete").is_file():
+        print(f"No Kubernetes binaries in {bin_dir}: run tests/e2e/cluster/build.sh first.", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="assay-scale-") as tmp:
+        workdir = Path(tmp)
+        plane = AuditedControlPlane(workdir / "k8s", bin_dir=bin_dir).start()
+        try:
+            plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
+            plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
+            rows = [run_one(plane, n, args.workers, workdir) for n in args.n]
+        finally:
+            plane.stop()
+    print(f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'req/eval':>9} {'dup':>4} "
+          f"{'status/s':>9} {'scrape ms':>10} {'unnamed':>8}")  # fmt: skip
+    for r in rows:
+        print(f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} "
+              f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
+              f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
