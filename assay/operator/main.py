@@ -117,6 +117,10 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     admin_policy = AdminPolicy.from_env()
+    from assay.operator.metrics import SCORE_SERIES_ENV
+
+    # Settings first: a bad one is named before the credentials are looked at.
+    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all")
     try:
         kube.load_config()
     except Exception as error:  # noqa: BLE001 - ConfigException or a broken kubeconfig file
@@ -124,9 +128,6 @@ def main(argv: Sequence[str]) -> int:
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None
 
-    from assay.operator.metrics import SCORE_SERIES_ENV
-
-    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all")
     if args.metrics_port:
         metrics.start_server(args.metrics_port)
     clusterwide, namespaces = scope(args)
