@@ -286,8 +286,7 @@ def pod_failure_policy() -> Manifest:
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None) -> Manifest:
     name = name or job_name(ref)
     image = spec.image or default_image or os.environ.get(IMAGE_ENV, DEFAULT_IMAGE)
-    # The Job's name tells the runner whether its run is still the current one at the end.
-    env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]
+    env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
     job_labels = {LABEL_GENERATION: str(ref.generation)}
