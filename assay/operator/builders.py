@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers
+from assay.operator import containers, task_sources
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -264,6 +264,8 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
         # error messages name the Secret, never the key
         env.append({"name": "ASSAY_API_KEY_SECRET", "value": f"{key.name}/{key.key}"})
+    if spec.task_sources:
+        env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
     return env
 
 
@@ -313,6 +315,8 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),
                                  spec=spec)
         ]
+    for container in pod_spec["containers"] + pod_spec.get("initContainers", []):
+        container["volumeMounts"] += task_sources.mounts(spec)
     if spec.resources.nodes > 1:
         pod_spec["subdomain"] = name
     pod_spec.update(containers.placement(template))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from assay.operator import task_sources
 from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
 Manifest = dict[str, Any]
@@ -77,6 +78,7 @@ def volumes(spec: Evaluation) -> list[Manifest]:
         {"name": "tmp", "emptyDir": {}},
         # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        *task_sources.volumes(spec),
     ]
     if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
         bundle = spec.endpoint.ca_bundle

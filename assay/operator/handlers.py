@@ -21,6 +21,7 @@ annotations, since the status schema is ours (a `status.kopf` field would be pru
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import os
@@ -140,7 +141,8 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
     now = _now()
     try:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
-        validation.validate(spec)
+        sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
+            "ConfigMap", "v1", namespace=namespace, name=config_map))  # fmt: skip
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:
@@ -152,6 +154,9 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
         services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
         steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now,
                                default_image=getattr(memo, "default_image", None))  # fmt: skip
+        if steps.new_run:
+            # Where its tasks came from, as checked for this run (None clears an earlier run's).
+            steps = dataclasses.replace(steps, status={**steps.status, "taskSources": sources or None})
         if steps.status:
             # Written before the Job exists, not through kopf's patch after the handler:
             # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
