@@ -45,6 +45,8 @@ CHECK_CONTAINER = "check"
 RUNNER_UID = 1000
 DEFAULT_IMAGE = "ghcr.io/assay-dev/assay-runner:0.1.0"
 IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
+PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
+"""Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
 """The operator's environment variable naming the default runner image."""
 
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
@@ -166,7 +168,12 @@ def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
 
 
 def service_account(ref: EvaluationRef) -> Manifest:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
+    account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
+    # Secrets live per namespace: each Evaluation's namespace needs its own copy of them.
+    secrets = [name.strip() for name in os.environ.get(PULL_SECRETS_ENV, "").split(",") if name.strip()]
+    if secrets:
+        account["imagePullSecrets"] = [{"name": name} for name in secrets]
+    return account
 
 
 def role(ref: EvaluationRef) -> Manifest:

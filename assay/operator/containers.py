@@ -6,6 +6,7 @@ mounts and may do, which volumes back those mounts, and where the pod may be sch
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from assay.operator import task_sources
@@ -14,6 +15,9 @@ from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 Manifest = dict[str, Any]
 
 CACHE_MOUNT = "/cache"
+GPU_RESOURCE_ENV = "ASSAY_GPU_RESOURCE"
+"""The extended resource a GPU is requested as (the chart's runner.gpuResourceName)."""
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 OUTPUT_MOUNT = "/output"
 
 
@@ -26,7 +30,7 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     requests = dict(limits)
     # a served model (spec.endpoint) runs elsewhere: its runner only sends requests
     if gpus and spec.resources.gpus_per_node > 0 and spec.endpoint is None:
-        limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
+        limits[os.environ.get(GPU_RESOURCE_ENV) or DEFAULT_GPU_RESOURCE] = str(spec.resources.gpus_per_node)
     out: Manifest = {}
     if requests:
         out["requests"] = requests
