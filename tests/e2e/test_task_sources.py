@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import dummy_spec
@@ -53,7 +54,8 @@ def test_a_broken_config_map_fails_the_evaluation_in_one_sentence_without_a_job(
     cluster: Cluster, data: dict[str, str] | None, message: str
 ) -> None:
     if data is not None:
-        cluster.apply(_config_map("suite-tasks", data))
+        # `create`, not `apply`: apply's last-applied annotation cannot hold 600 kB.
+        cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(_config_map("suite-tasks", data)))
     cluster.apply(evaluation_manifest("broken", **dummy_spec(tasks=["arc_easy_qa"],
                                                              taskSources=[{"configMap": "suite-tasks"}])))  # fmt: skip
     status = cluster.wait("broken", "Failed", timeout=60)["status"]
