@@ -322,8 +322,6 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),
                                  spec=spec)
         ]
-    for container in pod_spec["containers"] + pod_spec.get("initContainers", []):
-        container["volumeMounts"] += task_sources.mounts(spec)
     if spec.resources.nodes > 1:
         pod_spec["subdomain"] = name
     pod_spec.update(containers.placement(template))

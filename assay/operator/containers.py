@@ -65,6 +65,8 @@ def container(
     }
     if spec is not None and spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
         container["volumeMounts"].append({"name": "endpoint-ca", "mountPath": ENDPOINT_CA_MOUNT, "readOnly": True})
+    if spec is not None:
+        container["volumeMounts"] += task_sources.mounts(spec)
     if resources:
         container["resources"] = resources
     return container
