@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers
+from assay.operator import containers, task_sources
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -45,6 +45,8 @@ CHECK_CONTAINER = "check"
 RUNNER_UID = 1000
 DEFAULT_IMAGE = "ghcr.io/assay-dev/assay-runner:0.1.0"
 IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
+PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
+"""Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
 """The operator's environment variable naming the default runner image."""
 
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
@@ -166,7 +168,12 @@ def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
 
 
 def service_account(ref: EvaluationRef) -> Manifest:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
+    account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
+    # Secrets live per namespace: each Evaluation's namespace needs its own copy of them.
+    secrets = [name.strip() for name in os.environ.get(PULL_SECRETS_ENV, "").split(",") if name.strip()]
+    if secrets:
+        account["imagePullSecrets"] = [{"name": name} for name in secrets]
+    return account
 
 
 def role(ref: EvaluationRef) -> Manifest:
@@ -269,6 +276,8 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
         # error messages name the Secret, never the key
         env.append({"name": "ASSAY_API_KEY_SECRET", "value": f"{key.name}/{key.key}"})
+    if spec.task_sources:
+        env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
     return env
 
 

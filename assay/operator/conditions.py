@@ -3,8 +3,13 @@
 Status follows Kubernetes API conventions so that standard tools work on it:
 `kubectl wait --for=condition=Succeeded evaluation/x`, Argo CD health checks and
 `kubectl get` all read `conditions` (type/status/reason/message/lastTransitionTime/
-observedGeneration). The four condition types are always present once accepted, so a
-wait on `Failed` or `Succeeded` never hangs on a missing condition.
+observedGeneration). The condition types are always present once accepted, so a
+wait on `Failed`, `Succeeded` or `Ready` never hangs on a missing condition.
+
+`Ready`, `Reconciling` and `Stalled` summarise the phase by kstatus conventions (the
+library Flux's health checks and `kubectl wait` users rely on): Ready is "normal-true"
+(True once the scores are in), Reconciling and Stalled "abnormal-true" (True while the
+run is under way, True once it failed for good); Ready == not Reconciling and not Stalled.
 
     (new spec) --valid--> Pending/Accepted --pods ready--> Running --Job Complete--> Succeeded
          \\--invalid--> Failed(InvalidSpec)   |               \\--Job Failed (BackoffLimitExceeded,
@@ -34,7 +39,8 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
 
 ACCEPTED = "Accepted"
-CONDITION_TYPES = (ACCEPTED, RUNNING, SUCCEEDED, FAILED)
+READY, RECONCILING, STALLED = "Ready", "Reconciling", "Stalled"
+CONDITION_TYPES = (ACCEPTED, RUNNING, SUCCEEDED, FAILED, READY, RECONCILING, STALLED)
 
 Condition = dict[str, Any]
 
@@ -102,6 +108,18 @@ def _with_all(
     return conditions
 
 
+def summary(phase: str, *, reason: str, message: str) -> dict[str, tuple[bool, str, str]]:
+    """The kstatus conditions (Ready, Reconciling, Stalled) for a phase, its reason and message."""
+    if phase == SUCCEEDED:
+        return {READY: (True, reason, message), RECONCILING: (False, reason, "Finished."),
+                STALLED: (False, reason, "Finished.")}  # fmt: skip
+    if phase == FAILED:
+        return {READY: (False, reason, message), RECONCILING: (False, reason, "Finished."),
+                STALLED: (True, reason, message)}  # fmt: skip
+    return {READY: (False, reason, message), RECONCILING: (True, reason, message),
+            STALLED: (False, reason, "Not failed.")}  # fmt: skip
+
+
 def rejected(status: Mapping[str, Any] | None, *, message: str, generation: int, now: datetime.datetime) -> dict[str, Any]:
     """The spec cannot run (schema-valid but unknown task, unknown model, ...)."""
     return {
@@ -114,6 +132,7 @@ def rejected(status: Mapping[str, Any] | None, *, message: str, generation: int,
             RUNNING: (False, "InvalidSpec", "Not started: the spec is invalid."),
             SUCCEEDED: (False, "InvalidSpec", "Not started: the spec is invalid."),
             FAILED: (True, "InvalidSpec", message),
+            **summary(FAILED, reason="InvalidSpec", message=message),
         }),  # fmt: skip
     }
 
@@ -139,6 +158,7 @@ def accepted(
             RUNNING: (False, "JobCreated", "Waiting for the runner pods."),
             SUCCEEDED: (False, "JobCreated", "Not finished."),
             FAILED: (False, "JobCreated", "Not failed."),
+            **summary(PENDING, reason="JobCreated", message="Waiting for the runner pods."),
         }
     else:
         # Same run (operator restart, suspend toggled): keep the original acceptance note.
@@ -262,6 +282,7 @@ def from_job(
         RUNNING: (state.phase == RUNNING, state.reason, state.message),
         SUCCEEDED: (state.phase == SUCCEEDED, state.reason, message if state.phase == SUCCEEDED else "Not finished."),
         FAILED: (state.phase == FAILED, state.reason, message if state.phase == FAILED else "Not failed."),
+        **summary(state.phase, reason=state.reason, message=message),
     }
     patch: dict[str, Any] = {
         "phase": state.phase,

@@ -6,13 +6,18 @@ mounts and may do, which volumes back those mounts, and where the pod may be sch
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+from assay.operator import task_sources
 from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
 Manifest = dict[str, Any]
 
 CACHE_MOUNT = "/cache"
+GPU_RESOURCE_ENV = "ASSAY_GPU_RESOURCE"
+"""The extended resource a GPU is requested as (the chart's runner.gpuResourceName)."""
+DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 OUTPUT_MOUNT = "/output"
 
 
@@ -25,7 +30,7 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     requests = dict(limits)
     # a served model (spec.endpoint) runs elsewhere: its runner only sends requests
     if gpus and spec.resources.gpus_per_node > 0 and spec.endpoint is None:
-        limits["nvidia.com/gpu"] = str(spec.resources.gpus_per_node)
+        limits[os.environ.get(GPU_RESOURCE_ENV) or DEFAULT_GPU_RESOURCE] = str(spec.resources.gpus_per_node)
     out: Manifest = {}
     if requests:
         out["requests"] = requests
@@ -60,6 +65,8 @@ def container(
     }
     if spec is not None and spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
         container["volumeMounts"].append({"name": "endpoint-ca", "mountPath": ENDPOINT_CA_MOUNT, "readOnly": True})
+    if spec is not None:
+        container["volumeMounts"] += task_sources.mounts(spec)
     if resources:
         container["resources"] = resources
     return container
@@ -77,6 +84,7 @@ def volumes(spec: Evaluation) -> list[Manifest]:
         {"name": "tmp", "emptyDir": {}},
         # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        *task_sources.volumes(spec),
     ]
     if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
         bundle = spec.endpoint.ca_bundle

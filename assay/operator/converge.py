@@ -11,6 +11,7 @@ at once is created once (deterministic names; 409 means done).
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import threading
@@ -28,12 +29,16 @@ Emit = Callable[..., None]
 
 
 def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
-              default_image: str | None, emit: Emit) -> reconcile.Plan:  # fmt: skip
+              default_image: str | None, emit: Emit,
+              task_sources: list[dict[str, Any]] | None = None) -> reconcile.Plan:  # fmt: skip
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
     services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
+    if steps.new_run:
+        # Where its tasks came from, as checked for this run (None clears an earlier run's).
+        steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
     if steps.status:
         # Written before the Job exists, not through kopf's patch after the handler:
         # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first

@@ -153,7 +153,9 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
     try:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
         policy.check(spec, admin)  # before the task index sees a path it would walk
-        validation.validate(spec)
+        namespace = evaluation["metadata"]["namespace"]
+        sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
+            "ConfigMap", "v1", namespace=namespace, name=config_map))  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
@@ -163,7 +165,7 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
         return
     try:
         converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
-                           emit=_kopf_event)  # fmt: skip
+                           emit=_kopf_event, task_sources=sources)  # fmt: skip
     except Exception:
         _metrics(memo).record_error("reconcile")
         raise

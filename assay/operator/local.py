@@ -100,6 +100,11 @@ def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation
 
 
 def run_one(metadata: Mapping[str, Any], spec: spec_module.Evaluation, *, output_root: str) -> dict[str, Any]:
+    if spec.task_sources:
+        raise UserError(
+            "spec.taskSources names ConfigMaps, which only a cluster has; run without --local, or point "
+            "`assay run --include_path DIR` at the task YAMLs."
+        )
     validation.validate(spec)
     output_dir = output_dir_for(metadata, spec, output_root)
     output_dir.mkdir(parents=True, exist_ok=True)

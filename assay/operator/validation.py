@@ -17,6 +17,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 from assay.errors import UserError, suggest
+from assay.operator import task_sources
 from assay.runner import api as engine
 from assay.spec import Evaluation
 
@@ -32,7 +33,7 @@ _REMOTE_CODE_KEYS = ("trust_remote_code",)
 
 
 @functools.lru_cache(maxsize=1)
-def _task_manager() -> Any:
+def _builtin_task_manager() -> Any:
     """The engine's task index, built once: the operator's task library is its image's."""
     try:
         return engine.task_index()
@@ -41,17 +42,23 @@ def _task_manager() -> Any:
         return None
 
 
-def resolve_tasks(names: Sequence[str]) -> Sequence[str]:
+def _task_manager(include_path: str | None) -> Any:
+    if include_path is None or _builtin_task_manager() is None:
+        return _builtin_task_manager()
+    return engine.task_index(include_path)  # spec.taskSources: a fresh folder per check
+
+
+def resolve_tasks(names: Sequence[str], include_path: str | None = None) -> Sequence[str]:
     """The engine's TaskManager, when this image has it: raises UserError on unknown names."""
-    manager = _task_manager()
+    manager = _task_manager(include_path)
     if manager is not None:
         manager.match_tasks(list(names))
     return []
 
 
-def unsafe_tasks(names: Sequence[str]) -> Sequence[str]:
+def unsafe_tasks(names: Sequence[str], include_path: str | None = None) -> Sequence[str]:
     """Tasks (or members of tags) whose config says `unsafe_code: true`."""
-    manager = _task_manager()
+    manager = _task_manager(include_path)
     index = getattr(manager, "index", None)
     if manager is None or not isinstance(index, dict):
         return []
@@ -69,14 +76,27 @@ def model_names() -> Sequence[str]:
     return engine.model_names()
 
 
+def validate_with_sources(spec: Evaluation, *, namespace: str, get: task_sources.ConfigMapGetter) -> list[dict[str, Any]]:
+    """`validate` with the tasks of spec.taskSources known; their status.taskSources entries."""
+    sources = task_sources.read(spec.task_sources, namespace=namespace, get=get)
+    with task_sources.materialized(sources) as root:
+        if root is not None:
+            sources = task_sources.check(sources, root)
+        validate(spec, include_path=root)
+    return [source.status() for source in sources]
+
+
 def validate(
     spec: Evaluation,
     *,
-    tasks_resolver: TaskResolver = resolve_tasks,
-    unsafe_finder: UnsafeTaskFinder = unsafe_tasks,
+    include_path: str | None = None,
+    tasks_resolver: TaskResolver | None = None,
+    unsafe_finder: UnsafeTaskFinder | None = None,
     models: ModelNames | None = model_names,
 ) -> None:
     """Raise UserError with one sentence naming the field and the fix."""
+    tasks_resolver = tasks_resolver or functools.partial(resolve_tasks, include_path=include_path)
+    unsafe_finder = unsafe_finder or functools.partial(unsafe_tasks, include_path=include_path)
     if models is not None:
         known = list(models())
         if known and spec.model not in known:

@@ -16,11 +16,18 @@ if TYPE_CHECKING:
     from assay import spec as spec_module
 
 
-def task_index() -> Any:
-    """The engine's task index (a `TaskManager` over the built-in library)."""
+def task_index(include_path: str | None = None) -> Any:
+    """The engine's task index (a `TaskManager` over the built-in library and `include_path`)."""
     from assay.runner.tasks.index import TaskManager
 
-    return TaskManager()
+    return TaskManager(include_path)
+
+
+def check_task_file(path: str) -> tuple[str, ...]:
+    """The names a task YAML defines; UserError naming what is wrong with it."""
+    from assay.runner.tasks.file_check import check_task_file as check
+
+    return check(path)
 
 
 def model_names() -> Sequence[str]:

@@ -187,6 +187,8 @@ class Evaluation:
     backoff_limit: int = 0
     active_deadline_seconds: int | None = None
     suspend: bool = False
+    task_sources: tuple[str, ...] = ()
+    """ConfigMaps (spec.taskSources[].configMap) whose keys are task YAMLs, added to the include path."""
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, JSON]) -> "Evaluation":

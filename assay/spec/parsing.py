@@ -23,6 +23,7 @@ _TOP_FIELDS = {
     "fewshotAsMultiturn", "systemInstruction", "logSamples", "predictOnly", "metadata",
     "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "endpoint", "cache",
     "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
+    "taskSources",
 }  # fmt: skip
 
 
@@ -151,6 +152,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         backoff_limit=r.integer("backoffLimit", 0, minimum=0) or 0,
         active_deadline_seconds=r.integer("activeDeadlineSeconds", None, minimum=1),
         suspend=bool(r.boolean("suspend", False)),
+        task_sources=_task_sources(r),
     )
 
 
@@ -275,6 +277,24 @@ def _secret(r: _Reader) -> SecretKey | None:
     name = sub.string("name", required=True)
     assert name is not None
     return SecretKey(name=name, key=sub.string("key") or "token")
+
+
+def _task_sources(r: _Reader) -> tuple[str, ...]:
+    data = r.get("taskSources")
+    if data is None:
+        return ()
+    if not isinstance(data, list):
+        raise UserError(f"spec.taskSources must be a list of {{configMap: NAME}}, not {_kind(data)}.")
+    names: list[str] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, dict):
+            raise UserError(f"spec.taskSources[{i}] must be a mapping {{configMap: NAME}}, not {_kind(item)}.")
+        name = _Reader(item, f"spec.taskSources[{i}]", {"configMap"}).string("configMap", required=True)
+        assert name is not None
+        if name in names:
+            raise UserError(f"spec.taskSources names ConfigMap {name!r} twice; list it once.")
+        names.append(name)
+    return tuple(names)
 
 
 def _cache(r: _Reader) -> Cache:

@@ -56,6 +56,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "backoffLimit": e.backoff_limit,
         "activeDeadlineSeconds": e.active_deadline_seconds,
         "suspend": e.suspend,
+        "taskSources": [{"configMap": name} for name in e.task_sources] or None,
     }
     return _drop_none(out)
 

@@ -40,7 +40,7 @@ def test_accepted_new_run_sets_all_four_conditions() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     assert status["phase"] == c.PENDING and status["jobName"] == "ev-g1" and status["observedGeneration"] == 1
     conds = _by_type(status)
-    assert list(conds) == ["Accepted", "Running", "Succeeded", "Failed"]
+    assert list(conds) == ["Accepted", "Running", "Succeeded", "Failed", "Ready", "Reconciling", "Stalled"]
     assert conds["Accepted"]["status"] == "True" and conds["Accepted"]["reason"] == "SpecValid"
     assert all(conds[t]["status"] == "False" for t in ("Running", "Succeeded", "Failed"))
     assert all(cond["observedGeneration"] == 1 and cond["lastTransitionTime"] == "2025-05-01T12:00:00Z"
@@ -145,3 +145,53 @@ def test_set_condition_keeps_transition_time_when_status_holds() -> None:
     assert again[0]["reason"] == "B" and again[0]["observedGeneration"] == 2
     flipped = c.set_condition(again, type="Running", status=False, reason="C", message="c", now=T1, generation=2)
     assert flipped[0]["lastTransitionTime"] == "2025-05-01T12:05:00Z"
+
+
+# --- kstatus: Ready, Reconciling, Stalled ---------------------------------------------------
+
+
+def _kstatus(status: dict[str, Any]) -> dict[str, str]:
+    conds = _by_type(status)
+    return {t: conds[t]["status"] for t in ("Ready", "Reconciling", "Stalled")}
+
+
+@pytest.mark.parametrize(
+    "job,expected",
+    [
+        (_job(), ("False", "True", "False")),
+        (_job(active=1, ready=1), ("False", "True", "False")),
+        (_job(suspend=True, conds=[("Suspended", "JobSuspended", "")]), ("False", "True", "False")),
+        (_job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z"), ("True", "False", "False")),
+        (_job(conds=[("Failed", "BackoffLimitExceeded", "")]), ("False", "False", "True")),
+    ],
+    ids=["created", "running", "suspended", "complete", "failed"],
+)
+def test_ready_reconciling_and_stalled_follow_the_job_by_kstatus_conventions(
+    job: dict[str, Any], expected: tuple[str, str, str]
+) -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=3, now=T0, new_run=True)
+    assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    status = _apply(status, c.from_job(status, job, generation=3, now=T1))
+    assert tuple(_kstatus(status).values()) == expected
+    conds = _by_type(status)
+    # kstatus reads a condition only for the generation it was set for.
+    assert {conds[t]["observedGeneration"] for t in ("Ready", "Reconciling", "Stalled")} == {3}
+    assert conds["Ready"]["reason"] == status["reason"]
+    if expected[2] == "True":
+        assert conds["Stalled"]["message"] == status["message"] == conds["Ready"]["message"]
+
+
+def test_a_rejected_spec_is_stalled_not_reconciling() -> None:
+    status = c.rejected(None, message="Unknown task 'x'.", generation=1, now=T0)
+    assert _kstatus(status) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
+    assert _by_type(status)["Stalled"]["reason"] == "InvalidSpec"
+    assert _by_type(status)["Stalled"]["message"] == "Unknown task 'x'."
+
+
+def test_a_new_run_after_success_is_no_longer_ready() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status = _apply(status, c.from_job(status, _job(conds=[("Complete", "", "")]), generation=1, now=T0))
+    assert _kstatus(status)["Ready"] == "True"
+    status = _apply(status, c.accepted(status, job_name="ev-g2", generation=2, now=T1, new_run=True))
+    assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    assert _by_type(status)["Ready"]["lastTransitionTime"] == "2025-05-01T12:05:00Z"

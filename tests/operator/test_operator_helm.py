@@ -97,6 +97,7 @@ def test_cluster_wide_render() -> None:
     assert verbs[("rbac.authorization.k8s.io", "roles")] == {"get", "create"}
     assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
     assert verbs[("", "pods")] == {"get", "list", "watch"}
+    assert verbs[("", "configmaps")] == {"get"}  # spec.taskSources, by name
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
     # What each runner Role grants, the operator must hold (no escalate needed).

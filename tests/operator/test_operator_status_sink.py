@@ -96,7 +96,12 @@ def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
     clock.now = 6.5
     sink.progress(100, 100)  # the last step always goes
     assert [p["body"]["status"]["progress"]["requestsDone"] for p in api.patches] == [1, 30, 100]
-    assert api.patches[1]["body"]["status"]["progress"] == {"requestsDone": 30, "requestsTotal": 100, "summary": "30%"}
+    # 29 requests in 6 s since the first report: 70 left take 14 s more.
+    assert api.patches[1]["body"]["status"]["progress"] == {"requestsDone": 30, "requestsTotal": 100, "etaSeconds": 14,
+                                                            "summary": "30/100 (30%) ETA 14s"}  # fmt: skip
+    assert api.patches[0]["body"]["status"]["progress"]["summary"] == "1/100 (1%)"  # no rate yet
+    assert api.patches[2]["body"]["status"]["progress"] == {"requestsDone": 100, "requestsTotal": 100,
+                                                            "summary": "100/100 (100%)"}  # fmt: skip
     sink.finished(LM_EVAL_RESULTS)
     final = api.patches[-1]
     assert final["name"] == "ev" and final["namespace"] == "team"

@@ -120,9 +120,24 @@ def _size(data: Any) -> int:
     return len(json.dumps(data, separators=(",", ":")).encode())
 
 
-def progress_status(done: int, total: int) -> dict[str, Any]:
+def progress_status(done: int, total: int, *, eta_seconds: float | None = None) -> dict[str, Any]:
+    """status.progress; `summary` is what `kubectl get evals` shows (Progress column)."""
     percent = int(100 * done / total) if total > 0 else 0
-    return {"requestsDone": int(done), "requestsTotal": int(total), "summary": f"{percent}%"}
+    status: dict[str, Any] = {"requestsDone": int(done), "requestsTotal": int(total)}
+    summary = f"{int(done)}/{int(total)} ({percent}%)"
+    if eta_seconds is not None and done < total:
+        status["etaSeconds"] = int(eta_seconds)
+        summary += f" ETA {_duration(int(eta_seconds))}"
+    status["summary"] = summary
+    return status
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 # --- sinks ----------------------------------------------------------------------------
@@ -135,6 +150,8 @@ class _ThrottledSink:
         self.min_interval = min_interval
         self.clock = clock
         self._last: float | None = None
+        self._first: tuple[float, int] | None = None
+        """(time, requests done) of the first report: the rate since then gives the ETA."""
 
     def _due(self, done: int, total: int) -> bool:
         now = self.clock()
@@ -147,8 +164,17 @@ class _ThrottledSink:
         raise NotImplementedError
 
     def progress(self, done: int, total: int) -> None:
-        if self._due(done, total):
-            self._write({"progress": progress_status(done, total)}, final=False)
+        if not self._due(done, total):
+            return
+        now = self.clock()
+        eta = None
+        if self._first is None:
+            self._first = (now, done)
+        elif done > self._first[1] and now > self._first[0]:
+            # The mean rate since the first report: model loading is over by then, and the
+            # length-sorted batches make later requests shorter, so this errs on the long side.
+            eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
+        self._write({"progress": progress_status(done, total, eta_seconds=eta)}, final=False)
 
     def finished(self, results: Mapping[str, Any]) -> None:
         status = condense_results(results)

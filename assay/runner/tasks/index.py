@@ -24,6 +24,11 @@ Kind = Literal["task", "group", "tag", "python_task"]
 _SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
 
 
+def _skipped(part: str) -> bool:
+    # A Kubernetes ConfigMap volume holds each key thrice: KEY → ..data/KEY → ..<timestamp>/KEY.
+    return part in _SKIP_DIRS or part.startswith("..")
+
+
 def builtin_tasks_dir() -> Path:
     """The shipped library: `tasks/` at the repository root, installed as `assay/tasks`."""
     package = Path(__file__).resolve().parents[2]  # assay/ (this file is assay/runner/tasks/index.py)
@@ -95,7 +100,7 @@ class TaskManager:
     def _index_root(root: Path) -> dict[str, IndexEntry]:
         found: dict[str, IndexEntry] = {}
         files = sorted(
-            (p for p in root.glob("**/*.yaml") if not any(part in _SKIP_DIRS for part in p.parts)),
+            (p for p in root.glob("**/*.yaml") if not any(_skipped(part) for part in p.relative_to(root).parts)),
             key=lambda p: p.as_posix(),
         )
         for path in files:

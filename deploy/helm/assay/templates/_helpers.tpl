@@ -42,7 +42,8 @@ app.kubernetes.io/component: operator
 What the operator may do. It holds `get` on evaluations and `patch` on evaluations/status
 itself, which is all that each runner Role grants, so creating those Roles needs neither
 `bind` nor `escalate`. Pods and Events are only read: they say why a run is stuck
-(image pulls, scheduling, quota, OOMKilled).
+(image pulls, scheduling, quota, OOMKilled). ConfigMaps are only read, one by name: the
+task YAMLs an Evaluation's spec.taskSources names in its own namespace.
 */}}
 {{- define "assay.rules" -}}
 - apiGroups: [assay.dev]
@@ -62,6 +63,9 @@ itself, which is all that each runner Role grants, so creating those Roles needs
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
+- apiGroups: [""]
+  resources: [configmaps]
+  verbs: [get]
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]

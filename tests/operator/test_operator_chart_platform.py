@@ -1,0 +1,70 @@
+"""The chart as platform teams run it: values checked by values.schema.json, private registries
+(imagePullSecrets for the operator and every runner account), and the GPU resource name."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import jsonschema
+import pytest
+import yaml
+
+from assay.operator import builders, containers
+from assay.spec import parse_spec
+from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+REF = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
+
+
+def test_the_schema_accepts_the_charts_own_values() -> None:
+    jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), SCHEMA)
+
+
+@needs_helm
+@pytest.mark.parametrize(
+    ("value", "complaint"),
+    [
+        ("operator.logLvel=debug", "operator: Additional property logLvel is not allowed"),
+        ("operator.replicas=2", "operator.replicas: Must be less than or equal to 1"),
+        ("runner.gpuResourceName=nvidia gpu", "runner.gpuResourceName: Does not match pattern"),
+        ("image.pullPolicy=Sometimes", "image.pullPolicy: image.pullPolicy must be one of the following"),
+    ],
+)
+def test_helm_refuses_values_the_schema_does_not_allow(value: str, complaint: str) -> None:
+    result = subprocess.run([HELM, "template", "ev", str(CHART), "--set", value], capture_output=True, text=True)
+    assert result.returncode != 0
+    assert complaint in result.stderr, result.stderr
+
+
+def _env(documents: list[dict]) -> dict[str, str]:
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    return {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+
+
+@needs_helm
+def test_pull_secrets_reach_the_operator_account_and_every_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents = _render("--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}")
+    (account,) = [d for d in documents if d["kind"] == "ServiceAccount"]
+    assert account["imagePullSecrets"] == [{"name": "regcred"}]
+    env = _env(documents)
+    assert env[builders.PULL_SECRETS_ENV] == "runner-reg,mirror"
+    # What the operator makes of that variable, for each Evaluation's runner account.
+    monkeypatch.setenv(builders.PULL_SECRETS_ENV, env[builders.PULL_SECRETS_ENV])
+    assert builders.service_account(REF)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
+    monkeypatch.delenv(builders.PULL_SECRETS_ENV)
+    assert "imagePullSecrets" not in builders.service_account(REF)
+    assert builders.PULL_SECRETS_ENV not in _env(_render())
+
+
+@needs_helm
+@pytest.mark.parametrize("name", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"])
+def test_the_gpu_resource_name_reaches_the_runner_pods(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    args = () if name == "nvidia.com/gpu" else ("--set", f"runner.gpuResourceName={name}")  # the default
+    env = _env(_render(*args))
+    assert env[containers.GPU_RESOURCE_ENV] == name
+    monkeypatch.setenv(containers.GPU_RESOURCE_ENV, env[containers.GPU_RESOURCE_ENV])
+    spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"], "resources": {"gpusPerNode": 2}})
+    runner = builders.job(REF, spec)["spec"]["template"]["spec"]["containers"][0]
+    assert runner["resources"]["limits"] == {name: "2"}

@@ -1,0 +1,130 @@
+"""spec.taskSources: ConfigMaps of task YAMLs, checked with the engine's own loader before any
+Job exists, and mounted read-only on the runner's include path."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from assay.errors import UserError
+from assay.operator import builders, task_sources, validation
+from assay.runner.job import ENV_INCLUDE_PATH
+from assay.runner.tasks.index import TaskManager
+from assay.spec import parse_spec
+
+# A task of the suite's own: arc_easy's data with another prompt.
+ARC_QA = """\
+task: arc_easy_qa
+tag: [suite_qa]
+dataset_path: allenai/ai2_arc
+dataset_name: ARC-Easy
+output_type: multiple_choice
+test_split: test
+doc_to_text: "Q: {{question}}\\nA:"
+doc_to_target: "{{choices.label.index(answerKey)}}"
+doc_to_choice: "{{choices.text}}"
+metric_list:
+  - metric: acc
+"""
+
+
+def _config_map(name: str, data: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": "4711"}, "data": data, **extra}
+
+
+def _validated(spec: dict[str, Any], config_maps: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    return validation.validate_with_sources(parse_spec(spec), namespace="team-a", get=config_maps.get)
+
+
+SPEC = {"model": "dummy", "tasks": ["arc_easy_qa"], "taskSources": [{"configMap": "suite"}]}
+
+
+def test_a_suites_own_task_resolves_and_its_source_is_recorded() -> None:
+    statuses = _validated(SPEC, {"suite": _config_map("suite", {"arc_easy_qa.yaml": ARC_QA})})
+    assert statuses == [{"configMap": "suite", "resourceVersion": "4711", "tasks": ["arc_easy_qa", "suite_qa"]}]
+    # Its tag and the library's tasks resolve beside it.
+    _validated({**SPEC, "tasks": ["suite_qa", "arc_easy"]}, {"suite": _config_map("suite", {"a.yaml": ARC_QA})})
+
+
+def test_without_the_config_map_the_task_is_unknown() -> None:
+    with pytest.raises(UserError, match="arc_easy_qa"):
+        _validated({"model": "dummy", "tasks": ["arc_easy_qa"]}, {})
+
+
+@pytest.mark.parametrize(
+    ("config_maps", "message"),
+    [
+        ({}, "spec.taskSources: ConfigMap 'suite' does not exist in namespace 'team-a'; create it "
+             "(kubectl create configmap suite --from-file=TASK.yaml) or remove it from spec.taskSources."),
+        ({"suite": _config_map("suite", {})}, "ConfigMap 'suite' has no keys; add task YAMLs (NAME.yaml) to it."),
+        ({"suite": _config_map("suite", {"a.yaml": "task: x\n", "b.yaml": "#" * task_sources.MAX_BYTES})},
+         f"ConfigMap 'suite' holds {task_sources.MAX_BYTES + 8} bytes, more than the {task_sources.MAX_BYTES} allowed"),
+        ({"suite": _config_map("suite", {"a.yaml": ARC_QA}, binaryData={"b.bin": "AAAA"})},
+         "ConfigMap 'suite' key 'b.bin' is binary data; task YAMLs are text."),
+        ({"suite": _config_map("suite", {"a.yaml": ARC_QA, "utils.py": "def f(): pass\n"})},
+         "ConfigMap 'suite' key 'utils.py' is Python code, which this operator does not run from ConfigMaps"),
+        ({"suite": _config_map("suite", {"a.json": "{}"})}, "ConfigMap 'suite' key 'a.json' is not a task YAML"),
+        ({"suite": _config_map("suite", {"a.yaml": "task: [arc_easy_qa\n"})},
+         "spec.taskSources: ConfigMap 'suite' key 'a.yaml': It is malformed at line 2: did not find expected ',' or "
+         "']'; fix the YAML syntax."),
+        ({"suite": _config_map("suite", {"a.yaml": ARC_QA.replace("doc_to_text", "doc_to_txt")})},
+         "spec.taskSources: ConfigMap 'suite' key 'a.yaml': Task 'arc_easy_qa' has unknown key 'doc_to_txt'."),
+        ({"suite": _config_map("suite", {"a.yaml": "dataset_path: x\n"})},
+         "ConfigMap 'suite' key 'a.yaml': It has neither a 'task' nor a 'group' key"),
+        ({"suite": _config_map("suite", {"a.yaml": "include: missing.yaml\ntask: t\n"})},
+         "ConfigMap 'suite' key 'a.yaml': Task YAML missing.yaml does not exist; check the path or the include."),
+    ],
+    ids=["missing", "empty", "too-large", "binary", "python", "not-yaml", "malformed", "unknown-field", "no-name",
+         "missing-include"],
+)
+def test_bad_config_maps_are_refused_in_one_sentence_naming_them(config_maps: dict[str, Any], message: str) -> None:
+    with pytest.raises(UserError) as error:
+        _validated(SPEC, config_maps)
+    text = str(error.value)
+    assert message in text, text
+    assert "\n" not in text and "/tmp" not in text and "Traceback" not in text
+
+
+def test_a_key_may_include_another_key_of_its_config_map() -> None:
+    data = {"base.yaml": ARC_QA, "variant.yaml": "include: base.yaml\ntask: arc_easy_qa2\n"}
+    statuses = _validated({**SPEC, "tasks": ["arc_easy_qa2"]}, {"suite": _config_map("suite", data)})
+    assert statuses[0]["tasks"] == ["arc_easy_qa", "suite_qa", "arc_easy_qa2"]
+
+
+def test_the_runner_job_mounts_each_config_map_read_only_on_the_include_path() -> None:
+    spec = parse_spec({**SPEC, "taskSources": [{"configMap": "suite"}, {"configMap": "extra"}]})
+    ref = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
+    pod = builders.job(ref, spec)["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["task-sources-0"] == {"name": "task-sources-0", "configMap": {"name": "suite"}}
+    assert volumes["task-sources-1"]["configMap"] == {"name": "extra"}
+    (runner,) = pod["containers"]
+    mounts = [m for m in runner["volumeMounts"] if m["name"].startswith("task-sources")]
+    assert mounts == [
+        {"name": "task-sources-0", "mountPath": "/etc/assay/tasks/suite", "readOnly": True},
+        {"name": "task-sources-1", "mountPath": "/etc/assay/tasks/extra", "readOnly": True},
+    ]
+    env = {e["name"]: e.get("value") for e in runner["env"]}
+    assert task_sources.ENV_INCLUDE_PATH == ENV_INCLUDE_PATH  # the name the runner reads
+    assert env[ENV_INCLUDE_PATH] == "/etc/assay/tasks"
+    # Without sources nothing changes.
+    plain = builders.job(ref, parse_spec({"model": "dummy", "tasks": ["arc_easy"]}))["spec"]["template"]["spec"]
+    assert not [v for v in plain["volumes"] if v["name"].startswith("task-sources")]
+    assert ENV_INCLUDE_PATH not in {e["name"] for e in plain["containers"][0]["env"]}
+
+
+def test_the_index_reads_a_config_map_volume_once_per_key(tmp_path: Path) -> None:
+    # The kubelet's layout: KEY → ..data/KEY, ..data → ..<timestamp>/ (atomic updates).
+    volume = tmp_path / "suite"
+    stamp = volume / "..2026_12_01_09_00_00.123"
+    stamp.mkdir(parents=True)
+    (stamp / "arc_easy_qa.yaml").write_text(ARC_QA)
+    os.symlink(stamp.name, volume / "..data")
+    os.symlink("..data/arc_easy_qa.yaml", volume / "arc_easy_qa.yaml")
+    manager = TaskManager(str(tmp_path))
+    entry = manager.index["arc_easy_qa"]
+    assert entry.path == volume / "arc_easy_qa.yaml"
+    assert manager.index["suite_qa"].members == {"arc_easy_qa"}
