@@ -3,7 +3,7 @@ give lm-eval's numbers (expected values from lm-eval's HFLM on the same model, n
 hard-coded).
 
 - shared contexts: one pass over a multiple-choice context, its choices on its KV cache;
-- rolling: the model body once, the LM head in chunks with a logsumexp (no full log-softmax).
+- rolling: the model body once, the LM head and log-softmax in chunks of positions.
 """
 
 from __future__ import annotations
