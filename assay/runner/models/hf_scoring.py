@@ -8,7 +8,9 @@ inputs are `(ctx + cont)[-(max_length + 1):][:-1]`, right-padded with id 0 and n
 
 What Assay does differently, for speed only: the LM head runs on the continuation
 positions alone where the model supports `logits_to_keep`, and log-softmax runs on the
-scored positions only — the same per-position arithmetic on far fewer rows.
+scored positions only — the same per-position arithmetic on far fewer rows; requests that
+share a whole context (a multiple-choice document's choices) run it once, on a KV cache
+(`hf_shared`), where the model's cache allows that.
 """
 
 from __future__ import annotations
