@@ -1,20 +1,31 @@
-"""Assay vs lm-eval, same model, same tasks, same data, one process tree: wall time ratios.
+"""Assay vs lm-eval, same model, same tasks, same data, one process tree.
 
-    python bench/bench_vs_lmeval.py [--layers 4] [--width 256] [--limit 200] [--device cpu]
+    python bench/bench_vs_lmeval.py [--layers 6] [--width 256] [--limit 120] [--batch_size 8] [--device cpu]
+    python bench/bench_vs_lmeval.py --quick        # the CI smoke run: tiny model, few documents
 
 Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA) so the
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
-runs each harness on multiple choice (arc_easy), loglikelihood (lambada_openai), rolling
-(wikitext) and generation (gsm8k, 0-shot) with the same batch size. Prints per-task
-seconds and the ratio lm-eval / Assay (above 1 means Assay is faster), and checks the two
-harnesses agree on every metric.
+runs each harness, each task in its own child process (so peak RSS is per side and task):
+multiple choice (arc_easy, 5-shot), loglikelihood (lambada_openai), rolling (wikitext) and
+generation (gsm8k, 5-shot, its regex filters). Per row it prints wall seconds both sides,
+requests/s and model tokens/s (Assay's), peak RSS both sides, the ratio lm-eval / Assay
+(above 1: Assay is faster), whether every metric matched to 1e-6 relative, and Assay's
+achieved FLOP/s against a matmul peak measured in the same run.
+
+FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head
+included), not the attention score products: a lower bound. Timings on a shared machine
+are noisy; ratios from one run are the comparable numbers. No thresholds: the bench
+reports, it never fails on speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -23,6 +34,10 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+# task → (few-shot, kind shown in the table)
+TASKS = {"arc_easy": (5, "multiple choice"), "lambada_openai": (0, "loglikelihood"),
+         "wikitext": (0, "rolling"), "gsm8k": (5, "generate_until")}
 
 
 def build_model(directory: Path, tokenizer_dir: Path, layers: int, width: int) -> Path:
@@ -58,54 +73,160 @@ def patch_hub(datasets_dir: Path) -> None:
     datasets.load_dataset = load_dataset
 
 
+def add_train_splits(datasets_dir: Path) -> None:
+    """Few-shot tasks draw shots from `train`; where the offline copy has none, both sides get
+    the first split there is (validation before test), as the same file."""
+    for folder in {p.parent for p in datasets_dir.rglob("*.jsonl")}:
+        splits = {p.stem: p for p in folder.glob("*.jsonl")}
+        if "train" not in splits:
+            source = splits.get("validation") or splits.get("test") or next(iter(splits.values()))
+            (folder / "train.jsonl").write_bytes(source.read_bytes())
+
+
+def matmul_peak(device: str, size: int = 1024, repeats: int = 8) -> float:
+    """Best fp32 FLOP/s of a square matmul on this device, now."""
+    import torch
+
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    best = 0.0
+    for _ in range(repeats):
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        torch.mm(a, b)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        best = max(best, 2 * size**3 / (time.perf_counter() - start))
+    return best
+
+
+class Counters:
+    """Requests asked of the LM, tokens fed to the model, FLOPs of its linear layers."""
+
+    def __init__(self, lm: Any) -> None:
+        import torch
+        from transformers.pytorch_utils import Conv1D
+
+        self.requests = self.tokens = self.flops = 0
+        for method in ("loglikelihood", "loglikelihood_rolling", "generate_until"):
+            self._wrap(lm, method)
+        model = lm.model
+
+        def count_tokens(_m: Any, args: Any, kwargs: Any) -> None:
+            ids = args[0] if args else kwargs.get("input_ids")
+            if ids is not None:
+                self.tokens += int(ids.numel())
+
+        def count_flops(module: Any, args: Any, _out: Any) -> None:
+            x = args[0]
+            fan_in, fan_out = (module.in_features, module.out_features) if isinstance(module, torch.nn.Linear) else module.weight.shape
+            self.flops += 2 * (x.numel() // fan_in) * fan_in * fan_out
+
+        # on the body, which every path calls once per forward (Assay's rolling path calls it directly)
+        getattr(model, model.base_model_prefix).register_forward_pre_hook(count_tokens, with_kwargs=True)
+        for module in model.modules():
+            if isinstance(module, (torch.nn.Linear, Conv1D)):
+                module.register_forward_hook(count_flops)
+
+    def _wrap(self, lm: Any, method: str) -> None:
+        real = getattr(lm, method)
+
+        def counted(requests: Any, *args: Any, **kwargs: Any) -> Any:
+            self.requests += len(requests)
+            return real(requests, *args, **kwargs)
+
+        setattr(lm, method, counted)
+
+
+def worker(args: argparse.Namespace) -> int:
+    """One harness on one task, in this process: prints one JSON line."""
+    os.environ["ASSAY_DATASETS_DIR"] = args.datasets
+    patch_hub(Path(args.datasets))
+    fewshot, _ = TASKS[args.task]
+    kwargs: dict[str, Any] = dict(tasks=[args.task], limit=args.limit, bootstrap_iters=1000, num_fewshot=fewshot,
+                                  gen_kwargs="max_gen_toks=32", log_samples=False)
+    model_args = dict(pretrained=args.model, dtype="float32", device=args.device, batch_size=int(args.batch_size))
+    start = time.perf_counter()
+    if args.side == "assay":
+        from assay.runner.evaluator import simple_evaluate
+        from assay.runner.models.hf import HFLM
+
+        lm: Any = HFLM(**model_args)
+        counters = Counters(lm)
+        out = simple_evaluate(lm, **kwargs)
+    else:
+        import lm_eval
+        from lm_eval.models.huggingface import HFLM as LmEvalHFLM
+
+        lm = LmEvalHFLM(**model_args)
+        counters = Counters(lm)
+        out = lm_eval.simple_evaluate(model=lm, **kwargs)
+    wall = time.perf_counter() - start
+    metrics = {k: v for k, v in out["results"][args.task].items() if "," in k}
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"wall": wall, "rss_mb": rss_mb, "requests": counters.requests, "tokens": counters.tokens,
+                      "flops": counters.flops, "metrics": metrics, "config": out.get("config", {}).get("shared_context")}))
+    return 0
+
+
+def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets: Path) -> dict[str, Any]:
+    cmd = [sys.executable, __file__, "--worker", side, "--task", task, "--model", str(model), "--datasets", str(datasets),
+           "--limit", str(args.limit), "--batch_size", str(args.batch_size), "--device", args.device]
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{side} on {task} failed:\n{done.stderr[-4000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _agree(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
+    def same(a: Any, b: Any) -> bool:
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+            return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9) or (math.isnan(a) and math.isnan(b))
+        return bool(a == b)
+
+    return set(ours) == set(theirs) and all(same(ours[k], v) for k, v in theirs.items())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--layers", type=int, default=6)
     parser.add_argument("--width", type=int, default=256)
-    parser.add_argument("--limit", type=int, default=200)
-    parser.add_argument("--batch_size", default="16")
+    parser.add_argument("--limit", type=int, default=120)
+    parser.add_argument("--batch_size", default="8")
     parser.add_argument("--device", default="cpu")
-    parser.add_argument("--tasks", default="arc_easy,lambada_openai,wikitext,gsm8k")
+    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--quick", action="store_true", help="tiny model, 4 documents per task (the CI smoke run)")
+    parser.add_argument("--worker", choices=["assay", "lm-eval"], help=argparse.SUPPRESS)
+    for hidden in ("--task", "--model", "--datasets"):
+        parser.add_argument(hidden, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.worker:
+        args.side = args.worker
+        return worker(args)
+    if args.quick:
+        args.layers, args.width, args.limit = 2, 64, 4
 
     data = Path(os.environ.get("ASSAY_SHARED_DATA", REPO.parent / "shared" / "data"))
     work = Path(tempfile.mkdtemp(prefix="assay-bench-"))
     from assay.runner.data import importer as data_import
 
     data_import.import_benchmarks(data, work / "datasets")
-    os.environ["ASSAY_DATASETS_DIR"] = str(work / "datasets")
-    patch_hub(work / "datasets")
+    add_train_splits(work / "datasets")
     model = build_model(work / "model", data / "gpt2_tokenizer", args.layers, args.width)
-    model_args = f"pretrained={model},dtype=float32,device={args.device}"
-
-    import lm_eval
-    import lm_eval.tasks
-
-    from assay.runner.evaluator import simple_evaluate
-
-    lmeval_tasks = Path(lm_eval.__file__).parent / "tasks"
-    print(f"model: GPT-2 {args.layers} layers x {args.width}, limit {args.limit}, batch {args.batch_size}, {args.device}")
-    print(f"{'task':<16}{'assay s':>10}{'lm-eval s':>11}{'ratio':>8}  metrics agree")
-    total_ours = total_theirs = 0.0
+    print(f"model: GPT-2 {args.layers} layers x {args.width}, fp32, limit {args.limit}, batch {args.batch_size}, {args.device}")
+    header = ("task", "kind", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB", "lm-eval MB", "GFLOP/s", "of peak", "match")
+    print("{:<15}{:<16}{:>8}{:>10}{:>7}{:>8}{:>9}{:>8}{:>11}{:>9}{:>8}  {}".format(*header))
     for task in args.tasks.split(","):
-        kwargs = dict(tasks=[task], limit=args.limit, batch_size=args.batch_size, bootstrap_iters=1000, num_fewshot=0,
-                      gen_kwargs="max_gen_toks=32", log_samples=False)
-        start = time.perf_counter()
-        ours = simple_evaluate("hf", model_args=model_args, **kwargs)
-        ours_s = time.perf_counter() - start
-        manager = lm_eval.tasks.TaskManager(include_path=[str(p) for p in lmeval_tasks.iterdir() if p.is_dir()][:0] or None)
-        start = time.perf_counter()
-        theirs = lm_eval.simple_evaluate(model="hf", model_args=model_args, task_manager=manager, **kwargs)
-        theirs_s = time.perf_counter() - start
-        agree = all(
-            (isinstance(v, str) and v == ours["results"][task].get(k)) or
-            (isinstance(v, (int, float)) and math.isclose(v, ours["results"][task][k], rel_tol=1e-4, abs_tol=1e-6))
-            for k, v in theirs["results"][task].items() if "," in k
-        )
-        total_ours += ours_s
-        total_theirs += theirs_s
-        print(f"{task:<16}{ours_s:>10.1f}{theirs_s:>11.1f}{theirs_s / ours_s:>8.2f}  {agree}")
-    print(f"{'total':<16}{total_ours:>10.1f}{total_theirs:>11.1f}{total_theirs / total_ours:>8.2f}")
+        peak = matmul_peak(args.device)  # per row: on a shared machine the peak moves too
+        ours = _child(args, "assay", task, model, work / "datasets")
+        theirs = _child(args, "lm-eval", task, model, work / "datasets")
+        flops = ours["flops"] / ours["wall"]
+        print(f"{task:<15}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
+              f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
+              f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}  {_agree(ours['metrics'], theirs['metrics'])}")
+        print(f"{'':<15}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
+              f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}")
     return 0
 
 

@@ -162,6 +162,7 @@ def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
 def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
     """The results' `config`: lm-eval's keys, values as the run was told them."""
     found = getattr(lm, "batch_sizes", None)
+    speed_info = getattr(lm, "speed_info", None)
     return {
         "model": options.model if isinstance(options.model, str) else type(options.model).__name__,
         "model_args": options.model_args,
@@ -178,6 +179,8 @@ def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
         "numpy_seed": options.numpy_random_seed,
         "torch_seed": options.torch_random_seed,
         "fewshot_seed": options.fewshot_random_seed,
+        # Assay's own: whether shared contexts ran once (the hf backend), else absent
+        **(_safe(speed_info) if callable(speed_info) else {}),
     }
 
 

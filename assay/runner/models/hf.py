@@ -25,6 +25,7 @@ from assay.runner.models import hf_loading
 from assay.runner.models.hf_args import HFArgs
 from assay.runner.models.hf_encoding import Encoder
 from assay.runner.models.hf_generation import Generator
+from assay.runner.models.hf_rolling import RollingScorer, split_model
 from assay.runner.models.hf_scoring import BatchPlan, Scorer, detect_batch_size, rolling_windows
 
 log = logging.getLogger(__name__)
@@ -208,17 +209,33 @@ class HFLM(LM):
             probe = ([self.prefix_token_id], [self.prefix_token_id] * self.max_length)
             size = detect_batch_size(self.device, self.batch_plan.max_batch_size, lambda n: self.scorer.trial(probe, n))
         totals = [0.0] * len(requests)
+        rolling = self._rolling_scorer()
         bar, update = self._progress(len(windows), "Running loglikelihood_rolling requests", disable_tqdm)
         try:
             # windows go in request order, `size` at a time, like lm-eval, so shapes match
             for start in range(0, len(windows), size):
                 chunk = windows[start : start + size]
-                scores = self.scorer.score([w for _, w in chunk], self.batch_plan, override_batch=len(chunk), on_done=update)
-                for (index, _), result in zip(chunk, scores):
-                    totals[index] += result.logprob
+                if rolling is not None:
+                    logprobs = rolling.score([w for _, w in chunk])
+                    update(len(chunk))
+                else:
+                    scored = self.scorer.score([w for _, w in chunk], self.batch_plan, override_batch=len(chunk), on_done=update)
+                    logprobs = [result.logprob for result in scored]
+                for (index, _), logprob in zip(chunk, logprobs):
+                    totals[index] += logprob
         finally:
             bar.close()
         return totals
+
+    def _rolling_scorer(self) -> RollingScorer | None:
+        """The body → chunked-head path for rolling windows, where the model splits that way."""
+        if not hasattr(self, "_rolling"):
+            split = split_model(self.model, self.device) if self.backend == "causal" else None
+            self._rolling = None if split is None else RollingScorer(
+                *split, device=self.device, max_length=self.max_length, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
+                autocast=self.scorer._autocast,
+            )
+        return self._rolling
 
     def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
         bar, update = self._progress(len(requests), "Running generate_until requests", disable_tqdm)
@@ -280,6 +297,11 @@ class HFLM(LM):
         if self.delta:
             info["delta_sha"] = hf_loading.model_sha(self.delta, None)
         return info
+
+    def speed_info(self) -> dict[str, Any]:
+        """How the run computed, for the results' config: shared contexts, or why not."""
+        blocker = self.scorer.share_blocker
+        return {"shared_context": "on" if blocker is None else f"off: {blocker}"}
 
     def tokenizer_info(self) -> dict[str, Any]:
         tok = self.tokenizer

@@ -8,7 +8,9 @@ inputs are `(ctx + cont)[-(max_length + 1):][:-1]`, right-padded with id 0 and n
 
 What Assay does differently, for speed only: the LM head runs on the continuation
 positions alone where the model supports `logits_to_keep`, and log-softmax runs on the
-scored positions only — the same per-position arithmetic on far fewer rows.
+scored positions only — the same per-position arithmetic on far fewer rows; requests that
+share a whole context (a multiple-choice document's choices) run it once, on a KV cache
+(`hf_shared`), where the model's cache allows that.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch.nn.functional as F
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
+from assay.runner.models import hf_shared
 from assay.runner.models.instance import LoglikelihoodResult
 
 TokenPair = tuple[list[int], list[int]]
@@ -115,6 +118,11 @@ class Scorer:
         self.softmax_dtype = softmax_dtype
         self.mixed_precision_dtype = mixed_precision_dtype
         self._keep_logits = backend == "causal" and _accepts(model, "logits_to_keep")
+        # why each context cannot run once for all its continuations (None: it can)
+        self.share_blocker = hf_shared.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
+        self.shared = None if self.share_blocker is not None else hf_shared.SharedContextScorer(
+            model, device=device, softmax_dtype=softmax_dtype, autocast=self._autocast, keep_logits=self._keep_logits
+        )
 
     # -- model calls --------------------------------------------------------------------
 
@@ -170,6 +178,10 @@ class Scorer:
         members_of = {rep: members for rep, members in zip(reps, groups.values())}
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
+        if self.shared is not None:
+            shared, reps = hf_shared.shared_groups(reps, pairs, self.max_length)
+            for group in shared:
+                self._run_shared(group, pairs, members_of, results, plan, on_done)
         for chunk in self._chunks(reps, pairs, plan, override_batch):
             self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
         assert all(r is not None for r in results)
@@ -241,6 +253,38 @@ class Scorer:
             self._run_chunk(chunk[:half], pairs, members_of, results, plan, on_done)
             self._run_chunk(chunk[half:], pairs, members_of, results, plan, on_done)
             return
+        self._assign(chunk, scored, pairs, members_of, results, on_done)
+
+    def _run_shared(
+        self,
+        group: list[int],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: Callable[[int], None],
+    ) -> None:
+        assert self.shared is not None
+        try:
+            scored = self.shared.score_group(group, pairs)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()  # the choices repeated the context's cache: one full row each uses less
+            for chunk in self._chunks(group, pairs, plan, None):
+                self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
+            return
+        self._assign(group, scored, pairs, members_of, results, on_done)
+
+    @staticmethod
+    def _assign(
+        chunk: list[int],
+        scored: list[tuple[torch.Tensor, torch.Tensor]],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        on_done: Callable[[int], None],
+    ) -> None:
         for rep, (logprobs, greedy) in zip(chunk, scored):
             for member in members_of[rep]:
                 cont = pairs[member][1]

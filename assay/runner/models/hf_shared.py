@@ -1,0 +1,114 @@
+"""Each shared context computed once: one pass over it, then its continuations on its cache.
+
+A multiple-choice document asks for log P(choice | context) for every choice with the same
+context. lm-eval runs `context + choice` once per choice; here the context runs once with
+`use_cache=True`, its last position scores each choice's first token, and the choices'
+remaining tokens run as one batch on the context's keys and values, repeated per choice.
+Right padding of that batch only touches positions after each choice's own tokens (causal
+attention), so every scored position sees exactly the tokens lm-eval's row shows it.
+
+The sums inside attention are ordered differently (cached keys vs one pass), which moves a
+log-likelihood by about 1e-7; the parity suite holds metrics to lm-eval's within 1e-6.
+
+Where a model's cache cannot be shared — encoder-decoders, sliding-window attention,
+recurrent or hybrid layers, a model whose forward takes no cache — `sharing_blocker` names why
+and the scorer keeps full passes; the results' config reports which (`shared_context`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+TokenPair = tuple[list[int], list[int]]
+# (log-probs [contlen, vocab], argmax [contlen]) for one request
+Scored = tuple[torch.Tensor, torch.Tensor]
+
+# model types whose layers keep a recurrent state (or mix one in): a repeated KV cache is not their state
+_RECURRENT = frozenset({
+    "mamba", "mamba2", "falcon_mamba", "rwkv", "jamba", "zamba", "zamba2", "bamba", "recurrent_gemma",
+    "granitemoehybrid", "nemotron_h", "lfm2", "qwen3_next", "falcon_h1", "xlstm", "minimax",
+})
+
+
+def sharing_blocker(model: Any, *, backend: str) -> str | None:
+    """Why this model's cache cannot be shared across continuations, or None when it can."""
+    if backend != "causal":
+        return "encoder-decoder model (scored in one pass per request)"
+    config = getattr(model, "config", None)
+    model_type = str(getattr(config, "model_type", ""))
+    if model_type in _RECURRENT:
+        return f"recurrent or hybrid layers ({model_type})"
+    if getattr(config, "sliding_window", None) or getattr(config, "attention_chunk_size", None):
+        return "sliding-window or chunked attention"
+    layer_types = getattr(config, "layer_types", None) or []
+    if any(kind != "full_attention" for kind in layer_types):
+        return "layers other than full attention"
+    try:
+        params = inspect.signature(model.forward).parameters
+    except (TypeError, ValueError, AttributeError):
+        return "the model's forward signature is unknown"
+    if cache_arg(params) is None:
+        return "the model takes no cache argument"
+    return None
+
+
+def cache_arg(params: Any) -> str | None:
+    """The forward argument carrying a KV cache: `cache` (transformers 5), `past_key_values` before."""
+    return next((name for name in ("cache", "past_key_values") if name in params), None)
+
+
+def shared_groups(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> tuple[list[list[int]], list[int]]:
+    """(groups of ≥ 2 requests with one context, the rest) among `reps`, in `reps` order.
+
+    Only requests whose row is not left-truncated qualify: a truncated row's context is not
+    the same tokens across choices.
+    """
+    by_context: dict[tuple[int, ...], list[int]] = {}
+    for index in reps:
+        ctx, cont = pairs[index]
+        if ctx and len(ctx) + len(cont) - 1 <= max_length:
+            by_context.setdefault(tuple(ctx), []).append(index)
+    groups = [members for members in by_context.values() if len(members) > 1]
+    grouped = {index for members in groups for index in members}
+    return groups, [index for index in reps if index not in grouped]
+
+
+class SharedContextScorer:
+    """Scores one group of requests sharing a context: two model calls for the whole group."""
+
+    def __init__(self, model: Any, *, device: torch.device, softmax_dtype: torch.dtype | None,
+                 autocast: Callable[[], contextlib.AbstractContextManager[Any]], keep_logits: bool) -> None:
+        self.model = model
+        self.keep = {"logits_to_keep": 1} if keep_logits else {}
+        self.cache_arg = cache_arg(inspect.signature(model.forward).parameters) or "past_key_values"
+        self.device = device
+        self.softmax_dtype = softmax_dtype
+        self.autocast = autocast
+
+    def score_group(self, members: Sequence[int], pairs: Sequence[TokenPair]) -> list[Scored]:
+        ctx = pairs[members[0]][0]
+        tails = [pairs[i][1][:-1] for i in members]
+        with torch.no_grad(), self.autocast():
+            context = torch.tensor([ctx], dtype=torch.long).to(self.device, non_blocking=True)
+            first = self.model(context, use_cache=True, **self.keep)
+            last = first.logits[0, -1:]  # scores each continuation's first token
+            width = max(len(t) for t in tails)
+            rest = None
+            if width:
+                inputs = torch.zeros((len(tails), width), dtype=torch.long)
+                for b, tail in enumerate(tails):
+                    inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+                cache = first[self.cache_arg]
+                cache.batch_repeat_interleave(len(tails))
+                rest = self.model(inputs.to(self.device, non_blocking=True), **{self.cache_arg: cache}, use_cache=False).logits
+        out: list[Scored] = []
+        for b, tail in enumerate(tails):
+            rows = last if not tail or rest is None else torch.cat([last, rest[b, : len(tail)]], dim=0)
+            logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
+            out.append((logprobs, logprobs.argmax(dim=-1)))
+        return out
