@@ -279,7 +279,30 @@ def _delegate(name: str, argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and "vllm" in sys.modules:
+        _exit_past_vllm_teardown(code)
+    return code
+
+
+def _exit_past_vllm_teardown(code: int) -> None:
+    """Ends the process without the interpreter's teardown once vLLM ran in it.
+
+    The engine is shut down by then (the evaluator closes it), but vLLM's CPU build still
+    aborts in its C++ static destructors at exit about one run in eight ("terminate called
+    without an active exception", rc 134), which would fail a runner Job whose results are
+    already written. Only the command-line process does this: a caller's `main(argv)` returns.
+    """
+    import logging
+    import os
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv and argv[0] in DELEGATED:
             return _delegate(argv[0], argv[1:])

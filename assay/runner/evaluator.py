@@ -95,6 +95,15 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
     if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     lm = build_lm(options)
+    try:
+        return _run_with(lm, options, start, evaluation_tracker)
+    finally:
+        if isinstance(options.model, str):
+            lm.close()
+
+
+def _run_with(lm: LM, options: EvalOptions, start: float, evaluation_tracker: Any) -> dict[str, Any] | None:
+    """Tasks, overrides, evaluate and run info on a model that is already built."""
     task_manager = options.task_manager
     if task_manager is None:
         task_manager = TaskManager(options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})})

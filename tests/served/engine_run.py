@@ -9,6 +9,7 @@ required: the engine starts a worker process that re-imports this module.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -28,10 +29,21 @@ def main(which: str, model_dir: str, task_dir: str, out: str, max_len: str) -> N
         import lm_eval
         import lm_eval.tasks
 
-        results = lm_eval.simple_evaluate(
-            model="vllm", model_args=model_args,
-            task_manager=lm_eval.tasks.TaskManager(include_path=task_dir, include_defaults=False), **kwargs,
+        import lm_eval.api.registry
+
+        # Built here as simple_evaluate would build it from the name, so that its engine can be
+        # shut down afterwards: lm-eval leaves that to interpreter exit, where the engine core
+        # may be gone before the client's threads are joined (SIGABRT about half the time on
+        # CPU). Assay's evaluator closes its own engine.
+        lm = lm_eval.api.registry.get_model("vllm").create_from_arg_string(
+            model_args, {"batch_size": None, "max_batch_size": None, "device": None},
         )
+        try:
+            results = lm_eval.simple_evaluate(
+                model=lm, task_manager=lm_eval.tasks.TaskManager(include_path=task_dir, include_defaults=False), **kwargs,
+            )
+        finally:
+            lm.model.llm_engine.engine_core.shutdown()
     elapsed = time.perf_counter() - start
     slim = {
         "results": results["results"],
@@ -40,6 +52,13 @@ def main(which: str, model_dir: str, task_dir: str, out: str, max_len: str) -> N
     }
     with open(out, "w", encoding="utf-8") as handle:
         json.dump(slim, handle, default=str)
+    # Both engines are shut down by now (had Assay's evaluator not closed its engine, the
+    # engine's processes would outlive this one, hold its output pipes and time the test
+    # out). Leave as `assay run` does after vLLM: past the C++ teardown that aborts the
+    # process about one run in eight on the CPU build even after a clean engine shutdown.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _alias_vllm_metadata() -> None:

@@ -41,6 +41,10 @@ class CachingLM(LM):
     def __getattr__(self, name: str) -> Any:
         return getattr(self.lm, name)
 
+    def close(self) -> None:
+        self.db.close()
+        self.lm.close()
+
     def _cached_call(self, method: str, requests: Sequence[Any], **kwargs: Any) -> list[Any]:
         keys = [request_key(method, tuple(req.args)) for req in requests]
         results: list[Any] = [None] * len(requests)

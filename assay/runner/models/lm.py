@@ -87,3 +87,9 @@ class LM(abc.ABC):
     def tokenizer_info(self) -> dict[str, Any]:
         """Top-level results keys: tokenizer_pad_token, tokenizer_eos_token, ..., max_length."""
         return {}
+
+    def close(self) -> None:
+        """Releases what the backend holds outside Python objects (engine processes, their
+        threads). The evaluator calls it once for a model it built from a name; a caller's own
+        instance stays open. Leaving it to interpreter exit is not safe for every engine:
+        vLLM's client threads abort the process (SIGABRT) when its engine core dies first."""
