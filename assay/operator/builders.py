@@ -3,7 +3,8 @@
 Pure functions from (the Evaluation's identity, its parsed spec) to dicts the API server
 accepts, so that what the operator creates can be read and tested without a cluster.
 Every child carries an ownerReference to the Evaluation (deleting it deletes them) and a
-name derived from the Evaluation's name and generation: a restarted operator re-creates
+name derived from the Evaluation's name and run (its generation, and the `assay.dev/rerun`
+token if one is set): a restarted operator re-creates
 the same names, gets 409 Conflict, and so never starts a duplicate run.
 
 The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
@@ -38,6 +39,9 @@ LABEL_EVALUATION = "assay.dev/evaluation"
 LABEL_GENERATION = "assay.dev/generation"
 LABEL_JOB = "assay.dev/job"
 ANNOTATION_SPEC_HASH = "assay.dev/spec-hash"
+ANNOTATION_RERUN = "assay.dev/rerun"
+"""On an Evaluation: a token whose change asks for a fresh run of the same spec (GitOps users
+bump it in Git). On a Job: the token the Job was made for."""
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
@@ -68,11 +72,14 @@ class EvaluationRef:
     namespace: str
     uid: str
     generation: int
+    rerun: str | None = None
+    """The rerun token: with the generation, it tells one run from another."""
 
     @classmethod
     def from_body(cls, body: Any) -> "EvaluationRef":
         meta = body["metadata"]
-        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)))
+        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)),
+                   rerun=rerun_token(body))  # fmt: skip
 
 
 def _digest(name: str) -> str:
@@ -116,9 +123,26 @@ def evaluation_name(obj: Any) -> str | None:
     return str(label) if label else None
 
 
+def rerun_token(body: Any) -> str | None:
+    """The `assay.dev/rerun` annotation, else the token the last run was accepted with.
+
+    Removing the annotation so asks for nothing: no re-run, and no return to the first
+    run's un-suffixed names, whose Job and output directory a fresh run would overwrite.
+    """
+    token = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RERUN) \
+        or (body.get("status") or {}).get("rerunToken")  # fmt: skip
+    return str(token) if token else None
+
+
+def run_suffix(ref: EvaluationRef) -> str:
+    """`g<generation>`, and `-r<6 hex>` of the token for a re-run: a token is any string, names are DNS labels."""
+    suffix = f"g{ref.generation}"
+    return suffix if ref.rerun is None else f"{suffix}-r{_digest(ref.rerun)}"
+
+
 def job_name(ref: EvaluationRef) -> str:
-    """The Job (and headless Service) of one generation: `<name>-g<generation>`."""
-    return _child_name(ref.name, f"g{ref.generation}")
+    """The Job (and headless Service) of one run: `<name>-g<generation>`, or `<name>-g<generation>-r<hash>`."""
+    return _child_name(ref.name, run_suffix(ref))
 
 
 def runner_account_name(ref: EvaluationRef) -> str:
@@ -134,7 +158,8 @@ def spec_hash(spec: Evaluation) -> str:
 
 
 def output_dir(ref: EvaluationRef, spec: Evaluation) -> str:
-    return f"{containers.OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/g{ref.generation}'}"
+    # Each run its own directory by default: a re-run keeps the earlier run's results.
+    return f"{containers.OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/{run_suffix(ref)}'}"
 
 
 def owner_reference(ref: EvaluationRef) -> Manifest:
@@ -350,8 +375,16 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
 
     metadata = _metadata(ref, name, **job_labels)
-    metadata["annotations"] = {ANNOTATION_SPEC_HASH: spec_hash(spec), ANNOTATION_EVALUATION: ref.name}
+    metadata["annotations"] = _job_annotations(ref, spec)
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+
+
+def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:
+    """What `reconcile` tells the current run's Job by: its spec hash and its rerun token."""
+    annotations = {ANNOTATION_SPEC_HASH: spec_hash(spec), ANNOTATION_EVALUATION: ref.name}
+    if ref.rerun is not None:
+        annotations[ANNOTATION_RERUN] = ref.rerun
+    return annotations
 
 
 def children(ref: EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,

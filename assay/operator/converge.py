@@ -49,7 +49,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
             emit(evaluation, type="Normal", reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
     for job in steps.delete_jobs:
         kube.delete("Job", "batch/v1", namespace=namespace, name=job)
-        emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of an earlier spec.")
+        emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
     for service in steps.delete_services:
         kube.delete("Service", "v1", namespace=namespace, name=service)
     if steps.suspend_job:

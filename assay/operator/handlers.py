@@ -1,6 +1,7 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
-- Evaluation created, resumed (operator start) or its spec changed → parse, check the
+- Evaluation created, resumed (operator start), its spec changed or its `assay.dev/rerun`
+  annotation changed (a re-run of the same spec, which bumps no generation) → parse, check the
   admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
   from what exists and creates nothing twice.
 - A runner Job or runner pod changed → `observe_run` reads the Job, its pods and (where
@@ -145,6 +146,9 @@ def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
 @kopf.on.resume(*EVALUATIONS)
 @kopf.on.create(*EVALUATIONS)
 @kopf.on.update(*EVALUATIONS, field="spec")
+# A field handler, not a plain update handler: kopf leaves annotations under its own prefix
+# (assay.dev/) out of what it compares, unless a handler names the field.
+@kopf.on.update(*EVALUATIONS, field=("metadata", "annotations", builders.ANNOTATION_RERUN))
 def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger,
                          **_: Any) -> None:  # fmt: skip
     evaluation = plain(body)
@@ -259,8 +263,8 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
         job = kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
         if job is None:
             return {}
-    if job["metadata"]["name"] != job_name:
-        return {}  # a superseded run, being deleted
+    if job["metadata"]["name"] != job_name or _rerun_token(job) != status.get("rerunToken"):
+        return {}  # a superseded run being deleted (another spec, or a token whose name hash collides)
     job_phase = conditions.job_state(job).phase
     if ending:
         if job_phase not in conditions.TERMINAL_PHASES:
@@ -295,6 +299,11 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     elif patch.get("phase") == conditions.RUNNING:
         emit(evaluation, type="Normal", reason="Running", message=patch.get("message") or "Runner pods are running.")
     return patch
+
+
+def _rerun_token(job: Mapping[str, Any]) -> str | None:
+    """The rerun token a Job was made for (None for a Job of no re-run)."""
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(builders.ANNOTATION_RERUN)
 
 
 class PendingEvaluations:

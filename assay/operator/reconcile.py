@@ -6,10 +6,12 @@ Evaluation and the same Jobs always give the same plan, and a plan carried out t
 creates nothing twice (children have deterministic names; 409 Conflict means done).
 
 Rules:
-- a finished run of the current generation is left alone (an operator restart re-runs
-  nothing);
-- a Job whose spec hash equals the current spec's is the current run, even if made for
-  an older generation: a change of `suspend` alone pauses or resumes it, not replaces it;
+- a run is identified by its generation and its rerun token (`assay.dev/rerun`, recorded
+  in `status.rerunToken`);
+- a finished run of the current generation and token is left alone (an operator restart
+  re-runs nothing); a new token asks for a fresh run of the same spec;
+- a Job whose spec hash and token equal the current ones is the current run, even if made
+  for an older generation: a change of `suspend` alone pauses or resumes it, not replaces it;
 - a Job with a Kueue queue label is created suspended and never suspended or resumed by
   the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
 - otherwise the current generation gets a new Job and every other Job is deleted.
@@ -57,11 +59,11 @@ def plan(
 ) -> Plan:
     ref = builders.EvaluationRef.from_body(body)
     status = body.get("status") or {}
-    if status.get("observedGeneration") == ref.generation and status.get("phase") in conditions.TERMINAL_PHASES:
+    if _finished(status, ref):
         return Plan()
 
     wanted_hash = builders.spec_hash(spec)
-    current = _current_job(jobs, wanted_hash)
+    current = _current_job(jobs, wanted_hash, ref.rerun)
     new_run = current is None
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
     manifests = builders.children(ref, spec, job_name_override=job_name, default_image=default_image)
@@ -77,6 +79,7 @@ def plan(
     status_patch = conditions.accepted(status, job_name=job_name, generation=ref.generation, now=now,
                                        new_run=new_run or status.get("jobName") != job_name)  # fmt: skip
     status_patch["model"] = spec.model_label
+    status_patch["rerunToken"] = ref.rerun  # None (nothing written) while no token was ever set
     if new_run:
         status_patch["outputDir"] = builders.output_dir(ref, spec)
     status_patch = {k: v for k, v in status_patch.items() if status.get(k) != v}
@@ -103,12 +106,24 @@ def rejection(body: Mapping[str, Any], message: str, *, now: datetime.datetime) 
     return conditions.rejected(status, message=message, generation=ref_generation, now=now)
 
 
-def _current_job(jobs: Sequence[Mapping[str, Any]], wanted_hash: str) -> Mapping[str, Any] | None:
+def _finished(status: Mapping[str, Any], ref: builders.EvaluationRef) -> bool:
+    """Whether the run `ref` names has finished: the current generation, the same token, a terminal phase."""
+    return (
+        status.get("observedGeneration") == ref.generation
+        and status.get("phase") in conditions.TERMINAL_PHASES
+        and status.get("rerunToken") == ref.rerun
+    )
+
+
+def _current_job(jobs: Sequence[Mapping[str, Any]], wanted_hash: str, rerun: str | None) -> Mapping[str, Any] | None:
+    """The live Job made for this spec and token; a Job of another token is a superseded run, even for the same spec."""
     for job in jobs:
         meta = job.get("metadata") or {}
         if meta.get("deletionTimestamp"):
             continue
-        if (meta.get("annotations") or {}).get(builders.ANNOTATION_SPEC_HASH) == wanted_hash:
+        annotations = meta.get("annotations") or {}
+        if annotations.get(builders.ANNOTATION_SPEC_HASH) == wanted_hash \
+                and annotations.get(builders.ANNOTATION_RERUN) == rerun:  # fmt: skip
             return job
     return None
 

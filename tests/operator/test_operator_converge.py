@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from assay.operator import conditions, converge, kube
+from assay import spec as spec_module
+from assay.operator import builders, conditions, converge, kube
 from assay.operator.policy import AdminPolicy
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -117,3 +118,23 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     sweeper.sweep()
     assert calls == ["evals"] and list(store.objects) and not errors
     assert {name for kind, name in store.objects if kind == "Job"} == {"b-g1"}
+
+
+def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """carry_out as the annotation handler calls it: the status written, the new Job created, the old one deleted."""
+    store = Store(monkeypatch)
+    written: list[dict[str, Any]] = []
+    monkeypatch.setattr(kube, "patch_evaluation_status", lambda *, namespace, name, status: written.append(status))
+    monkeypatch.setattr(kube, "delete", lambda kind, v, *, namespace, name: store.objects.pop((kind, name)))
+    spec = spec_module.parse_spec(SPEC)
+    evaluation = _evaluation(phase="Succeeded")
+    store.objects[("Job", "tiny-g1")] = {"kind": "Job", "metadata": {"name": "tiny-g1", "annotations": {}}}
+    assert converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit).is_noop
+    evaluation["metadata"]["annotations"] = {builders.ANNOTATION_RERUN: "sha-1234"}
+    steps = converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
+    rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
+    assert steps.new_run and rerun.startswith("tiny-g1-r")
+    assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
+    (status,) = written
+    assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"
+    assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events

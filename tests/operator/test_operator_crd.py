@@ -166,7 +166,7 @@ def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> Non
     status.update(conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True))
     status = {k: v for k, v in status.items() if v is not None}
     status.update(
-        phase="Succeeded", model="m", outputDir="/output/ev/g1", startTime="2025-01-02T03:04:05Z",
+        phase="Succeeded", model="m", outputDir="/output/ev/g1", startTime="2025-01-02T03:04:05Z", rerunToken="2026-12-01",
         progress={"requestsDone": 10, "requestsTotal": 10, "summary": "100%"},
     )
     manifest = make_evaluation()

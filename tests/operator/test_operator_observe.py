@@ -147,6 +147,20 @@ def test_a_superseded_or_finished_run_is_left_alone(monkeypatch: pytest.MonkeyPa
     assert not api.reads and not api.status_patches
 
 
+def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its end (a Complete Job being deleted) must not mark the run that replaced it finished."""
+    api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")])
+    api.install(monkeypatch)
+    old = load("job_pods_pending")
+    old["metadata"].setdefault("annotations", {})["assay.dev/rerun"] = "a"
+    old["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    evaluation = _evaluation()
+    evaluation["status"]["rerunToken"] = "b"  # same Job name: the tokens' hashes collide
+    assert handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1)) == {}
+    evaluation["status"]["rerunToken"] = "a"
+    assert handlers.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1))["phase"] == "Succeeded"
+
+
 def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     pending = handlers.PendingEvaluations()
     evaluation = _evaluation()
