@@ -1,14 +1,19 @@
 """Two caches: model responses in sqlite (`--use_cache`) and built requests (`--cache_requests`).
 
-The response cache is what makes a killed run resumable: answers are committed in
-chunks as they are computed, and a rerun sends the model only what is missing. Keys are
-lm-eval's (sha256 of the JSON of [method, *args]); sampled generations are never cached.
+The response cache is what makes a killed run resumable: answers are committed as they
+are computed, and a rerun sends the model only what is missing. A backend that streams its
+answers (`LM.streams_answers`: the HF backend) gets all missing requests in one call, as
+lm-eval's CachingLM sends them, and each batch's answers are committed as it finishes, so a
+kill loses at most one batch; any other backend is called 1024 requests at a time, with a
+commit after each. Keys are lm-eval's (sha256 of the JSON of [method, *args]); sampled
+generations are never cached.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import pickle
 import sqlite3
@@ -18,7 +23,9 @@ from typing import Any, Sequence
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodResult
 from assay.runner.models.lm import LM
 
-_CHUNK = 1024  # requests per commit: bounds the work a crash can lose
+log = logging.getLogger(__name__)
+
+_CHUNK = 1024  # requests per call and commit for a backend that does not stream answers
 
 
 def request_key(method: str, args: tuple[Any, ...]) -> str:
@@ -55,17 +62,56 @@ class CachingLM(LM):
                 missing.append(i)
             else:
                 results[i] = pickle.loads(row[0])
-        for start in range(0, len(missing), _CHUNK):
-            chunk = missing[start : start + _CHUNK]
-            answers = getattr(self.lm, method)([requests[i] for i in chunk], **kwargs)
-            rows = []
-            for i, answer in zip(chunk, answers):
-                results[i] = answer
-                if not _is_sampled(requests[i]):
-                    rows.append((keys[i], pickle.dumps(answer)))
+        if requests:
+            # after a pod is replaced, the runner's log shows how much work the cache saved
+            log.info(
+                "%s: %d of %d requests answered from the response cache; %d sent to the model",
+                method, len(requests) - len(missing), len(requests), len(missing),
+            )
+        if not missing:
+            return results
+        if getattr(self.lm, "streams_answers", False):
+            self._call_streaming(method, requests, keys, missing, results, kwargs)
+        else:
+            for start in range(0, len(missing), _CHUNK):
+                chunk = missing[start : start + _CHUNK]
+                answers = getattr(self.lm, method)([requests[i] for i in chunk], **kwargs)
+                self._store(list(zip(chunk, answers)), requests, keys, results)
+        return results
+
+    def _call_streaming(
+        self, method: str, requests: Sequence[Any], keys: list[str], missing: list[int], results: list[Any],
+        kwargs: dict[str, Any],
+    ) -> None:
+        """One model call for every missing request; each batch's answers committed as they come."""
+        stored: set[int] = set()
+
+        def sink(done: Sequence[tuple[int, Any]]) -> None:
+            finished = [(missing[position], answer) for position, answer in done]
+            self._store(finished, requests, keys, results)
+            stored.update(index for index, _ in finished)
+
+        previous = self.lm.answer_sink
+        self.lm.answer_sink = sink
+        try:
+            answers = getattr(self.lm, method)([requests[i] for i in missing], **kwargs)
+        finally:
+            self.lm.answer_sink = previous
+        # the returned answers are authoritative; any the backend did not report get stored now
+        self._store([(i, a) for i, a in zip(missing, answers) if i not in stored], requests, keys, results)
+        for i, answer in zip(missing, answers):
+            results[i] = answer
+
+    def _store(self, answered: list[tuple[int, Any]], requests: Sequence[Any], keys: list[str], results: list[Any]) -> None:
+        """Record answers by request index and commit them: what is committed survives a kill."""
+        rows = []
+        for i, answer in answered:
+            results[i] = answer
+            if not _is_sampled(requests[i]):
+                rows.append((keys[i], pickle.dumps(answer)))
+        if rows:
             self.db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)", rows)
             self.db.commit()
-        return results
 
     def loglikelihood(self, requests: Sequence[Any], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
         return [LoglikelihoodResult(*r) for r in self._cached_call("loglikelihood", requests, disable_tqdm=disable_tqdm)]

@@ -33,6 +33,8 @@ log = logging.getLogger(__name__)
 class HFLM(LM):
     """lm-eval's `hf` model on transformers' AutoModelForCausalLM / AutoModelForSeq2SeqLM."""
 
+    streams_answers = True  # every method reports each batch's answers to `answer_sink`
+
     def __init__(self, **model_args: Any) -> None:
         """lm-eval's signature: HFLM(pretrained=..., batch_size=..., ...); see `HFArgs`."""
         self._setup(HFArgs.from_model_args(model_args))
@@ -191,8 +193,9 @@ class HFLM(LM):
             raise UserError("enable_thinking=True works with generation tasks only, not loglikelihood or multiple-choice ones.")
         pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
         bar, update = self._progress(len(pairs), "Running loglikelihood requests", disable_tqdm)
+        report = self._reporter(update)
         try:
-            return self.scorer.score(pairs, self.batch_plan, on_done=update)
+            return self.scorer.score(pairs, self.batch_plan, on_done=report)
         finally:
             bar.close()
 
@@ -211,6 +214,10 @@ class HFLM(LM):
         totals = [0.0] * len(requests)
         rolling = self._rolling_scorer()
         bar, update = self._progress(len(windows), "Running loglikelihood_rolling requests", disable_tqdm)
+        # a request's total is final once its last window is scored; one without windows, now
+        last_window = {index: position for position, (index, _) in enumerate(windows)}
+        report = self._reporter(lambda n: None)
+        report([(index, 0.0) for index in range(len(requests)) if index not in last_window])
         try:
             # windows go in request order, `size` at a time, like lm-eval, so shapes match
             for start in range(0, len(windows), size):
@@ -219,13 +226,30 @@ class HFLM(LM):
                     logprobs = rolling.score([w for _, w in chunk])
                     update(len(chunk))
                 else:
-                    scored = self.scorer.score([w for _, w in chunk], self.batch_plan, override_batch=len(chunk), on_done=update)
+                    scored = self.scorer.score(
+                        [w for _, w in chunk], self.batch_plan, override_batch=len(chunk), on_done=lambda done: update(len(done))
+                    )
                     logprobs = [result.logprob for result in scored]
                 for (index, _), logprob in zip(chunk, logprobs):
                     totals[index] += logprob
+                ended = range(start, start + len(chunk))
+                report([(windows[p][0], totals[windows[p][0]]) for p in ended if last_window[windows[p][0]] == p])
         finally:
             bar.close()
         return totals
+
+    def _reporter(self, update: Callable[[int], None]) -> Callable[[Sequence[tuple[int, Any]]], None]:
+        """Counts a batch's finished answers on the progress bar and hands them to the sink."""
+        sink = self.answer_sink
+
+        def report(done: Sequence[tuple[int, Any]]) -> None:
+            if not done:
+                return
+            update(len(done))
+            if sink is not None:
+                sink(done)
+
+        return report
 
     def _rolling_scorer(self) -> RollingScorer | None:
         """The body → chunked-head path for rolling windows, where the model splits that way."""
@@ -240,7 +264,7 @@ class HFLM(LM):
     def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
         bar, update = self._progress(len(requests), "Running generate_until requests", disable_tqdm)
         try:
-            return self.generator.run(requests, self.batch_plan, update)
+            return self.generator.run(requests, self.batch_plan, self._reporter(update))
         finally:
             bar.close()
 

@@ -149,7 +149,10 @@ class Generator:
         self.think_end_token = think_end_token
         self.mixed_precision_dtype = mixed_precision_dtype
 
-    def run(self, requests: Sequence[GenerationRequest], plan: BatchPlan, on_done: Callable[[int], None]) -> list[str]:
+    def run(
+        self, requests: Sequence[GenerationRequest], plan: BatchPlan, on_done: Callable[[Sequence[tuple[int, str]]], None]
+    ) -> list[str]:
+        """Each request's text, in input order; `on_done` hears each batch's (index, text) pairs."""
         results: list[str | None] = [None] * len(requests)
         groups: dict[str, list[int]] = {}
         for index, request in enumerate(requests):
@@ -196,7 +199,7 @@ class Generator:
                     continue
                 for i, text in zip(chunk, texts):
                     results[i] = text
-                on_done(len(chunk))
+                on_done(list(zip(chunk, texts)))
                 pos += len(chunk)
         return [r if r is not None else "" for r in results]
 

@@ -29,6 +29,12 @@ from assay.runner.models import hf_shared
 from assay.runner.models.instance import LoglikelihoodResult
 
 TokenPair = tuple[list[int], list[int]]
+#: told each batch's finished (index in the pairs, result) pairs: progress bars, answer sinks
+OnDone = Callable[[Sequence[tuple[int, LoglikelihoodResult]]], None]
+
+
+def _ignore(done: Sequence[tuple[int, LoglikelihoodResult]]) -> None:
+    return None
 
 
 @dataclasses.dataclass
@@ -156,16 +162,20 @@ class Scorer:
         plan: BatchPlan,
         *,
         override_batch: int | None = None,
-        on_done: Callable[[int], None] = lambda n: None,
+        on_done: OnDone = _ignore,
     ) -> list[LoglikelihoodResult]:
-        """(logprob, is_greedy) of each continuation given its context, in input order."""
+        """(logprob, is_greedy) of each continuation given its context, in input order.
+
+        `on_done` hears every index once, with its final result, as its batch finishes.
+        """
         results: list[LoglikelihoodResult | None] = [None] * len(pairs)
         groups: dict[tuple[int, ...], list[int]] = {}
+        empty: list[tuple[int, LoglikelihoodResult]] = []
         for index, (ctx, cont) in enumerate(pairs):
             if not cont:
                 # lm-eval asserts here; an empty continuation has probability 1 and is greedy
-                results[index] = LoglikelihoodResult(0.0, True)
-                on_done(1)
+                empty.append((index, LoglikelihoodResult(0.0, True)))
+                results[index] = empty[-1][1]
                 continue
             if len(cont) > self.max_length:
                 raise UserError(
@@ -173,6 +183,8 @@ class Scorer:
                 )
             key = tuple(ctx + cont[:-1]) if self.backend == "causal" and self.logits_cache else (index,)
             groups.setdefault(key, []).append(index)
+        if empty:
+            on_done(empty)
         # one representative per group: the first with the longest continuation
         reps = [max(members, key=lambda i: len(pairs[i][1])) for members in groups.values()]
         members_of = {rep: members for rep, members in zip(reps, groups.values())}
@@ -237,7 +249,7 @@ class Scorer:
         members_of: dict[int, list[int]],
         results: list[LoglikelihoodResult | None],
         plan: BatchPlan,
-        on_done: Callable[[int], None],
+        on_done: OnDone,
     ) -> None:
         try:
             scored = self._forward_chunk(chunk, pairs)
@@ -262,7 +274,7 @@ class Scorer:
         members_of: dict[int, list[int]],
         results: list[LoglikelihoodResult | None],
         plan: BatchPlan,
-        on_done: Callable[[int], None],
+        on_done: OnDone,
     ) -> None:
         assert self.shared is not None
         try:
@@ -283,16 +295,20 @@ class Scorer:
         pairs: Sequence[TokenPair],
         members_of: dict[int, list[int]],
         results: list[LoglikelihoodResult | None],
-        on_done: Callable[[int], None],
+        on_done: OnDone,
     ) -> None:
+        done: list[tuple[int, LoglikelihoodResult]] = []
         for rep, (logprobs, greedy) in zip(chunk, scored):
             for member in members_of[rep]:
                 cont = pairs[member][1]
                 n = len(cont)
                 target = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
                 picked = logprobs[-n:].gather(1, target.unsqueeze(1)).squeeze(1)
-                results[member] = LoglikelihoodResult(float(picked.sum()), bool((greedy[-n:] == target).all()))
-            on_done(len(members_of[rep]))
+                result = LoglikelihoodResult(float(picked.sum()), bool((greedy[-n:] == target).all()))
+                results[member] = result
+                done.append((member, result))
+        # once per batch: a logits-cache group's members are final with their representative
+        on_done(done)
 
     def _forward_chunk(self, chunk: list[int], pairs: Sequence[TokenPair]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per request: log-probs [contlen, vocab] at its continuation positions, and their argmax."""

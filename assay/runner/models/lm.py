@@ -3,15 +3,21 @@
 Three request kinds (see `instance.py`); each method takes a batch of one kind and returns
 one result per request, in order. Everything else (filters, metrics, distribution) is the
 evaluator's job, so a backend stays a thin adapter around its model.
+
+A backend may also stream answers as it computes them (`streams_answers`, `answer_sink`):
+the response cache commits each batch at once, so a killed run loses one batch of work.
 """
 
 from __future__ import annotations
 
 import abc
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from assay.batch_size import BatchSize
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
+
+#: receives (position in the request list, final answer) pairs, one batch at a time
+AnswerSink = Callable[[Sequence[tuple[int, Any]]], None]
 
 
 class LM(abc.ABC):
@@ -20,6 +26,12 @@ class LM(abc.ABC):
     #: rank and world size of this process; backends that shard work set them.
     rank: int = 0
     world_size: int = 1
+
+    #: True where the backend calls `answer_sink` for every request of a method call.
+    streams_answers: bool = False
+    #: called with (position in the request list, final answer) pairs as soon as a batch's
+    #: answers are final, every position once, before the method returns; None: not called.
+    answer_sink: AnswerSink | None = None
 
     @abc.abstractmethod
     def loglikelihood(
