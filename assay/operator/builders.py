@@ -3,7 +3,7 @@
 Pure functions from (the Evaluation's identity, its parsed spec) to dicts the API server
 accepts, so that what the operator creates can be read and tested without a cluster.
 Every child carries an ownerReference to the Evaluation (deleting it deletes them) and a
-name derived from the Evaluation's name and run (its generation, and the `assay.dev/rerun`
+name derived from the Evaluation's name and run (its generation, and the `evaluations.assay.dev/rerun`
 token if one is set): a restarted operator re-creates
 the same names, gets 409 Conflict, and so never starts a duplicate run.
 
@@ -25,11 +25,11 @@ import dataclasses
 import hashlib
 import json
 import os
-import re
 from typing import Any
 
 from assay import spec as spec_module
 from assay.operator import containers, task_sources
+from assay.operator.names import child_name, digest, label_value
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -39,9 +39,10 @@ LABEL_EVALUATION = "assay.dev/evaluation"
 LABEL_GENERATION = "assay.dev/generation"
 LABEL_JOB = "assay.dev/job"
 ANNOTATION_SPEC_HASH = "assay.dev/spec-hash"
-ANNOTATION_RERUN = "assay.dev/rerun"
+ANNOTATION_RERUN = "evaluations.assay.dev/rerun"
 """On an Evaluation: a token whose change asks for a fresh run of the same spec (GitOps users
-bump it in Git). On a Job: the token the Job was made for."""
+bump it in Git). On a Job: the token the Job was made for. Outside the `assay.dev/` prefix,
+which kopf's own annotations use and strips from the changes it compares."""
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
@@ -55,14 +56,6 @@ PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
 
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
-
-# Indexed pods are named `<job>-<index>-<random>` and get hostname `<job>-<index>`, which
-# must fit a DNS label (63); leave room for the index (nodes <= 1024: "-1023").
-_MAX_BASE_NAME = 52
-MAX_LABEL_VALUE = 63
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DIGEST_CHARS = 6
-
 
 @dataclasses.dataclass(frozen=True)
 class EvaluationRef:
@@ -82,34 +75,6 @@ class EvaluationRef:
                    rerun=rerun_token(body))  # fmt: skip
 
 
-def _digest(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()[:_DIGEST_CHARS]
-
-
-def _child_name(name: str, suffix: str) -> str:
-    """`<name>-<suffix>` as a DNS-1035 label of at most 52 characters.
-
-    Names that are DNS-1035 labels and short enough stay as they were before names were
-    checked (no churn for existing Evaluations); all others get the hash of the full name.
-    """
-    candidate = f"{name}-{suffix}"
-    if _DNS1035_LABEL.fullmatch(name) and len(candidate) <= _MAX_BASE_NAME:
-        return candidate
-    stem = re.sub(r"[^a-z0-9-]", "-", name.lower())
-    if not stem[0].isalpha():
-        stem = f"e-{stem}"
-    keep = _MAX_BASE_NAME - len(suffix) - _DIGEST_CHARS - 2
-    return f"{stem[:keep].rstrip('-')}-{_digest(name)}-{suffix}"
-
-
-def label_value(name: str) -> str:
-    """A name as a label value: itself up to 63 characters, else a prefix and its hash."""
-    if len(name) <= MAX_LABEL_VALUE:
-        return name
-    keep = MAX_LABEL_VALUE - _DIGEST_CHARS - 1
-    return f"{name[:keep].rstrip('-._')}-{_digest(name)}"
-
-
 def evaluation_name(obj: Any) -> str | None:
     """The Evaluation a Job or pod belongs to: its annotation, else the Job's controller, else the label."""
     meta = obj.get("metadata") or {}
@@ -124,7 +89,7 @@ def evaluation_name(obj: Any) -> str | None:
 
 
 def rerun_token(body: Any) -> str | None:
-    """The `assay.dev/rerun` annotation, else the token the last run was accepted with.
+    """The `evaluations.assay.dev/rerun` annotation, else the token the last run was accepted with.
 
     Removing the annotation so asks for nothing: no re-run, and no return to the first
     run's un-suffixed names, whose Job and output directory a fresh run would overwrite.
@@ -137,17 +102,17 @@ def rerun_token(body: Any) -> str | None:
 def run_suffix(ref: EvaluationRef) -> str:
     """`g<generation>`, and `-r<6 hex>` of the token for a re-run: a token is any string, names are DNS labels."""
     suffix = f"g{ref.generation}"
-    return suffix if ref.rerun is None else f"{suffix}-r{_digest(ref.rerun)}"
+    return suffix if ref.rerun is None else f"{suffix}-r{digest(ref.rerun)}"
 
 
 def job_name(ref: EvaluationRef) -> str:
     """The Job (and headless Service) of one run: `<name>-g<generation>`, or `<name>-g<generation>-r<hash>`."""
-    return _child_name(ref.name, run_suffix(ref))
+    return child_name(ref.name, run_suffix(ref))
 
 
 def runner_account_name(ref: EvaluationRef) -> str:
     """ServiceAccount, Role and RoleBinding of the runner: one per Evaluation."""
-    return _child_name(ref.name, "runner")
+    return child_name(ref.name, "runner")
 
 
 def spec_hash(spec: Evaluation) -> str:
@@ -160,6 +125,17 @@ def spec_hash(spec: Evaluation) -> str:
 def output_dir(ref: EvaluationRef, spec: Evaluation) -> str:
     # Each run its own directory by default: a re-run keeps the earlier run's results.
     return f"{containers.OUTPUT_MOUNT}/{spec.output.path or f'{ref.name}/{run_suffix(ref)}'}"
+
+
+def response_cache(ref: EvaluationRef, spec: Evaluation) -> str:
+    """The sqlite response cache of one run (`<prefix>_rank<r>.db` per rank), on the output volume.
+
+    A pod that is deleted, evicted or OOMKilled is replaced by one that finds the answers
+    already computed there and sends the model only the rest. Keyed by the run, not just the
+    output directory: the cache's keys are the requests alone (lm-eval's), so another spec
+    or re-run sharing a fixed `output.path` must not be answered from this run's model.
+    """
+    return f"{output_dir(ref, spec)}/.assay-cache/{run_suffix(ref)}/responses"
 
 
 def owner_reference(ref: EvaluationRef) -> Manifest:
@@ -281,6 +257,7 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         {"name": spec_module.ENV_NAMESPACE, "value": ref.namespace},
         {"name": spec_module.ENV_GENERATION, "value": str(ref.generation)},
         {"name": spec_module.ENV_OUTPUT_DIR, "value": output_dir(ref, spec)},
+        {"name": spec_module.ENV_USE_CACHE, "value": response_cache(ref, spec)},
         {"name": spec_module.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "HF_HOME", "value": f"{containers.CACHE_MOUNT}/huggingface"},
         # The root filesystem is read-only; libraries that cache under $HOME use /tmp.

@@ -1,6 +1,6 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
-- Evaluation created, resumed (operator start), its spec changed or its `assay.dev/rerun`
+- Evaluation created, resumed (operator start), its spec changed or its `evaluations.assay.dev/rerun`
   annotation changed (a re-run of the same spec, which bumps no generation) → parse, check the
   admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
   from what exists and creates nothing twice.
@@ -22,11 +22,12 @@ annotations, since the status schema is ours (a `status.kopf` field would be pru
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
 import threading
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import kopf
 
@@ -146,8 +147,8 @@ def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
 @kopf.on.resume(*EVALUATIONS)
 @kopf.on.create(*EVALUATIONS)
 @kopf.on.update(*EVALUATIONS, field="spec")
-# A field handler, not a plain update handler: kopf leaves annotations under its own prefix
-# (assay.dev/) out of what it compares, unless a handler names the field.
+# Not under `assay.dev/`: kopf's progress storage (that prefix) strips every annotation of it
+# from what it compares, even one a handler names (found on a real cluster).
 @kopf.on.update(*EVALUATIONS, field=("metadata", "annotations", builders.ANNOTATION_RERUN))
 def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger,
                          **_: Any) -> None:  # fmt: skip
@@ -167,12 +168,9 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
             patch.status.update(status)
             kopf.warn(body, reason="InvalidSpec", message=str(error))
         return
-    try:
+    with _counting_errors(memo, "reconcile"):
         converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
                            emit=_kopf_event, task_sources=sources)  # fmt: skip
-    except Exception:
-        _metrics(memo).record_error("reconcile")
-        raise
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
@@ -181,34 +179,19 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: k
     if event.get("type") == "DELETED":
         _job_deleted(job, memo=memo)
         return
-    meta = job["metadata"]
-    name = builders.evaluation_name(job)
-    if not name:
-        return
-    try:
-        evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
-        if evaluation is None:
-            return
-        observe_run(evaluation, job=job, memo=memo, emit=_kopf_event)
-    except Exception:
-        _metrics(memo).record_error("mirror_job")
-        raise
+    with _counting_errors(memo, "mirror_job"):
+        evaluation = _evaluation_of(job)
+        if evaluation is not None:
+            observe_run(evaluation, job=job, memo=memo, emit=_kopf_event)
 
 
 def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
     """A runner Job is gone: if it was an unfinished run's current Job (deleted by hand), create it again."""
-    meta = job["metadata"]
-    name = builders.evaluation_name(job)
-    if not name:
-        return
-    try:
-        evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
-        if evaluation is not None and converge.awaits_job(evaluation, meta["name"]):
+    with _counting_errors(memo, "recreate_job"):
+        evaluation = _evaluation_of(job)
+        if evaluation is not None and converge.awaits_job(evaluation, job["metadata"]["name"]):
             converge.recreate(evaluation, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
                               emit=_kopf_event, now=_now())  # fmt: skip
-    except Exception:
-        _metrics(memo).record_error("recreate_job")
-        raise
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
@@ -217,27 +200,37 @@ def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any)
     if event.get("type") == "DELETED":
         return
     pod = plain(body)
-    meta = pod["metadata"]
-    name = builders.evaluation_name(pod)
-    job_name = (meta.get("labels") or {}).get(builders.LABEL_JOB)
-    if not name or not job_name:
+    job_name = (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB)
+    if not job_name:
         return
-    try:
-        evaluation = kube.get_evaluation(namespace=meta["namespace"], name=name)
-        if evaluation is None:
-            return
-        status = evaluation.get("status") or {}
-        if status.get("jobName") != job_name:
+    with _counting_errors(memo, "mirror_pod"):
+        evaluation = _evaluation_of(pod)
+        if evaluation is None or (evaluation.get("status") or {}).get("jobName") != job_name:
             return
         # A healthy pod of a run without a problem: the Job's own events tell the rest.
         has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=_pull_timeout(memo)) \
             or diagnosis.terminated_problem(pod)  # fmt: skip
-        if not has_problem and status.get("reason") not in diagnosis.REASONS:
+        if not has_problem and (evaluation.get("status") or {}).get("reason") not in diagnosis.REASONS:
             return
         observe_run(evaluation, memo=memo, emit=_kopf_event)
+
+
+@contextlib.contextmanager
+def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
+    """Count a handler run that raised (assay_operator_reconcile_errors_total) and let kopf retry it."""
+    try:
+        yield
     except Exception:
-        _metrics(memo).record_error("mirror_pod")
+        _metrics(memo).record_error(handler)
         raise
+
+
+def _evaluation_of(child: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Evaluation a runner Job or pod belongs to (by its label), if it still exists."""
+    name = builders.evaluation_name(child)
+    if not name:
+        return None
+    return kube.get_evaluation(namespace=child["metadata"]["namespace"], name=name)
 
 
 def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Mapping[str, Any] | None = None,

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from assay import spec as spec_module
 from assay.operator import builders
+from assay.operator.names import label_value
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ def list_children(kind: str, api_version: str, *, namespace: str, evaluation: st
                   owner_uid: str | None = None) -> list[Manifest]:  # fmt: skip
     """Children of one Evaluation: by label (a long name's label is shortened, so two
     Evaluations could share one), then by the controller ownerReference when `owner_uid` is given."""
-    label = builders.label_value(evaluation)
+    label = label_value(evaluation)
     selector = f"{builders.LABEL_EVALUATION}={label},app.kubernetes.io/managed-by={builders.MANAGED_BY}"
     found = [item.to_dict() for item in _resource(api_version, kind).get(namespace=namespace, label_selector=selector).items]
     if owner_uid is None:

@@ -3,9 +3,9 @@
     assay operator [--namespace NS ... | --all-namespaces] [--metrics-port P] [--standalone]
 
 With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
-decides; unset means all namespaces. The Helm chart runs one replica with --standalone
-(no peering objects needed); several replicas need kopf's peering CRDs and no
---standalone.
+decides; unset means all namespaces. kopf runs standalone (no peering objects); with
+--leader-election LEASE, replicas elect one leader through that Lease in their own
+namespace and the others stand by (`assay.operator.leader`). The Helm chart does so.
 
 The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
 GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
@@ -15,6 +15,7 @@ GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` val
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import re
@@ -71,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--health-port", type=int, default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
                         help="Port of the /healthz liveness and readiness endpoint (0: none).")  # fmt: skip
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
+    parser.add_argument("--leader-election", metavar="LEASE", default=None,
+                        help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
+                             "namespace (POD_NAMESPACE); standbys wait and take over within ~15 s of the leader's loss.")  # fmt: skip
     parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
                         help="Default image of runner Jobs whose spec sets none.")  # fmt: skip
     parser.add_argument("--image-pull-timeout", type=float, default=None, metavar="SECONDS",
@@ -131,12 +135,20 @@ def main(argv: Sequence[str]) -> int:
     if args.metrics_port:
         metrics.start_server(args.metrics_port)
     clusterwide, namespaces = scope(args)
-    kopf.run(
-        clusterwide=clusterwide,
-        namespaces=namespaces,
-        standalone=args.standalone or None,
-        liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-        memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout,
-                       policy=admin_policy),
-    )
+    lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if args.leader_election:
+        from assay.operator import leader
+
+        lock = leader.LeaseLock(leader.own_namespace(), args.leader_election, leader.own_identity())
+        lead = leader.leading(lock, health_port=args.health_port)
+    with lead:
+        kopf.run(
+            clusterwide=clusterwide,
+            namespaces=namespaces,
+            # An elected leader is the only replica at work: no kopf peering either way.
+            standalone=(args.standalone or bool(args.leader_election)) or None,
+            liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
+            memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout,
+                           policy=admin_policy),
+        )
     return 0

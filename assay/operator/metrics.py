@@ -6,9 +6,10 @@ of Evaluations instead of from memory. Counters (completions, reconcile errors) 
 what this operator process did. Everything lives in this module's own CollectorRegistry,
 so the /metrics endpoint carries only Assay's series (plus the process collectors).
 
-Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of progress, 1 of duration (once
-finished), and 2 (score and stderr) per metric/filter pair of each task and group it
-reports. A suite of hundreds of subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds
+Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of `assay_evaluation_info` (model,
+revision and suite, to join scores with), 1 of progress, 1 of ETA (while running), 1 of
+duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), and 2
+(score and stderr) per metric/filter pair of each task and group it reports. A suite of hundreds of subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds
 of series per Evaluation, so `score_series` limits them: `all`, `headline` (group scores
 when the run has groups, else task scores) or `none`.
 """
@@ -30,6 +31,9 @@ _EVAL = ("namespace", "evaluation")
 SCORE_SERIES = ("all", "headline", "none")
 SCORE_SERIES_ENV = "ASSAY_SCORE_SERIES"
 _SCORE = (*_EVAL, "model", "task", "metric", "filter")
+_INFO = (*_EVAL, "model", "revision", "suite")
+#: The label a suite's kustomization puts on each of its Evaluations (examples/suite).
+SUITE_LABEL = "assay.dev/suite"
 
 
 class EvaluationMetrics:
@@ -50,11 +54,20 @@ class EvaluationMetrics:
                            registry=r)  # fmt: skip
         self.duration = Gauge("assay_evaluation_duration_seconds", "Run time of a finished Evaluation.", _EVAL,
                               registry=r)  # fmt: skip
+        self.eta = Gauge("assay_evaluation_eta_seconds", "Estimated seconds left of a running Evaluation.", _EVAL,
+                         registry=r)  # fmt: skip
+        self.info = Gauge("assay_evaluation_info", "1 per Evaluation, labelled with its model, revision and suite.",
+                          _INFO, registry=r)  # fmt: skip
+        self.failure = Gauge("assay_evaluation_failure", "1 while an Evaluation has failed, labelled with the reason.",
+                             (*_EVAL, "reason"), registry=r)  # fmt: skip
         self.completed = Counter("assay_evaluations_completed", "Evaluations that finished, by result.",
                                  ("namespace", "result"), registry=r)  # fmt: skip
         self.reconcile_errors = Counter("assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",),
                                         registry=r)  # fmt: skip
         self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        # The info and failure series of each Evaluation, by id of the gauge: their labels
+        # change with the spec or the reason, and the old series must go when they do.
+        self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
     def observe(self, body: Mapping[str, Any]) -> None:
@@ -96,6 +109,26 @@ class EvaluationMetrics:
                 self.duration.labels(*key).set(seconds)
             else:
                 _remove(self.duration, key)
+            eta = progress.get("etaSeconds")
+            if current == conditions.RUNNING and eta is not None:
+                self.eta.labels(*key).set(eta)
+            else:
+                _remove(self.eta, key)
+            suite = str((meta.get("labels") or {}).get(SUITE_LABEL, ""))
+            self._set_one(self.info, key, (model, _revision(body.get("spec") or {}), suite))
+            failed = current == conditions.FAILED
+            self._set_one(self.failure, key, (str(status.get("reason") or "Unknown"),) if failed else None)
+
+    def _set_one(self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None) -> None:
+        """Keep exactly one series of `gauge` for this Evaluation (labels `key + extra`), or none."""
+        seen = self._one_series.setdefault(id(gauge), {})
+        wanted = None if extra is None else (*key, *extra)
+        previous = seen.pop(key, None)
+        if previous is not None and previous != wanted:
+            _remove(gauge, previous)
+        if wanted is not None:
+            gauge.labels(*wanted).set(1.0)
+            seen[key] = wanted
 
     def _score_sections(self, status: Mapping[str, Any]) -> tuple[str, ...]:
         if self.score_series == "none":
@@ -110,8 +143,10 @@ class EvaluationMetrics:
         with self._lock:
             for labels in self._series.pop(key, set()):
                 self._remove_score(labels)
-            for gauge in (self.progress, self.duration):
+            for gauge in (self.progress, self.duration, self.eta):
                 _remove(gauge, key)
+            for gauge in (self.info, self.failure):
+                self._set_one(gauge, key, None)
             for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
                 _remove(self.phase, (*key, phase))
 
@@ -140,6 +175,12 @@ def _remove(metric: Gauge, labels: tuple[str, ...]) -> None:
         metric.remove(*labels)
     except KeyError:
         pass
+
+
+def _revision(spec: Mapping[str, Any]) -> str:
+    """The checkpoint revision the run asked for (model_args `revision`), "" for the default."""
+    revision = (spec.get("modelArgs") or {}).get("revision")
+    return str(revision) if revision else ""
 
 
 def _model_label(spec: Mapping[str, Any]) -> str:

@@ -6,7 +6,7 @@ Evaluation and the same Jobs always give the same plan, and a plan carried out t
 creates nothing twice (children have deterministic names; 409 Conflict means done).
 
 Rules:
-- a run is identified by its generation and its rerun token (`assay.dev/rerun`, recorded
+- a run is identified by its generation and its rerun token (`evaluations.assay.dev/rerun`, recorded
   in `status.rerunToken`);
 - a finished run of the current generation and token is left alone (an operator restart
   re-runs nothing); a new token asks for a fresh run of the same spec;

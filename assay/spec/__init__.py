@@ -43,7 +43,7 @@ UserError without loading the model.
 
 from assay.spec.model import (
     API_VERSION, CONFIG_ERROR_EXIT_CODE, ENV_GENERATION, ENV_JOB_NAME, ENV_NAME, ENV_NAMESPACE, ENV_OUTPUT_DIR,
-    ENV_POD_NAME, ENV_SPEC, ENV_STATUS_FILE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE, VERSION,
+    ENV_POD_NAME, ENV_SPEC, ENV_STATUS_FILE, ENV_USE_CACHE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE, VERSION,
     BatchSize, Cache, API_MODELS, ENDPOINT_CA_MOUNT, ConfigMapKey, Endpoint, Evaluation, Output, PodTemplate,
     Resources, SecretKey, Seed,
 )  # fmt: skip
@@ -51,7 +51,7 @@ from assay.spec.parsing import _TOP_FIELDS, parse_manifest, parse_spec
 
 __all__ = [
     "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "ENV_GENERATION", "ENV_JOB_NAME", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR",
-    "ENV_POD_NAME", "ENV_SPEC", "ENV_STATUS_FILE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
+    "ENV_POD_NAME", "ENV_SPEC", "ENV_STATUS_FILE", "ENV_USE_CACHE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
     "SEED_STRING_RE", "VERSION", "BatchSize", "Cache", "Evaluation", "Output", "PodTemplate", "Resources",
     "SecretKey", "Seed", "API_MODELS", "ENDPOINT_CA_MOUNT", "ConfigMapKey", "Endpoint", "_TOP_FIELDS", "parse_manifest", "parse_spec",
 ]  # fmt: skip

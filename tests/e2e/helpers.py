@@ -41,6 +41,12 @@ def hf_spec(model: str = MODEL_IN_POD, **overrides: Any) -> dict[str, Any]:
     return spec
 
 
+# ~12,500 requests (arc_easy's 2,376 questions x 4 choices and 3,000 lambada passages):
+# 30-60 s of scoring, long enough for the runner to report progress and an ETA (every 5 s)
+# and for a test to act in the middle of the run.
+LONG_RUN: dict[str, Any] = {"tasks": ["arc_easy", "lambada_openai"], "limit": 3000, "batchSize": 8}
+
+
 def dummy_spec(**overrides: Any) -> dict[str, Any]:
     """lm-eval's `dummy` model (seeded random answers): a run in a few seconds."""
     spec: dict[str, Any] = {

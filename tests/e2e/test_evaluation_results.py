@@ -5,19 +5,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import time
-import urllib.parse
-import urllib.request
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-import yaml
 
-from tests.e2e.cluster.control_plane import die_with_parent, free_port
-from tests.e2e.conftest import Cluster, evaluation_manifest, render_chart
+from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, MODEL_IN_POD, condensed, dummy_spec, hf_spec
+from tests.e2e.prometheus import get as _get, prometheus, query as _query  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e
 
@@ -65,77 +60,6 @@ def _printed_row(table: str) -> dict[str, str]:
     starts = [m.start() for m in re.finditer(r"\S+", header)]
     bounds = zip(starts, starts[1:] + [None])
     return {header[a:b].strip(): line[a:b].strip() for a, b in bounds}
-
-
-# --- Prometheus ----------------------------------------------------------------------
-
-
-def _scrape_config(cluster: Cluster, token_file: Path) -> dict[str, Any]:
-    """A Prometheus job that finds the operator pod the way the chart's ServiceMonitor selects it:
-    through the API server (endpoints of Services with its labels, in its namespaces, on its port)."""
-    (monitor,) = [d for d in render_chart("metrics.serviceMonitor.enabled=true") if d["kind"] == "ServiceMonitor"]
-    spec = monitor["spec"]
-    (endpoint,) = spec["endpoints"]
-    keep = [{"source_labels": [f"__meta_kubernetes_service_label_{re.sub(r'[^a-zA-Z0-9]', '_', key)}"],
-             "regex": re.escape(value), "action": "keep"} for key, value in spec["selector"]["matchLabels"].items()]
-    keep.append({"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"], "action": "keep"})
-    return {
-        "job_name": "assay-operator",
-        "honor_labels": bool(endpoint.get("honorLabels")),
-        "metrics_path": endpoint["path"],
-        "kubernetes_sd_configs": [{
-            "role": "endpoints", "api_server": cluster.plane.server,
-            "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            "authorization": {"credentials_file": str(token_file)},
-            "tls_config": {"ca_file": str(cluster.plane.ca_file)},
-        }],
-        "relabel_configs": keep,
-    }  # fmt: skip
-
-
-@pytest.fixture
-def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
-    """An own Prometheus on a loopback port, discovering the operator pod through the API server."""
-    # Built by build.sh: Debian's package leaves Kubernetes service discovery out.
-    binary = cluster.plane.bin_dir / "prometheus"
-    assert binary.is_file(), f"{binary} is missing: run tests/e2e/cluster/build.sh"
-    token_file = tmp_path / "token"
-    token_file.write_text(cluster.plane.admin_token)
-    config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                                      "scrape_configs": [_scrape_config(cluster, token_file)]}))  # fmt: skip
-    port = free_port()
-    log = open(tmp_path / "prometheus.log", "wb")
-    process = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True, preexec_fn=die_with_parent,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    try:
-        cluster.wait_for("Prometheus ready", lambda: _get(f"{url}/-/ready") is not None, timeout=60)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(15)
-        log.close()
-
-
-def _get(url: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=2) as response:
-            return response.read()
-    except Exception:  # noqa: BLE001 - not up yet
-        return None
-
-
-def _query(base: str, promql: str) -> list[dict[str, Any]]:
-    body = _get(f"{base}/api/v1/query?{urllib.parse.urlencode({'query': promql})}")
-    if body is None:
-        return []
-    answer = json.loads(body)
-    assert answer["status"] == "success", answer
-    return answer["data"]["result"]
 
 
 def test_prometheus_scrapes_the_score_from_the_operator(cluster: Cluster, prometheus: str) -> None:

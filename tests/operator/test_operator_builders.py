@@ -148,6 +148,19 @@ def test_environment_carries_the_runner_contract() -> None:
     assert "HF_HUB_OFFLINE" not in _env(builders.job(REF, _spec())["spec"]["template"]["spec"]["containers"][0])
 
 
+def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:
+    def cache_of(ref: builders.EvaluationRef, **fields: Any) -> str:
+        return _env(builders.job(ref, _spec(**fields))["spec"]["template"]["spec"]["containers"][0])["ASSAY_USE_CACHE"]
+
+    assert cache_of(REF) == "/output/pythia-core/g3/.assay-cache/g3/responses"
+    rerun = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3, rerun="nightly-2")
+    # A fixed output path is shared by every run; the cache is not (its keys are the requests alone).
+    shared = {"output": {"pvc": "results", "path": "team/pythia"}}
+    assert cache_of(REF, **shared) == "/output/team/pythia/.assay-cache/g3/responses"
+    assert cache_of(rerun, **shared) == f"/output/team/pythia/.assay-cache/{builders.run_suffix(rerun)}/responses"
+    assert builders.run_suffix(rerun) != "g3"
+
+
 def test_pod_template_overrides_kueue_and_suspend() -> None:
     spec = _spec(
         podTemplate={

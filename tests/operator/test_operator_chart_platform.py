@@ -27,7 +27,7 @@ def test_the_schema_accepts_the_charts_own_values() -> None:
     ("value", "complaint"),
     [
         ("operator.logLvel=debug", "operator: Additional property logLvel is not allowed"),
-        ("operator.replicas=2", "operator.replicas: Must be less than or equal to 1"),
+        ("operator.replicas=-1", "operator.replicas: Must be greater than or equal to 0"),
         ("runner.gpuResourceName=nvidia gpu", "runner.gpuResourceName: Does not match pattern"),
         ("image.pullPolicy=Sometimes", "image.pullPolicy: image.pullPolicy must be one of the following"),
     ],

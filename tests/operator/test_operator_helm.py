@@ -86,8 +86,8 @@ def test_cluster_wide_render() -> None:
     documents = _render("--set", "metrics.serviceMonitor.enabled=true")
     _validate(documents)
     kinds = sorted(d["kind"] for d in documents)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Service", "ServiceAccount",
-                     "ServiceMonitor"]  # fmt: skip
+    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "Service",
+                     "ServiceAccount", "ServiceMonitor"]  # fmt: skip
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["assay"] and container["args"][:2] == ["operator", "--standalone"]
@@ -111,7 +111,7 @@ def test_cluster_wide_render() -> None:
 def test_namespaced_render() -> None:
     documents = _render("--set", "watchNamespaces={team-a,team-b}", "--set", "grafana.dashboard.enabled=false")
     _validate(documents)
-    roles = [d for d in documents if d["kind"] == "Role"]
+    roles = [d for d in documents if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
     for role in roles:
         verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
@@ -119,3 +119,27 @@ def test_namespaced_render() -> None:
     assert not [d for d in documents if d["kind"].startswith("Cluster")]
     args = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--all-namespaces" not in args
+
+
+@needs_helm
+def test_leader_election_holds_only_its_own_lease() -> None:
+    documents = _render("--set", "operator.replicas=2")
+    _validate(documents)
+    (role,) = [d for d in documents if d["kind"] == "Role"]
+    assert role["metadata"]["name"] == "ev-assay-leader" and role["metadata"]["namespace"] == "assay-system"
+    # create cannot be limited by name (the object does not exist yet); get and update can.
+    assert role["rules"] == [
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["ev-assay-leader"],
+         "verbs": ["get", "update"]},
+    ]  # fmt: skip
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert "--leader-election=ev-assay-leader" in container["args"]
+    env = {e["name"]: e.get("valueFrom") for e in container["env"]}
+    assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+    # Without leader election, several replicas would all reconcile: the chart refuses.
+    result = subprocess.run([HELM, "template", "ev", str(CHART), "--set", "operator.replicas=2",
+                             "--set", "operator.leaderElection=false"], capture_output=True, text=True)  # fmt: skip
+    assert result.returncode != 0 and "needs operator.leaderElection: true" in result.stderr

@@ -126,7 +126,7 @@ def test_a_rerun_resets_progress_duration_and_scores(served: tuple[EvaluationMet
         del rerun["status"][field]
     metrics.observe(rerun)
     names = {name for name, _ in _series(url)}
-    assert names == {"assay_evaluation_phase"}, names
+    assert names == {"assay_evaluation_phase", "assay_evaluation_info"}, names
     assert _scrape(url)[("assay_evaluation_phase", _labels(namespace="team", evaluation="ev", phase="Pending"))] == 1.0
 
 
@@ -157,3 +157,33 @@ def test_a_bad_score_series_setting_is_one_sentence() -> None:
 
     with pytest.raises(UserError, match="ASSAY_SCORE_SERIES='group' is not one of all, headline, none"):
         EvaluationMetrics(score_series="group")
+
+
+def test_info_eta_and_failure_series_follow_the_evaluation(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    running = _evaluation(phase="Running")
+    running["metadata"]["labels"] = {"assay.dev/suite": "nightly"}
+    running["spec"]["modelArgs"]["revision"] = "step1000"
+    running["status"]["progress"]["etaSeconds"] = 42
+    metrics.observe(running)
+    ev = dict(namespace="team", evaluation="ev")
+    info = _labels(**ev, model="EleutherAI/pythia-160m", revision="step1000", suite="nightly")
+    assert _scrape(url)[("assay_evaluation_info", info)] == 1.0
+    assert _scrape(url)[("assay_evaluation_eta_seconds", _labels(**ev))] == 42.0
+    assert not [labels for name, labels in _series(url) if name == "assay_evaluation_failure"]
+
+    # It fails: no ETA any more, one failure series with the reason; a new revision moves the info series.
+    failed = _evaluation(phase="Failed")
+    failed["status"]["reason"] = "OOMKilled"
+    failed["spec"]["modelArgs"]["revision"] = "step2000"
+    metrics.observe(failed)
+    series = _series(url)
+    assert ("assay_evaluation_eta_seconds", _labels(**ev)) not in series
+    assert [dict(labels) for name, labels in series if name == "assay_evaluation_failure"] == [{**ev, "reason": "OOMKilled"}]
+    assert [dict(labels)["revision"] for name, labels in series if name == "assay_evaluation_info"] == ["step2000"]
+
+    # A re-run clears the failure; deleting the Evaluation drops its info series too.
+    metrics.observe(_evaluation(phase="Pending"))
+    assert not [labels for name, labels in _series(url) if name == "assay_evaluation_failure"]
+    metrics.forget("team", "ev")
+    assert not [labels for name, labels in _series(url) if name in ("assay_evaluation_info", "assay_evaluation_failure")]

@@ -152,7 +152,7 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
     api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")])
     api.install(monkeypatch)
     old = load("job_pods_pending")
-    old["metadata"].setdefault("annotations", {})["assay.dev/rerun"] = "a"
+    old["metadata"].setdefault("annotations", {})["evaluations.assay.dev/rerun"] = "a"
     old["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
     evaluation = _evaluation()
     evaluation["status"]["rerunToken"] = "b"  # same Job name: the tokens' hashes collide

@@ -1,4 +1,4 @@
-"""`assay.dev/rerun`: a fresh run of an unchanged spec, named apart from the run it replaces.
+"""`evaluations.assay.dev/rerun`: a fresh run of an unchanged spec, named apart from the run it replaces.
 
 A finished run of the current generation is left alone; GitOps users keep the spec in Git
 and bump this annotation (a date, a commit sha) to run it again. The run is then
@@ -16,6 +16,7 @@ import pytest
 
 from assay import spec as spec_module
 from assay.operator import builders, conditions, diffbase, handlers, reconcile
+from assay.operator.names import DNS1035_LABEL
 from assay.spec import parse_spec
 from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
 
@@ -131,21 +132,30 @@ def test_rerun_names_are_valid_and_apart(name: str) -> None:
     names = [builders.job_name(ref) for ref in refs]
     assert len(set(names)) == len(names)
     for job_name in names:
-        assert len(job_name) <= 52 and builders._DNS1035_LABEL.fullmatch(job_name), job_name
+        assert len(job_name) <= 52 and DNS1035_LABEL.fullmatch(job_name), job_name
     assert [builders.job_name(ref) for ref in refs] == names  # deterministic: a restart finds its Job
 
 
-def test_kopf_compares_the_annotation_despite_its_own_prefix() -> None:
-    """kopf drops the annotations under its storage prefix (assay.dev/) from what it diffs,
-    unless a handler names the field: without the field handler, a bump would go unseen."""
+def _compared(annotations: dict[str, str]) -> dict[str, Any]:
+    """What kopf compares of an Evaluation, built as its processing does (kopf/_core/reactor/
+    processing.py): the diff-base essence with the handlers' extra fields, then cleared of
+    the progress storage's annotations, with the storages `handlers.configure` installs."""
     registry = kopf.get_default_registry()
-    resource = kopf.Resource(*handlers.EVALUATIONS)
+    extra = registry._changing.get_extra_fields(resource=kopf.Resource(*handlers.EVALUATIONS))
+    body = kopf.Body({"metadata": {"name": "ev", "annotations": {f"{spec_module.GROUP}/kopf-managed": "yes",
+                                                                   **annotations}}, "spec": SPEC})  # fmt: skip
+    essence = diffbase.RedactingDiffBaseStorage(prefix=spec_module.GROUP).build(body=body, extra_fields=extra)
+    return dict(kopf.AnnotationsProgressStorage(prefix=spec_module.GROUP).clear(essence=essence))
+
+
+def test_kopf_sees_a_bumped_rerun_annotation() -> None:
+    registry = kopf.get_default_registry()
     field = ("metadata", "annotations", builders.ANNOTATION_RERUN)
-    on_field = [h for h in registry._changing.get_resource_handlers(resource) if h.field == field]
+    on_field = [h for h in registry._changing.get_resource_handlers(kopf.Resource(*handlers.EVALUATIONS))
+                if h.field == field]  # fmt: skip
     assert [h.fn for h in on_field] == [handlers.reconcile_evaluation]
-    body = kopf.Body({"metadata": {"name": "ev", "annotations": {
-        f"{spec_module.GROUP}/kopf-managed": "yes", builders.ANNOTATION_RERUN: "2026-12-01"}}, "spec": SPEC})  # fmt: skip
-    storage = diffbase.RedactingDiffBaseStorage(prefix=spec_module.GROUP)
-    extra = registry._changing.get_extra_fields(resource=resource)
-    assert builders.ANNOTATION_RERUN not in storage.build(body=body).get("metadata", {}).get("annotations", {})
-    assert storage.build(body=body, extra_fields=extra)["metadata"]["annotations"][builders.ANNOTATION_RERUN] == "2026-12-01"
+    before, after = _compared({}), _compared({builders.ANNOTATION_RERUN: "2026-12-01"})
+    assert before != after and after["metadata"]["annotations"] == {builders.ANNOTATION_RERUN: "2026-12-01"}
+    # Why the annotation is not `assay.dev/rerun`: under kopf's own prefix it never reaches the
+    # comparison, named by a handler or not (the first e2e run of this feature missed every bump).
+    assert _compared({f"{spec_module.GROUP}/rerun": "2026-12-01"}) == before

@@ -1,0 +1,104 @@
+"""The Grafana dashboard, proven on a real Prometheus: after two Evaluations of two models
+finish (and one is refused), every panel's PromQL, with the dashboard's variables
+substituted as Grafana would, returns at least one series. The panels about running
+Evaluations (progress, ETA) are queried while the longer run is in progress."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import REPO, Cluster, evaluation_manifest, give_to_runner
+from tests.e2e.helpers import LONG_RUN, MODEL_IN_POD, dummy_spec, hf_spec
+from tests.e2e.prometheus import prometheus, query  # noqa: F401  (fixture)
+
+pytestmark = pytest.mark.e2e
+
+DASHBOARD = REPO / "deploy" / "helm" / "assay" / "dashboards" / "assay.json"
+SUITE = "dashboard"
+SECOND_MODEL_IN_POD = "/cache/models/tiny-gpt2-b"
+# Panels whose series exist only while an Evaluation runs.
+WHILE_RUNNING = ("Running evaluations: progress and ETA", "Progress of running evaluations")
+
+
+@pytest.fixture(scope="module")
+def second_model(volumes: Path, shared_data: Path, tiny_model: Path) -> Path:
+    """Another tiny GPT-2 (other weights) beside the first on the cache volume."""
+    from tests.model_fixtures import tiny_gpt2
+
+    model = tiny_gpt2(volumes / "cache" / "models" / "tiny-gpt2-b", shared_data / "gpt2_tokenizer", seed=4321)
+    give_to_runner(volumes / "cache")
+    return model
+
+
+def _in_suite(name: str, **spec: Any) -> dict[str, Any]:
+    manifest = evaluation_manifest(name, **spec)
+    manifest["metadata"]["labels"] = {"assay.dev/suite": SUITE}
+    return manifest
+
+
+def _substituted(expr: str, namespace: str) -> str:
+    """A panel's PromQL as Grafana sends it with every variable at "All" (`.*`), the namespace chosen."""
+    expr = expr.replace("$namespace", namespace)  # a DNS label: no regex metacharacters
+    return re.sub(r"\$\{?(\w+)\}?", ".*", expr)
+
+
+def _panel_series(base: str, panel: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
+    return [row for target in panel["targets"] for row in query(base, _substituted(target["expr"], namespace))]
+
+
+def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
+    cluster: Cluster, prometheus: str, second_model: Path,  # noqa: F811
+) -> None:
+    dashboard = json.loads(DASHBOARD.read_text())
+    panels = {panel["title"]: panel for panel in dashboard["panels"]}
+    assert set(WHILE_RUNNING) <= set(panels)
+    ns = cluster.namespace
+
+    cluster.apply(_in_suite("board-a", **hf_spec()))
+    cluster.apply(_in_suite("board-b", **hf_spec(model=SECOND_MODEL_IN_POD, **LONG_RUN)))
+    cluster.apply(_in_suite("board-refused", **dummy_spec(tasks=["no_such_task"])))
+
+    answered: dict[str, list[dict[str, Any]]] = {}
+    for title in WHILE_RUNNING:
+        answered[title] = cluster.wait_for(
+            f"the panel {title!r} to show a running Evaluation",
+            lambda title=title: all(query(prometheus, _substituted(t["expr"], ns)) for t in panels[title]["targets"])
+            and _panel_series(prometheus, panels[title], ns),
+            timeout=300, interval=1.0,
+        )
+    eta = [row for row in answered["Running evaluations: progress and ETA"] if "__name__" in row["metric"]
+           and row["metric"]["__name__"] == "assay_evaluation_eta_seconds"]  # fmt: skip
+    assert eta and eta[0]["metric"]["evaluation"] == "board-b" and float(eta[0]["value"][1]) >= 0
+
+    for name in ("board-a", "board-b"):
+        cluster.wait(name, "Succeeded", timeout=600)
+    assert cluster.wait("board-refused", "Failed", timeout=60)["status"]["reason"] == "InvalidSpec"
+
+    for title, panel in panels.items():
+        if title not in WHILE_RUNNING:
+            answered[title] = cluster.wait_for(f"the panel {title!r} to return series",
+                                               lambda panel=panel: _panel_series(prometheus, panel, ns), timeout=90)  # fmt: skip
+    report = {title: len(rows) for title, rows in answered.items()}
+    print("dashboard panels and the series each returned:", json.dumps(report, indent=1))
+    assert set(report) == set(panels) and all(report.values()), report
+
+    # The series say what the panels claim: both models on the leaderboard, the refusal by its reason.
+    leaderboard = answered["Leaderboard: score per model, revision and task"]
+    assert {row["metric"]["model"] for row in leaderboard} == {MODEL_IN_POD, SECOND_MODEL_IN_POD}
+    (failure,) = answered["Failed evaluations by reason"]
+    assert failure["metric"] == {"reason": "InvalidSpec"} and float(failure["value"][1]) == 1.0
+    over_time = answered["Score over time by model revision and suite"]
+    assert {row["metric"]["suite"] for row in over_time} == {SUITE}
+
+    # Every variable's query finds values (label_values(selector, label) → that label on the selector's series).
+    for variable in dashboard["templating"]["list"]:
+        if variable["type"] != "query":
+            continue
+        selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
+        values = {row["metric"].get(label, "") for row in query(prometheus, _substituted(selector, ns))}
+        assert values - {""}, f"the variable {variable['name']} has no values"
