@@ -165,8 +165,9 @@ def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) ->
     cluster.apply(evaluation_manifest("series", **dummy_spec(limit=3, suspend=True)))
     cluster.wait_for("the new run", lambda: (cluster.evaluation("series").get("status") or {}).get("jobName")
                      == "series-g2", timeout=60)  # fmt: skip
-    left = cluster.wait_for("the old run's series to go", lambda: (s := series()) == {"assay_evaluation_phase"} and s,
-                            timeout=30)  # fmt: skip
-    assert left == {"assay_evaluation_phase"}
+    # What stays: the phase, and the info series (model, revision, suite) that scores join on.
+    kept = {"assay_evaluation_phase", "assay_evaluation_info"}
+    left = cluster.wait_for("the old run's series to go", lambda: (s := series()) == kept and s, timeout=30)
+    assert left == kept
     phases = {s.labels["phase"]: s.value for s in samples()["assay_evaluation_phase"]}
     assert phases == {"Pending": 1.0, "Running": 0.0, "Succeeded": 0.0, "Failed": 0.0}

@@ -1,9 +1,12 @@
-"""Leader election of operator replicas on a real API server's Lease (no node needed):
-one leader at a time, a standby takes over once the leader stops renewing, a released Lease
-is taken at once, and two standbys racing for it cannot both win."""
+"""Leader election of operator replicas. On a real API server's Lease (no node needed): one
+leader at a time, a standby takes over once the leader stops renewing, a released Lease is
+taken at once, two standbys racing for it cannot both win. On the real node: two replicas
+of the chart's Deployment, the leader pod killed without grace, a handover within 30 s and
+no run lost or doubled."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import urllib.request
@@ -13,6 +16,8 @@ import pytest
 
 from assay.operator.leader import LeaseLock, leading
 from tests.e2e.cluster import control_plane as cp
+from tests.e2e.conftest import CHART, OPERATOR_NAMESPACE, RELEASE, Cluster, chart_values, evaluation_manifest, helm
+from tests.e2e.helpers import dummy_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -120,3 +125,73 @@ def test_a_standby_answers_its_health_probe_until_it_leads(api: Any) -> None:
     with pytest.raises(OSError):
         urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2)
     done.set()
+
+
+# --- two operator replicas on the real node -----------------------------------------------
+
+
+def _lease_holder(cluster: Cluster, lease: str) -> str | None:
+    got = cluster.plane.kubectl("get", "lease", lease, "-n", OPERATOR_NAMESPACE, "-o", "json", check=False)
+    return json.loads(got.stdout)["spec"].get("holderIdentity") if got.returncode == 0 else None
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
+
+
+def test_a_frozen_leader_is_replaced_within_30_s_with_no_duplicate_job_and_no_lost_status(
+    cluster: Cluster, images: dict[str, str],
+) -> None:
+    """The leader's container is frozen (cgroup freezer through containerd): like a hung
+    process or a partitioned node, it neither renews nor releases the Lease, and the kubelet
+    still reports it running. (Deleting the pod, even with --force, lets it release.)"""
+    operator = cluster.operator
+    helm(cluster.plane, "upgrade", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE,
+         *chart_values(images, "operator.replicas=2"), "--wait", "--timeout=300s")  # fmt: skip
+    frozen: str | None = None
+    try:
+        pods = cluster.wait_for("two Ready operator replicas",
+                                lambda: len(p := [p for p in operator.pods() if _ready(p)]) == 2 and p, timeout=240)  # fmt: skip
+        container = pods[0]["spec"]["containers"][0]
+        (lease,) = [a.split("=", 1)[1] for a in container["args"] if a.startswith("--leader-election=")]
+        names = {p["metadata"]["name"] for p in pods}
+        leader = cluster.wait_for("a leader", lambda: (h := _lease_holder(cluster, lease)) in names and h, timeout=60)
+        (leader_pod,) = [p for p in pods if p["metadata"]["name"] == leader]
+
+        # A run in flight while the leader hangs: the new leader must record how it ends.
+        cluster.apply(evaluation_manifest("in-flight", **dummy_spec()))
+        cluster.wait_for("the in-flight Job", lambda: cluster.items("jobs"), timeout=60)
+        frozen = leader_pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
+        cluster.node.ctr("tasks", "pause", frozen)
+        paused = time.monotonic()
+        successor = cluster.wait_for("another replica to lead",
+                                     lambda: (h := _lease_holder(cluster, lease)) not in (None, leader) and h, timeout=60)  # fmt: skip
+        handover = time.monotonic() - paused
+        print(f"handover from the frozen {leader} to {successor} in {handover:.1f} s")
+        assert handover <= 30
+
+        cluster.apply(evaluation_manifest("after-handover", **dummy_spec()))
+        for name in ("in-flight", "after-handover"):
+            status = cluster.wait(name, "Succeeded", timeout=180)["status"]
+            assert status["results"]["arc_easy"], name
+        assert sorted(j["metadata"]["name"] for j in cluster.items("jobs")) == ["after-handover-g1", "in-flight-g1"]
+        created = [e for e in json.loads(cluster.kubectl("get", "events", "-o", "json").stdout)["items"]
+                   if e["reason"] == "JobCreated"]  # fmt: skip
+        assert sorted(e["involvedObject"]["name"] for e in created) == ["after-handover", "in-flight"]
+
+        # Thawed, the old leader finds another holder at its next renewal and exits (crash-only).
+        cluster.node.ctr("tasks", "resume", frozen)
+        frozen = None
+        def restarted() -> bool:
+            pod = json.loads(operator.kubectl("get", "pod", leader, "-o", "json").stdout)
+            return int(pod["status"]["containerStatuses"][0].get("restartCount", 0)) > 0
+
+        cluster.wait_for("the old leader to exit and restart as a standby", restarted, timeout=90)
+        assert "Lost the lead" in operator.kubectl("logs", leader, "--previous").stdout
+        assert _lease_holder(cluster, lease) == successor
+    finally:
+        if frozen is not None:
+            cluster.node.ctr("tasks", "resume", frozen, check=False)
+        helm(cluster.plane, "upgrade", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE,
+             *chart_values(images), "--wait", "--timeout=300s")  # fmt: skip
+        operator.wait_watching()

@@ -78,7 +78,9 @@ def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, im
     """`helm install` with watchNamespaces: a Role per namespace instead of a ClusterRole, enough to run."""
     docs = [d for d in render_chart(f"watchNamespaces={{{cluster.namespace}}}", release="scoped")
             if d["kind"] in RBAC_KINDS - {"CustomResourceDefinition"}]  # fmt: skip
-    assert sorted(d["kind"] for d in docs) == ["Role", "RoleBinding", "ServiceAccount"]
+    # The watched namespace's Role, and the leader Lease's Role in the release's namespace.
+    assert sorted(d["kind"] for d in docs) == ["Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Role") == ["scoped-assay", "scoped-assay-leader"]
     cluster.operator.kill()  # one operator per namespace at a time
     scoped = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="scoped")
     try:
