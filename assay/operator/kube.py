@@ -58,9 +58,18 @@ def create(manifest: Manifest) -> bool:
     from kubernetes.dynamic import exceptions
 
     resource = _resource(manifest["apiVersion"], manifest["kind"])
+    namespace = manifest["metadata"].get("namespace")
     try:
-        resource.create(body=manifest, namespace=manifest["metadata"].get("namespace"))
+        resource.create(body=manifest, namespace=namespace)
     except exceptions.ConflictError:
+        return False
+    except exceptions.ForbiddenError as error:
+        # Not RBAC: the namespace is being deleted (its Jobs go first, and an unfinished run
+        # would have its Job created again). Nothing is to be made there any more.
+        if "NamespaceTerminating" not in str(getattr(error, "body", "")):
+            raise
+        logger.info("Namespace %s is being deleted: %s %s not created.", namespace, manifest["kind"],
+                    manifest["metadata"]["name"])  # fmt: skip
         return False
     return True
 
