@@ -89,6 +89,12 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_operator(plane: AuditedControlPlane, namespace: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
     """`assay operator` as the operator user, watching `namespace`; returns once it watches."""
     kubeconfig = cp.write_kubeconfig(workdir / f"{namespace}.kubeconfig", cp.kubeconfig(
@@ -97,16 +103,28 @@ def start_operator(plane: AuditedControlPlane, namespace: str, workdir: Path) ->
     log_path = workdir / f"{namespace}-operator.log"
     env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO),
            "ASSAY_RUNNER_IMAGE": "localhost/assay-runner:bench"}  # fmt: skip
+    # At the chart's default log level (info): debug logging alone costs the operator a third more CPU.
     operator = subprocess.Popen([sys.executable, "-m", "assay", "operator", "--standalone", "-n", namespace,
-                                 f"--metrics-port={metrics_port}", "--health-port=0", "-v"],
+                                 f"--metrics-port={metrics_port}", "--health-port=0"],
                                 env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # fmt: skip
-    deadline = time.monotonic() + 60
-    while "Starting the watch-stream for evaluations" not in log_path.read_text(errors="replace"):
+    warm_up(plane, namespace, operator, log_path)
+    return operator, log_path, metrics_port
+
+
+def warm_up(plane: AuditedControlPlane, namespace: str, operator: subprocess.Popen[bytes], log_path: Path) -> None:
+    """One Evaluation through to its Job: the burst then meets an operator that is watching."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
+    client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+        "assay.dev", "v1alpha1", namespace, "evaluations", evaluation("warm-up"))  # fmt: skip
+    batch = client.BatchV1Api(api_client)
+    deadline = time.monotonic() + 90
+    while not batch.list_namespaced_job(namespace, label_selector="assay.dev/evaluation=warm-up").items:
         if time.monotonic() > deadline or operator.poll() is not None:
             raise RuntimeError(f"the operator did not start:\n{log_path.read_text()[-3000:]}")
         time.sleep(0.2)
-    time.sleep(1)
-    return operator, log_path, metrics_port
+    time.sleep(2)  # its status writes and Events settle
 
 
 def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> tuple[list[float], float]:
@@ -122,7 +140,7 @@ def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> t
         stream = watch.Watch()
         for event in stream.stream(batch.list_namespaced_job, namespace, timeout_seconds=600):
             name = (event["object"].metadata.labels or {}).get("assay.dev/evaluation")
-            if name and name not in seen:
+            if name and name.startswith("ev-") and name not in seen:
                 seen[name] = time.monotonic()
             if len(seen) >= n:
                 stream.stop()
@@ -139,7 +157,11 @@ def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> t
 
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(create, range(n)))
+    print(f"N={n}: {n} Evaluations created in {time.monotonic() - started:.1f} s", flush=True)
     watcher.join(timeout=300)
+    if os.environ.get("ASSAY_BENCH_TRACE"):
+        for name in sorted(created, key=created.get):
+            print(f"  {name} created {created[name] - started:6.2f}  Job {seen.get(name, float('nan')) - started:6.2f}")
     return [seen[name] - created[name] for name in created if name in seen], max(seen.values(), default=started) - started
 
 
@@ -153,16 +175,27 @@ def scrape_ms(port: int) -> float:
     return statistics.mean(times)
 
 
-def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path) -> dict[str, Any]:
+def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, profile: str | None = None) -> dict[str, Any]:
     namespace = f"scale-{n}"
     plane.kubectl("create", "namespace", namespace)
-    audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
     operator, log_path, metrics_port = start_operator(plane, namespace, workdir)
+    audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
+    processes = {"operator": operator.pid, **{p.name: p.popen.pid for p in plane._processes}, "bench": os.getpid()}
+    cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
+    profiler = None
+    if profile:
+        # py-spy (pip install py-spy) samples the operator through the burst: collapsed stacks.
+        profiler = subprocess.Popen(["py-spy", "record", "--pid", str(operator.pid), "--format", "raw", "--nonblocking",
+                                     "-o", f"{profile}.{n}.txt", "--duration", "15"], stdout=subprocess.DEVNULL)  # fmt: skip
+        time.sleep(1)
     try:
         latencies, seconds = burst(plane, namespace, n, workers)
+        cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         time.sleep(10)  # the status writes that follow the Jobs settle before counting
         scrape, rss = scrape_ms(metrics_port), peak_rss_mb(operator.pid)
     finally:
+        if profiler is not None:
+            profiler.wait(timeout=60)
         operator.terminate()
         operator.wait(timeout=30)
     with open(plane.audit_log, "rb") as audit:
@@ -171,11 +204,19 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path) -> 
     ours = [e for e in events if e.get("user", {}).get("username") == OPERATOR_USER]
     status_writes = [e for e in ours if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"]
     lines = log_path.read_text(errors="replace").splitlines()
+    if len(latencies) < n:
+        print(f"Only {len(latencies)} of {n} Jobs appeared; the operator's log ends:", *lines[-40:], sep="\n")
     handler_runs: collections.Counter[str] = collections.Counter(
         line.split(f"[{namespace}/", 1)[1].split("]", 1)[0] for line in lines
         if "Handler 'reconcile_evaluation' succeeded" in line and f"[{namespace}/" in line)  # fmt: skip
+    kinds = collections.Counter(
+        f"{e['verb']} {(e.get('objectRef') or {}).get('resource', '?')}"
+        + (f"/{e['objectRef']['subresource']}" if (e.get("objectRef") or {}).get("subresource") else "")
+        for e in ours)  # fmt: skip
+    other = collections.Counter(e.get("requestURI", "?").split("?")[0] for e in ours if not (e.get("objectRef") or {}).get("resource"))
     return {
-        "n": n, "jobs": len(latencies),
+        "n": n, "jobs": len(latencies), "other": other.most_common(8), "seconds": seconds, "cpu": cpu,
+        "by_kind": {kind: round(count / n, 2) for kind, count in kinds.most_common()},
         "p50": statistics.median(latencies) if latencies else float("nan"),
         "p99": percentile(latencies, 0.99) if latencies else float("nan"),
         "rss_mb": rss, "requests_per_eval": len(ours) / n,
@@ -190,6 +231,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 300])
     parser.add_argument("--workers", type=int, default=8, help="threads creating the Evaluations")
+    parser.add_argument("--profile", metavar="PREFIX", help="sample the operator with py-spy during each burst "
+                        "into PREFIX.<N>.txt (collapsed stacks)")  # fmt: skip
     args = parser.parse_args()
     bin_dir = cp.cache_dir() / cp.k8s_version() / "bin"
     if not (bin_dir / ".complete").is_file():
@@ -201,7 +244,7 @@ def main() -> int:
         try:
             plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
             plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
-            rows = [run_one(plane, n, args.workers, workdir) for n in args.n]
+            rows = [run_one(plane, n, args.workers, workdir, args.profile) for n in args.n]
         finally:
             plane.stop()
     print(f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'req/eval':>9} {'dup':>4} "
@@ -210,6 +253,15 @@ def main() -> int:
         print(f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} "
               f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
               f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}")  # fmt: skip
+    for r in rows:
+        usage = ", ".join(f"{name} {used:.1f} s" for name, used in r["cpu"].items())
+        print(f"N={r['n']}: the last Job {r['seconds']:.1f} s after the burst began; CPU used meanwhile: {usage}")
+    for r in rows:
+        print(f"API requests per Evaluation at N={r['n']}, by verb and resource:")
+        for kind, per_eval in r["by_kind"].items():
+            print(f"  {per_eval:6.2f}  {kind}")
+        for uri, count in r["other"]:
+            print(f"  {count / r['n']:6.2f}  {uri}")
     return 0
 
 

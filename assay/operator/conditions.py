@@ -155,10 +155,11 @@ def accepted(
         })  # fmt: skip
         values = {
             ACCEPTED: (True, "SpecValid", message),
-            RUNNING: (False, "JobCreated", "Waiting for the runner pods."),
+            # What `from_job` says of the new Job, so that its first events change nothing.
+            RUNNING: (False, "JobCreated", waiting_for_pods(job_name)),
             SUCCEEDED: (False, "JobCreated", "Not finished."),
             FAILED: (False, "JobCreated", "Not failed."),
-            **summary(PENDING, reason="JobCreated", message="Waiting for the runner pods."),
+            **summary(PENDING, reason="JobCreated", message=waiting_for_pods(job_name)),
         }
     else:
         # Same run (operator restart, suspend toggled): keep the original acceptance note.
@@ -215,7 +216,11 @@ def job_state(job: Mapping[str, Any]) -> JobState:
         return JobState(RUNNING, "PodsRunning", f"{running} runner pod(s) running.", start)
     if active > 0:
         return JobState(PENDING, "PodsPending", "Runner pods are scheduled but not running yet.", start)
-    return JobState(PENDING, "JobCreated", f"Waiting for {name} to start pods.", start)
+    return JobState(PENDING, "JobCreated", waiting_for_pods(name), start)
+
+
+def waiting_for_pods(job_name: str) -> str:
+    return f"Waiting for {job_name} to start pods."
 
 
 def _job_message(name: str, reason: str, detail: str | None) -> str:

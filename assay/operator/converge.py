@@ -26,15 +26,22 @@ RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
 
 Emit = Callable[..., None]
 """(obj, type=, reason=, message=) → posts an Event."""
+Written = Callable[[Mapping[str, Any]], None]
 
 
 def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
-              default_image: str | None, emit: Emit,
-              task_sources: list[dict[str, Any]] | None = None) -> reconcile.Plan:  # fmt: skip
+              default_image: str | None, emit: Emit, task_sources: list[dict[str, Any]] | None = None,
+              written: Written = lambda _: None) -> reconcile.Plan:  # fmt: skip
+    """Plan from what exists and do it; `written` gets the Evaluation as its status write returned it."""
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
-    services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
+    jobs: list[dict[str, Any]] = []
+    services: list[dict[str, Any]] = []
+    # An Evaluation that never named a Job has none: status.jobName is written before its
+    # first child is created. A new Evaluation so costs no lists.
+    if (evaluation.get("status") or {}).get("jobName"):
+        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
+        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
@@ -43,7 +50,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
         # Written before the Job exists, not through kopf's patch after the handler:
         # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
         # events (a suspended Job's only ones) come within milliseconds of its creation.
-        kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status)
+        written(kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status))
     for manifest in steps.create:
         if kube.create(manifest) and manifest["kind"] == "Job":
             emit(evaluation, type="Normal", reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
@@ -73,7 +80,7 @@ def awaits_job(evaluation: Mapping[str, Any], job_name: str | None = None) -> bo
 
 
 def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, default_image: str | None, emit: Emit,
-             now: datetime.datetime) -> bool:  # fmt: skip
+             now: datetime.datetime, written: Written = lambda _: None) -> bool:  # fmt: skip
     """The current run's Job is gone while the run is unfinished: create it again. True if created."""
     meta = evaluation["metadata"]
     job_name = (evaluation.get("status") or {}).get("jobName")
@@ -85,7 +92,7 @@ def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, defaul
         return False
     emit(evaluation, type="Warning", reason="JobLost",
          message=f"Job {job_name} was deleted before the run finished; creating it again.")  # fmt: skip
-    steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit)
+    steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit, written=written)
     return any(m["kind"] == "Job" for m in steps.create)
 
 
@@ -141,7 +148,7 @@ class LostJobSweeper:
     """Every `interval` seconds, re-creates the Job of each unfinished run that lost it.
 
     The DELETED watch event does this at once; the sweep catches what an event missed (the
-    operator down, a watch broken). A plain thread like `handlers.PendingSweeper`, posting
+    operator down, a watch broken). A plain thread like `observe.PendingSweeper`, posting
     Events straight to the API.
     """
 

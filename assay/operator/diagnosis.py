@@ -84,6 +84,12 @@ def _parse_time(value: Any) -> datetime.datetime | None:
         return None
 
 
+def _age(obj: Mapping[str, Any], now: datetime.datetime) -> float:
+    """Seconds since `obj` was created (infinite when it does not say)."""
+    created = _parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+    return (now - created).total_seconds() if created is not None else float("inf")
+
+
 def _sentence(text: str) -> str:
     text = " ".join(str(text).split())
     if len(text) > _MAX_DETAIL:
@@ -272,12 +278,20 @@ def failed_create(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     return Problem(FAILED_CREATE, f"Job {name} cannot create runner pods: {said}.")
 
 
-def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+JOB_EVENTS_GRACE = 5.0
+"""Seconds a new Job may lack pods before its Events are read: the Job controller makes them
+within a sync; reading sooner costs every new run a request that finds nothing (a pod the
+controller cannot create still shows on the next look, the pending sweep's)."""
+
+
+def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
+                   now: datetime.datetime | None = None) -> list[tuple[str, str]]:  # fmt: skip
     """(kind, name) of the objects whose Events `diagnose` needs: only what the statuses cannot tell."""
     wanted: list[tuple[str, str]] = []
     spec = job.get("spec") or {}
     live = [p for p in pods if not _pod_finished(p)]
-    if not spec.get("suspend") and len(live) < int(spec.get("parallelism") or 1):
+    if not spec.get("suspend") and len(live) < int(spec.get("parallelism") or 1) \
+            and not (now is not None and _age(job, now) < JOB_EVENTS_GRACE):  # fmt: skip
         wanted.append(("Job", _name(job)))
     for pod in live:
         if any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in _statuses(pod)):

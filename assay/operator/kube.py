@@ -1,7 +1,8 @@
 """The operator's API calls, with plain dicts in and out.
 
-Manifests from `builders` are plain dicts; the dynamic client sends them as they are
-(the typed client would first coerce them into its models). Every call is synchronous:
+Manifests from `builders` are plain dicts, sent as they are over the kubernetes client's
+HTTP plumbing to fixed REST paths: the typed client would coerce them into its models, and
+the dynamic one reads the server's discovery first. Every call is synchronous:
 kopf runs sync handlers in its thread pool.
 """
 
@@ -36,37 +37,86 @@ def load_config() -> None:
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = API_POOL_SIZE
     client.Configuration.set_default(configuration)
+    api_client.cache_clear()
+
+
+PLURALS = {
+    "ConfigMap": "configmaps", "Event": "events", "Job": "jobs", "Pod": "pods", "Role": "roles",
+    "RoleBinding": "rolebindings", "Service": "services", "ServiceAccount": "serviceaccounts",
+    spec_module.KIND: spec_module.PLURAL,
+}  # fmt: skip
+"""The kinds the operator touches. Their paths are fixed, so no discovery is read: the dynamic
+client's discovery (about 20 requests) was repeated under a burst of handlers."""
+
+
+class ApiError(Exception):
+    """An API request that failed: its HTTP status and the server's reason."""
+
+    def __init__(self, status: int, reason: str, body: str) -> None:
+        super().__init__(f"{status} {reason}: {body[:500]}")
+        self.status, self.reason, self.body = status, reason, body
+
+
+def path(api_version: str, kind: str, *, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+    """The REST path of a namespaced kind (and of one object, and its subresource)."""
+    root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+    try:
+        plural = PLURALS[kind]
+    except KeyError:
+        raise ValueError(f"the operator has no path for kind {kind!r}") from None
+    url = f"{root}/namespaces/{namespace}/{plural}"
+    if name is not None:
+        url += f"/{name}"
+    if subresource is not None:
+        url += f"/{subresource}"
+    return url
+
+
+class _NoDiscovery:
+    """For a dynamic client used only for `request` on paths the operator names itself."""
+
+    def __init__(self, client: Any, cache_file: Any) -> None:
+        pass
 
 
 @functools.lru_cache(maxsize=1)
-def dynamic_client() -> Any:
+def api_client() -> Any:
     from kubernetes import client, dynamic
 
-    return dynamic.DynamicClient(client.ApiClient())
+    # The dynamic client's `request` is the kubernetes package's own stable way to send a
+    # raw request (the ApiClient's call_api changed its signature between releases).
+    return dynamic.DynamicClient(client.ApiClient(), discoverer=_NoDiscovery)
 
 
-def _resource(api_version: str, kind: str) -> Any:
-    return dynamic_client().resources.get(api_version=api_version, kind=kind)
+def _as_is(_client: Any, data: Any) -> Any:
+    return data
 
 
-def _status(error: Exception) -> int | None:
-    return getattr(error, "status", None)
+def request(method: str, url: str, *, body: Any = None, label_selector: str | None = None,
+            field_selector: str | None = None, content_type: str = "application/json") -> Any:  # fmt: skip
+    """One API request; the decoded JSON answer. Raises ApiError for an error status."""
+    from kubernetes.dynamic.exceptions import DynamicApiError
+
+    try:
+        return api_client().request(method, url, body=body, label_selector=label_selector,
+                                    field_selector=field_selector, content_type=content_type,
+                                    serializer=_as_is)  # fmt: skip
+    except DynamicApiError as error:
+        text = error.body.decode(errors="replace") if isinstance(error.body, bytes) else str(error.body or "")
+        raise ApiError(int(error.status or 0), str(error.reason or ""), text) from None
 
 
 def create(manifest: Manifest) -> bool:
     """Create one object; False if it already existed (409), which is success too."""
-    from kubernetes.dynamic import exceptions
-
-    resource = _resource(manifest["apiVersion"], manifest["kind"])
-    namespace = manifest["metadata"].get("namespace")
+    namespace = manifest["metadata"]["namespace"]
     try:
-        resource.create(body=manifest, namespace=namespace)
-    except exceptions.ConflictError:
-        return False
-    except exceptions.ForbiddenError as error:
+        request("POST", path(manifest["apiVersion"], manifest["kind"], namespace=namespace), body=manifest)
+    except ApiError as error:
+        if error.status == 409:
+            return False
         # Not RBAC: the namespace is being deleted (its Jobs go first, and an unfinished run
         # would have its Job created again). Nothing is to be made there any more.
-        if "NamespaceTerminating" not in str(getattr(error, "body", "")):
+        if error.status != 403 or "NamespaceTerminating" not in error.body:
             raise
         logger.info("Namespace %s is being deleted: %s %s not created.", namespace, manifest["kind"],
                     manifest["metadata"]["name"])  # fmt: skip
@@ -80,27 +130,32 @@ def list_children(kind: str, api_version: str, *, namespace: str, evaluation: st
     Evaluations could share one), then by the controller ownerReference when `owner_uid` is given."""
     label = label_value(evaluation)
     selector = f"{builders.LABEL_EVALUATION}={label},app.kubernetes.io/managed-by={builders.MANAGED_BY}"
-    found = [item.to_dict() for item in _resource(api_version, kind).get(namespace=namespace, label_selector=selector).items]
+    found = list_objects(kind, api_version, namespace=namespace, label_selector=selector)
     if owner_uid is None:
         return found
     return [o for o in found if any(r.get("uid") == owner_uid for r in (o.get("metadata") or {}).get("ownerReferences") or ())]
 
 
 def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest | None:
-    from kubernetes.dynamic import exceptions
-
     try:
-        found: Manifest = _resource(api_version, kind).get(name=name, namespace=namespace).to_dict()
-        return found
-    except exceptions.NotFoundError:
-        return None
+        found: Manifest = request("GET", path(api_version, kind, namespace=namespace, name=name))
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+    return found
 
 
 def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
                  field_selector: str | None = None) -> list[Manifest]:  # fmt: skip
-    found = _resource(api_version, kind).get(namespace=namespace, label_selector=label_selector,
-                                             field_selector=field_selector)  # fmt: skip
-    return [item.to_dict() for item in found.items]
+    found = request("GET", path(api_version, kind, namespace=namespace), label_selector=label_selector,
+                    field_selector=field_selector)  # fmt: skip
+    items: list[Manifest] = found.get("items") or []
+    # A list's items carry no kind; the handlers tell Jobs from pods by it.
+    for item in items:
+        item.setdefault("apiVersion", api_version)
+        item.setdefault("kind", kind)
+    return items
 
 
 def list_events(*, namespace: str, kind: str, name: str) -> list[Manifest]:
@@ -109,15 +164,20 @@ def list_events(*, namespace: str, kind: str, name: str) -> list[Manifest]:
                         field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
 
 
+def _merge_patch(api_version: str, kind: str, *, namespace: str, name: str, body: Mapping[str, Any],
+                 subresource: str | None = None) -> Manifest:  # fmt: skip
+    written: Manifest = request("PATCH", path(api_version, kind, namespace=namespace, name=name, subresource=subresource),
+                                body=dict(body), content_type=MERGE_PATCH)  # fmt: skip
+    return written
+
+
 def end_job(*, namespace: str, name: str) -> None:
     """Fail a Job now and remove its pods, keeping the Job and its Events to look at.
 
     activeDeadlineSeconds is one of the few mutable fields of a Job; at 1 the Job controller
     fails it at once (reason DeadlineExceeded) and deletes its running pods.
     """
-    _resource("batch/v1", "Job").patch(
-        name=name, namespace=namespace, body={"spec": {"activeDeadlineSeconds": 1}}, content_type=MERGE_PATCH
-    )
+    _merge_patch("batch/v1", "Job", namespace=namespace, name=name, body={"spec": {"activeDeadlineSeconds": 1}})
 
 
 def create_event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
@@ -144,40 +204,30 @@ def create_event(obj: Mapping[str, Any], *, type: str, reason: str, message: str
         "count": 1,
     }
     try:
-        _resource("v1", "Event").create(body=event, namespace=meta["namespace"])
+        request("POST", path("v1", "Event", namespace=meta["namespace"]), body=event)
     except Exception as error:  # noqa: BLE001 - an Event is a courtesy; status already says it
         logger.warning("Could not post Event %s on %s/%s: %s", reason, meta["namespace"], meta["name"], error)
 
 
 def delete(kind: str, api_version: str, *, namespace: str, name: str) -> None:
-    from kubernetes.dynamic import exceptions
-
     try:
         # Background: the Job goes now, its pods right after (no orphans left running).
-        _resource(api_version, kind).delete(name=name, namespace=namespace, body={"propagationPolicy": "Background"})
-    except exceptions.NotFoundError:
-        pass
+        request("DELETE", path(api_version, kind, namespace=namespace, name=name),
+                body={"propagationPolicy": "Background"})  # fmt: skip
+    except ApiError as error:
+        if error.status != 404:
+            raise
 
 
 def patch_job_suspend(*, namespace: str, name: str, suspend: bool) -> None:
-    _resource("batch/v1", "Job").patch(
-        name=name, namespace=namespace, body={"spec": {"suspend": suspend}}, content_type=MERGE_PATCH
-    )
+    _merge_patch("batch/v1", "Job", namespace=namespace, name=name, body={"spec": {"suspend": suspend}})
 
 
 def get_evaluation(*, namespace: str, name: str) -> Manifest | None:
-    from kubernetes.dynamic import exceptions
-
-    try:
-        evaluation: Manifest = _resource(spec_module.API_VERSION, spec_module.KIND).get(name=name, namespace=namespace).to_dict()
-        return evaluation
-    except exceptions.NotFoundError:
-        return None
+    return get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name)
 
 
-def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> None:
-    from kubernetes import client
-
-    client.CustomObjectsApi().patch_namespaced_custom_object_status(
-        spec_module.GROUP, spec_module.VERSION, namespace, spec_module.PLURAL, name, {"status": dict(status)}
-    )
+def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> Manifest:
+    """Merge-patch one Evaluation's status; returns the Evaluation as written."""
+    return _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
+                        body={"status": dict(status)}, subresource="status")  # fmt: skip

@@ -1,0 +1,237 @@
+"""Mirroring a run into its Evaluation's status: what the Job, pod and sweep handlers share.
+
+`observe_run` takes the run's Job and pods from what the watches showed (`watched`), reads
+Events only where no status can tell (a pull's history, a Job that cannot create pods),
+lets `diagnosis` name the problem and `conditions` write the status, and posts an Event
+when the run starts, finishes or meets a new problem. `PendingSweeper` looks at every
+Pending run again on a clock: a pod the Job controller cannot create changes no object,
+and a pull timeout needs a clock.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import datetime
+import json
+import logging
+import threading
+from typing import Any, Callable, Mapping
+
+from assay.operator import builders, conditions, diagnosis, kube
+from assay.operator.metrics import EvaluationMetrics
+from assay.operator.watched import Watched
+
+logger = logging.getLogger(__name__)
+
+PENDING_SWEEP_INTERVAL = 20.0
+Emit = Callable[..., None]
+"""(obj, type=, reason=, message=) → posts an Event."""
+
+
+def _now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def plain(value: Any) -> Any:
+    """kopf's body views → plain dicts and lists, copied (the pure functions expect JSON),
+    without `metadata.managedFields` (server-side apply's bookkeeping, never read here).
+
+    Through the C JSON codec and without managedFields, often half of a body: every watch
+    event of every runner pod, Job and Evaluation is copied, and a Python walk over whole
+    bodies was a tenth of the operator's CPU under a burst."""
+    if isinstance(value, collections.abc.Mapping) and isinstance(value.get("metadata"), collections.abc.Mapping) \
+            and "managedFields" in value["metadata"]:  # fmt: skip
+        meta = {k: v for k, v in value["metadata"].items() if k != "managedFields"}
+        value = {**value, "metadata": meta}
+    return json.loads(json.dumps(value, default=_view_as_dict))
+
+
+def _view_as_dict(value: Any) -> Any:
+    if isinstance(value, collections.abc.Mapping):
+        return dict(value)
+    if isinstance(value, (tuple, set, frozenset)):
+        return list(value)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def metrics_of(memo: Any) -> EvaluationMetrics:
+    metrics = getattr(memo, "metrics", None)
+    if metrics is None:
+        metrics = memo.metrics = EvaluationMetrics()
+    return metrics
+
+
+def pull_timeout(memo: Any) -> float:
+    value = getattr(memo, "image_pull_timeout", None)
+    return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
+
+
+def watched_of(memo: Any) -> Watched | None:
+    value = getattr(memo, "watched", None)
+    return value if isinstance(value, Watched) else None
+
+
+def seen(memo: Any, kind: str, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+    watched = watched_of(memo)
+    if watched is not None:
+        objects = getattr(watched, kind)
+        objects.forget(body) if deleted else objects.observe(plain(body))
+
+
+def evaluation_of(child: Mapping[str, Any], *, memo: Any, fresh: bool = False) -> Mapping[str, Any] | None:
+    """The Evaluation a runner Job or pod belongs to (by its label), if it still exists.
+
+    As the watch last showed it, when that is its run of this child; read from the API when
+    `fresh` is asked for or the watch shows another run (a status write not seen yet)."""
+    name = builders.evaluation_name(child)
+    if not name:
+        return None
+    namespace = child["metadata"]["namespace"]
+    meta = child["metadata"]
+    job_name = meta["name"] if child.get("kind") == "Job" else (meta.get("labels") or {}).get(builders.LABEL_JOB)
+    watched = watched_of(memo)
+    if watched is not None and not fresh:
+        cached = watched.evaluations.get(namespace, name)
+        if cached is not None and (cached.get("status") or {}).get("jobName") == job_name:
+            return cached
+    found = kube.get_evaluation(namespace=namespace, name=name)
+    if found is not None:
+        seen(memo, "evaluations", found)
+    return found
+
+
+def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Mapping[str, Any] | None = None,
+                now: datetime.datetime | None = None) -> Mapping[str, Any]:  # fmt: skip
+    """Mirror the current run (its Job, pods and their Events) into the Evaluation's status.
+
+    Returns the status patch it wrote ({} when nothing changed). Reads the Job (unless given)
+    and its pods from the watches (the API only where the operator keeps none: unit tests),
+    and Events of at most the Job and one pod.
+    """
+    meta = evaluation["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
+    status = evaluation.get("status") or {}
+    job_name = status.get("jobName")
+    terminal = status.get("phase") in conditions.TERMINAL_PHASES
+    # Failed by the operator itself: its Job must end (again, if ending it failed before).
+    ending = terminal and status.get("reason") in diagnosis.FATAL_REASONS
+    if not job_name or (terminal and job is None and not ending):
+        return {}
+    accepted = conditions.get_condition(status, conditions.ACCEPTED)
+    if accepted and accepted.get("status") == "False":
+        return {}  # the current spec was rejected; an earlier run's Job must not overwrite that
+    watched = watched_of(memo)
+    if job is None:
+        job = watched.jobs.get(namespace, job_name) if watched is not None else None
+        job = job or kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
+        if job is None:
+            return {}
+    if job["metadata"]["name"] != job_name or _rerun_token(job) != status.get("rerunToken"):
+        return {}  # a superseded run being deleted (another spec, or a token whose name hash collides)
+    job_phase = conditions.job_state(job).phase
+    if ending:
+        if job_phase not in conditions.TERMINAL_PHASES:
+            kube.end_job(namespace=namespace, name=job_name)
+        return {}
+    now = now or _now()
+    job_ready = int((job.get("status") or {}).get("ready") or 0)
+    all_ready = job_phase == conditions.RUNNING and job_ready >= int((job.get("spec") or {}).get("parallelism") or 1)
+    problem = None
+    if not terminal and job_phase != conditions.SUCCEEDED and not all_ready:
+        problem = _problem(job, namespace=namespace, memo=memo, now=now)
+    generation = int(status.get("observedGeneration") or meta.get("generation", 1))
+    patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem)
+    if not patch:
+        return {}
+    seen(memo, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
+    finished = conditions.finished_now(status, patch)
+    if finished == conditions.FAILED and job_phase not in conditions.TERMINAL_PHASES:
+        # The operator failed the run (a fatal problem): end its Job, or its pod would wait forever.
+        kube.end_job(namespace=namespace, name=job_name)
+    if finished:
+        metrics_of(memo).record_completion(namespace, finished.lower())
+        message = patch.get("message") or status.get("message") or f"Job {job_name} finished."
+        emit(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning", reason=finished,
+             message=message)  # fmt: skip
+    elif problem is not None and patch.get("reason") == problem.reason:
+        emit(evaluation, type="Warning", reason=problem.reason, message=problem.message)
+    elif patch.get("phase") == conditions.RUNNING:
+        emit(evaluation, type="Normal", reason="Running", message=patch.get("message") or "Runner pods are running.")
+    return patch
+
+
+def _problem(job: Mapping[str, Any], *, namespace: str, memo: Any, now: datetime.datetime) -> diagnosis.Problem | None:
+    """What keeps an unfinished run from going on: its pods as watched, and Events where needed."""
+    job_name = job["metadata"]["name"]
+    watched = watched_of(memo)
+    pods = watched.pods.in_group(namespace, job_name) if watched is not None else \
+        kube.list_objects("Pod", "v1", namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
+    events: list[Mapping[str, Any]] = []
+    for kind, object_name in diagnosis.events_to_read(job, pods, now=now):
+        events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
+    return diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=pull_timeout(memo))
+
+
+def _rerun_token(job: Mapping[str, Any]) -> str | None:
+    """The rerun token a Job was made for (None for a Job of no re-run)."""
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(builders.ANNOTATION_RERUN)
+
+
+class PendingEvaluations:
+    """(namespace, name) of the Evaluations last seen Pending, kept from their watch events."""
+
+    def __init__(self) -> None:
+        self._keys: set[tuple[str, str]] = set()
+        self._lock = threading.Lock()
+
+    def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+        meta = body.get("metadata") or {}
+        key = (str(meta.get("namespace")), str(meta.get("name")))
+        status = body.get("status") or {}
+        # A suspended run (or one Kueue holds) waits on purpose: nothing to look for.
+        pending = not deleted and status.get("phase") == conditions.PENDING and status.get("reason") != "Suspended"
+        with self._lock:
+            (self._keys.add if pending else self._keys.discard)(key)
+
+    def snapshot(self) -> list[tuple[str, str]]:
+        with self._lock:
+            return sorted(self._keys)
+
+
+class PendingSweeper:
+    """Observes every Pending Evaluation's run again every `interval` seconds.
+
+    A plain thread, not a kopf timer: kopf timers put a finalizer on every Evaluation,
+    which would make deletions wait for a running operator. Events go straight to the API
+    (kopf's poster lives only inside kopf's handlers).
+    """
+
+    def __init__(self, memo: Any, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
+        self.memo = memo
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="assay-pending-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def sweep(self) -> None:
+        for namespace, name in self.memo.pending.snapshot():
+            if self._stop.is_set():
+                return
+            try:
+                watched = watched_of(self.memo)
+                evaluation = watched.evaluations.get(namespace, name) if watched is not None else None
+                evaluation = evaluation or kube.get_evaluation(namespace=namespace, name=name)
+                if evaluation is not None:
+                    observe_run(evaluation, memo=self.memo, emit=kube.create_event)
+            except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
+                metrics_of(self.memo).record_error("sweep")
+                logger.warning("Could not observe Evaluation %s/%s: %s", namespace, name, error)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sweep()

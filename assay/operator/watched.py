@@ -1,0 +1,105 @@
+"""The latest body of each Evaluation, runner Job and runner pod, as the watches deliver them.
+
+Why: the handlers used to read what they needed on every event — a Job event cost a GET of
+its Evaluation and a LIST of its pods, a pod event another GET — which at a burst of 300
+Evaluations was half of the operator's API requests. kopf already streams every one of
+these objects; keeping the last body of each costs memory proportional to the runs, not
+requests proportional to their events.
+
+kopf fills these through index handlers (see `handlers`): it runs them for every object
+of the initial listing before any other handler starts, so no handler reads a half-listed
+cluster, and for each later event before that event's handlers. The operator's own status
+writes go in too (from their responses), so a handler acting right after a write never
+reads the body from before it. Bodies handed out are shared: read them, do not change them.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Mapping
+
+Body = Mapping[str, Any]
+Key = tuple[str, str]
+
+
+def _key(body: Body) -> Key:
+    meta = body.get("metadata") or {}
+    return str(meta.get("namespace")), str(meta.get("name"))
+
+
+def _version(body: Body) -> int | None:
+    raw = (body.get("metadata") or {}).get("resourceVersion")
+    # Opaque to clients by contract; etcd's are integers, and only those are compared.
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+
+
+class WatchedObjects:
+    """(namespace, name) → the newest body seen, optionally grouped by a label value."""
+
+    def __init__(self, *, group_label: str | None = None) -> None:
+        self._bodies: dict[Key, Body] = {}
+        self._groups: dict[Key, set[str]] = {}
+        self._group_label = group_label
+        self._lock = threading.Lock()
+
+    def observe(self, body: Body) -> None:
+        """Keep `body` unless an newer version of the object is kept already (a late watch event
+        of a change older than the operator's own write)."""
+        key = _key(body)
+        with self._lock:
+            kept = self._bodies.get(key)
+            if kept is not None:
+                old, new = _version(kept), _version(body)
+                if old is not None and new is not None and new < old:
+                    return
+                self._ungroup(key, kept)
+            self._bodies[key] = body
+            group = self._group_of(body)
+            if group is not None:
+                self._groups.setdefault((key[0], group), set()).add(key[1])
+
+    def forget(self, body: Body) -> None:
+        key = _key(body)
+        with self._lock:
+            kept = self._bodies.pop(key, None)
+            if kept is not None:
+                self._ungroup(key, kept)
+
+    def get(self, namespace: str, name: str) -> Body | None:
+        with self._lock:
+            return self._bodies.get((namespace, name))
+
+    def in_group(self, namespace: str, group: str) -> list[Body]:
+        """The objects of `namespace` whose `group_label` is `group` (a Job's pods, by their Job label)."""
+        with self._lock:
+            names = sorted(self._groups.get((namespace, group), ()))
+            return [self._bodies[(namespace, name)] for name in names]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._bodies)
+
+    def _group_of(self, body: Body) -> str | None:
+        if self._group_label is None:
+            return None
+        value = ((body.get("metadata") or {}).get("labels") or {}).get(self._group_label)
+        return str(value) if value else None
+
+    def _ungroup(self, key: Key, body: Body) -> None:
+        group = self._group_of(body)
+        if group is not None:
+            members = self._groups.get((key[0], group))
+            if members is not None:
+                members.discard(key[1])
+                if not members:
+                    del self._groups[(key[0], group)]
+
+
+class Watched:
+    """What the operator's watches have shown it: Evaluations, runner Jobs, runner pods by Job."""
+
+    def __init__(self, *, job_label: str) -> None:
+        self.evaluations = WatchedObjects()
+        self.jobs = WatchedObjects()
+        self.pods = WatchedObjects(group_label=job_label)
+

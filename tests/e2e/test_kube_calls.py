@@ -1,0 +1,88 @@
+"""The operator's API calls (`assay.operator.kube`) against the real API server.
+
+They send plain dicts to fixed REST paths through the kubernetes package's dynamic client
+without its discovery; each call's answer and error mapping is checked here, where a
+wrong path or verb would show (the unit tests replace `kube`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from assay.operator import kube
+from tests.e2e.cluster import control_plane as cp
+
+REPO = Path(__file__).resolve().parents[2]
+NAMESPACE = "kube-calls"
+
+
+@pytest.fixture(scope="module")
+def api(control_plane: cp.ControlPlane) -> Iterator[None]:
+    """`kube` configured as the operator configures it, from a kubeconfig (the admin's here)."""
+    from kubernetes import client
+
+    before = client.Configuration.get_default_copy()
+    control_plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
+    control_plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
+    control_plane.kubectl("create", "namespace", NAMESPACE)
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("KUBECONFIG", str(control_plane.admin_kubeconfig))
+        env.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        kube.load_config()
+        try:
+            yield
+        finally:
+            client.Configuration.set_default(before)
+            kube.api_client.cache_clear()
+            control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+
+
+def _config_map(name: str, **labels: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+            "data": {"k": "v"}}  # fmt: skip
+
+
+def test_create_get_list_patch_and_delete_on_the_real_api_server(api: None) -> None:
+    assert kube.create(_config_map("a", team="x")) is True
+    assert kube.create(_config_map("a", team="x")) is False  # 409: already there, which is success too
+    kube.create(_config_map("b", team="y"))
+    assert kube.get("ConfigMap", "v1", namespace=NAMESPACE, name="a")["data"] == {"k": "v"}
+    assert kube.get("ConfigMap", "v1", namespace=NAMESPACE, name="missing") is None
+    listed = kube.list_objects("ConfigMap", "v1", namespace=NAMESPACE, label_selector="team=x")
+    assert [(o["kind"], o["metadata"]["name"]) for o in listed] == [("ConfigMap", "a")]
+
+    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+                  "metadata": {"name": "ev", "namespace": NAMESPACE},
+                  "spec": {"model": "dummy", "tasks": ["arc_easy"]}}  # fmt: skip
+    assert kube.create(evaluation)
+    written = kube.patch_evaluation_status(namespace=NAMESPACE, name="ev", status={"phase": "Pending", "jobName": "ev-g1"})
+    assert written["status"]["jobName"] == "ev-g1" and written["metadata"]["resourceVersion"]
+    assert kube.get_evaluation(namespace=NAMESPACE, name="ev")["status"]["phase"] == "Pending"
+    assert kube.get_evaluation(namespace=NAMESPACE, name="gone") is None
+
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NAMESPACE},
+           "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "localhost/none:x"}]}}}}  # fmt: skip
+    assert kube.create(job)
+    kube.patch_job_suspend(namespace=NAMESPACE, name="j", suspend=False)
+    kube.end_job(namespace=NAMESPACE, name="j")
+    spec = kube.get("Job", "batch/v1", namespace=NAMESPACE, name="j")["spec"]
+    assert spec["suspend"] is False and spec["activeDeadlineSeconds"] == 1
+
+    kube.create_event(written, type="Normal", reason="Checked", message="From the kube-calls test.")
+    events = kube.list_events(namespace=NAMESPACE, kind="Evaluation", name="ev")
+    assert [e["reason"] for e in events] == ["Checked"]
+
+    kube.delete("ConfigMap", "v1", namespace=NAMESPACE, name="a")
+    kube.delete("ConfigMap", "v1", namespace=NAMESPACE, name="a")  # 404: nothing to do
+    assert kube.get("ConfigMap", "v1", namespace=NAMESPACE, name="a") is None
+
+
+def test_an_error_names_its_status_and_the_servers_reason(api: None) -> None:
+    bad = _config_map("Not_A_Valid_Name")
+    with pytest.raises(kube.ApiError) as raised:
+        kube.create(bad)
+    assert raised.value.status == 422 and "Not_A_Valid_Name" in str(raised.value)
