@@ -27,13 +27,17 @@ API_POOL_SIZE = 32
 cpus × 5, made a burst's handlers wait for a connection)."""
 
 
-def load_config() -> None:
+def load_config(kubeconfig: str | None = None) -> None:
+    """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config)."""
     from kubernetes import client, config
 
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
+    if kubeconfig is not None:
+        config.load_kube_config(config_file=kubeconfig)
+    else:
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:
+            config.load_kube_config()
     configuration = client.Configuration.get_default_copy()
     configuration.connection_pool_maxsize = API_POOL_SIZE
     client.Configuration.set_default(configuration)

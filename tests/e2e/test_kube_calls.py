@@ -28,16 +28,13 @@ def api(control_plane: cp.ControlPlane) -> Iterator[None]:
     control_plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
     control_plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
     control_plane.kubectl("create", "namespace", NAMESPACE)
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("KUBECONFIG", str(control_plane.admin_kubeconfig))
-        env.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        kube.load_config()
-        try:
-            yield
-        finally:
-            client.Configuration.set_default(before)
-            kube.api_client.cache_clear()
-            control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
+    kube.load_config(str(control_plane.admin_kubeconfig))
+    try:
+        yield
+    finally:
+        client.Configuration.set_default(before)
+        kube.api_client.cache_clear()
+        control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
 
 
 def _config_map(name: str, **labels: str) -> dict[str, Any]:
