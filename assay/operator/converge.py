@@ -20,6 +20,7 @@ from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.operator import builders, conditions, kube, policy, reconcile
+from assay.operator.periodic import PeriodicSweep
 
 logger = logging.getLogger(__name__)
 RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
@@ -144,26 +145,17 @@ def runner_job_names(namespace: str) -> set[str]:
     return {str(j["metadata"]["name"]) for j in jobs if not j["metadata"].get("deletionTimestamp")}
 
 
-class LostJobSweeper:
+class LostJobSweeper(PeriodicSweep):
     """Every `interval` seconds, re-creates the Job of each unfinished run that lost it.
 
     The DELETED watch event does this at once; the sweep catches what an event missed (the
-    operator down, a watch broken). A plain thread like `observe.PendingSweeper`, posting
-    Events straight to the API.
+    operator down, a watch broken).
     """
 
     def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
                  on_error: Callable[[str], None], interval: float = LOST_JOB_SWEEP_INTERVAL) -> None:  # fmt: skip
+        super().__init__(interval=interval, name="assay-lost-job-sweeper")
         self.runs, self.admin, self.default_image, self.on_error = runs, admin, default_image, on_error
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="assay-lost-job-sweeper", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -178,7 +170,3 @@ class LostJobSweeper:
             except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
                 self.on_error("lost_job_sweep")
                 logger.warning("Could not re-create the Job of Evaluation %s/%s: %s", namespace, name, error)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sweep()

@@ -55,7 +55,6 @@ IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
 """Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
 
 
-
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
 
@@ -177,7 +176,7 @@ def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, lo
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
 def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
-    job = observe.plain(body)
+    job = observe.latest(memo, "jobs", body)
     if event.get("type") == "DELETED":
         observe.seen(memo, "jobs", job, deleted=True)
         _job_deleted(job, memo=memo)
@@ -202,7 +201,7 @@ def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
 def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     """A runner pod changed: what it says (pull errors, scheduling, OOMKilled) reaches the Evaluation."""
-    pod = observe.plain(body)
+    pod = observe.latest(memo, "pods", body)
     if event.get("type") == "DELETED":
         observe.seen(memo, "pods", pod, deleted=True)
         return
@@ -236,14 +235,15 @@ def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
 async def observe_metrics(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata") or {}
     deleted = event.get("type") == "DELETED"
+    evaluation = observe.latest(memo, "evaluations", body)
     for tracker in (getattr(memo, "pending", None), getattr(memo, "unfinished", None)):
         if tracker is not None:
-            tracker.observe(observe.plain(body), deleted=deleted)
+            tracker.observe(evaluation, deleted=deleted)
     if deleted:
         observe.seen(memo, "evaluations", body, deleted=True)
         observe.metrics_of(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
     else:
-        observe.metrics_of(memo).observe(observe.plain(body))
+        observe.metrics_of(memo).observe(evaluation)
 
 
 @kopf.on.delete(*EVALUATIONS, optional=True)

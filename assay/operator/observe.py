@@ -19,7 +19,8 @@ from typing import Any, Callable, Mapping
 
 from assay.operator import builders, conditions, diagnosis, kube
 from assay.operator.metrics import EvaluationMetrics
-from assay.operator.watched import Watched
+from assay.operator.periodic import PeriodicSweep
+from assay.operator.watched import Watched, WatchedObjects
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +77,20 @@ def seen(memo: Any, kind: str, body: Mapping[str, Any], *, deleted: bool = False
     if watched is not None:
         objects = getattr(watched, kind)
         objects.forget(body) if deleted else objects.observe(plain(body))
+
+
+def latest(memo: Any, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """`body` as a plain dict, copied once per event: the copy its index handler just kept when
+    that is this version (read it, do not change it), else a new copy."""
+    watched = watched_of(memo)
+    meta = body.get("metadata") or {}
+    if watched is not None:
+        objects: WatchedObjects = getattr(watched, kind)
+        kept = objects.get(str(meta.get("namespace")), str(meta.get("name")))
+        if kept is not None and (kept.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
+            return kept
+    copied: Mapping[str, Any] = plain(body)
+    return copied
 
 
 def evaluation_of(child: Mapping[str, Any], *, memo: Any, fresh: bool = False) -> Mapping[str, Any] | None:
@@ -198,29 +213,16 @@ class PendingEvaluations:
             return sorted(self._keys)
 
 
-class PendingSweeper:
-    """Observes every Pending Evaluation's run again every `interval` seconds.
-
-    A plain thread, not a kopf timer: kopf timers put a finalizer on every Evaluation,
-    which would make deletions wait for a running operator. Events go straight to the API
-    (kopf's poster lives only inside kopf's handlers).
-    """
+class PendingSweeper(PeriodicSweep):
+    """Observes every Pending Evaluation's run again every `interval` seconds."""
 
     def __init__(self, memo: Any, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
+        super().__init__(interval=interval, name="assay-pending-sweeper")
         self.memo = memo
-        self.interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="assay-pending-sweeper", daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
 
     def sweep(self) -> None:
         for namespace, name in self.memo.pending.snapshot():
-            if self._stop.is_set():
+            if self.stopping:
                 return
             try:
                 watched = watched_of(self.memo)
@@ -231,7 +233,3 @@ class PendingSweeper:
             except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
                 metrics_of(self.memo).record_error("sweep")
                 logger.warning("Could not observe Evaluation %s/%s: %s", namespace, name, error)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.sweep()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,38 @@ def test_a_new_evaluation_lists_no_children_and_one_that_named_a_job_does(monkey
     assert written and written[0]["status"]["jobName"] == steps.status["jobName"]
     converge.carry_out(written[0], spec, now=T0, default_image="img", emit=lambda *a, **k: None)
     assert api.reads == ["list_children", "list_children"]  # its Jobs and Services: a restart adopts them
+
+
+def test_an_event_is_copied_once_the_index_handlers_copy_is_reused_for_the_same_version() -> None:
+    memo = Memo()
+    pod = _versioned(load("pod_running"), 20)
+    kept = observe.plain(pod)
+    memo.watched.pods.observe(kept)
+    assert observe.latest(memo, "pods", pod) is kept  # what the index handler just stored
+    newer = _versioned(pod, 21, labels={"x": "y"})
+    copied = observe.latest(memo, "pods", newer)  # not stored yet (a DELETED event never is)
+    assert copied is not kept and copied["metadata"]["labels"] == {"x": "y"}
+
+
+def test_a_periodic_sweep_runs_on_its_clock_until_stopped() -> None:
+    import threading
+
+    from assay.operator.periodic import PeriodicSweep
+
+    ran = threading.Event()
+    count: list[int] = []
+
+    class Counting(PeriodicSweep):
+        def sweep(self) -> None:
+            count.append(1)
+            ran.set()
+
+    sweep = Counting(interval=0.01, name="test-sweep")
+    sweep.start()
+    assert ran.wait(5)
+    sweep.stop()
+    sweep._thread.join(5)
+    assert not sweep._thread.is_alive() and sweep.stopping
+    after = len(count)
+    time.sleep(0.05)
+    assert len(count) == after
