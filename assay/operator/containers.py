@@ -82,7 +82,8 @@ def volumes(spec: Evaluation) -> list[Manifest]:
         claim_or_scratch("cache", spec.cache.pvc),
         claim_or_scratch("output", spec.output.pvc),
         {"name": "tmp", "emptyDir": {}},
-        # NCCL and data loaders share memory through /dev/shm, 64 MiB by default.
+        # NCCL, data loaders and vLLM's engine (160 MiB of queues) share memory through
+        # /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         *task_sources.volumes(spec),
     ]

@@ -91,7 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
                              "namespace (POD_NAMESPACE); standbys wait and take over within ~15 s of the leader's loss.")  # fmt: skip
     parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
-                        help="Default image of runner Jobs whose spec sets none.")  # fmt: skip
+                        help="Default image of runner Jobs whose spec sets none (spec.model vllm: "
+                             "$ASSAY_RUNNER_VLLM_IMAGE, else the assay-runner-vllm image).")  # fmt: skip
     parser.add_argument("--image-pull-timeout", type=float, default=None, metavar="SECONDS",
                         help="Fail an Evaluation whose runner image has failed to pull for this long "
                              "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).")  # fmt: skip

@@ -4,11 +4,13 @@
 #   deploy/images/build.sh                                   # both, tagged ghcr.io/assay-dev/assay-{operator,runner}:<version>
 #   deploy/images/build.sh --push registry.example.com/team  # build, tag for that registry and push
 #   deploy/images/build.sh --target operator --build-arg BASE=localhost/assay-base:bookworm
+#   deploy/images/build.sh --target runner-vllm              # the runner with vLLM (CUDA wheels)
+#   deploy/images/build.sh --target runner-vllm --build-arg VLLM_FLAVOR=cpu  # vLLM's CPU build
 #
 # Options: --repo R (default ghcr.io/assay-dev), --push R (repo R, then push), --tag T
-# (default: the version in pyproject.toml), --target operator|runner (repeatable; default
-# both), --build-arg K=V (passed through, repeatable), --revision SHA (default: git HEAD),
-# --builder podman|buildah|docker (default: the first installed; or $ASSAY_IMAGE_BUILDER),
+# (default: the version in pyproject.toml), --target operator|runner|runner-vllm (repeatable;
+# default operator and runner), --build-arg K=V (passed through, repeatable), --revision SHA
+# (default: git HEAD), --builder podman|buildah|docker (default: the first installed; or $ASSAY_IMAGE_BUILDER),
 # --wheelhouse DIR|none (podman/buildah: a host directory of downloaded wheels mounted into
 # the build, so warm rebuilds download nothing; default ~/.cache/assay/wheels), and after
 # `--` any further options for the builder.
@@ -35,20 +37,20 @@ while [ $# -gt 0 ]; do
     --repo) repo="${2:?--repo needs a value}"; shift 2 ;;
     --push) push=1; repo="${2:?--push needs a registry, e.g. registry.example.com/team}"; shift 2 ;;
     --tag) tag="${2:?--tag needs a value}"; shift 2 ;;
-    --target) targets+=("${2:?--target needs operator or runner}"); shift 2 ;;
+    --target) targets+=("${2:?--target needs operator, runner or runner-vllm}"); shift 2 ;;
     --build-arg) build_args+=(--build-arg "${2:?--build-arg needs K=V}"); shift 2 ;;
     --build-arg=*) build_args+=(--build-arg "${1#--build-arg=}"); shift ;;
     --revision) revision="${2:?--revision needs a value}"; shift 2 ;;
     --builder) builder="${2:?--builder needs podman, buildah or docker}"; shift 2 ;;
     --wheelhouse) wheelhouse="${2:?--wheelhouse needs a directory or none}"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
 done
 [ ${#targets[@]} -gt 0 ] || targets=(operator runner)
 for t in "${targets[@]}"; do
-  case "$t" in operator|runner) ;; *) die "unknown target $t: use operator or runner" ;; esac
+  case "$t" in operator|runner|runner-vllm) ;; *) die "unknown target $t: use operator, runner or runner-vllm" ;; esac
 done
 
 version="$(sed -n 's/^version *= *"\([^"]*\)".*/\1/p' "$root/pyproject.toml" | head -n 1)"

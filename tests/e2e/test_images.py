@@ -121,6 +121,6 @@ def test_chart_defaults_name_these_images(built: dict[str, str]) -> None:
     assert f"{values['image']['repository']}:{values['image']['tag'] or app_version}" == built["operator"]
     runner = values["runnerImage"]
     assert f"{runner['repository']}:{runner['tag'] or app_version}" == built["runner"]
-    from assay.operator.builders import DEFAULT_IMAGE
+    from assay.operator.runner_images import DEFAULT_IMAGE
 
     assert DEFAULT_IMAGE == built["runner"]

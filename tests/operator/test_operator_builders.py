@@ -190,3 +190,23 @@ def test_spec_hash_ignores_suspend_only() -> None:
     assert builders.spec_hash(_spec(suspend=True)) == builders.spec_hash(_spec(suspend=False))
     assert builders.spec_hash(_spec(limit=5)) != builders.spec_hash(_spec())
     assert builders.job(REF, _spec())["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH] == builders.spec_hash(_spec())
+
+
+def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.operator import runner_images
+
+    def image(spec: Any, configured: str | None = None) -> str:
+        return builders.job(REF, spec, default_image=configured)["spec"]["template"]["spec"]["containers"][0]["image"]
+
+    monkeypatch.delenv(runner_images.IMAGE_ENV, raising=False)
+    monkeypatch.delenv(runner_images.VLLM_IMAGE_ENV, raising=False)
+    vllm = parse_spec({"model": "vllm", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"]})
+    assert image(_spec()) == runner_images.DEFAULT_IMAGE
+    assert image(vllm) == runner_images.DEFAULT_VLLM_IMAGE
+    # The chart's two settings reach the operator as environment variables.
+    monkeypatch.setenv(runner_images.IMAGE_ENV, "registry.local/runner:2")
+    monkeypatch.setenv(runner_images.VLLM_IMAGE_ENV, "registry.local/runner-vllm:2")
+    assert image(_spec()) == "registry.local/runner:2" and image(_spec(), "registry.local/flag:3") == "registry.local/flag:3"
+    assert image(vllm, "registry.local/flag:3") == "registry.local/runner-vllm:2"
+    mine = parse_spec({"model": "vllm", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"], "image": "registry.local/mine:1"})
+    assert image(mine) == "registry.local/mine:1"

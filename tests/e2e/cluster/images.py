@@ -49,7 +49,7 @@ PAUSE_TAG = f"localhost/pause:{PAUSE_VERSION}"
 PAUSE_UID = 65535
 TARGETS = ("operator", "runner")
 DEFAULT_REPO = "ghcr.io/assay-dev"
-"""The tags the Helm chart and builders.DEFAULT_IMAGE name, so pods find the local images."""
+"""The tags the Helm chart and runner_images.DEFAULT_IMAGE name, so pods find the local images."""
 
 BASE_PACKAGES = ("python3", "python3-venv", "ca-certificates")
 HOST_CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
@@ -265,11 +265,12 @@ def ensure_pause_image(tag: str = PAUSE_TAG) -> str:
 # --- Assay's images -----------------------------------------------------------------------
 
 
-def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEFAULT_REPO) -> dict[str, str]:
+def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEFAULT_REPO, tag: str | None = None,
+                 build_args: Sequence[str] = ()) -> dict[str, str]:  # fmt: skip
     """Build Assay's images from deploy/images/Dockerfile on `base`; returns target → tag.
 
-    Tags are `<repo>/assay-<target>:<pyproject version>`; the default repo is the one the
-    Helm chart and the operator's default runner image name. Warm rebuilds reuse podman's
+    Tags are `<repo>/assay-<target>:<tag or the pyproject version>`; the default repo is the
+    one the Helm chart and the operator's default runner images name. Warm rebuilds reuse podman's
     layers and the wheelhouse (~/.cache/assay/wheels). A failed build's full output is kept
     in a log file under the cache, named in the error.
     """
@@ -278,6 +279,7 @@ def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEF
     log = CACHE / "logs" / f"build-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     log.parent.mkdir(exist_ok=True)
     command = [str(BUILD_SCRIPT), "--builder", "podman", "--repo", repo, "--build-arg", f"BASE={base}"]
+    command += [f"--build-arg={arg}" for arg in build_args] + (["--tag", tag] if tag else [])
     for target in targets:
         command += ["--target", target]
     command += ["--", "--pull=never"]

@@ -28,14 +28,22 @@ app.kubernetes.io/component: operator
 {{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) -}}
 {{- end -}}
 
-{{/* The runner image: `runnerImage` as {repository, tag} or as one reference string. */}}
-{{- define "assay.runnerImage" -}}
-{{- $runner := .Values.runnerImage -}}
-{{- if kindIs "string" $runner -}}
-{{- required "runnerImage: give an image reference or {repository, tag}" $runner -}}
+{{/* A runner image value, {repository, tag} or one reference string: (list value "name" $). */}}
+{{- define "assay.imageReference" -}}
+{{- $value := index . 0 -}}{{- $name := index . 1 -}}{{- $root := index . 2 -}}
+{{- if kindIs "string" $value -}}
+{{- required (printf "%s: give an image reference or {repository, tag}" $name) $value -}}
 {{- else -}}
-{{- printf "%s:%s" (required "runnerImage.repository is required" $runner.repository) (toString (default .Chart.AppVersion $runner.tag)) -}}
+{{- printf "%s:%s" (required (printf "%s.repository is required" $name) $value.repository) (toString (default $root.Chart.AppVersion $value.tag)) -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The default runner image, and the one for `spec.model: vllm`. */}}
+{{- define "assay.runnerImage" -}}
+{{- include "assay.imageReference" (list .Values.runnerImage "runnerImage" .) -}}
+{{- end -}}
+{{- define "assay.runnerVllmImage" -}}
+{{- include "assay.imageReference" (list .Values.runnerVllmImage "runnerVllmImage" .) -}}
 {{- end -}}
 
 {{/*
