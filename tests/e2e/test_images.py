@@ -121,6 +121,9 @@ def test_chart_defaults_name_these_images(built: dict[str, str]) -> None:
     assert f"{values['image']['repository']}:{values['image']['tag'] or app_version}" == built["operator"]
     runner = values["runnerImage"]
     assert f"{runner['repository']}:{runner['tag'] or app_version}" == built["runner"]
-    from assay.operator.runner_images import DEFAULT_IMAGE
+    from assay.operator.runner_images import DEFAULT_IMAGE, DEFAULT_VLLM_IMAGE
 
     assert DEFAULT_IMAGE == built["runner"]
+    vllm = values["runnerVllmImage"]  # built by test_vllm_image.py under its CPU tag
+    assert DEFAULT_VLLM_IMAGE == f"{vllm['repository']}:{vllm['tag'] or app_version}" == built["runner"].replace(
+        "/assay-runner:", "/assay-runner-vllm:")

@@ -82,7 +82,7 @@ def _results(out: Path) -> dict[str, Any]:
     return json.loads(path.read_text())
 
 
-def test_the_vllm_runner_image_runs_vllm_restricted_with_the_hf_scores(vllm_image: str, inputs: Path) -> None:
+def test_the_vllm_runner_image_runs_vllm_restricted_with_the_local_vllm_scores(vllm_image: str, inputs: Path) -> None:
     config = json.loads(subprocess.run(["podman", "image", "inspect", vllm_image], capture_output=True, text=True,
                                        check=True).stdout)[0]["Config"]  # fmt: skip
     assert config["User"] == "1000:1000" and config["Labels"]["org.opencontainers.image.title"] == "assay-runner-vllm"
