@@ -7,10 +7,11 @@ Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
 runs each harness, each task in its own child process (so peak RSS is per side and task):
 multiple choice (arc_easy, 5-shot), loglikelihood (lambada_openai), rolling (wikitext) and
-generation (gsm8k, 5-shot, its regex filters). Per row it prints wall seconds both sides,
-requests/s and model tokens/s (Assay's), peak RSS both sides, the ratio lm-eval / Assay
-(above 1: Assay is faster), whether every metric matched to 1e-6 relative, and Assay's
-achieved FLOP/s against a matmul peak measured in the same run.
+generation (gsm8k, 5-shot, its regex filters; gsm8k_cot, the fixed 8-shot prompt every
+document shares). Per row it prints wall seconds both sides, requests/s and model tokens/s
+(Assay's), peak RSS both sides, the ratio lm-eval / Assay (above 1: Assay is faster),
+whether every metric matched to 1e-6 relative (for generation, every generated text too),
+and Assay's achieved FLOP/s against a matmul peak measured in the same run.
 
 FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head
 included), not the attention score products: a lower bound. Timings on a shared machine
@@ -21,6 +22,7 @@ reports, it never fails on speed.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -37,7 +39,9 @@ sys.path.insert(0, str(REPO))
 
 # task → (few-shot, kind shown in the table)
 TASKS = {"arc_easy": (5, "multiple choice"), "lambada_openai": (0, "loglikelihood"),
-         "wikitext": (0, "rolling"), "gsm8k": (5, "generate_until")}
+         "wikitext": (0, "rolling"), "gsm8k": (5, "generate_until"),
+         # the same generation with the fixed 8-shot chain-of-thought prompt: every prompt shares its shots
+         "gsm8k_cot": (8, "generate, fixed")}
 
 
 def build_model(directory: Path, tokenizer_dir: Path, layers: int, width: int) -> Path:
@@ -144,7 +148,9 @@ def worker(args: argparse.Namespace) -> int:
     patch_hub(Path(args.datasets))
     fewshot, _ = TASKS[args.task]
     kwargs: dict[str, Any] = dict(tasks=[args.task], limit=args.limit, bootstrap_iters=1000, num_fewshot=fewshot,
-                                  gen_kwargs="max_gen_toks=32", log_samples=False)
+                                  gen_kwargs="max_gen_toks=32")
+    generates = TASKS[args.task][1].startswith("generate")
+    kwargs["log_samples"] = generates  # to compare the generations themselves, not only their scores
     model_args = dict(pretrained=args.model, dtype="float32", device=args.device, batch_size=int(args.batch_size))
     start = time.perf_counter()
     if args.side == "assay":
@@ -163,6 +169,9 @@ def worker(args: argparse.Namespace) -> int:
         out = lm_eval.simple_evaluate(model=lm, **kwargs)
     wall = time.perf_counter() - start
     metrics = {k: v for k, v in out["results"][args.task].items() if "," in k}
+    if generates:  # every generated text, before the filters, stands with the metrics for the match
+        texts = sorted((s["doc_id"], json.dumps(s["resps"])) for s in out["samples"][args.task])
+        metrics["generations sha256"] = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"wall": wall, "rss_mb": rss_mb, "requests": counters.requests, "tokens": counters.tokens,
                       "flops": counters.flops, "metrics": metrics, "config": out.get("config", {}).get("shared_context")}))

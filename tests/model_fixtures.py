@@ -40,15 +40,15 @@ def _gpt2_backend(tokenizer_dir: Path):
     return tokenizers.Tokenizer.from_str(base.backend_tokenizer.to_str())
 
 
-def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234) -> Path:
-    """GPT-2 (2 layers, 64 wide, 64 positions) with the real GPT-2 tokenizer."""
+def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS) -> Path:
+    """GPT-2 (2 layers, 64 wide, 64 positions unless told) with the real GPT-2 tokenizer."""
     import torch
     import transformers
 
     directory = Path(directory)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir))
     config = transformers.GPT2Config(
-        vocab_size=len(tokenizer), n_positions=N_POSITIONS, n_embd=64, n_layer=2, n_head=2,
+        vocab_size=len(tokenizer), n_positions=positions, n_embd=64, n_layer=2, n_head=2,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
@@ -58,7 +58,7 @@ def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1
     return directory
 
 
-def tiny_llama(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234) -> Path:
+def tiny_llama(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS) -> Path:
     """Llama (2 layers, 64 wide) whose tokenizer prepends `<s>` and carries a chat template."""
     import tokenizers
     import torch
@@ -73,11 +73,11 @@ def tiny_llama(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 
     )
     tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>",
-        model_max_length=N_POSITIONS, chat_template=CHAT_TEMPLATE,
+        model_max_length=positions, chat_template=CHAT_TEMPLATE,
     )
     config = transformers.LlamaConfig(
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=N_POSITIONS,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=positions,
         bos_token_id=bos_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
     )
     torch.manual_seed(seed)

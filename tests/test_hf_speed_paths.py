@@ -45,7 +45,7 @@ def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind: str, batch_size: int) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
-    assert ours.speed_info() == {"shared_context": "on"}
+    assert ours.speed_info() == {"shared_context": "on", "shared_prompt_prefix": "on"}
     shapes, handle = _count_forwards(ours.model)
     try:
         mine, ref = ll_both(ours, theirs, MC_REQUESTS)
@@ -60,8 +60,9 @@ def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind:
 def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dict[str, Path]) -> None:
     t5, _ = pair(model_dirs, "t5", batch_size=8)
     assert t5.speed_info()["shared_context"].startswith("off: encoder-decoder")
+    assert t5.speed_info()["shared_prompt_prefix"].startswith("off: encoder-decoder")
     no_cache, theirs = pair(model_dirs, "gpt2", batch_size=8, logits_cache=False)
-    assert no_cache.speed_info() == {"shared_context": "off: logits_cache=False"}
+    assert no_cache.speed_info()["shared_context"] == "off: logits_cache=False"
     assert_ll_equal(*ll_both(no_cache, theirs, MC_REQUESTS))
 
 
@@ -81,7 +82,7 @@ def test_results_config_reports_shared_context(gpt2_dir: Path, tmp_path: Path) -
 
     lm = HFLM(pretrained=str(gpt2_dir), device="cpu")
     config = run_config(EvalOptions(model="hf", tasks=["x"]), lm)
-    assert config["shared_context"] == "on"
+    assert config["shared_context"] == "on" and config["shared_prompt_prefix"] == "on"
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])

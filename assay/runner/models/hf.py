@@ -323,9 +323,9 @@ class HFLM(LM):
         return info
 
     def speed_info(self) -> dict[str, Any]:
-        """How the run computed, for the results' config: shared contexts, or why not."""
-        blocker = self.scorer.share_blocker
-        return {"shared_context": "on" if blocker is None else f"off: {blocker}"}
+        """How the run computed, for the results' config: shared contexts and prompt prefixes, or why not."""
+        blockers = {"shared_context": self.scorer.share_blocker, "shared_prompt_prefix": self.generator.prefix_blocker}
+        return {key: "on" if blocker is None else f"off: {blocker}" for key, blocker in blockers.items()}
 
     def tokenizer_info(self) -> dict[str, Any]:
         tok = self.tokenizer

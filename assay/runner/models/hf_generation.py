@@ -4,7 +4,8 @@ Requests are grouped by their generation kwargs (first-seen order), sorted withi
 by (−context tokens, context) and cut into batches; contexts are left-padded and
 left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
 output is cut at each stop string in turn, and an optional think_end_token strips the
-reasoning trace first.
+reasoning trace first. The prompt prefix a group's requests share (few-shot examples) runs
+once and batches start from its cache (`hf_prompt_prefix`).
 
 Deliberate differences, both about *when generation stops*, never about the tokens chosen:
 - each row stops as soon as its own text holds a stop string (lm-eval runs the whole batch
@@ -27,6 +28,8 @@ import transformers
 from assay.errors import UserError
 from assay.runner.models.instance import GenerationRequest
 from assay.runner.models.hf_encoding import Encoder
+from assay.runner.models import hf_prompt_prefix
+from assay.runner.models.hf_prompt_prefix import PrefixCache
 from assay.runner.models.hf_scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 
 log = logging.getLogger(__name__)
@@ -148,6 +151,37 @@ class Generator:
         self.pad_token_id = pad_token_id
         self.think_end_token = think_end_token
         self.mixed_precision_dtype = mixed_precision_dtype
+        self.prefix_blocker = hf_prompt_prefix.prefix_blocker(model, backend=backend)
+        self._prefix: PrefixCache | None = None  # the last batch's, kept while the next ones share it
+
+    def _autocast(self) -> Any:
+        return torch.autocast(
+            device_type=self.device.type, dtype=self.mixed_precision_dtype, enabled=self.mixed_precision_dtype is not None
+        )
+
+    def _prefix_for(
+        self, rows: Sequence[Sequence[int]], hf_kwargs: dict[str, Any], upcoming: Sequence[Sequence[int]]
+    ) -> PrefixCache | None:
+        """The prompt prefix this batch's rows share, run once, or None.
+
+        The last batch's prefix is kept while it fits. A new one is what this batch shares
+        with the next batch's prompts (`upcoming`), so that it can be kept, else what this
+        batch's rows share among themselves.
+        """
+        if self.prefix_blocker is not None or not hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+            return None
+        if self._prefix is not None and self._prefix.fits(rows):
+            return self._prefix
+        candidates = [list(rows) + list(upcoming)] if upcoming else []
+        if len(rows) > 1:
+            candidates.append(list(rows))
+        for group in candidates:
+            prefix = hf_prompt_prefix.common_prefix(group)
+            if len(prefix) >= hf_prompt_prefix.MIN_SHARED_TOKENS and hf_prompt_prefix.starts_all(prefix, rows):
+                with torch.no_grad(), self._autocast():
+                    self._prefix = PrefixCache(self.model, prefix, device=self.device)
+                return self._prefix
+        return None
 
     def run(
         self, requests: Sequence[GenerationRequest], plan: BatchPlan, on_done: Callable[[Sequence[tuple[int, str]]], None]
@@ -159,11 +193,21 @@ class Generator:
             if not isinstance(request.gen_kwargs, Mapping):
                 raise UserError(f"generation kwargs must be a mapping, not {type(request.gen_kwargs).__name__}.")
             groups.setdefault(_group_key(request.gen_kwargs), []).append(index)
-        lengths = [len(t) for t in self.encoder.encode_many([r.context for r in requests])]
+        prompts = self.encoder.encode_many([r.context for r in requests])
+        try:
+            self._run_groups(requests, groups, prompts, plan, on_done, results)
+        finally:
+            self._prefix = None  # its keys and values are only worth keeping within one call
+        return [r if r is not None else "" for r in results]
+
+    def _run_groups(
+        self, requests: Sequence[GenerationRequest], groups: dict[str, list[int]], prompts: list[list[int]],
+        plan: BatchPlan, on_done: Callable[[Sequence[tuple[int, str]]], None], results: list[str | None],
+    ) -> None:
         eos_text = self.encoder.decode([self.eot_token_id], skip_special_tokens=False)
         batch_size: int | None = plan.fixed
         for indices in groups.values():
-            indices.sort(key=lambda i: (-lengths[i], requests[i].context))
+            indices.sort(key=lambda i: (-len(prompts[i]), requests[i].context))
             until, max_gen_toks, hf_kwargs = normalize_gen_kwargs(requests[indices[0]].gen_kwargs, DEFAULT_MAX_GEN_TOKS)
             if eos_text not in until:
                 until.append(eos_text)
@@ -183,9 +227,10 @@ class Generator:
             pos = 0
             while pos < len(indices):
                 chunk = indices[pos : pos + batch_size]
+                upcoming = [prompts[i] for i in indices[pos + batch_size : pos + 2 * batch_size]]
                 try:
                     texts = self._generate(
-                        [requests[i].context for i in chunk], until, max_gen_toks, max_ctx, hf_kwargs
+                        [requests[i].context for i in chunk], until, max_gen_toks, max_ctx, hf_kwargs, upcoming
                     )
                 except Exception as err:  # noqa: BLE001 - only OOM is handled
                     if not is_oom(err):
@@ -201,7 +246,6 @@ class Generator:
                     results[i] = text
                 on_done(list(zip(chunk, texts)))
                 pos += len(chunk)
-        return [r if r is not None else "" for r in results]
 
     def _trial(self, context: str, batch: int, max_ctx: int, max_gen_toks: int) -> None:
         ids, _ = self.encoder.batch_encode_left([context], left_truncate_len=max_ctx, truncation=self.truncation)
@@ -214,19 +258,30 @@ class Generator:
             else:
                 self.model(input_ids=inputs, decoder_input_ids=inputs[:, : max(1, min(width, max_gen_toks))])
 
-    def _generate(self, contexts: list[str], until: list[str], max_gen_toks: int, max_ctx: int, hf_kwargs: dict[str, Any]) -> list[str]:
+    def _generate(
+        self, contexts: list[str], until: list[str], max_gen_toks: int, max_ctx: int, hf_kwargs: dict[str, Any],
+        upcoming: Sequence[Sequence[int]],
+    ) -> list[str]:
         ids, mask = self.encoder.batch_encode_left(contexts, left_truncate_len=max_ctx, truncation=self.truncation)
-        ids, mask = ids.to(self.device), mask.to(self.device)
         kwargs = dict(hf_kwargs)
         # lm-eval passes max_length = prompt width + max_gen_toks for both backends (for
         # seq2seq that bounds the decoder side: a quirk kept so outputs are the same)
         max_length = kwargs.pop("max_length", ids.shape[1] + max_gen_toks)
+        rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+        prefix = self._prefix_for(rows, hf_kwargs, upcoming)
+        if prefix is not None:
+            # same width as the left-padded batch, so generated tokens start at the same index
+            ids, mask = prefix.layout(rows, self.pad_token_id if self.pad_token_id is not None else 0)
+            kwargs.update(prefix.batch_cache(len(rows), max_length))
+        else:
+            ids, mask = ids.to(self.device), mask.to(self.device)
+            if self.prefix_blocker is None and hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+                cache = hf_prompt_prefix.static_cache(self.model, max_length)
+                if cache is not None:
+                    kwargs[hf_prompt_prefix.cache_kwarg(self.model)] = cache
         start = ids.shape[1] if self.backend == "causal" else 1
         stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
-        autocast = torch.autocast(
-            device_type=self.device.type, dtype=self.mixed_precision_dtype, enabled=self.mixed_precision_dtype is not None
-        )
-        with torch.no_grad(), autocast:
+        with torch.no_grad(), self._autocast():
             out = self.model.generate(
                 input_ids=ids, attention_mask=mask, max_length=max_length, stopping_criteria=stopping,
                 pad_token_id=self.pad_token_id, use_cache=True, **kwargs,
