@@ -278,10 +278,13 @@ def failed_create(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
     return Problem(FAILED_CREATE, f"Job {name} cannot create runner pods: {said}.")
 
 
-JOB_EVENTS_GRACE = 5.0
+JOB_EVENTS_GRACE = 15.0
 """Seconds a new Job may lack pods before its Events are read: the Job controller makes them
 within a sync; reading sooner costs every new run a request that finds nothing (a pod the
-controller cannot create still shows on the next look, the pending sweep's)."""
+controller cannot create still shows on the next look, the pending sweep's). Not less: under
+a burst the controller falls seconds behind, and at 5 s over half of 300 new Jobs listed
+Events (a filtered list of every Event in the namespace) while later Jobs waited on the
+same API server."""
 
 
 def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
