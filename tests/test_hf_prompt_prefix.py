@@ -15,6 +15,7 @@ import torch
 from assay.runner.models import hf_prompt_prefix
 from assay.runner.models.hf import HFLM
 from assay.runner.models.hf_prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
+from assay.runner.models.instance import GenerationRequest
 from model_fixtures import t5_dir, tiny_gpt2, tiny_llama  # noqa: F401  (fixture)
 from test_hf_backend import gen_both, lm_eval_hf
 
@@ -92,7 +93,7 @@ def test_shared_prefix_runs_once_and_generations_equal_lm_evals(
 def test_without_a_static_cache_the_repeated_dynamic_one_gives_the_same(
     long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hf_prompt_prefix, "static_cache", lambda model, max_length: None)
+    monkeypatch.setattr(hf_prompt_prefix, "static_cache_kwargs", lambda model, max_length: {})
     built = _prefix_lengths(monkeypatch)
     ours, theirs = _pair(long_models["llama"], 4)
     reqs = [(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 8}) for q in QUESTIONS]
@@ -113,3 +114,26 @@ def test_left_truncated_prompts_and_sampling_kwargs_take_the_plain_path(
     torch.manual_seed(0)
     mine, ref = gen_both(ours, theirs, beams)
     assert mine == ref and built == []
+
+
+def test_a_static_cache_never_switches_on_transformers_auto_compile(
+    long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On CUDA, transformers compiles the forward when it sees a static cache, unless told not to."""
+    import transformers
+
+    ours = HFLM(pretrained=str(long_models["gpt2"]), device="cpu", batch_size=2)
+    calls: list[dict[str, Any]] = []
+    real_generate = ours.model.generate
+
+    def spying_generate(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs)
+        return real_generate(*args, **kwargs)
+
+    monkeypatch.setattr(ours.model, "generate", spying_generate)
+    shared = [GenerationRequest(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[:2]]
+    plain = [GenerationRequest(f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[2:4]]
+    ours.generate_until(shared + plain, disable_tqdm=True)
+    static = [c for c in calls if any(isinstance(v, transformers.StaticCache) for v in c.values())]
+    assert len(static) == len(calls) == 2  # the shared-prefix batch and the plain one
+    assert all(c.get("disable_compile") is True for c in static)

@@ -276,9 +276,7 @@ class Generator:
         else:
             ids, mask = ids.to(self.device), mask.to(self.device)
             if self.prefix_blocker is None and hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
-                cache = hf_prompt_prefix.static_cache(self.model, max_length)
-                if cache is not None:
-                    kwargs[hf_prompt_prefix.cache_kwarg(self.model)] = cache
+                kwargs.update(hf_prompt_prefix.static_cache_kwargs(self.model, max_length))
         start = ids.shape[1] if self.backend == "causal" else 1
         stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
         with torch.no_grad(), self._autocast():

@@ -15,7 +15,8 @@ over the cached keys in a different order, which moves logits by float rounding 
 Each batch's cache is a static cache sized to the batch's final length and written in place
 (HF's dynamic cache concatenates every layer's keys on every step: half of a decode step's
 time on a small model). Where a static cache cannot be built, the prefix's dynamic cache is
-copied and repeated per row instead.
+copied and repeated per row instead. transformers' automatic torch.compile, which a static
+cache would switch on for CUDA, stays off.
 """
 
 from __future__ import annotations
@@ -102,18 +103,19 @@ class PrefixCache:
         return ids.to(self.device), mask.to(self.device)
 
     def batch_cache(self, batch: int, max_length: int) -> dict[str, Any]:
-        """generate's cache kwarg for a batch of `batch` rows that grows to `max_length` tokens."""
+        """generate's cache kwargs for a batch of `batch` rows that grows to `max_length` tokens."""
         positions = torch.arange(len(self.prefix), device=self.device)
-        static = static_cache(self.model, max_length)
-        if static is not None:
+        static = static_cache_kwargs(self.model, max_length)
+        if static:
+            cache = static[self.cache_arg]
             try:
                 for index, layer in enumerate(self.cache.layers):
                     keys, values = layer.keys, layer.values
-                    static.update(
+                    cache.update(
                         keys.expand(batch, *keys.shape[1:]), values.expand(batch, *values.shape[1:]), index,
                         {"cache_position": positions},
                     )
-                return {self.cache_arg: static}
+                return static
             except (AttributeError, TypeError, ValueError) as err:  # an older cache API
                 log.debug("static cache not filled (%s); repeating the dynamic one", err)
         repeated = copy.deepcopy(self.cache)
@@ -126,10 +128,16 @@ def cache_kwarg(model: Any) -> str:
     return hf_shared.cache_arg(inspect.signature(model.forward).parameters) or "past_key_values"
 
 
-def static_cache(model: Any, max_length: int) -> Any | None:
-    """An empty static cache for `max_length` tokens, or None where this transformers has none to give."""
+def static_cache_kwargs(model: Any, max_length: int) -> dict[str, Any]:
+    """generate's kwargs for an empty static cache of `max_length` tokens; {} where this transformers has none.
+
+    `disable_compile`: with a static cache on CUDA, transformers would otherwise torch.compile
+    the forward on its own — fused kernels round differently from lm-eval's eager run, and
+    every batch width would compile again.
+    """
     try:
-        return transformers.StaticCache(config=model.config, max_cache_len=max_length)
+        cache = transformers.StaticCache(config=model.config, max_cache_len=max_length)
     except (AttributeError, TypeError, ValueError) as err:  # transformers 4.x wants batch size, dtype, device
         log.debug("no static cache (%s)", err)
-        return None
+        return {}
+    return {cache_kwarg(model): cache, "disable_compile": True}
