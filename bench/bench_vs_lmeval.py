@@ -2,6 +2,7 @@
 
     python bench/bench_vs_lmeval.py [--layers 6] [--width 256] [--limit 120] [--batch_size 8] [--device cpu]
     python bench/bench_vs_lmeval.py --quick        # the CI smoke run: tiny model, few documents
+    python bench/bench_vs_lmeval.py --gpu          # on a GPU: a ~0.5B model in bf16, 500 documents
 
 Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA) so the
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
@@ -87,11 +88,13 @@ def add_train_splits(datasets_dir: Path) -> None:
             (folder / "train.jsonl").write_bytes(source.read_bytes())
 
 
-def matmul_peak(device: str, size: int = 1024, repeats: int = 8) -> float:
-    """Best fp32 FLOP/s of a square matmul on this device, now."""
+def matmul_peak(device: str, dtype: str = "float32", size: int = 1024, repeats: int = 8) -> float:
+    """Best FLOP/s of a square matmul in `dtype` on this device, now (4096² on a GPU, 1024² else)."""
     import torch
 
-    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
+    size = 4096 if device.startswith("cuda") else size
+    kind = getattr(torch, dtype)
+    a, b = torch.randn(size, size, device=device, dtype=kind), torch.randn(size, size, device=device, dtype=kind)
     best = 0.0
     for _ in range(repeats):
         if device.startswith("cuda"):
@@ -151,7 +154,7 @@ def worker(args: argparse.Namespace) -> int:
                                   gen_kwargs="max_gen_toks=32")
     generates = TASKS[args.task][1].startswith("generate")
     kwargs["log_samples"] = generates  # to compare the generations themselves, not only their scores
-    model_args = dict(pretrained=args.model, dtype="float32", device=args.device, batch_size=int(args.batch_size))
+    model_args = dict(pretrained=args.model, dtype=args.dtype, device=args.device, batch_size=int(args.batch_size))
     start = time.perf_counter()
     if args.side == "assay":
         from assay.runner.evaluator import simple_evaluate
@@ -180,7 +183,7 @@ def worker(args: argparse.Namespace) -> int:
 
 def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets: Path) -> dict[str, Any]:
     cmd = [sys.executable, __file__, "--worker", side, "--task", task, "--model", str(model), "--datasets", str(datasets),
-           "--limit", str(args.limit), "--batch_size", str(args.batch_size), "--device", args.device]
+           "--limit", str(args.limit), "--batch_size", str(args.batch_size), "--device", args.device, "--dtype", args.dtype]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} on {task} failed:\n{done.stderr[-4000:]}")
@@ -204,6 +207,9 @@ def main() -> int:
     parser.add_argument("--limit", type=int, default=120)
     parser.add_argument("--batch_size", default="8")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--gpu", action="store_true", help="the GPU comparison: a ~0.5B model (24 x 1280), bf16, cuda, "
+                        "500 documents, batch 32 (match at 1e-6 can read False in bf16: its rounding is ~1e-3)")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--quick", action="store_true", help="tiny model, 4 documents per task (the CI smoke run)")
     parser.add_argument("--worker", choices=["assay", "lm-eval"], help=argparse.SUPPRESS)
@@ -215,6 +221,8 @@ def main() -> int:
         return worker(args)
     if args.quick:
         args.layers, args.width, args.limit = 2, 64, 4
+    if args.gpu:  # ~0.5B parameters (24 x 1280, GPT-2 vocabulary), bf16, on the first GPU
+        args.layers, args.width, args.limit, args.batch_size, args.device, args.dtype = 24, 1280, 500, "32", "cuda", "bfloat16"
 
     data = Path(os.environ.get("ASSAY_SHARED_DATA", REPO.parent / "shared" / "data"))
     work = Path(tempfile.mkdtemp(prefix="assay-bench-"))
@@ -223,11 +231,11 @@ def main() -> int:
     data_import.import_benchmarks(data, work / "datasets")
     add_train_splits(work / "datasets")
     model = build_model(work / "model", data / "gpt2_tokenizer", args.layers, args.width)
-    print(f"model: GPT-2 {args.layers} layers x {args.width}, fp32, limit {args.limit}, batch {args.batch_size}, {args.device}")
+    print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}")
     header = ("task", "kind", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB", "lm-eval MB", "GFLOP/s", "of peak", "match")
     print("{:<15}{:<16}{:>8}{:>10}{:>7}{:>8}{:>9}{:>8}{:>11}{:>9}{:>8}  {}".format(*header))
     for task in args.tasks.split(","):
-        peak = matmul_peak(args.device)  # per row: on a shared machine the peak moves too
+        peak = matmul_peak(args.device, args.dtype)  # per row: on a shared machine the peak moves too
         ours = _child(args, "assay", task, model, work / "datasets")
         theirs = _child(args, "lm-eval", task, model, work / "datasets")
         flops = ours["flops"] / ours["wall"]
