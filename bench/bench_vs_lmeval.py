@@ -7,7 +7,7 @@
 Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA) so the
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
 runs each harness, each task in its own child process (so peak RSS is per side and task):
-multiple choice (arc_easy, 5-shot), loglikelihood (lambada_openai), rolling (wikitext) and
+multiple choice (arc_easy, 5-shot; an MMLU subject, whose 5 shots every document shares), loglikelihood (lambada_openai), rolling (wikitext) and
 generation (gsm8k, 5-shot, its regex filters; gsm8k_cot, the fixed 8-shot prompt every
 document shares). Per row it prints wall seconds both sides, requests/s and model tokens/s
 (Assay's), peak RSS both sides, the ratio lm-eval / Assay (above 1: Assay is faster),
@@ -42,7 +42,9 @@ sys.path.insert(0, str(REPO))
 TASKS = {"arc_easy": (5, "multiple choice"), "lambada_openai": (0, "loglikelihood"),
          "wikitext": (0, "rolling"), "gsm8k": (5, "generate_until"),
          # the same generation with the fixed 8-shot chain-of-thought prompt: every prompt shares its shots
-         "gsm8k_cot": (8, "generate, fixed")}
+         "gsm8k_cot": (8, "generate, fixed"),
+         # multiple choice whose shots are the subject's first five (first_n): one few-shot prefix per subject
+         "mmlu_high_school_psychology": (5, "MC, fixed shots")}
 
 
 def build_model(directory: Path, tokenizer_dir: Path, layers: int, width: int) -> Path:
@@ -233,16 +235,17 @@ def main() -> int:
     model = build_model(work / "model", data / "gpt2_tokenizer", args.layers, args.width)
     print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}")
     header = ("task", "kind", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB", "lm-eval MB", "GFLOP/s", "of peak", "match")
-    print("{:<15}{:<16}{:>8}{:>10}{:>7}{:>8}{:>9}{:>8}{:>11}{:>9}{:>8}  {}".format(*header))
+    wide = max(15, *(len(task) + 1 for task in args.tasks.split(",")))
+    print(f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}  {{}}".format(*header))
     for task in args.tasks.split(","):
         peak = matmul_peak(args.device, args.dtype)  # per row: on a shared machine the peak moves too
         ours = _child(args, "assay", task, model, work / "datasets")
         theirs = _child(args, "lm-eval", task, model, work / "datasets")
         flops = ours["flops"] / ours["wall"]
-        print(f"{task:<15}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
+        print(f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
               f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
               f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}  {_agree(ours['metrics'], theirs['metrics'])}")
-        print(f"{'':<15}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
+        print(f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
               f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}")
     return 0
 

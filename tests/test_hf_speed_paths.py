@@ -110,3 +110,22 @@ def test_rolling_falls_back_when_head_is_not_the_model() -> None:
     assert hf_rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is None
     config.final_logit_softcapping = None
     assert hf_rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is not None
+
+
+def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_their_own_tokens() -> None:
+    from assay.runner.models.hf_shared import MIN_SHARED_PREFIX, by_prefix
+
+    shots, other = list(range(100, 100 + MIN_SHARED_PREFIX + 4)), list(range(500, 500 + MIN_SHARED_PREFIX + 4))
+    pairs = [
+        (shots + [1, 2], [9]), (other + [3], [9]), (shots + [1, 3], [9]), (other + [4], [9]),
+        (shots[:MIN_SHARED_PREFIX - 1] + [7], [9]),  # shares too little with the others
+    ]
+    planned = by_prefix([[0], [1], [2], [3], [4]], pairs)
+    prefix_of = {group[0]: prefix for group, prefix in planned}
+    assert prefix_of[0] == prefix_of[2] == shots + [1]  # all that the two share
+    assert prefix_of[1] == prefix_of[3] == other
+    assert prefix_of[4] == []
+    order = [group[0] for group, _ in planned]
+    assert abs(order.index(0) - order.index(2)) == 1 and abs(order.index(1) - order.index(3)) == 1
+    # a context that is all prefix keeps its last token to score from
+    assert dict((g[0], p) for g, p in by_prefix([[0], [1]], [(shots, [9]), (shots + [5], [9])]))[0] == shots[:-1]

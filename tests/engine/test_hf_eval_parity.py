@@ -126,3 +126,27 @@ def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
     _assert_equal(ours, theirs)
     # one prefix (the shots, at least) serves all 7 prompts; a second only if a batch's rows share more
     assert built and min(built) >= hf_prompt_prefix.MIN_SHARED_TOKENS and len(built) <= 2, built
+
+
+@pytest.mark.parity
+@pytest.mark.parametrize("model", ["gpt2", "llama"])
+def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
+    task_dir: Path, long_models: dict[str, Path], model: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """p_arc_first's contexts share their shots (p_arc's do not): the shots run once for all its documents."""
+    from assay.runner.models import hf_shared
+
+    prefixes: list[int] = []
+    real = hf_shared.SharedContextScorer._after_prefix
+
+    def counting(self: Any, ctx: list[int], prefix: list[int]) -> Any:
+        before = self._prefix
+        out = real(self, ctx, prefix)
+        if self._prefix is not before:
+            prefixes.append(len(prefix))
+        return out
+
+    monkeypatch.setattr(hf_shared.SharedContextScorer, "_after_prefix", counting)
+    ours, theirs = _run(task_dir, long_models[model], ["p_arc", "p_arc_first"], 4, num_fewshot=3, limit=7, bootstrap_iters=100)
+    _assert_equal(ours, theirs)
+    assert len(prefixes) == 1 and prefixes[0] >= hf_shared.MIN_SHARED_PREFIX, prefixes

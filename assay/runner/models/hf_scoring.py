@@ -192,8 +192,11 @@ class Scorer:
 
         if self.shared is not None:
             shared, reps = hf_shared.shared_groups(reps, pairs, self.max_length)
-            for group in shared:
-                self._run_shared(group, pairs, members_of, results, plan, on_done)
+            try:
+                for group, prefix in hf_shared.by_prefix(shared, pairs):
+                    self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+            finally:
+                self.shared.release()
         for chunk in self._chunks(reps, pairs, plan, override_batch):
             self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
         assert all(r is not None for r in results)
@@ -270,6 +273,7 @@ class Scorer:
     def _run_shared(
         self,
         group: list[int],
+        prefix: list[int],
         pairs: Sequence[TokenPair],
         members_of: dict[int, list[int]],
         results: list[LoglikelihoodResult | None],
@@ -278,7 +282,7 @@ class Scorer:
     ) -> None:
         assert self.shared is not None
         try:
-            scored = self.shared.score_group(group, pairs)
+            scored = self.shared.score_group(group, pairs, prefix)
         except Exception as err:  # noqa: BLE001 - only OOM is handled
             if not is_oom(err):
                 raise

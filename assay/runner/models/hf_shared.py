@@ -7,6 +7,11 @@ remaining tokens run as one batch on the context's keys and values, repeated per
 Right padding of that batch only touches positions after each choice's own tokens (causal
 attention), so every scored position sees exactly the tokens lm-eval's row shows it.
 
+Documents whose contexts begin with the same tokens (few-shot shots from `first_n` or a fixed
+list, as MMLU's) go further: that prefix runs once, and each document's context runs on a
+copy of its keys and values. Groups are taken in the order of their contexts' tokens, so the
+documents sharing one prefix come together and one prefix cache at a time is held.
+
 The sums inside attention are ordered differently (cached keys vs one pass), which moves a
 log-likelihood by about 1e-7; the parity suite holds metrics to lm-eval's within 1e-6.
 
@@ -18,6 +23,7 @@ and the scorer keeps full passes; the results' config reports which (`shared_con
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -25,6 +31,8 @@ import torch
 import torch.nn.functional as F
 
 TokenPair = tuple[list[int], list[int]]
+# below this many shared tokens a prefix pass saves less than it costs
+MIN_SHARED_PREFIX = 16
 # (log-probs [contlen, vocab], argmax [contlen]) for one request
 Scored = tuple[torch.Tensor, torch.Tensor]
 
@@ -78,6 +86,41 @@ def shared_groups(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: i
     return groups, [index for index in reps if index not in grouped]
 
 
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    length = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        length += 1
+    return length
+
+
+def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[tuple[list[int], list[int]]]:
+    """(group, the context prefix it shares with neighbouring groups, or []) in context token order.
+
+    Sorted by context tokens, documents with one few-shot prefix are adjacent; a run of
+    neighbours sharing at least MIN_SHARED_PREFIX tokens shares the run's common part, cut
+    so that every context keeps a token of its own.
+    """
+    contexts = [pairs[group[0]][0] for group in groups]
+    order = sorted(range(len(groups)), key=lambda i: contexts[i])
+    runs: list[tuple[list[int], int]] = []  # (members in order, common length)
+    for index in order:
+        if runs:
+            members, common = runs[-1]
+            shared = min(common, _common_length(contexts[members[-1]], contexts[index]))
+            if shared >= MIN_SHARED_PREFIX:
+                runs[-1] = (members + [index], shared)
+                continue
+        runs.append(([index], len(contexts[index])))
+    planned: list[tuple[list[int], list[int]]] = []
+    for members, common in runs:
+        size = min([common] + [len(contexts[i]) - 1 for i in members]) if len(members) > 1 else 0
+        prefix = contexts[members[0]][:size] if size >= MIN_SHARED_PREFIX else []
+        planned.extend((groups[i], prefix) for i in members)
+    return planned
+
+
 class SharedContextScorer:
     """Scores one group of requests sharing a context: two model calls for the whole group."""
 
@@ -89,13 +132,28 @@ class SharedContextScorer:
         self.device = device
         self.softmax_dtype = softmax_dtype
         self.autocast = autocast
+        self._prefix: tuple[list[int], Any] | None = None
 
-    def score_group(self, members: Sequence[int], pairs: Sequence[TokenPair]) -> list[Scored]:
+    def _after_prefix(self, ctx: list[int], prefix: list[int]) -> tuple[list[int], dict[str, Any]]:
+        """(the context's own tokens, the forward's cache kwarg): a copy of the prefix's cache."""
+        if not prefix:
+            return ctx, {}
+        if self._prefix is None or self._prefix[0] != prefix:
+            ids = torch.tensor([prefix], dtype=torch.long).to(self.device, non_blocking=True)
+            self._prefix = (prefix, self.model(ids, use_cache=True, **self.keep)[self.cache_arg])
+        return ctx[len(prefix):], {self.cache_arg: copy.deepcopy(self._prefix[1])}
+
+    def release(self) -> None:
+        """Drops the last prefix's keys and values (kept only while its documents come)."""
+        self._prefix = None
+
+    def score_group(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int] | None = None) -> list[Scored]:
         ctx = pairs[members[0]][0]
         tails = [pairs[i][1][:-1] for i in members]
         with torch.no_grad(), self.autocast():
-            context = torch.tensor([ctx], dtype=torch.long).to(self.device, non_blocking=True)
-            first = self.model(context, use_cache=True, **self.keep)
+            own, cached = self._after_prefix(ctx, prefix or [])
+            context = torch.tensor([own], dtype=torch.long).to(self.device, non_blocking=True)
+            first = self.model(context, use_cache=True, **cached, **self.keep)
             last = first.logits[0, -1:]  # scores each continuation's first token
             width = max(len(t) for t in tails)
             rest = None
