@@ -191,9 +191,9 @@ class Scorer:
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
         if self.shared is not None:
-            shared, reps = hf_shared.shared_groups(reps, pairs, self.max_length)
+            planned, reps = hf_shared.plan_shared(reps, pairs, self.max_length)
             try:
-                for group, prefix in hf_shared.by_prefix(shared, pairs):
+                for group, prefix in planned:
                     self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
             finally:
                 self.shared.release()

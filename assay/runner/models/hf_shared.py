@@ -70,20 +70,29 @@ def cache_arg(params: Any) -> str | None:
     return next((name for name in ("cache", "past_key_values") if name in params), None)
 
 
-def shared_groups(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> tuple[list[list[int]], list[int]]:
-    """(groups of ≥ 2 requests with one context, the rest) among `reps`, in `reps` order.
-
-    Only requests whose row is not left-truncated qualify: a truncated row's context is not
-    the same tokens across choices.
-    """
+def _by_context(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> dict[tuple[int, ...], list[int]]:
+    """`reps` by context, in `reps` order. Only rows that are not left-truncated qualify: a
+    truncated row's context is not the same tokens across choices."""
     by_context: dict[tuple[int, ...], list[int]] = {}
     for index in reps:
         ctx, cont = pairs[index]
         if ctx and len(ctx) + len(cont) - 1 <= max_length:
             by_context.setdefault(tuple(ctx), []).append(index)
-    groups = [members for members in by_context.values() if len(members) > 1]
-    grouped = {index for members in groups for index in members}
-    return groups, [index for index in reps if index not in grouped]
+    return by_context
+
+
+def plan_shared(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
+    """((group, prefix) to score on a cache, the rest for batched full passes) among `reps`.
+
+    A group is requests with one context (a document's choices) or a lone request (a
+    document whose choices are one token each, which lm-eval's grouping already folds into
+    one row) whose context shares a few-shot prefix with others; lone requests without one
+    stay batched. The rest keep `reps` order.
+    """
+    candidates = list(_by_context(reps, pairs, max_length).values())
+    planned = [(group, prefix) for group, prefix in by_prefix(candidates, pairs) if len(group) > 1 or prefix]
+    taken = {index for group, _ in planned for index in group}
+    return planned, [index for index in reps if index not in taken]
 
 
 def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
