@@ -136,3 +136,13 @@ def llama_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Pa
 @pytest.fixture(scope="session")
 def t5_dir(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     return tiny_t5(tmp_path_factory.mktemp("tiny_t5"), shared_data / "gpt2_tokenizer")
+
+
+@pytest.fixture(scope="session")
+def long_models(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> dict[str, Path]:
+    """The tiny GPT-2 and Llama with 1,024 positions: few-shot prompts fit untruncated."""
+    tokenizer = shared_data / "gpt2_tokenizer"
+    return {
+        "gpt2": tiny_gpt2(tmp_path_factory.mktemp("gpt2_long"), tokenizer, positions=1024),
+        "llama": tiny_llama(tmp_path_factory.mktemp("llama_long"), tokenizer, positions=1024),
+    }

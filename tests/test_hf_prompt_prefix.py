@@ -16,8 +16,9 @@ from assay.runner.models import hf_prompt_prefix
 from assay.runner.models.hf import HFLM
 from assay.runner.models.hf_prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
 from assay.runner.models.instance import GenerationRequest
-from model_fixtures import t5_dir, tiny_gpt2, tiny_llama  # noqa: F401  (fixture)
+from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
 from test_hf_backend import gen_both, lm_eval_hf
+from tests.helpers import count_prompt_prefixes
 
 pytestmark = pytest.mark.parity
 
@@ -25,31 +26,9 @@ SHOTS = "".join(f"Question: what is {a} plus {a}?\nAnswer: {a} plus {a} is {2 * 
 QUESTIONS = ["what is ten plus ten?", "why is the sky blue?", "name a prime", "what comes after Monday?", "2+2?"]
 
 
-@pytest.fixture(scope="module")
-def long_models(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    tokenizer = shared_data / "gpt2_tokenizer"
-    return {
-        "gpt2": tiny_gpt2(tmp_path_factory.mktemp("gpt2_long"), tokenizer, positions=1024),
-        "llama": tiny_llama(tmp_path_factory.mktemp("llama_long"), tokenizer, positions=1024),
-    }
-
-
 def _pair(path: Path, batch_size: int) -> tuple[HFLM, Any]:
     args = dict(pretrained=str(path), device="cpu", batch_size=batch_size)
     return HFLM(**args), lm_eval_hf().HFLM(**args)
-
-
-def _prefix_lengths(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The length of every PrefixCache built from now on (the real class still runs)."""
-    built: list[int] = []
-    real_init = hf_prompt_prefix.PrefixCache.__init__
-
-    def counting_init(self: Any, model: Any, prefix: list[int], **kwargs: Any) -> None:
-        built.append(len(prefix))
-        real_init(self, model, prefix, **kwargs)
-
-    monkeypatch.setattr(hf_prompt_prefix.PrefixCache, "__init__", counting_init)
-    return built
 
 
 def test_common_prefix_leaves_each_row_a_token_of_its_own() -> None:
@@ -73,7 +52,7 @@ def test_only_kwargs_that_keep_one_row_per_prompt_allow_a_prefix(t5_dir: Path) -
 def test_shared_prefix_runs_once_and_generations_equal_lm_evals(
     long_models: dict[str, Path], kind: str, batch_size: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built = _prefix_lengths(monkeypatch)
+    built = count_prompt_prefixes(monkeypatch)
     ours, theirs = _pair(long_models[kind], batch_size)
     reqs = [(SHOTS + f"Question: {q}\nAnswer:", {"until": ["Question:"], "max_gen_toks": 12}) for q in QUESTIONS]
     shapes: list[tuple[int, ...]] = []
@@ -94,7 +73,7 @@ def test_without_a_static_cache_the_repeated_dynamic_one_gives_the_same(
     long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(hf_prompt_prefix, "static_cache_kwargs", lambda model, max_length: {})
-    built = _prefix_lengths(monkeypatch)
+    built = count_prompt_prefixes(monkeypatch)
     ours, theirs = _pair(long_models["llama"], 4)
     reqs = [(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 8}) for q in QUESTIONS]
     mine, ref = gen_both(ours, theirs, reqs)
@@ -104,7 +83,7 @@ def test_without_a_static_cache_the_repeated_dynamic_one_gives_the_same(
 def test_left_truncated_prompts_and_sampling_kwargs_take_the_plain_path(
     long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    built = _prefix_lengths(monkeypatch)
+    built = count_prompt_prefixes(monkeypatch)
     ours, theirs = _pair(long_models["gpt2"], 4)
     long_shots = SHOTS * 12  # past 1,024 tokens: each row keeps its last tokens, not the shots
     reqs = [(long_shots + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 6}) for q in QUESTIONS[:3]]

@@ -17,8 +17,8 @@ import pytest
 
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
-from tests.helpers import write_parity_tasks
-from tests.model_fixtures import gpt2_dir, llama_dir, tiny_gpt2, tiny_llama  # noqa: F401  (fixtures)
+from tests.helpers import count_prompt_prefixes, write_parity_tasks
+from tests.model_fixtures import gpt2_dir, llama_dir, long_models  # noqa: F401  (fixtures)
 
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402
@@ -93,33 +93,16 @@ def test_llama_bos_and_chat_template(task_dir: Path, llama_dir: Path) -> None:  
         assert ours[key] == theirs[key], key
 
 
-@pytest.fixture(scope="module")
-def long_models(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """The tiny GPT-2 and Llama with 1,024 positions: 3-shot gsm prompts fit without truncation."""
-    tokenizer = shared_data / "gpt2_tokenizer"
-    return {
-        "gpt2": tiny_gpt2(tmp_path_factory.mktemp("gpt2_long"), tokenizer, positions=1024),
-        "llama": tiny_llama(tmp_path_factory.mktemp("llama_long"), tokenizer, positions=1024),
-    }
-
-
 @pytest.mark.parity
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
-    task_dir: Path, long_models: dict[str, Path], model: str, batch_size: int, monkeypatch: pytest.MonkeyPatch,
+    task_dir: Path, long_models: dict[str, Path], model: str, batch_size: int, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     """Every prompt of p_gsm_first starts with the same shots: Assay runs them once per run of batches."""
     from assay.runner.models import hf_prompt_prefix
 
-    built: list[int] = []
-    real_init = hf_prompt_prefix.PrefixCache.__init__
-
-    def counting_init(self: Any, model: Any, prefix: list[int], **kwargs: Any) -> None:
-        built.append(len(prefix))
-        real_init(self, model, prefix, **kwargs)
-
-    monkeypatch.setattr(hf_prompt_prefix.PrefixCache, "__init__", counting_init)
+    built = count_prompt_prefixes(monkeypatch)
     chat = dict(apply_chat_template=True, fewshot_as_multiturn=True) if model == "llama" else {}
     ours, theirs = _run(task_dir, long_models[model], ["p_gsm_first"], batch_size, limit=7,
                         bootstrap_iters=100, gen_kwargs="max_gen_toks=10", **chat)
