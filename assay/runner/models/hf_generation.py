@@ -4,7 +4,7 @@ Requests are grouped by their generation kwargs (first-seen order), sorted withi
 by (−context tokens, context) and cut into batches; contexts are left-padded and
 left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
 output is cut at each stop string in turn, and an optional think_end_token strips the
-reasoning trace first. The prompt prefix a group's requests share (few-shot examples) runs
+reasoning trace first. The prompt prefix a batch's prompts share (few-shot examples) runs
 once and batches start from its cache (`hf_prompt_prefix`).
 
 Deliberate differences, both about *when generation stops*, never about the tokens chosen:

@@ -1,9 +1,10 @@
 """generate_until's shared prompt prefix, computed once, and caches written in place.
 
-Few-shot prompts of one task mostly begin with the same shots (fixed or `first_n`
-samplers, a shared description): on gsm8k 5-shot about 750 of ~850 tokens. lm-eval runs the
-whole prompt of every row through the model; here the prefix that all of a group's prompts
-share runs once, and each batch starts from its keys and values.
+Few-shot prompts often begin with the same shots (fixed or `first_n` samplers, a shared
+description): gsm8k_cot's eight fixed examples are most of each prompt. lm-eval runs the
+whole prompt of every row through the model; here the prefix that a batch's prompts share
+(with the next batch's, so that it can be kept) runs once, and each batch starts from its
+keys and values. (gsm8k's default sampler draws different shots per document: nothing to share.)
 
 A batch row is laid out as [prefix][padding][own tokens] instead of lm-eval's
 [padding][prefix][own tokens]. Position ids come from the attention mask's running sum (HF
@@ -33,8 +34,7 @@ from assay.runner.models import hf_shared
 
 log = logging.getLogger(__name__)
 
-# below this many shared tokens a prefix pass saves less than it costs
-MIN_SHARED_TOKENS = 16
+MIN_SHARED_TOKENS = hf_shared.MIN_SHARED_PREFIX  # one threshold for scoring and generation
 # generate kwargs under which one prompt is one row and the logits processors see only tokens
 _ROW_PRESERVING_KWARGS = frozenset({"do_sample", "temperature", "top_k", "top_p", "min_p"})
 
@@ -56,11 +56,8 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> list[int]:
     if not rows:
         return []
     first = rows[0]
-    limit = min(len(row) for row in rows) - 1
-    length = 0
-    while length < limit and all(row[length] == first[length] for row in rows):
-        length += 1
-    return list(first[:length])
+    length = min([len(row) - 1 for row in rows] + [hf_shared.common_length(first, row) for row in rows[1:]])
+    return list(first[:max(length, 0)])
 
 
 def starts_all(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> bool:
@@ -83,7 +80,9 @@ class PrefixCache:
         self.device = device
         self.cache_arg = cache_kwarg(model)
         ids = torch.tensor([prefix], dtype=torch.long, device=device)
-        self.cache = model(ids, use_cache=True)[self.cache_arg]
+        # only the cache is wanted: no positions × vocabulary logits for the prefix
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in inspect.signature(model.forward).parameters else {}
+        self.cache = model(ids, use_cache=True, **keep)[self.cache_arg]
 
     def fits(self, rows: Sequence[Sequence[int]]) -> bool:
         """Every row begins with the prefix and has tokens after it (left truncation breaks this)."""

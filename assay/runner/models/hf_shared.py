@@ -95,7 +95,8 @@ def plan_shared(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int
     return planned, [index for index in reps if index not in taken]
 
 
-def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+def common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens `a` and `b` share."""
     length = 0
     for x, y in zip(a, b):
         if x != y:
@@ -117,7 +118,7 @@ def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[t
     for index in order:
         if runs:
             members, common = runs[-1]
-            shared = min(common, _common_length(contexts[members[-1]], contexts[index]))
+            shared = min(common, common_length(contexts[members[-1]], contexts[index]))
             if shared >= MIN_SHARED_PREFIX:
                 runs[-1] = (members + [index], shared)
                 continue
