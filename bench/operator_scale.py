@@ -11,7 +11,7 @@ and prints per N:
   on a watch;
 - operator peak RSS (VmHWM);
 - API requests per Evaluation (the operator's user in the audit log; its watches too);
-- duplicate reconciles: Evaluations whose create/resume handler ran more than once
+- duplicate reconciles: Evaluations whose run was decided more than once
   (the operator's own log lines, which name their Evaluation);
 - status writes per second (the operator's patches of evaluations/status, over the burst);
 - `/metrics` scrape time (mean of 5, after the burst).
@@ -185,7 +185,7 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
     profiler = None
     if profile:
         # py-spy (pip install py-spy) samples the operator through the burst: collapsed stacks.
-        profiler = subprocess.Popen(["py-spy", "record", "--pid", str(operator.pid), "--format", "raw", "--nonblocking",
+        profiler = subprocess.Popen(["py-spy", "record", "--pid", str(operator.pid), "--format", "raw", "--nonblocking", "--gil",
                                      "-o", f"{profile}.{n}.txt", "--duration", "15"], stdout=subprocess.DEVNULL)  # fmt: skip
         time.sleep(1)
     try:
@@ -208,7 +208,10 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
         print(f"Only {len(latencies)} of {n} Jobs appeared; the operator's log ends:", *lines[-40:], sep="\n")
     handler_runs: collections.Counter[str] = collections.Counter(
         line.split(f"[{namespace}/", 1)[1].split("]", 1)[0] for line in lines
-        if "Handler 'reconcile_evaluation' succeeded" in line and f"[{namespace}/" in line)  # fmt: skip
+        if "Run decided:" in line and f"[{namespace}/" in line)  # fmt: skip
+    decided = sum(1 for name in handler_runs if name.startswith("ev-"))
+    if decided < n:
+        print(f"Only {decided} of {n} Evaluations logged 'Run decided:'; the duplicate count misses the rest.")
     kinds = collections.Counter(
         f"{e['verb']} {(e.get('objectRef') or {}).get('resource', '?')}"
         + (f"/{e['objectRef']['subresource']}" if (e.get("objectRef") or {}).get("subresource") else "")

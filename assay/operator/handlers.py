@@ -1,9 +1,10 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
-- Evaluation created, resumed (operator start), its spec changed or its `evaluations.assay.dev/rerun`
-  annotation changed (a re-run of the same spec, which bumps no generation) → parse, check the
-  admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan out. Idempotent: a restart re-plans
-  from what exists and creates nothing twice.
+- Any Evaluation event → its Prometheus gauges follow its status (deletion drops them), and
+  when its run needs deciding (`decisions`: new, spec changed, `evaluations.assay.dev/rerun`
+  bumped, or unfinished when first seen after a start) → `decide_run`: parse, check the
+  admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan
+  out. Idempotent: a retry or a restart re-plans from what exists and creates nothing twice.
 - A runner Job or runner pod changed → `observe.observe_run` takes the Job and its pods
   from what the watches showed (`watched`), reads Events where no status can tell,
   `diagnosis.diagnose` names what keeps the run from going on, and `conditions.from_job`
@@ -14,13 +15,12 @@
 - Every `observe.PENDING_SWEEP_INTERVAL` seconds, Pending Evaluations are observed again: a
   pod the Job controller cannot create (quota) changes no Job or pod, and a pull timeout
   needs a clock.
-- Any Evaluation event → its Prometheus gauges follow its status; deletion drops them.
 
 Handlers that call the API are sync on purpose: the kubernetes client is synchronous and
 kopf runs sync handlers in its thread pool. Those that only keep memory (the index
 handlers, the metrics) are async and run in kopf's event loop, saving a thread hop on
-every watch event. Handler progress and diff-base are stored in `assay.dev/` annotations,
-since the status schema is ours (a `status.kopf` field would be pruned).
+every watch event. No kopf create/update/resume handler is registered: those would make
+kopf store its progress and a copy of each spec in annotations (see `decisions`).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, converge, diagnosis, diffbase, kube, observe, policy, reconcile, validation
+from assay.operator import builders, conditions, converge, decisions, diagnosis, kube, observe, policy, reconcile, validation
 from assay.operator.watched import Watched
 
 logger = logging.getLogger(__name__)
@@ -48,9 +48,6 @@ WATCH_SERVER_TIMEOUT = 300
 HANDLER_WORKERS = 32
 """Threads for sync handlers. kopf's default, min(32, cpus + 4), is 6 on a 2-core node: a
 burst of Evaluations then queues behind API round trips, not behind CPU."""
-CONSISTENCY_TIMEOUT = 30.0
-"""Seconds kopf waits to see its own patch before handling an object again (default 5): under a
-burst, a watch event of our status write came first and the creation was handled twice."""
 IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
 """Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
 
@@ -83,21 +80,38 @@ def _kopf_event(obj: Any, *, type: str, reason: str, message: str) -> None:
     kopf.event(obj, type=type, reason=reason, message=message)
 
 
+class NoDiffBase(kopf.DiffBaseStorage):
+    """No essence kept or compared: with no create/update handler, nothing reads kopf's diffs.
+
+    kopf builds each watch event's essence (a deep copy of the whole body) whatever handlers
+    there are; for the operator's Jobs, pods and Evaluations under a burst that was a sixth of
+    its CPU (py-spy, 300 Evaluations)."""
+
+    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
+        return kopf.BodyEssence()
+
+    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
+        return None
+
+    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
+        return None
+
+
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=spec_module.GROUP)
-    settings.persistence.diffbase_storage = diffbase.RedactingDiffBaseStorage(prefix=spec_module.GROUP)
-    settings.persistence.finalizer = f"{spec_module.GROUP}/operator"
+    settings.persistence.diffbase_storage = NoDiffBase()
     settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
     settings.watching.client_timeout = WATCH_SERVER_TIMEOUT + 30
     settings.watching.connect_timeout = 30
     settings.posting.level = logging.WARNING
     settings.execution.max_workers = HANDLER_WORKERS
-    settings.persistence.consistency_timeout = CONSISTENCY_TIMEOUT
     # Namespaces are given explicitly (or all); no need to watch Namespaces or CRDs.
     settings.scanning.disabled = True
     observe.metrics_of(memo)
     memo.watched = Watched(job_label=builders.LABEL_JOB)
+    memo.decisions = decisions.RunDecisions(
+        decide=lambda evaluation: decide_run(evaluation, memo=memo), on_error=_decision_failed(memo),
+        latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
     kube.load_config()
     memo.pending = observe.PendingEvaluations()
     memo.sweeper = observe.PendingSweeper(memo)
@@ -145,33 +159,46 @@ def _status_written(memo: Any) -> Callable[[Mapping[str, Any]], None]:
     return lambda evaluation: observe.seen(memo, "evaluations", evaluation)
 
 
-@kopf.on.resume(*EVALUATIONS)
-@kopf.on.create(*EVALUATIONS)
-@kopf.on.update(*EVALUATIONS, field="spec")
-# Not under `assay.dev/`: kopf's progress storage (that prefix) strips every annotation of it
-# from what it compares, even one a handler names (found on a real cluster).
-@kopf.on.update(*EVALUATIONS, field=("metadata", "annotations", builders.ANNOTATION_RERUN))
-def reconcile_evaluation(body: kopf.Body, patch: kopf.Patch, memo: kopf.Memo, logger: kopf.Logger,
-                         **_: Any) -> None:  # fmt: skip
-    evaluation = observe.plain(body)
+def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
+    """Decide an Evaluation's run and carry the decision out (in a handler thread; see `decisions`).
+
+    Parse, check the admin's policy, validate, plan from what exists, write status, create
+    the children. Idempotent: a retry or a restart re-plans and creates nothing twice."""
     now = _now()
     admin = _policy(memo)
+    meta = evaluation["metadata"]
+    log = _object_logger(meta)
     try:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
         policy.check(spec, admin)  # before the task index sees a path it would walk
-        namespace = evaluation["metadata"]["namespace"]
+        namespace = meta["namespace"]
         sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
             "ConfigMap", "v1", namespace=namespace, name=config_map))  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:
-            patch.status.update(status)
-            kopf.warn(body, reason="InvalidSpec", message=str(error))
+            _status_written(memo)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
+                                                               status=status))  # fmt: skip
+            _kopf_event(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
+        log.info("Refused: %s", error)
         return
-    with _counting_errors(memo, "reconcile"):
-        converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
-                           emit=_kopf_event, task_sources=sources, written=_status_written(memo))  # fmt: skip
+    steps = converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
+                               emit=_kopf_event, task_sources=sources, written=_status_written(memo))  # fmt: skip
+    log.info("Run decided: %s", steps.summary())
+
+
+def _object_logger(meta: Mapping[str, Any]) -> logging.LoggerAdapter[logging.Logger]:
+    """A logger whose lines name the Evaluation, as kopf's per-object ones do (see main.EvaluationPrefixFormatter)."""
+    return logging.LoggerAdapter(logger, {"k8s_ref": {"namespace": meta.get("namespace"), "name": meta.get("name")}})
+
+
+def _decision_failed(memo: Any) -> Callable[[tuple[str, str], BaseException], None]:
+    def report(key: tuple[str, str], error: BaseException) -> None:
+        observe.metrics_of(memo).record_error("reconcile")
+        _object_logger({"namespace": key[0], "name": key[1]}).warning(
+            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, kube.ApiError))
+    return report
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
@@ -230,9 +257,10 @@ def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
         raise
 
 
-# In the event loop, not the handler threads: it only updates memory, on every Evaluation event.
+# In the event loop, not the handler threads: most events only update memory; a run to
+# decide goes to a handler thread (`decisions`).
 @kopf.on.event(*EVALUATIONS)
-async def observe_metrics(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+async def evaluation_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata") or {}
     deleted = event.get("type") == "DELETED"
     evaluation = observe.latest(memo, "evaluations", body)
@@ -240,17 +268,24 @@ async def observe_metrics(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo
         if tracker is not None:
             tracker.observe(evaluation, deleted=deleted)
     if deleted:
+        # Children go with the Evaluation through ownerReferences; only memory is ours.
         observe.seen(memo, "evaluations", body, deleted=True)
         observe.metrics_of(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
     else:
         observe.metrics_of(memo).observe(evaluation)
+    run_decisions = getattr(memo, "decisions", None)
+    if isinstance(run_decisions, decisions.RunDecisions):
+        # The newest body known (the operator's own status writes included), not only this event's.
+        newest = _newest_evaluation(memo, evaluation)
+        await run_decisions.observe(newest, deleted=deleted)
 
 
-@kopf.on.delete(*EVALUATIONS, optional=True)
-def forget_metrics(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    # Children go with the Evaluation through ownerReferences; only metrics are ours.
-    meta = body.get("metadata") or {}
-    observe.metrics_of(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
+def _newest_evaluation(memo: Any, evaluation: Mapping[str, Any]) -> Mapping[str, Any]:
+    watched = observe.watched_of(memo)
+    if watched is None:
+        return evaluation
+    namespace, name = decisions.key_of(evaluation)
+    return watched.evaluations.get(namespace, name) or evaluation
 
 
 def watched_namespaces(env: Mapping[str, str] | None = None) -> list[str]:

@@ -58,7 +58,7 @@ class EvaluationPrefixFormatter(logging.Formatter):
         return HF_TOKEN_RE.sub("hf_<redacted>", super().format(record))
 
 
-_ROUTINE_SUCCESS = re.compile(r"^(Indexer '\w+'|Handler '(observe_metrics|mirror_job|mirror_pod)') succeeded\.$")
+_ROUTINE_SUCCESS = re.compile(r"^(Indexer '\w+'|Handler '(evaluation_changed|mirror_job|mirror_pod)') succeeded\.$")
 
 
 class RoutineSuccessFilter(logging.Filter):

@@ -47,6 +47,16 @@ class Plan:
     def is_noop(self) -> bool:
         return not (self.create or self.delete_jobs or self.delete_services or self.suspend_job or self.status)
 
+    def summary(self) -> str:
+        """One line for the operator's log: what this plan does."""
+        jobs = [str(m["metadata"]["name"]) for m in self.create if m.get("kind") == "Job"]
+        parts = [f"new run, Job {', '.join(jobs)}" if self.new_run else "the current run kept"]
+        if self.delete_jobs:
+            parts.append(f"superseded Jobs deleted: {', '.join(self.delete_jobs)}")
+        if self.suspend_job:
+            parts.append(f"Job {self.suspend_job[0]} {'suspended' if self.suspend_job[1] else 'resumed'}")
+        return "; ".join(parts) + "."
+
 
 def plan(
     body: Mapping[str, Any],

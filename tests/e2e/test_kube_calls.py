@@ -33,7 +33,7 @@ def api(control_plane: cp.ControlPlane) -> Iterator[None]:
         yield
     finally:
         client.Configuration.set_default(before)
-        kube.api_client.cache_clear()
+        kube.session.cache_clear()
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
 
 

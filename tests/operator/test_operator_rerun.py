@@ -11,11 +11,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import kopf
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, diffbase, handlers, reconcile
+from assay.operator import builders, conditions, decisions, reconcile
 from assay.operator.names import DNS1035_LABEL
 from assay.spec import parse_spec
 from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
@@ -136,26 +135,16 @@ def test_rerun_names_are_valid_and_apart(name: str) -> None:
     assert [builders.job_name(ref) for ref in refs] == names  # deterministic: a restart finds its Job
 
 
-def _compared(annotations: dict[str, str]) -> dict[str, Any]:
-    """What kopf compares of an Evaluation, built as its processing does (kopf/_core/reactor/
-    processing.py): the diff-base essence with the handlers' extra fields, then cleared of
-    the progress storage's annotations, with the storages `handlers.configure` installs."""
-    registry = kopf.get_default_registry()
-    extra = registry._changing.get_extra_fields(resource=kopf.Resource(*handlers.EVALUATIONS))
-    body = kopf.Body({"metadata": {"name": "ev", "annotations": {f"{spec_module.GROUP}/kopf-managed": "yes",
-                                                                   **annotations}}, "spec": SPEC})  # fmt: skip
-    essence = diffbase.RedactingDiffBaseStorage(prefix=spec_module.GROUP).build(body=body, extra_fields=extra)
-    return dict(kopf.AnnotationsProgressStorage(prefix=spec_module.GROUP).clear(essence=essence))
-
-
-def test_kopf_sees_a_bumped_rerun_annotation() -> None:
-    registry = kopf.get_default_registry()
-    field = ("metadata", "annotations", builders.ANNOTATION_RERUN)
-    on_field = [h for h in registry._changing.get_resource_handlers(kopf.Resource(*handlers.EVALUATIONS))
-                if h.field == field]  # fmt: skip
-    assert [h.fn for h in on_field] == [handlers.reconcile_evaluation]
-    before, after = _compared({}), _compared({builders.ANNOTATION_RERUN: "2026-12-01"})
-    assert before != after and after["metadata"]["annotations"] == {builders.ANNOTATION_RERUN: "2026-12-01"}
-    # Why the annotation is not `assay.dev/rerun`: under kopf's own prefix it never reaches the
-    # comparison, named by a handler or not (the first e2e run of this feature missed every bump).
-    assert _compared({f"{spec_module.GROUP}/rerun": "2026-12-01"}) == before
+def test_a_bumped_token_asks_for_a_decision_and_a_removed_one_does_not() -> None:
+    """The trigger is a level (`decisions`): the token on the object against the one its status ran."""
+    _, status = _first_run()
+    finished = _body(SPEC, generation=1, status={**status, "observedGeneration": 1})
+    assert not decisions.needs_decision(finished, first_sight=True)
+    bumped = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1}), "2026-12-01")
+    assert decisions.needs_decision(bumped, first_sight=False)
+    ran = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1,
+                                                        "rerunToken": "2026-12-01"}), "2026-12-01")  # fmt: skip
+    assert not decisions.needs_decision(ran, first_sight=True)
+    # The annotation removed after that run: its token stays the one asked for; nothing to do.
+    removed = _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"})
+    assert builders.rerun_token(removed) == "2026-12-01" and not decisions.needs_decision(removed, first_sight=True)
