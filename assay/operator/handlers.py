@@ -25,7 +25,9 @@ kopf store its progress and a copy of each spec in annotations (see `decisions`)
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
 import datetime
 import logging
 import os
@@ -109,6 +111,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.scanning.disabled = True
     observe.metrics_of(memo)
     memo.watched = Watched(job_label=builders.LABEL_JOB)
+    memo.executor = settings.execution.executor
     memo.decisions = decisions.RunDecisions(
         decide=lambda evaluation: decide_run(evaluation, memo=memo), on_error=_decision_failed(memo),
         latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
@@ -226,8 +229,11 @@ def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
-def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    """A runner pod changed: what it says (pull errors, scheduling, OOMKilled) reaches the Evaluation."""
+async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
+    """A runner pod changed: what it says (pull errors, scheduling, OOMKilled) reaches the Evaluation.
+
+    Decided in the event loop from what the watches showed; only a pod with something to
+    say costs a handler thread (and API calls)."""
     pod = observe.latest(memo, "pods", body)
     if event.get("type") == "DELETED":
         observe.seen(memo, "pods", pod, deleted=True)
@@ -235,16 +241,35 @@ def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any)
     job_name = (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB)
     if not job_name:
         return
+    watched = observe.watched_of(memo)
+    evaluation_name = builders.evaluation_name(pod)
+    cached = watched.evaluations.get(pod["metadata"]["namespace"], evaluation_name) \
+        if watched is not None and evaluation_name else None  # fmt: skip
+    # A pod of another run than the one the watch shows is looked up in the API, in the thread.
+    if cached is not None and (cached.get("status") or {}).get("jobName") == job_name \
+            and not _pod_has_news(pod, cached, memo=memo):  # fmt: skip
+        return
+    loop = asyncio.get_running_loop()
+    executor = getattr(memo, "executor", None)
+    await loop.run_in_executor(executor, contextvars.copy_context().run, _mirror_pod_run, pod, memo)
+
+
+def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, memo: Any) -> bool:
+    """Whether a pod of the Evaluation's current run shows a problem, or one its status shows has ended."""
+    status = evaluation.get("status") or {}
+    if status.get("jobName") != (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB):
+        return False
+    # A healthy pod of a run without a problem: the Job's own events tell the rest.
+    has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=observe.pull_timeout(memo)) \
+        or diagnosis.terminated_problem(pod)  # fmt: skip
+    return bool(has_problem) or status.get("reason") in diagnosis.REASONS
+
+
+def _mirror_pod_run(pod: Mapping[str, Any], memo: Any) -> None:
     with _counting_errors(memo, "mirror_pod"):
         evaluation = observe.evaluation_of(pod, memo=memo)
-        if evaluation is None or (evaluation.get("status") or {}).get("jobName") != job_name:
-            return
-        # A healthy pod of a run without a problem: the Job's own events tell the rest.
-        has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=observe.pull_timeout(memo)) \
-            or diagnosis.terminated_problem(pod)  # fmt: skip
-        if not has_problem and (evaluation.get("status") or {}).get("reason") not in diagnosis.REASONS:
-            return
-        observe.observe_run(evaluation, memo=memo, emit=_kopf_event)
+        if evaluation is not None and _pod_has_news(pod, evaluation, memo=memo):
+            observe.observe_run(evaluation, memo=memo, emit=_kopf_event)
 
 
 @contextlib.contextmanager
