@@ -97,6 +97,9 @@ def test_cluster_wide_render() -> None:
     assert verbs[("rbac.authorization.k8s.io", "roles")] == {"get", "create"}
     assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
     assert verbs[("", "pods")] == {"get", "list", "watch"}
+    # Status only: no annotation, finalizer or spec of an Evaluation is the operator's to write.
+    assert verbs[("assay.dev", "evaluations")] == {"get", "list", "watch"}
+    assert verbs[("assay.dev", "evaluations/status")] == {"get", "patch"}
     assert verbs[("", "configmaps")] == {"get"}  # spec.taskSources, by name
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}

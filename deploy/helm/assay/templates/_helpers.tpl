@@ -54,12 +54,14 @@ itself, which is all that each runner Role grants, so creating those Roles needs
 task YAMLs an Evaluation's spec.taskSources names in its own namespace.
 */}}
 {{- define "assay.rules" -}}
+# The operator writes status only: it keeps no annotations or finalizers on Evaluations, so it
+# cannot change what a user asked for.
 - apiGroups: [assay.dev]
   resources: [evaluations]
-  verbs: [get, list, watch, patch]
+  verbs: [get, list, watch]
 - apiGroups: [assay.dev]
   resources: [evaluations/status]
-  verbs: [get, patch, update]
+  verbs: [get, patch]
 # ownerReferences with blockOwnerDeletion on children need this where
 # OwnerReferencesPermissionEnforcement is enabled.
 - apiGroups: [assay.dev]
