@@ -2,8 +2,8 @@
 project's images built from its Dockerfiles, and the operator installed by `helm install`
 as the chart's Deployment.
 
-- Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS)
-  are built once per machine by tests/e2e/cluster/build.sh; under CI=true or
+- Binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS,
+  Prometheus, Kueue) are built once per machine by tests/e2e/cluster/build.sh; under CI=true or
   ASSAY_E2E_BUILD=1 the suite builds them itself, otherwise it skips saying how.
 - The node (containerd + runc + CNI bridge, kubelet, scheduler, CoreDNS) needs root and the
   Debian packages that .ci/run installs: outside CI a missing piece skips the suite with the
@@ -34,6 +34,7 @@ import yaml
 
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.cluster import images as image_builds
+from tests.e2e.cluster import kueue as kueue_cluster
 from tests.e2e.cluster import network
 from tests.e2e.cluster.node import Node, NodeUnavailable, check_prerequisites, clean_host, leftovers, state_dir
 
@@ -153,6 +154,29 @@ def node(control_plane: cp.ControlPlane, images: dict[str, str]) -> Iterator[Nod
         yield real
     finally:
         real.stop()
+
+
+@pytest.fixture(scope="module")
+def kueue(control_plane: cp.ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[kueue_cluster.Kueue]:
+    """The real Kueue controller (CRDs, webhooks, manager) for the rest of one test module.
+
+    Module-scoped: while it runs, its Job webhook sees every Job the module's tests create
+    (it leaves those without a queue label alone), as in a cluster with Kueue installed."""
+    if not kueue_cluster.built(control_plane.bin_dir):
+        if not (in_ci() or os.environ.get("ASSAY_E2E_BUILD") == "1"):
+            pytest.skip("Kueue is not built yet: run tests/e2e/cluster/build.sh once (or set ASSAY_E2E_BUILD=1)")
+        try:
+            cp.ensure_binaries(required=("kueue",))
+        except cp.ClusterUnavailable as reason:
+            skip_or_fail(str(reason))
+    if shutil.which("unshare") is None:
+        skip_or_fail("Kueue's manager runs under `unshare` (util-linux), which is not on PATH")
+    real = kueue_cluster.Kueue(control_plane, workdir=tmp_path_factory.mktemp("kueue"), bin_dir=control_plane.bin_dir)
+    real.start()
+    yield real
+    real.stop()
+    left = real.leftovers()
+    assert not left, f"Kueue left things on the cluster: {', '.join(left)}"
 
 
 @pytest.fixture(scope="session")

@@ -3,17 +3,22 @@
 The session's operator runs the chart's default policy: no remote code, no unsafe task
 code, runners offline; task paths and literal secrets are refused whatever the policy. A
 second release, installed with `policy` values, shows the admin's image prefixes and
-GPU/node caps reach the operator through Helm.
+GPU/node caps reach the operator through Helm. Queued runs are admitted by the real Kueue
+controller (the `kueue` fixture, tests/e2e/cluster/kueue.py), which then runs for the rest
+of the module.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from typing import Any, Callable
 
 import pytest
+import yaml
 
+from tests.e2e.cluster import kueue as kueue_cluster
+from tests.e2e.cluster.node import NODE_NAME
 from tests.e2e.conftest import CHART, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm
 from tests.e2e.helpers import dummy_spec
 
@@ -108,38 +113,144 @@ def test_a_job_deleted_by_hand_is_created_again_and_runs(cluster: Cluster) -> No
     assert len(cluster.items("jobs", "assay.dev/evaluation=lost")) == 1
 
 
-def test_a_kueue_queued_run_waits_for_admission_and_only_kueue_unsuspends_it(cluster: Cluster) -> None:
-    """Kueue's documented Job contract (kueue.sigs.k8s.io/docs/tasks/run/jobs): a Job with the
-    `kueue.x-k8s.io/queue-name` label is created with `suspend: true`; Kueue admits it by
-    setting `suspend: false` (and may preempt it by setting it back). The real Kueue
-    controller is not run here: built from its module it is a large controller whose
-    admission webhooks need serving certificates the API server can reach, more than this
-    suite's one-machine cluster and its setup budget carry; so this test plays Kueue's part
-    with the same API call Kueue makes, and checks the operator's side of the contract."""
-    queued = dummy_spec(podTemplate={"labels": {"kueue.x-k8s.io/queue-name": "team-queue"}})
-    cluster.apply(evaluation_manifest("queued", **queued))
-    (job,) = cluster.wait_for("the Job", lambda: cluster.items("jobs", "assay.dev/evaluation=queued"), timeout=60)
-    assert job["spec"]["suspend"] is True and job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-queue"
+GATE_LABEL = "assay.dev/e2e-kueue-gate"
+Conditions = dict[str, dict[str, Any]]
 
-    def waiting() -> str | None:
-        status = cluster.evaluation("queued").get("status") or {}
-        running = {c["type"]: c for c in status.get("conditions") or ()}.get("Running") or {}
-        if status.get("phase") == "Pending" and running.get("reason") == "Suspended":
-            return str(running.get("message"))
-        return None
 
-    message = cluster.wait_for("Pending, waiting for Kueue", waiting, timeout=60)
-    assert "waits for Kueue to admit it from queue team-queue" in message
-    # An operator restart re-plans every Evaluation: it must still leave `suspend` to Kueue.
-    cluster.operator.kill()
-    cluster.operator.start()
-    time.sleep(5)
-    assert cluster.get("job", job["metadata"]["name"])["spec"]["suspend"] is True
-    assert cluster.items("pods") == []
-    # Admission, as Kueue does it.
-    cluster.kubectl("patch", "job", job["metadata"]["name"], "--type=merge", "-p", '{"spec": {"suspend": false}}')
-    status = cluster.wait("queued", "Succeeded", timeout=180)["status"]
-    assert status["results"]["arc_easy"] and status["jobName"] == job["metadata"]["name"]
+def _kueue_queues(namespace: str, *, cpu: str) -> list[dict[str, Any]]:
+    """A ResourceFlavor, a ClusterQueue with `cpu` of it for this namespace only, and the
+    namespace's LocalQueue `team-queue`. The flavor's node label is a gate: Kueue puts it on
+    the pods it admits as a nodeSelector, and the node lacks it until the test adds it."""
+    return [
+        {"apiVersion": kueue_cluster.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": namespace},
+         "spec": {"nodeLabels": {GATE_LABEL: namespace}}},
+        {"apiVersion": kueue_cluster.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": namespace},
+         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                  "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+                      {"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}},
+        {"apiVersion": kueue_cluster.API_VERSION, "kind": "LocalQueue",
+         "metadata": {"name": "team-queue", "namespace": namespace}, "spec": {"clusterQueue": namespace}},
+    ]  # fmt: skip
+
+
+def _conditions(obj: dict[str, Any] | None) -> Conditions:
+    return {c["type"]: c for c in ((obj or {}).get("status") or {}).get("conditions") or ()}
+
+
+def _admitted(conditions: Conditions) -> bool:
+    return conditions.get("Admitted", {}).get("status") == "True"
+
+
+def _job_of(cluster: Cluster, evaluation: str) -> dict[str, Any]:
+    (job,) = cluster.wait_for(f"the Job of {evaluation}", lambda: cluster.items("jobs", f"assay.dev/evaluation={evaluation}"),
+                              timeout=60)  # fmt: skip
+    return dict(job)
+
+
+def _workload_of(kueue: kueue_cluster.Kueue, job: dict[str, Any]) -> dict[str, Any] | None:
+    """Kueue's Workload for `job`: Kueue names it, and the Job owns it."""
+    for workload in kueue.workloads(job["metadata"]["namespace"]):
+        if any(o["uid"] == job["metadata"]["uid"] for o in workload["metadata"].get("ownerReferences") or ()):
+            return workload
+    return None
+
+
+def _wait_workload(cluster: Cluster, kueue: kueue_cluster.Kueue, job: dict[str, Any], what: str,
+                   reached: Callable[[Conditions], bool], timeout: float = 60) -> dict[str, Any]:  # fmt: skip
+    def found() -> dict[str, Any] | None:
+        workload = _workload_of(kueue, job)
+        return workload if workload is not None and reached(_conditions(workload)) else None
+
+    try:
+        return dict(cluster.wait_for(f"{job['metadata']['name']}'s Workload {what}", found, timeout=timeout))
+    except AssertionError as error:
+        workloads = json.dumps(kueue.workloads(job["metadata"]["namespace"]), indent=1)
+        raise AssertionError(f"{error}\n--- Workloads\n{workloads[-4000:]}\n--- kueue log\n{kueue.tail()}") from None
+
+
+def _suspend_owners(cluster: Cluster, job: str) -> set[str]:
+    """The field managers that last set the Job's `spec.suspend` (Kueue's is `kueue`)."""
+    fields = json.loads(cluster.kubectl("get", "job", job, "-o", "json", "--show-managed-fields").stdout)
+    return {m["manager"] for m in fields["metadata"]["managedFields"]
+            if "f:suspend" in (m.get("fieldsV1") or {}).get("f:spec", {})}  # fmt: skip
+
+
+def _waits_for_kueue(cluster: Cluster, evaluation: str) -> str | None:
+    """The Evaluation's Running message while it is Pending on a suspended Job, else None."""
+    status = cluster.evaluation(evaluation).get("status") or {}
+    running = _conditions({"status": status}).get("Running") or {}
+    if status.get("phase") == "Pending" and running.get("reason") == "Suspended":
+        return str(running.get("message"))
+    return None
+
+
+def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluster, kueue: kueue_cluster.Kueue) -> None:
+    """The real Kueue controller (sigs.k8s.io/kueue, built from the module proxy, with its
+    CRDs and webhooks; tests/e2e/cluster/kueue.py) admits Evaluations through a
+    ClusterQueue and a LocalQueue, by its documented Job contract: a Job with the
+    `kueue.x-k8s.io/queue-name` label is created with `suspend: true`, Kueue creates a
+    Workload for it and admits it by setting `suspend: false` (and may preempt it by setting
+    it back). The ClusterQueue holds one CPU and each runner pod asks for one: the second
+    Evaluation waits, its Workload not admitted for want of quota, until the first's Job has
+    finished. The operator never flips `suspend` on these Jobs, also not after a restart.
+
+    The flavor's node label gates the first run's pod until the test has seen the second
+    wait: Kueue sets it as the admitted pods' nodeSelector, and the node gets it later."""
+    namespace, plane = cluster.namespace, cluster.plane
+    for manifest in _kueue_queues(namespace, cpu="1"):
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    queued = dummy_spec(resources={"nodes": 1, "gpusPerNode": 0, "cpu": "1"},
+                        podTemplate={"labels": {kueue_cluster.QUEUE_LABEL: "team-queue"}})  # fmt: skip
+    try:
+        # The first run: Kueue admits it at once (the queue is empty) and unsuspends its Job.
+        cluster.apply(evaluation_manifest("first", **queued))
+        first_job = _job_of(cluster, "first")
+        assert first_job["metadata"]["labels"][kueue_cluster.QUEUE_LABEL] == "team-queue"
+        admission = _wait_workload(cluster, kueue, first_job, "admitted", _admitted)["status"]["admission"]
+        assert admission["clusterQueue"] == namespace
+        assert admission["podSetAssignments"][0]["flavors"] == {"cpu": namespace}
+        name = first_job["metadata"]["name"]
+        first_job = cluster.wait_for("Kueue to unsuspend the first Job", lambda: (
+            job if (job := cluster.get("job", name))["spec"]["suspend"] is False else None))  # fmt: skip
+        # Kueue's hand, not the operator's: its flavor's node label on the pod template, and
+        # the field manager that owns `spec.suspend`.
+        assert first_job["spec"]["template"]["spec"].get("nodeSelector") == {GATE_LABEL: namespace}
+        assert _suspend_owners(cluster, name) == {"kueue"}
+
+        # The second run: its Workload waits for the quota the first holds; its Job stays suspended.
+        cluster.apply(evaluation_manifest("second", **queued))
+        second_job = _job_of(cluster, "second")
+        waiting = _conditions(_wait_workload(cluster, kueue, second_job, "pending for want of quota",
+                                             lambda c: c.get("QuotaReserved", {}).get("reason") == "Pending"))  # fmt: skip
+        assert "insufficient unused quota for cpu" in waiting["QuotaReserved"]["message"], waiting
+        assert not _admitted(waiting)
+        message = cluster.wait_for("the second Evaluation Pending, waiting for Kueue",
+                                   lambda: _waits_for_kueue(cluster, "second"), timeout=60)  # fmt: skip
+        assert "waits for Kueue to admit it from queue team-queue" in message
+        # An operator restart re-plans every Evaluation: it must still leave `suspend` to Kueue.
+        cluster.operator.kill()
+        cluster.operator.start()
+        time.sleep(5)
+        assert cluster.get("job", second_job["metadata"]["name"])["spec"]["suspend"] is True
+        assert cluster.get("job", name)["spec"]["suspend"] is False
+        assert not _admitted(_conditions(_workload_of(kueue, second_job)))
+        assert [p["metadata"]["labels"]["job-name"] for p in cluster.items("pods")] == [name]
+
+        # Open the gate: the first run runs and ends, Kueue releases its quota and admits the second.
+        plane.kubectl("label", "node", NODE_NAME, f"{GATE_LABEL}={namespace}", "--overwrite")
+        first = cluster.wait("first", "Succeeded", timeout=180)["status"]
+        assert first["results"]["arc_easy"] and first["jobName"] == name
+        second = cluster.wait("second", "Succeeded", timeout=180)["status"]
+        assert second["results"]["arc_easy"] and second["jobName"] == second_job["metadata"]["name"]
+        finished = _wait_workload(cluster, kueue, first_job, "finished", lambda c: c.get("Finished", {}).get("status") == "True")
+        admitted = _wait_workload(cluster, kueue, second_job, "admitted", _admitted)
+        # RFC 3339 in UTC, to the second: the strings order as the times do.
+        assert _conditions(admitted)["Admitted"]["lastTransitionTime"] >= _conditions(finished)["Finished"]["lastTransitionTime"]
+        assert _suspend_owners(cluster, second_job["metadata"]["name"]) == {"kueue"}
+    finally:
+        plane.kubectl("label", "node", NODE_NAME, f"{GATE_LABEL}-", check=False)
+        for kind in ("clusterqueues", "resourceflavors"):
+            plane.kubectl("delete", f"{kind}.{kueue_cluster.GROUP}", namespace, "--wait=false", check=False)
 
 
 def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) -> None:

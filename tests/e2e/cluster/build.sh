@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS and Prometheus from the Go module proxy, once per
-# machine, cached by version under ~/.cache/assay/k8s/<version>/bin.
+# Build etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, CoreDNS, Prometheus and Kueue from the Go
+# module proxy, once per machine, cached by version under ~/.cache/assay/k8s/<version>/bin. Kueue's CRDs and webhook
+# manifests are copied next to its binary (bin/kueue-manifests), so that tests need no module cache.
 #
 # k8s.io/kubernetes cannot be `go install`ed (its go.mod replaces the staging modules with
 # ./staging/...), so we build from a wrapper module that requires k8s.io/kubernetes and
@@ -23,13 +24,21 @@ export CGO_ENABLED=0
 export GOTOOLCHAIN=local
 JOBS="${ASSAY_K8S_BUILD_JOBS:-$(nproc)}"
 
-if [[ -x "$BIN/kube-apiserver" && -x "$BIN/kube-controller-manager" && -x "$BIN/etcd" \
-      && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -x "$BIN/coredns" && -x "$BIN/prometheus" && -f "$BIN/.complete" ]]; then
+# Everything a complete cache holds: a cache completed before something was added here
+# (Kueue, say) is completed again, building only what it lacks.
+complete() {
+  local name
+  for name in kube-apiserver kube-controller-manager etcd kubelet kube-scheduler coredns prometheus kueue; do
+    [[ -x "$BIN/$name" ]] || return 1
+  done
+  [[ -f "$BIN/kueue-manifests/webhook/manifests.yaml" && -f "$BIN/.complete" ]]
+}
+if complete; then
   echo "$BIN"
   exit 0
 fi
 
-# Exit 3 means "cannot build here" (no Go >= 1.24, or no module proxy): the e2e suite skips.
+# Exit 3 means "cannot build here" (no Go >= 1.24, or >= 1.25 for Kueue, or no module proxy): the e2e suite skips.
 command -v go >/dev/null || { echo "build.sh: go toolchain not found" >&2; exit 3; }
 go_minor=$(go env GOVERSION | sed -n 's/^go1\.\([0-9]*\).*/\1/p')
 if [[ -z "$go_minor" || "$go_minor" -lt 24 ]]; then
@@ -39,10 +48,11 @@ mkdir -p "$BIN" "$OUTDIR/src/k8s" "$OUTDIR/src/etcd"
 # One build at a time per version (CI and a developer may race).
 exec 9>"$OUTDIR/.lock"
 flock 9
-if [[ -f "$BIN/.complete" && -x "$BIN/kubelet" && -x "$BIN/kube-scheduler" && -x "$BIN/coredns" \
-      && -x "$BIN/prometheus" ]]; then
+if complete; then
   echo "$BIN"; exit 0
 fi
+# Written again at the end, once everything is there.
+rm -f "$BIN/.complete"
 
 start=$(date +%s)
 minor="${VERSION#v1.}"; minor="${minor%%.*}"
@@ -108,8 +118,8 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 GO
 go mod tidy
-echo "build.sh: building etcd $etcd_version" >&2
 if [[ ! -x "$BIN/etcd" ]]; then
+  echo "build.sh: building etcd $etcd_version" >&2
   go build -p "$JOBS" -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" go.etcd.io/etcd/server/v3
   mv "$BIN/etcd.tmp" "$BIN/etcd"
 fi
@@ -141,7 +151,35 @@ if [[ ! -x "$BIN/prometheus" ]]; then
   mv "$BIN/prometheus.tmp" "$BIN/prometheus"
 fi
 
+# --- Kueue: the job queueing controller (no replace directives: go install works) ----------
+# Its CRDs, the release's CRD patches (conversion webhooks) and its webhook manifests ship in
+# the same module: they are copied beside the binary, in the module's layout.
+KUEUE_VERSION="${ASSAY_KUEUE_VERSION:-v0.17.0}"
+if [[ ! -x "$BIN/kueue" || ! -f "$BIN/kueue-manifests/webhook/manifests.yaml" ]]; then
+  echo "build.sh: building kueue $KUEUE_VERSION" >&2
+  kueue_json=$(go mod download -json "sigs.k8s.io/kueue@$KUEUE_VERSION") || {
+    echo "build.sh: cannot download sigs.k8s.io/kueue@$KUEUE_VERSION from the Go module proxy" >&2; exit 3; }
+  kdir=$(printf '%s' "$kueue_json" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  kueue_go_minor=$(sed -n 's/^go 1\.\([0-9]*\).*/\1/p' "$kdir/go.mod")
+  if [[ "$go_minor" -lt "${kueue_go_minor:-0}" ]]; then
+    echo "build.sh: Kueue $KUEUE_VERSION needs Go >= 1.$kueue_go_minor, found $(go env GOVERSION)" >&2; exit 3
+  fi
+  GOBIN="$OUTDIR/src/kueue-bin" go install -p "$JOBS" -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$KUEUE_VERSION" "sigs.k8s.io/kueue/cmd/kueue@$KUEUE_VERSION"
+  manifests="$BIN/kueue-manifests.tmp"
+  rm -rf "$manifests"
+  mkdir -p "$manifests/crd/bases" "$manifests/crd/patches" "$manifests/webhook"
+  install -m 0644 "$kdir"/config/components/crd/bases/*.yaml "$manifests/crd/bases/"
+  install -m 0644 "$kdir"/config/components/crd/patches/*.yaml "$manifests/crd/patches/"
+  install -m 0644 "$kdir/config/components/crd/kustomization.yaml" "$manifests/crd/"
+  install -m 0644 "$kdir/config/components/webhook/manifests.yaml" "$manifests/webhook/"
+  echo "$KUEUE_VERSION" > "$manifests/VERSION"
+  rm -rf "$BIN/kueue-manifests"
+  mv "$manifests" "$BIN/kueue-manifests"
+  mv "$OUTDIR/src/kueue-bin/kueue" "$BIN/kueue"
+fi
+
 end=$(date +%s)
-echo "$VERSION etcd=$etcd_version coredns=$COREDNS_VERSION prometheus=$PROMETHEUS_VERSION built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
+echo "$VERSION etcd=$etcd_version coredns=$COREDNS_VERSION prometheus=$PROMETHEUS_VERSION kueue=$KUEUE_VERSION built in $((end - start))s on $(nproc) cores" > "$BIN/.complete"
 echo "build.sh: done in $((end - start))s" >&2
 echo "$BIN"

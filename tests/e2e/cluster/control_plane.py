@@ -28,7 +28,7 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Sequence
 
 import yaml
 
@@ -55,10 +55,11 @@ def cache_dir() -> Path:
     return Path(os.environ.get("ASSAY_K8S_CACHE", Path.home() / ".cache" / "assay" / "k8s"))
 
 
-def ensure_binaries(*, log: Path | None = None) -> Path:
-    """The bin folder with etcd, kube-apiserver and kube-controller-manager; builds them if needed."""
+def ensure_binaries(*, log: Path | None = None, required: Sequence[str] = ()) -> Path:
+    """The bin folder with everything build.sh builds; builds them if needed, or if one of
+    `required` is missing (a cache completed before build.sh built it)."""
     bin_dir = cache_dir() / k8s_version() / "bin"
-    if (bin_dir / ".complete").is_file():
+    if (bin_dir / ".complete").is_file() and all((bin_dir / name).exists() for name in required):
         return bin_dir
     if shutil.which("go") is None:
         raise ClusterUnavailable(
@@ -71,7 +72,8 @@ def ensure_binaries(*, log: Path | None = None) -> Path:
         result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=out, stderr=subprocess.STDOUT, check=False)
     if result.returncode == BUILD_UNAVAILABLE_EXIT:
         raise ClusterUnavailable(f"the Go module proxy is unavailable to build Kubernetes {k8s_version()}; see {log}")
-    if result.returncode != 0 or not (bin_dir / ".complete").is_file():
+    if result.returncode != 0 or not (bin_dir / ".complete").is_file() \
+            or not all((bin_dir / name).exists() for name in required):  # fmt: skip
         raise ClusterError(f"building Kubernetes {k8s_version()} failed (exit {result.returncode}); see {log}")
     return bin_dir
 
