@@ -65,10 +65,6 @@ def built(bin_dir: Path) -> bool:
     return (bin_dir / "kueue").is_file() and (bin_dir / MANIFESTS / "webhook" / "manifests.yaml").is_file()
 
 
-def version(bin_dir: Path) -> str:
-    return (bin_dir / MANIFESTS / "VERSION").read_text().strip()
-
-
 def _openssl(cwd: Path, *args: str) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)
 
