@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import collections.abc
 import datetime
-import json
 import logging
 import threading
 from typing import Any, Callable, Mapping
@@ -34,25 +33,21 @@ def _now() -> datetime.datetime:
 
 
 def plain(value: Any) -> Any:
-    """kopf's body views → plain dicts and lists, copied (the pure functions expect JSON),
-    without `metadata.managedFields` (server-side apply's bookkeeping, never read here).
+    """kopf's body view → the plain dicts it wraps, without `metadata.managedFields` (server-side
+    apply's bookkeeping, never read here, often half of a body).
 
-    Through the C JSON codec and without managedFields, often half of a body: every watch
-    event of every runner pod, Job and Evaluation is copied, and a Python walk over whole
-    bodies was a tenth of the operator's CPU under a burst."""
-    if isinstance(value, collections.abc.Mapping) and isinstance(value.get("metadata"), collections.abc.Mapping) \
-            and "managedFields" in value["metadata"]:  # fmt: skip
-        meta = {k: v for k, v in value["metadata"].items() if k != "managedFields"}
-        value = {**value, "metadata": meta}
-    return json.loads(json.dumps(value, default=_view_as_dict))
-
-
-def _view_as_dict(value: Any) -> Any:
-    if isinstance(value, collections.abc.Mapping):
-        return dict(value)
-    if isinstance(value, (tuple, set, frozenset)):
-        return list(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
+    Not copied: the top level and the metadata are new dicts, everything below is shared
+    with the watch event kopf decoded for this one event and never changes. Every watch
+    event of every runner pod, Job and Evaluation goes through here; a deep copy was a
+    tenth of the operator's CPU under a burst. Bodies are read, never changed, by the
+    operator (see `watched`)."""
+    if not isinstance(value, collections.abc.Mapping):
+        return value
+    out = {key: value[key] for key in value}
+    meta = out.get("metadata")
+    if isinstance(meta, collections.abc.Mapping):
+        out["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return out
 
 
 def metrics_of(memo: Any) -> EvaluationMetrics:
