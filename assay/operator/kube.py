@@ -1,26 +1,20 @@
 """The operator's API calls, with plain dicts in and out.
 
-Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths over one
-urllib3 pool. The kubernetes package only reads the credentials (in-cluster service
-account or kubeconfig) and sets up TLS; its ApiClient is not on the request path: its
-per-request parameter handling, body sanitizing and auth-hook calls were a quarter of the
-operator's CPU under a burst of 300 Evaluations (py-spy), more than the HTTP itself. Every
-call is synchronous: handlers run them in kopf's thread pool.
+Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths over this
+thread's connection (`api_session`). Every call is synchronous: handlers run them in
+kopf's thread pool.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import logging
-import threading
-import time
 import urllib.parse
 from typing import Any, Mapping
 
 from assay import spec as spec_module
-from assay.operator import builders
+from assay.operator import api_session, builders
 from assay.operator.names import label_value
 
 logger = logging.getLogger(__name__)
@@ -29,19 +23,9 @@ Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 
 
-API_POOL_SIZE = 32
-"""HTTP connections to the API server: as many as handler threads (the client's default, 10 or
-cpus × 5, made a burst's handlers wait for a connection)."""
-CONNECT_TIMEOUT, READ_TIMEOUT = 10.0, 60.0
-"""Seconds: a request to an API server that hangs fails (and is retried) rather than hold a handler thread."""
-AUTH_REFRESH_SECONDS = 10.0
-"""How long a bearer token is reused before the credentials are asked again (in-cluster
-tokens are rotated on disk; the kubernetes loader re-reads them)."""
-
-
 def load_config(kubeconfig: str | None = None) -> None:
     """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config)."""
-    from kubernetes import client, config
+    from kubernetes import config
 
     if kubeconfig is not None:
         config.load_kube_config(config_file=kubeconfig)
@@ -50,9 +34,6 @@ def load_config(kubeconfig: str | None = None) -> None:
             config.load_incluster_config()
         except config.ConfigException:
             config.load_kube_config()
-    configuration = client.Configuration.get_default_copy()
-    configuration.connection_pool_maxsize = API_POOL_SIZE
-    client.Configuration.set_default(configuration)
     session.cache_clear()
 
 
@@ -88,45 +69,16 @@ def path(api_version: str, kind: str, *, namespace: str, name: str | None = None
     return url
 
 
-@dataclasses.dataclass
-class Session:
-    """The API server's address, a connection pool set up for its TLS, and the current credentials."""
-
-    host: str
-    pool: Any  # urllib3.PoolManager (or a ProxyManager when the kubeconfig names a proxy)
-    configuration: Any  # kubernetes.client.Configuration: it refreshes tokens
-    _auth: dict[str, str] = dataclasses.field(default_factory=dict)
-    _auth_at: float = -AUTH_REFRESH_SECONDS
-    _lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
-
-    def auth_headers(self) -> dict[str, str]:
-        now = time.monotonic()
-        with self._lock:
-            if now - self._auth_at >= AUTH_REFRESH_SECONDS:
-                headers = {}
-                for setting in self.configuration.auth_settings().values():
-                    if setting.get("in") == "header" and setting.get("value"):
-                        headers[str(setting["key"])] = str(setting["value"])
-                self._auth, self._auth_at = headers, now
-            return self._auth
-
-
 @functools.lru_cache(maxsize=1)
-def session() -> Session:
+def session() -> api_session.Session:
     from kubernetes import client
-    from kubernetes.client import rest
 
-    configuration = client.Configuration.get_default_copy()
-    # The kubernetes package's own TLS, client-certificate and proxy set-up; only its pool is used.
-    pool = rest.RESTClientObject(configuration).pool_manager
-    return Session(host=configuration.host.rstrip("/"), pool=pool, configuration=configuration)
+    return api_session.Session(client.Configuration.get_default_copy())
 
 
 def request(method: str, url: str, *, body: Any = None, label_selector: str | None = None,
             field_selector: str | None = None, content_type: str = "application/json") -> Any:  # fmt: skip
     """One API request; the decoded JSON answer. Raises ApiError for an error status."""
-    import urllib3
-
     query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
     if query:
         url += "?" + urllib.parse.urlencode(query)
@@ -136,12 +88,10 @@ def request(method: str, url: str, *, body: Any = None, label_selector: str | No
     if body is not None:
         payload = json.dumps(body).encode()
         headers["Content-Type"] = content_type
-    response = api.pool.request(method, api.host + url, body=payload, headers=headers,
-                                timeout=urllib3.Timeout(connect=CONNECT_TIMEOUT, read=READ_TIMEOUT))  # fmt: skip
-    data = response.data
+    response = api.send(method, url, body=payload, headers=headers)
     if response.status >= 400:
-        raise ApiError(int(response.status), str(response.reason or ""), data.decode(errors="replace"))
-    return json.loads(data) if data else None
+        raise ApiError(response.status, response.reason, response.data.decode(errors="replace"))
+    return json.loads(response.data) if response.data else None
 
 
 def create(manifest: Manifest) -> bool:

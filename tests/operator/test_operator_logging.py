@@ -39,28 +39,3 @@ def test_kopfs_per_object_log_lines_name_their_evaluation() -> None:
     assert dump.endswith("[team/llama.mmlu] Creation is in progress (the object is not logged: it may hold secrets).")
     assert anywhere.endswith("a token hf_<redacted> in any line")
     assert secret not in stream.getvalue()
-
-
-def test_the_api_client_pool_is_sized_for_the_handler_threads(tmp_path, monkeypatch) -> None:  # noqa: ANN001
-    """Sized from the work (kopf's handler threads), not from the node's CPU count (issue 15 item 10)."""
-    import yaml
-    from kubernetes import client
-
-    from assay.operator import handlers, kube
-
-    config = {"apiVersion": "v1", "kind": "Config", "current-context": "c",
-              "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:1"}}],
-              "users": [{"name": "u", "user": {"token": "t"}}],
-              "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}  # fmt: skip
-    (tmp_path / "kubeconfig").write_text(yaml.safe_dump(config))
-    from kubernetes.config import kube_config
-
-    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "kubeconfig"))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    before = client.Configuration.get_default_copy()
-    try:
-        kube.load_config()
-        assert client.Configuration.get_default_copy().connection_pool_maxsize == kube.API_POOL_SIZE
-        assert kube.API_POOL_SIZE >= handlers.HANDLER_WORKERS
-    finally:
-        client.Configuration.set_default(before)

@@ -1,0 +1,191 @@
+"""The operator's connections to the API server (`api_session`), against a real local HTTPS server.
+
+The server is Python's own (TLS with a CA and a server certificate made here by openssl);
+the e2e suite (tests/e2e/test_kube_calls.py) runs the same client against kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import select
+import socket
+import socketserver
+import ssl
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from assay.operator import api_session
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA and a certificate for the name `apiserver.test` (not the address dialled)."""
+    root = tmp_path_factory.mktemp("pki")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=root, check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
+            "-subj", "/CN=test-ca")  # fmt: skip
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
+            "-subj", "/CN=apiserver.test")  # fmt: skip
+    (root / "ext.cnf").write_text("subjectAltName=DNS:apiserver.test\n")
+    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    return root
+
+
+class Server:
+    """An HTTPS server answering JSON; it records each request's connection and headers."""
+
+    def __init__(self, pki: Path) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.close_after_reply = False
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                outer.requests.append({"method": self.command, "path": self.path, "peer": self.client_address,
+                                       "auth": self.headers.get("Authorization"), "body": body})  # fmt: skip
+                status = 404 if self.path.endswith("/missing") else 200
+                data = json.dumps({"path": self.path, "echo": body.decode()}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+                if outer.close_after_reply:
+                    self.close_connection = True
+
+            do_GET = do_POST = do_PATCH = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(pki / "server.crt", pki / "server.key")
+        self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
+        self.port = self.httpd.server_address[1]
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def drop_idle_connections(self) -> None:
+        """What an API server does to a kept-alive connection left idle: close it."""
+        self.close_after_reply = True
+
+
+class Configuration:
+    """The fields of kubernetes.client.Configuration that a Session reads."""
+
+    def __init__(self, host: str, ca: Path, *, tls_server_name: str | None = "apiserver.test",
+                 proxy: str | None = None) -> None:  # fmt: skip
+        self.host, self.ssl_ca_cert, self.ca_cert_data = host, str(ca), None
+        self.cert_file = self.key_file = None
+        self.verify_ssl, self.tls_server_name, self.proxy = True, tls_server_name, proxy
+        self.token_reads = 0
+
+    def auth_settings(self) -> dict[str, Any]:
+        self.token_reads += 1
+        return {"BearerToken": {"in": "header", "key": "authorization", "value": f"Bearer t{self.token_reads}"}}
+
+
+@pytest.fixture
+def server(pki: Path) -> Iterator[Server]:
+    running = Server(pki)
+    yield running
+    running.httpd.shutdown()
+
+
+def _get(session: api_session.Session, path: str) -> api_session.Response:
+    return session.send("GET", path, body=None, headers={"Accept": "application/json", **session.auth_headers()})
+
+
+def test_one_kept_alive_connection_per_thread_and_the_token_sent(server: Server, pki: Path) -> None:
+    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    answers = [_get(session, f"/api/v1/x{i}") for i in range(3)]
+    assert [a.status for a in answers] == [200, 200, 200]
+    assert json.loads(answers[2].data)["path"] == "/api/v1/x2"
+    assert len({r["peer"] for r in server.requests}) == 1 and server.requests[0]["auth"] == "Bearer t1"
+    other = threading.Thread(target=_get, args=(session, "/api/v1/y"))
+    other.start()
+    other.join()
+    assert len({r["peer"] for r in server.requests}) == 2  # another thread, its own connection
+    patched = session.send("PATCH", "/apis/a/b", body=b'{"status": {}}', headers={"Content-Type": "application/json"})
+    assert json.loads(patched.data)["echo"] == '{"status": {}}' and server.requests[-1]["method"] == "PATCH"
+    assert _get(session, "/api/v1/missing").status == 404  # statuses are the caller's to judge
+
+
+def test_a_connection_the_server_closed_is_replaced_without_losing_the_request(server: Server, pki: Path) -> None:
+    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    assert _get(session, "/first").status == 200
+    # The server now closes after each reply; the client reuses its connection until it sees that.
+    server.drop_idle_connections()
+    assert _get(session, "/second").status == 200
+    assert _get(session, "/third").status == 200
+    assert [r["path"] for r in server.requests] == ["/first", "/second", "/third"]
+
+
+def test_the_certificate_is_checked_against_the_api_servers_name(server: Server, pki: Path) -> None:
+    wrong = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt", tls_server_name=None))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _get(wrong, "/x")  # the certificate names apiserver.test, not 127.0.0.1
+    stranger = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "server.crt"))
+    with pytest.raises(ssl.SSLCertVerificationError):
+        _get(stranger, "/x")  # a CA that did not sign it
+
+
+class ConnectProxy(socketserver.ThreadingTCPServer):
+    """An HTTP proxy that only tunnels (CONNECT), recording where to."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self) -> None:
+        self.tunnels: list[str] = []
+        proxy = self
+
+        class Tunnel(socketserver.StreamRequestHandler):
+            def handle(self) -> None:
+                target = self.rfile.readline().decode().split()[1]
+                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                proxy.tunnels.append(target)
+                host, port = target.rsplit(":", 1)
+                upstream = socket.create_connection((host, int(port)))
+                self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                self.wfile.flush()
+                ends = [self.connection, upstream]
+                while True:
+                    readable, _, _ = select.select(ends, [], [], 5)
+                    if not readable:
+                        return
+                    for end in readable:
+                        data = end.recv(65536)
+                        if not data:
+                            return
+                        (upstream if end is self.connection else self.connection).sendall(data)
+
+        super().__init__(("127.0.0.1", 0), Tunnel)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path) -> None:
+    proxy = ConnectProxy()
+    try:
+        session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt",
+                                                    proxy=f"http://127.0.0.1:{proxy.server_address[1]}"))  # fmt: skip
+        assert _get(session, "/through").status == 200
+        assert proxy.tunnels == [f"127.0.0.1:{server.port}"] and server.requests[-1]["path"] == "/through"
+    finally:
+        proxy.shutdown()
+    with pytest.raises(ValueError, match="http:// proxies only"):
+        api_session.Session(Configuration("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
