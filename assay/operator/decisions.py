@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextvars
 import logging
 from typing import Any, Callable, Mapping
 
@@ -111,10 +110,8 @@ class RunDecisions:
             timer = self._retries.pop(key, None)
             if timer is not None:
                 timer.cancel()
-            # kopf's handler context (its Event poster) goes with the call into the thread.
-            context = contextvars.copy_context()
             try:
-                await asyncio.get_running_loop().run_in_executor(self._executor, context.run, self._decide, body)
+                await asyncio.get_running_loop().run_in_executor(self._executor, self._decide, body)
             except Exception as error:  # noqa: BLE001 - reported, then tried again
                 self._on_error(key, error)
                 self._schedule_retry(key)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import datetime
 import logging
 import os
@@ -76,10 +75,6 @@ def _policy(memo: Any) -> policy.AdminPolicy:
     """The admin's policy `main` read from ASSAY_POLICY; the safe defaults without one."""
     value = getattr(memo, "policy", None)
     return value if isinstance(value, policy.AdminPolicy) else policy.AdminPolicy()
-
-
-def _kopf_event(obj: Any, *, type: str, reason: str, message: str) -> None:
-    kopf.event(obj, type=type, reason=reason, message=message)
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -183,11 +178,11 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
         if status:
             _status_written(memo)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
                                                                status=status))  # fmt: skip
-            _kopf_event(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
+            kube.create_event(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
         log.info("Refused: %s", error)
         return
     steps = converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
-                               emit=_kopf_event, task_sources=sources, written=_status_written(memo))  # fmt: skip
+                               emit=kube.create_event, task_sources=sources, written=_status_written(memo))  # fmt: skip
     log.info("Run decided: %s", steps.summary())
 
 
@@ -216,7 +211,7 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: k
         # status write (its results and last word) must not be missing from the cache.
         evaluation = observe.evaluation_of(job, memo=memo, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
         if evaluation is not None:
-            observe.observe_run(evaluation, job=job, memo=memo, emit=_kopf_event)
+            observe.observe_run(evaluation, job=job, memo=memo, emit=kube.create_event)
 
 
 def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
@@ -225,7 +220,7 @@ def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
         evaluation = observe.evaluation_of(job, memo=memo, fresh=True)
         if evaluation is not None and converge.awaits_job(evaluation, job["metadata"]["name"]):
             converge.recreate(evaluation, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
-                              emit=_kopf_event, now=_now(), written=_status_written(memo))  # fmt: skip
+                              emit=kube.create_event, now=_now(), written=_status_written(memo))  # fmt: skip
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
@@ -251,7 +246,7 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         return
     loop = asyncio.get_running_loop()
     executor = getattr(memo, "executor", None)
-    await loop.run_in_executor(executor, contextvars.copy_context().run, _mirror_pod_run, pod, memo)
+    await loop.run_in_executor(executor, _mirror_pod_run, pod, memo)
 
 
 def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, memo: Any) -> bool:
@@ -269,7 +264,7 @@ def _mirror_pod_run(pod: Mapping[str, Any], memo: Any) -> None:
     with _counting_errors(memo, "mirror_pod"):
         evaluation = observe.evaluation_of(pod, memo=memo)
         if evaluation is not None and _pod_has_news(pod, evaluation, memo=memo):
-            observe.observe_run(evaluation, memo=memo, emit=_kopf_event)
+            observe.observe_run(evaluation, memo=memo, emit=kube.create_event)
 
 
 @contextlib.contextmanager

@@ -169,7 +169,10 @@ def end_job(*, namespace: str, name: str) -> None:
 
 
 def create_event(obj: Mapping[str, Any], *, type: str, reason: str, message: str) -> None:
-    """A core/v1 Event about `obj`, posted directly: for code that runs outside a kopf handler."""
+    """A core/v1 Event about `obj`, posted on this thread's connection.
+
+    Not through kopf's poster: it sends each Event with its own aiohttp client from the
+    event loop, which under a burst of Evaluations was a seventh of the operator's CPU."""
     import datetime
     import socket
 
