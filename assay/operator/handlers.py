@@ -26,6 +26,7 @@ kopf store its progress and a copy of each spec in annotations (see `decisions`)
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import datetime
 import logging
@@ -47,8 +48,13 @@ RUNNER_PODS = RUNNER_JOBS
 WATCH_SERVER_TIMEOUT = 300
 """Seconds the API server keeps one watch open; kopf reconnects after it."""
 HANDLER_WORKERS = 32
-"""Threads for sync handlers. kopf's default, min(32, cpus + 4), is 6 on a 2-core node: a
-burst of Evaluations then queues behind API round trips, not behind CPU."""
+"""Threads deciding runs (kopf's pool). kopf's default, min(32, cpus + 4), is 6 on a 2-core
+node: a burst of Evaluations then queues behind API round trips, not behind CPU."""
+MIRROR_WORKERS = 4
+"""Threads mirroring runner Jobs and pods into status: a pool apart from the deciding one
+(as controller-runtime gives each controller its own workers), so a storm of Job events
+(hundreds of runs ending at once, each a fresh read, a status write and an Event) never
+holds back the creation of new runs, nor a burst of new runs the mirroring of old ones."""
 IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
 """Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
 
@@ -107,6 +113,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     observe.metrics_of(memo)
     memo.watched = Watched(job_label=builders.LABEL_JOB)
     memo.executor = settings.execution.executor
+    memo.mirror_executor = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
     memo.decisions = decisions.RunDecisions(
         decide=lambda evaluation: decide_run(evaluation, memo=memo), on_error=_decision_failed(memo),
         latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
@@ -126,6 +133,9 @@ def stop_sweeper(memo: kopf.Memo, **_: Any) -> None:
     for sweeper in (getattr(memo, "sweeper", None), getattr(memo, "lost_job_sweeper", None)):
         if sweeper is not None:
             sweeper.stop()
+    mirror = getattr(memo, "mirror_executor", None)
+    if mirror is not None:
+        mirror.shutdown(wait=False, cancel_futures=True)
 
 
 @kopf.on.probe(id="evaluations")
@@ -200,12 +210,18 @@ def _decision_failed(memo: Any) -> Callable[[tuple[str, str], BaseException], No
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
-def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+async def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     job = observe.latest(memo, "jobs", body)
+    loop = asyncio.get_running_loop()
     if event.get("type") == "DELETED":
         observe.seen(memo, "jobs", job, deleted=True)
-        _job_deleted(job, memo=memo)
+        # Creating the Job again is a run's work: the deciding threads, not the mirroring ones.
+        await loop.run_in_executor(getattr(memo, "executor", None), _job_deleted, job, memo)
         return
+    await loop.run_in_executor(getattr(memo, "mirror_executor", None), _mirror_job_run, job, memo)
+
+
+def _mirror_job_run(job: Mapping[str, Any], memo: Any) -> None:
     with _counting_errors(memo, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
@@ -214,7 +230,7 @@ def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, logger: k
             observe.observe_run(evaluation, job=job, memo=memo, emit=kube.create_event)
 
 
-def _job_deleted(job: Mapping[str, Any], *, memo: Any) -> None:
+def _job_deleted(job: Mapping[str, Any], memo: Any) -> None:
     """A runner Job is gone: if it was an unfinished run's current Job (deleted by hand), create it again."""
     with _counting_errors(memo, "recreate_job"):
         evaluation = observe.evaluation_of(job, memo=memo, fresh=True)
@@ -245,8 +261,7 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
             and not _pod_has_news(pod, cached, memo=memo):  # fmt: skip
         return
     loop = asyncio.get_running_loop()
-    executor = getattr(memo, "executor", None)
-    await loop.run_in_executor(executor, _mirror_pod_run, pod, memo)
+    await loop.run_in_executor(getattr(memo, "mirror_executor", None), _mirror_pod_run, pod, memo)
 
 
 def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, memo: Any) -> bool:
