@@ -150,16 +150,16 @@ def accepted(
     patch: dict[str, Any] = {"observedGeneration": generation, "jobName": job_name}
     if new_run:
         patch.update({
-            "phase": PENDING, "reason": "JobCreated", "message": message, "startTime": None, "completionTime": None,
+            "phase": PENDING, "reason": PODS_PENDING, "message": message, "startTime": None, "completionTime": None,
             "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
         })  # fmt: skip
         values = {
             ACCEPTED: (True, "SpecValid", message),
             # What `from_job` says of the new Job, so that its first events change nothing.
-            RUNNING: (False, "JobCreated", waiting_for_pods(job_name)),
-            SUCCEEDED: (False, "JobCreated", "Not finished."),
-            FAILED: (False, "JobCreated", "Not failed."),
-            **summary(PENDING, reason="JobCreated", message=waiting_for_pods(job_name)),
+            RUNNING: (False, PODS_PENDING, waiting_for_pods(job_name)),
+            SUCCEEDED: (False, PODS_PENDING, "Not finished."),
+            FAILED: (False, PODS_PENDING, "Not failed."),
+            **summary(PENDING, reason=PODS_PENDING, message=waiting_for_pods(job_name)),
         }
     else:
         # Same run (operator restart, suspend toggled): keep the original acceptance note.
@@ -214,13 +214,17 @@ def job_state(job: Mapping[str, Any]) -> JobState:
     running = int(ready) if ready is not None else active
     if running > 0:
         return JobState(RUNNING, "PodsRunning", f"{running} runner pod(s) running.", start)
-    if active > 0:
-        return JobState(PENDING, "PodsPending", "Runner pods are scheduled but not running yet.", start)
-    return JobState(PENDING, "JobCreated", waiting_for_pods(name), start)
+    # Pods not created yet and pods created but not running read the same: the Job
+    # controller's first sync (which creates them) is not news worth a status write.
+    return JobState(PENDING, PODS_PENDING, waiting_for_pods(name), start)
+
+
+PODS_PENDING = "PodsPending"
+"""An unfinished run whose pods are not running, with no problem known (yet)."""
 
 
 def waiting_for_pods(job_name: str) -> str:
-    return f"Waiting for {job_name} to start pods."
+    return f"Waiting for the runner pods of {job_name} to start."
 
 
 def _job_message(name: str, reason: str, detail: str | None) -> str:
@@ -307,7 +311,10 @@ def from_job(
     if (state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS) \
             and not keeps_note:  # fmt: skip
         patch["message"] = message
-    return {k: v for k, v in patch.items() if status.get(k) != v}
+    changed = {k: v for k, v in patch.items() if status.get(k) != v}
+    # The Job's startTime follows its first sync by milliseconds: it rides along with the
+    # next real change (pods running, a problem, the end) rather than costing a write.
+    return {} if set(changed) <= {"startTime"} else changed
 
 
 def _runner_message(status: Mapping[str, Any]) -> str | None:

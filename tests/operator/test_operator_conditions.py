@@ -60,7 +60,7 @@ def test_rejected_spec_fails_with_invalid_spec() -> None:
 @pytest.mark.parametrize(
     "job,phase,reason",
     [
-        (_job(), c.PENDING, "JobCreated"),
+        (_job(), c.PENDING, "PodsPending"),
         (_job(active=1, ready=0), c.PENDING, "PodsPending"),
         (_job(active=2, ready=2), c.RUNNING, "PodsRunning"),
         (_job(active=1), c.RUNNING, "PodsRunning"),  # no `ready` field (older servers): active counts
@@ -76,6 +76,19 @@ def test_rejected_spec_fails_with_invalid_spec() -> None:
 def test_job_state(job: dict[str, Any], phase: str, reason: str) -> None:
     state = c.job_state(job)
     assert (state.phase, state.reason) == (phase, reason)
+
+
+def test_the_jobs_first_sync_costs_no_status_write_and_its_start_time_comes_with_the_next() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    # The Job controller's first sync: startTime set, a pod created but not running.
+    assert c.from_job(status, _job(active=1, ready=0), generation=1, now=T0) == {}
+    patch = c.from_job(status, _job(active=1, ready=1), generation=1, now=T1)
+    assert patch["phase"] == c.RUNNING and patch["startTime"] == "2025-05-01T12:00:10Z"
+    # A suspended Job's admission is news, and brings its startTime.
+    suspended = _apply(status, c.from_job(status, _job(suspend=True, start=None), generation=1, now=T0))
+    assert suspended["reason"] == "Suspended"
+    admitted = c.from_job(suspended, _job(active=1, ready=0), generation=1, now=T1)
+    assert admitted["reason"] == "PodsPending" and admitted["startTime"] == "2025-05-01T12:00:10Z"
 
 
 def test_a_run_from_creation_to_success() -> None:

@@ -204,7 +204,7 @@ def test_a_cleared_problem_clears_its_message() -> None:
     assert status["reason"] == "Unschedulable" and "0/3 nodes are available" in status["message"]
     status = _apply(status, conditions.from_job(status, job, generation=1, now=at(2), problem=None))
     assert status["phase"] == "Pending" and status["reason"] == "PodsPending"
-    assert status["message"] == "Runner pods are scheduled but not running yet."
+    assert status["message"] == f"Waiting for the runner pods of {job['metadata']['name']} to start."
 
 
 def test_an_oom_killed_runner_fails_the_evaluation_with_oom_killed() -> None:
