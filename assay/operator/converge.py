@@ -153,9 +153,11 @@ class LostJobSweeper(PeriodicSweep):
     """
 
     def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
-                 on_error: Callable[[str], None], interval: float = LOST_JOB_SWEEP_INTERVAL) -> None:  # fmt: skip
+                 on_error: Callable[[str], None], emit: Emit = kube.create_event,
+                 interval: float = LOST_JOB_SWEEP_INTERVAL) -> None:  # fmt: skip
         super().__init__(interval=interval, name="assay-lost-job-sweeper")
         self.runs, self.admin, self.default_image, self.on_error = runs, admin, default_image, on_error
+        self.emit = emit
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -165,7 +167,7 @@ class LostJobSweeper(PeriodicSweep):
             try:
                 evaluation = kube.get_evaluation(namespace=namespace, name=name)
                 if evaluation is not None and awaits_job(evaluation, runs[(namespace, name)]):
-                    recreate(evaluation, admin=self.admin, default_image=self.default_image, emit=kube.create_event,
+                    recreate(evaluation, admin=self.admin, default_image=self.default_image, emit=self.emit,
                              now=datetime.datetime.now(datetime.timezone.utc))  # fmt: skip
             except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
                 self.on_error("lost_job_sweep")

@@ -37,7 +37,8 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, converge, decisions, diagnosis, kube, observe, policy, reconcile, validation
+from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, observe, policy,
+                            reconcile, validation)
 from assay.operator.watched import Watched
 
 logger = logging.getLogger(__name__)
@@ -119,11 +120,12 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
     kube.load_config()
     memo.pending = observe.PendingEvaluations()
+    memo.events = events.EventPoster().start()
     memo.sweeper = observe.PendingSweeper(memo)
     memo.sweeper.start()
     memo.unfinished = converge.UnfinishedRuns()
     memo.lost_job_sweeper = converge.LostJobSweeper(
-        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
+        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None), emit=observe.emitter(memo),
         on_error=observe.metrics_of(memo).record_error)  # fmt: skip
     memo.lost_job_sweeper.start()
 
@@ -136,6 +138,9 @@ def stop_sweeper(memo: kopf.Memo, **_: Any) -> None:
     mirror = getattr(memo, "mirror_executor", None)
     if mirror is not None:
         mirror.shutdown(wait=False, cancel_futures=True)
+    poster = getattr(memo, "events", None)
+    if poster is not None and not poster.close(timeout=5.0):
+        logger.warning("Some Events were not posted before the operator stopped.")
 
 
 @kopf.on.probe(id="evaluations")
@@ -188,11 +193,11 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
         if status:
             _status_written(memo)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
                                                                status=status))  # fmt: skip
-            kube.create_event(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
+            observe.emitter(memo)(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
         log.info("Refused: %s", error)
         return
     steps = converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
-                               emit=kube.create_event, task_sources=sources, written=_status_written(memo))  # fmt: skip
+                               emit=observe.emitter(memo), task_sources=sources, written=_status_written(memo))  # fmt: skip
     log.info("Run decided: %s", steps.summary())
 
 
@@ -227,7 +232,7 @@ def _mirror_job_run(job: Mapping[str, Any], memo: Any) -> None:
         # status write (its results and last word) must not be missing from the cache.
         evaluation = observe.evaluation_of(job, memo=memo, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
         if evaluation is not None:
-            observe.observe_run(evaluation, job=job, memo=memo, emit=kube.create_event)
+            observe.observe_run(evaluation, job=job, memo=memo, emit=observe.emitter(memo))
 
 
 def _job_deleted(job: Mapping[str, Any], memo: Any) -> None:
@@ -236,7 +241,7 @@ def _job_deleted(job: Mapping[str, Any], memo: Any) -> None:
         evaluation = observe.evaluation_of(job, memo=memo, fresh=True)
         if evaluation is not None and converge.awaits_job(evaluation, job["metadata"]["name"]):
             converge.recreate(evaluation, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
-                              emit=kube.create_event, now=_now(), written=_status_written(memo))  # fmt: skip
+                              emit=observe.emitter(memo), now=_now(), written=_status_written(memo))  # fmt: skip
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
@@ -279,7 +284,7 @@ def _mirror_pod_run(pod: Mapping[str, Any], memo: Any) -> None:
     with _counting_errors(memo, "mirror_pod"):
         evaluation = observe.evaluation_of(pod, memo=memo)
         if evaluation is not None and _pod_has_news(pod, evaluation, memo=memo):
-            observe.observe_run(evaluation, memo=memo, emit=kube.create_event)
+            observe.observe_run(evaluation, memo=memo, emit=observe.emitter(memo))
 
 
 @contextlib.contextmanager

@@ -57,6 +57,12 @@ def metrics_of(memo: Any) -> EvaluationMetrics:
     return metrics
 
 
+def emitter(memo: Any) -> Emit:
+    """Posts an Event: through the operator's poster (`events`) once it runs, else at once."""
+    poster = getattr(memo, "events", None)
+    return poster.post if poster is not None else kube.create_event
+
+
 def pull_timeout(memo: Any) -> float:
     value = getattr(memo, "image_pull_timeout", None)
     return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
@@ -224,7 +230,7 @@ class PendingSweeper(PeriodicSweep):
                 evaluation = watched.evaluations.get(namespace, name) if watched is not None else None
                 evaluation = evaluation or kube.get_evaluation(namespace=namespace, name=name)
                 if evaluation is not None:
-                    observe_run(evaluation, memo=self.memo, emit=kube.create_event)
+                    observe_run(evaluation, memo=self.memo, emit=emitter(self.memo))
             except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
                 metrics_of(self.memo).record_error("sweep")
                 logger.warning("Could not observe Evaluation %s/%s: %s", namespace, name, error)

@@ -100,12 +100,11 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     monkeypatch.setattr(converge, "runner_job_names", lambda ns: calls.append(ns) or {"a-g1"})
     evaluations = {name: _evaluation(name) for name in ("a", "b")}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
-    monkeypatch.setattr(kube, "create_event", store.emit)
     now = [0.0]
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
     errors: list[str] = []
     sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=errors.append, interval=30)  # fmt: skip
+                                      on_error=errors.append, emit=store.emit, interval=30)  # fmt: skip
     sweeper.sweep()
     assert calls == []  # idle: no API call
     for evaluation in evaluations.values():
@@ -118,6 +117,7 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     sweeper.sweep()
     assert calls == ["evals"] and list(store.objects) and not errors
     assert {name for kind, name in store.objects if kind == "Job"} == {"b-g1"}
+    assert store.events.count(("Warning", "JobLost")) == 1  # through the poster it was given
 
 
 def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.MonkeyPatch) -> None:
