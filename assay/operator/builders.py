@@ -242,8 +242,9 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
             f"--rdzv_endpoint={job}-0.{job}:{RDZV_PORT}",
             f"--rdzv_id={job}",
         ]
+    # torchrun's launcher, keeping a worker's exit code for the podFailurePolicy (torchrun says 1).
     return [
-        "torchrun", f"--nnodes={resources.nodes}", f"--nproc_per_node={nproc}", *rendezvous,
+        "python", "-m", "assay.runner.launch", f"--nnodes={resources.nodes}", f"--nproc_per_node={nproc}", *rendezvous,
         "--max_restarts=0", "-m", "assay.runner",
     ]  # fmt: skip
 
@@ -286,6 +287,8 @@ def pod_failure_policy() -> Manifest:
         "rules": [
             # A spec that cannot run fails the same way on every retry.
             {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.CONFIG_ERROR_EXIT_CODE]}},
+            # A rank that stopped because another reported its failure: that one's exit counts.
+            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [spec_module.PEER_FAILED_EXIT_CODE]}},
             # Preemption, eviction, node drain: not the evaluation's fault.
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
         ]
@@ -321,7 +324,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "volumes": containers.volumes(spec),
     }
     if uses_torchrun(spec):
-        # torchrun turns a worker's exit code into 1; this pre-flight keeps exit 78 visible.
+        # A spec that cannot run fails here with 78, before the ranks wait for each other.
         check = ["python", "-m", "assay.runner", "--check"]
         pod_spec["initContainers"] = [
             containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),

@@ -78,7 +78,7 @@ def run_in_process(spec: spec_module.Evaluation, output_dir: Path) -> dict[str, 
 
 def torchrun_command(spec: spec_module.Evaluation) -> list[str]:
     return [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
+        sys.executable, "-m", "assay.runner.launch", "--standalone",
         f"--nproc_per_node={spec.resources.world_size}", "--max_restarts=0", "-m", "assay.runner",
     ]  # fmt: skip
 

@@ -45,9 +45,12 @@ _POLL_S = 0.2
 class PeerFailure(RuntimeError):
     """Another rank failed or stopped responding; the message names it and says where to look."""
 
-    def __init__(self, message: str, *, ranks: Sequence[int] = ()) -> None:
+    def __init__(self, message: str, *, ranks: Sequence[int] = (), reported: bool = False) -> None:
         super().__init__(message)
         self.ranks = tuple(ranks)
+        # The peer said it failed (and its own exit counts): this rank's stop is only a consequence.
+        # Not so for a peer gone silent, which may be hung and never exit.
+        self.reported = reported
 
 
 def _dist() -> Any:
@@ -279,7 +282,8 @@ class _Peers:
             key = f"{self.prefix}failed/{rank}"
             if rank != self.rank and self._call("check", [key]):
                 message = self._call("get", key).decode("utf-8", "replace")
-                return PeerFailure(f"rank {rank} failed: {message}; see its log for details", ranks=(rank,))
+                return PeerFailure(f"rank {rank} failed: {message}; see its log for details", ranks=(rank,),
+                                   reported=True)  # fmt: skip
         return None
 
     def _silent(self, ranks: Sequence[int]) -> list[int]:

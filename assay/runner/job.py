@@ -14,14 +14,17 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
   written (an `assay.errors.UserError` or `UsageError`: unknown task or model, bad field,
   bad model argument). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
-  validation (spec, task names, model name) without loading the model or data; under
-  torchrun, which turns every worker failure into exit 1, it runs first as an init
-  container so that 78 stays visible.
+  validation (spec, task names, model name) without loading the model or data; with
+  several processes it runs first as an init container, before the ranks meet.
 - 3: loading or running the model or reading the data failed (an error raised inside
   transformers, datasets, huggingface_hub, safetensors, tokenizers, accelerate, or
   Assay's model backends and data loaders; CUDA out of memory).
-- 1: anything else, including a peer rank that failed or stopped responding (the message
-  names the rank: "rank 1 stopped responding; see its log").
+- 75 (`assay.spec.PEER_FAILED_EXIT_CODE`, sysexits' EX_TEMPFAIL): another rank reported
+  its own failure and this one stopped for it ("rank 1 failed: ..."); the podFailurePolicy
+  ignores it, so the failing rank's exit alone counts against backoffLimit.
+- 1: anything else, including a peer rank that stopped responding (the message names the
+  rank: "rank 1 stopped responding; see its log"): a silent peer may be hung rather than
+  gone, and a retry that never counted would wait for it forever.
 
 A failing rank posts its error to the rendezvous store before it exits, so the other
 ranks stop at once instead of waiting for it (see `assay.runner.distributed`).
@@ -52,6 +55,7 @@ EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_MODEL_OR_DATA = 3
 EXIT_CONFIG = spec_module.CONFIG_ERROR_EXIT_CODE
+EXIT_PEER_FAILED = spec_module.PEER_FAILED_EXIT_CODE
 
 ENV_USE_CACHE = spec_module.ENV_USE_CACHE
 ENV_INCLUDE_PATH = "ASSAY_INCLUDE_PATH"
@@ -281,7 +285,7 @@ def exit_code_for(error: BaseException) -> int:
     if isinstance(error, UserError):
         return EXIT_CONFIG
     if isinstance(error, distributed.PeerFailure):
-        return EXIT_FAILURE
+        return EXIT_PEER_FAILED if error.reported else EXIT_FAILURE
     if type(error).__name__ == "OutOfMemoryError" or _raised_in(error, _MODEL_OR_DATA_MODULES):
         return EXIT_MODEL_OR_DATA
     return EXIT_FAILURE

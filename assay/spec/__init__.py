@@ -35,14 +35,17 @@ its environment:
 Exit codes: 0 on success; ``CONFIG_ERROR_EXIT_CODE`` (78, sysexits' EX_CONFIG) when the
 spec cannot run as written (an `assay.errors.UserError`: unknown task, bad model
 argument, missing dataset in offline mode). The Job's podFailurePolicy fails the Job at
-once on 78 instead of retrying. torchrun reports any worker failure as 1, so with
-several processes the Job also runs `python -m assay.runner --check` first as an init
-container: it parses the spec, resolves tasks and the model, and exits 78 on a
-UserError without loading the model.
+once on 78 instead of retrying. ``PEER_FAILED_EXIT_CODE`` (75) when this rank stopped
+because another rank reported its own failure: the podFailurePolicy ignores it (the
+failing rank's exit counts). With several processes the runner starts under
+`python -m assay.runner.launch` (torchrun, keeping a worker's exit code where torchrun
+would say 1), after `python -m assay.runner --check` as an init container, which parses
+the spec, resolves tasks and the model, and exits 78 on a UserError without loading the
+model or meeting the other ranks.
 """
 
 from assay.spec.model import (
-    API_VERSION, CONFIG_ERROR_EXIT_CODE, ENV_GENERATION, ENV_JOB_NAME, ENV_NAME, ENV_NAMESPACE, ENV_OUTPUT_DIR,
+    API_VERSION, CONFIG_ERROR_EXIT_CODE, PEER_FAILED_EXIT_CODE, ENV_GENERATION, ENV_JOB_NAME, ENV_NAME, ENV_NAMESPACE, ENV_OUTPUT_DIR,
     ENV_POD_NAME, ENV_SPEC, ENV_STATUS_FILE, ENV_USE_CACHE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE, VERSION,
     BatchSize, Cache, API_MODELS, ENDPOINT_CA_MOUNT, ConfigMapKey, Endpoint, Evaluation, Output, PodTemplate,
     Resources, SecretKey, Seed,
@@ -50,7 +53,7 @@ from assay.spec.model import (
 from assay.spec.parsing import _TOP_FIELDS, parse_manifest, parse_spec
 
 __all__ = [
-    "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "ENV_GENERATION", "ENV_JOB_NAME", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR",
+    "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "PEER_FAILED_EXIT_CODE", "ENV_GENERATION", "ENV_JOB_NAME", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR",
     "ENV_POD_NAME", "ENV_SPEC", "ENV_STATUS_FILE", "ENV_USE_CACHE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
     "SEED_STRING_RE", "VERSION", "BatchSize", "Cache", "Evaluation", "Output", "PodTemplate", "Resources",
     "SecretKey", "Seed", "API_MODELS", "ENDPOINT_CA_MOUNT", "ConfigMapKey", "Endpoint", "_TOP_FIELDS", "parse_manifest", "parse_spec",

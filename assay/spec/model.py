@@ -20,6 +20,9 @@ KIND = "Evaluation"
 PLURAL = "evaluations"
 
 CONFIG_ERROR_EXIT_CODE = 78
+PEER_FAILED_EXIT_CODE = 75
+"""A rank that stopped because another rank reported its own failure (sysexits' EX_TEMPFAIL):
+the Job's podFailurePolicy ignores it, so one fault costs one retry, not one per rank."""
 
 ENV_SPEC = "ASSAY_EVALUATION"
 ENV_NAME = "ASSAY_EVALUATION_NAME"

@@ -63,8 +63,9 @@ class Run:
     seconds: float
 
 
-def torchrun_args(nproc: int, *, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None) -> list[str]:
-    args = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}", "--max_restarts=0",
+def torchrun_args(nproc: int, *, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None,
+                  launcher: str = "torch.distributed.run") -> list[str]:  # fmt: skip
+    args = [sys.executable, "-m", launcher, f"--nproc_per_node={nproc}", "--max_restarts=0",
             "--monitor_interval=0.5"]  # fmt: skip
     if nnodes == 1:
         return [*args, "--standalone"]
@@ -81,12 +82,14 @@ def launch(argv: list[str], *, env: dict[str, str], nproc: int | None = None, ti
     return Run(done.returncode, done.stdout + done.stderr, time.monotonic() - start)
 
 
-def launch_two_nodes(argv: list[str], *, env: dict[str, str], timeout: float = 120) -> list[Run]:
+def launch_two_nodes(argv: list[str], *, env: dict[str, str], timeout: float = 120,
+                     launcher: str = "torch.distributed.run") -> list[Run]:  # fmt: skip
     """Two torchrun agents (one worker each) meeting over c10d rendezvous on 127.0.0.1."""
     endpoint = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
     procs = [
-        subprocess.Popen([*torchrun_args(1, nnodes=2, node_rank=rank, endpoint=endpoint), str(LAUNCHER), *argv],
+        subprocess.Popen([*torchrun_args(1, nnodes=2, node_rank=rank, endpoint=endpoint, launcher=launcher),
+                          str(LAUNCHER), *argv],
                          env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
         for rank in range(2)
     ]

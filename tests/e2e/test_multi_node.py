@@ -6,6 +6,9 @@ containerd, cgroup root and loopback address, and show nothing more about Assay.
 
 from __future__ import annotations
 
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,3 +36,43 @@ def test_two_nodes_give_the_results_of_one(cluster: Cluster, local_results: dict
     logs = cluster.runner_logs()
     assert "rank 0 of 2: evaluating" in logs and "rank 1 of 2: evaluating" in logs
     assert {k: status.get(k) for k in ("results", "nSamples", "versions")} == condensed(local_results)
+
+
+def _worker_pid(evaluation: str, rank: int) -> int | None:
+    """The runner worker of `rank` in `evaluation`'s pods, as the host sees it (containers share its PID space)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            environ = dict(item.split("=", 1) for item in (entry / "environ").read_bytes().decode(errors="replace")
+                           .split("\0") if "=" in item)  # fmt: skip
+        except OSError:
+            continue
+        if environ.get("ASSAY_EVALUATION_NAME") == evaluation and environ.get("RANK") == str(rank):
+            return int(entry.name)
+    return None
+
+
+def test_one_ranks_failure_costs_one_retry_not_one_per_rank(cluster: Cluster) -> None:
+    """Rank 1 fails (interrupted: it reports its failure to the others, as a CUDA OOM or a data
+    error would); rank 0 stops for it with exit 75, which the Job's podFailurePolicy ignores.
+    With backoffLimit 1 the Job so has a retry left, and the run resumes and succeeds; were
+    rank 0's exit counted too, two failures would exceed the limit and fail the run."""
+    cluster.apply(evaluation_manifest("one-fault", **hf_spec(**LONG_RUN, resources={"nodes": 2, "gpusPerNode": 0},
+                                                             backoffLimit=1)))  # fmt: skip
+    cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation("one-fault").get("status") or {})
+                     .get("progress") or {}).get("requestsDone"), timeout=240)  # fmt: skip
+    pid = cluster.wait_for("rank 1's worker process", lambda: _worker_pid("one-fault", 1), timeout=30)
+    os.kill(pid, signal.SIGINT)
+
+    status = cluster.wait("one-fault", "Succeeded", timeout=420)["status"]
+    assert status["results"], status
+    pods = cluster.items("pods")
+    exits = sorted((p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"],
+                    p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]) for p in pods)  # fmt: skip
+    # The first attempt: rank 0 stopped for its peer (75), rank 1 interrupted (130); then both succeeded.
+    assert exits == [("0", 0), ("0", 75), ("1", 0), ("1", 130)], exits
+    (job,) = cluster.items("jobs")
+    assert job["status"].get("failed", 0) == 1, job["status"]  # rank 1's failure alone counted
+    logs = "\n".join(cluster.pod_logs(p["metadata"]["name"], "runner") for p in pods)
+    assert "rank 1 failed: KeyboardInterrupt" in logs, logs[-3000:]

@@ -96,7 +96,7 @@ def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
     assert job["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
     (runner,) = pod["containers"]
     assert runner["command"] == [
-        "torchrun", "--nnodes=4", "--nproc_per_node=8", "--rdzv_backend=c10d",
+        "python", "-m", "assay.runner.launch", "--nnodes=4", "--nproc_per_node=8", "--rdzv_backend=c10d",
         "--rdzv_endpoint=pythia-core-g3-0.pythia-core-g3:29400", "--rdzv_id=pythia-core-g3",
         "--max_restarts=0", "-m", "assay.runner",
     ]  # fmt: skip
@@ -107,13 +107,14 @@ def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
 
 def test_single_node_multi_gpu_uses_standalone_torchrun() -> None:
     command = builders.runner_command(_spec(resources={"gpusPerNode": 4}), job="j")
-    assert command[:4] == ["torchrun", "--nnodes=1", "--nproc_per_node=4", "--standalone"]
+    assert command[:6] == ["python", "-m", "assay.runner.launch", "--nnodes=1", "--nproc_per_node=4", "--standalone"]
 
 
-def test_failure_policy_fails_fast_on_config_errors_and_ignores_disruption() -> None:
+def test_failure_policy_fails_fast_on_config_errors_and_ignores_disruption_and_peer_stops() -> None:
     rules = builders.job(REF, _spec())["spec"]["podFailurePolicy"]["rules"]
     assert rules[0] == {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [CONFIG_ERROR_EXIT_CODE]}}
-    assert rules[1] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+    assert rules[1] == {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [75]}}
+    assert rules[2] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
 def test_pods_are_hardened() -> None:

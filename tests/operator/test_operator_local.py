@@ -41,7 +41,7 @@ def test_manifests_load_from_a_file_or_stdin(tmp_path: Path) -> None:
     assert local.output_dir_for({"name": "first"}, first, "out") == Path("out/first")
     assert local.output_dir_for({"name": "second"}, second, "out") == Path("out/runs/two")
     assert local.torchrun_command(second)[1:] == [
-        "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4", "--max_restarts=0", "-m", "assay.runner",
+        "-m", "assay.runner.launch", "--standalone", "--nproc_per_node=4", "--max_restarts=0", "-m", "assay.runner",
     ]  # fmt: skip
     assert second.resources.world_size == 4 and first.resources.world_size == 1
 
