@@ -20,7 +20,7 @@ import yaml
 from tests.e2e.cluster import kueue as kueue_cluster
 from tests.e2e.cluster.node import NODE_NAME
 from tests.e2e.conftest import CHART, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm
-from tests.e2e.helpers import dummy_spec
+from tests.e2e.helpers import LONG_RUN, dummy_spec, hf_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -282,3 +282,19 @@ def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) ->
     assert left == kept
     phases = {s.labels["phase"]: s.value for s in samples()["assay_evaluation_phase"]}
     assert phases == {"Pending": 1.0, "Running": 0.0, "Succeeded": 0.0, "Failed": 0.0}
+
+
+def test_an_api_server_restart_mid_run_loses_nothing(cluster: Cluster) -> None:
+    """The API server goes down for 20 s while a run scores and comes back: the operator's
+    watches reconnect (a leader that could not renew its Lease exits and its pod restarts,
+    as client-go's leader election does), the runner's progress writes of that time are
+    dropped and its last write is retried, and the run ends Succeeded with its scores in
+    status and one Job."""
+    cluster.apply(evaluation_manifest("outlives-api", **hf_spec(**LONG_RUN)))
+    cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation("outlives-api").get("status") or {})
+                     .get("progress") or {}).get("requestsDone"), timeout=240)  # fmt: skip
+    cluster.plane.restart_apiserver(down_for=20)
+    status = cluster.wait("outlives-api", "Succeeded", timeout=600)["status"]
+    assert set(status["results"]) == set(LONG_RUN["tasks"]), status
+    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == ["outlives-api-g1"]
+    cluster.operator.wait_watching()  # for the tests after this one

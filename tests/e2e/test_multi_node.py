@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Cluster, evaluation_manifest
-from tests.e2e.helpers import condensed, hf_spec
+from tests.e2e.helpers import LONG_RUN, condensed, hf_spec
 
 pytestmark = pytest.mark.e2e
 

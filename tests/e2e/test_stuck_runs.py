@@ -34,7 +34,7 @@ def _shown_by_kubectl(cluster: Cluster, name: str, reason: str) -> None:
     assert reason in table, table
     described = cluster.wait_for(f"a {reason} Event in kubectl describe", lambda: (
         lambda text: text if re.search(rf"Warning\s+{reason}\b", text) else None)(
-        cluster.kubectl("describe", "eval", name).stdout), timeout=30)  # fmt: skip
+        cluster.kubectl("describe", "evaluation", name).stdout), timeout=30)  # fmt: skip
     assert "Warning" in described
 
 

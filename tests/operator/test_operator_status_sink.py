@@ -1,7 +1,8 @@
 """The runner's status sink: condensing lm-eval results, throttling, choosing a sink.
 
-KubernetesStatusSink is exercised with a recording stand-in for CustomObjectsApi (no API
-server runs in unit tests); the e2e suite runs it against a real one.
+KubernetesStatusSink is exercised with a recording stand-in for CustomObjectsApi, and its
+retries of the last write through the real kubernetes client against a local HTTP server
+that fails on purpose; the e2e suite runs it against a real API server.
 """
 
 from __future__ import annotations
@@ -125,7 +126,66 @@ def test_kubernetes_sink_survives_api_errors() -> None:
         def patch_namespaced_custom_object_status(self, *args: Any) -> None:
             raise RuntimeError("connection refused")
 
-    KubernetesStatusSink(name="ev", namespace="team", api=Broken()).finished(LM_EVAL_RESULTS)  # no raise
+    waits: list[float] = []
+    sink = KubernetesStatusSink(name="ev", namespace="team", api=Broken(), sleep=waits.append, final_patience=60)
+    sink.progress(1, 10)  # a progress write is not retried
+    assert waits == []
+    sink.finished(LM_EVAL_RESULTS)  # no raise: retried while the patience lasts, then dropped
+    assert waits == [1, 2, 4, 8, 15, 15, 15] and sum(waits) <= 60
+
+
+class FlakyApiServer:
+    """A real HTTP server for the status subresource: answers the first `failures` PATCHes
+    with `status` (503: restarting), then 200; records each body it was sent."""
+
+    def __init__(self, *, failures: int, status: int = 503) -> None:
+        import http.server
+        import threading
+
+        self.bodies: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.bodies.append(body)
+                code = status if len(server.bodies) <= failures else 200
+                payload = json.dumps({"kind": "Status", "code": code} if code != 200 else body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def api(self) -> Any:
+        from kubernetes import client
+
+        configuration = client.Configuration(host=f"http://127.0.0.1:{self.httpd.server_address[1]}")
+        return client.CustomObjectsApi(client.ApiClient(configuration))
+
+
+def test_the_last_write_outlasts_an_api_server_restart_over_real_http() -> None:
+    server = FlakyApiServer(failures=3)
+    waits: list[float] = []
+    sink = KubernetesStatusSink(name="ev", namespace="team", api=server.api(), sleep=waits.append)
+    sink.finished(LM_EVAL_RESULTS)
+    assert waits == [1, 2, 4] and len(server.bodies) == 4
+    assert server.bodies[-1]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
+    server.httpd.shutdown()
+
+
+def test_a_refused_last_write_is_not_repeated() -> None:
+    server = FlakyApiServer(failures=5, status=403)
+    waits: list[float] = []
+    KubernetesStatusSink(name="ev", namespace="team", api=server.api(), sleep=waits.append).failed("boom")
+    assert waits == [] and len(server.bodies) == 1
+    server.httpd.shutdown()
 
 
 def test_file_sink_and_env_selection(tmp_path: Path) -> None:

@@ -5,14 +5,18 @@ In a cluster the runner patches its Evaluation's `status` subresource (its Role 
 progress while it runs and the scores when it ends. Status lives in etcd beside every
 other object, so what goes there is condensed and bounded: per task the metric values
 and their stderr, groups, sample counts and task versions, never samples; full results
-stay on the output volume. A status write that fails is logged and dropped: it must never
-cost a finished evaluation (the results are already on disk).
+stay on the output volume. A progress write that fails is logged and dropped (the next one
+follows in seconds); the last write, the scores or the failure, is tried again for up to
+`FINAL_WRITE_PATIENCE` while the API server is unreachable or overloaded (a restart of the
+API server must not lose a run's scores), and is then logged and dropped: a status write
+never fails a finished evaluation (the results are already on disk).
 
 This module imports `kubernetes` lazily and nothing from `assay.operator` or kopf.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -30,6 +34,11 @@ MAX_STATUS_BYTES = 256 * 1024
 """Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
 DEFAULT_PROGRESS_INTERVAL = 5.0
 MAX_MESSAGE_CHARS = 1024
+FINAL_WRITE_PATIENCE = 300.0
+"""Seconds the last status write is retried while the API server is unreachable, overloaded or restarting."""
+_RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)
+"""Waits between tries of the last write; the last one repeats until the patience is spent."""
+_TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
 _SKIPPED_KEYS = {"alias", "name", "sample_len", "samples", " ", ""}
 
 
@@ -216,8 +225,11 @@ class KubernetesStatusSink(_ThrottledSink):
         api: Any = None,
         min_interval: float = DEFAULT_PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+        final_patience: float = FINAL_WRITE_PATIENCE,
     ) -> None:
         super().__init__(min_interval=min_interval, clock=clock)
+        self.sleep, self.final_patience = sleep, final_patience
         self.name = name
         self.namespace = namespace
         self.generation = generation
@@ -225,17 +237,28 @@ class KubernetesStatusSink(_ThrottledSink):
         self.api = api if api is not None else _custom_objects_api()
 
     def _write(self, status: dict[str, Any], *, final: bool) -> None:
-        try:
-            if final and self._superseded():
-                logger.warning("Evaluation %s/%s has a newer generation; not reporting this run's outcome.",
-                               self.namespace, self.name)  # fmt: skip
+        waited = 0.0
+        for attempt in itertools.count():
+            try:
+                if final and self._superseded():
+                    logger.warning("Evaluation %s/%s has a newer generation; not reporting this run's outcome.",
+                                   self.namespace, self.name)  # fmt: skip
+                    return
+                self.api.patch_namespaced_custom_object_status(
+                    spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name,
+                    {"status": status},
+                )  # fmt: skip
                 return
-            self.api.patch_namespaced_custom_object_status(
-                spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name,
-                {"status": status},
-            )  # fmt: skip
-        except Exception as error:  # noqa: BLE001 - a status write must never end the run
-            logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, error)
+            except Exception as error:  # noqa: BLE001 - a status write must never end the run
+                delay = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
+                if not final or not _transient(error) or waited + delay > self.final_patience:
+                    logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, error)
+                    return
+                logger.warning("Could not patch status of Evaluation %s/%s (%s); trying again in %.0f s.",
+                               self.namespace, self.name, _first_line(error), delay)  # fmt: skip
+                self.sleep(delay)
+                waited += delay
+
 
     def _superseded(self) -> bool:
         """Whether the Evaluation now runs another Job. By the run's Job name when known: a
@@ -251,6 +274,20 @@ class KubernetesStatusSink(_ThrottledSink):
         if self.generation is None:
             return False
         return int(current.get("metadata", {}).get("generation", self.generation)) != self.generation
+
+
+def _transient(error: Exception) -> bool:
+    """Worth another try: no answer at all (connection refused or reset), or an overloaded or
+    restarting server; not a refusal (403, 404, 422), which a retry would only repeat."""
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and status > 0:
+        return status in _TRANSIENT_STATUSES
+    return True
+
+
+def _first_line(error: Exception) -> str:
+    text = str(error).strip().splitlines()
+    return text[0] if text else type(error).__name__
 
 
 def _custom_objects_api() -> Any:

@@ -210,6 +210,7 @@ class ControlPlane:
         self.server = f"https://{address}:{self.api_port}"
         self.admin_kubeconfig = workdir / "admin.kubeconfig"
         self._processes: list[_Process] = []
+        self._args: dict[str, list[str]] = {}
 
     @property
     def ca_file(self) -> Path:
@@ -218,7 +219,19 @@ class ControlPlane:
     def _spawn(self, name: str, args: list[str]) -> _Process:
         process = spawn(name, args, workdir=self.workdir)
         self._processes.append(process)
+        self._args[name] = args
         return process
+
+    def restart_apiserver(self, *, down_for: float = 0.0, timeout: float = 90.0) -> None:
+        """Stop the API server (SIGTERM, as an upgrade or a crash-looping static pod does),
+        keep it down `down_for` seconds, start it with the same flags, wait until it is ready."""
+        (old,) = [p for p in self._processes if p.name == "kube-apiserver"]
+        old.stop()
+        self._processes.remove(old)
+        time.sleep(down_for)
+        deadline = time.monotonic() + timeout
+        self._wait_http(self._spawn("kube-apiserver", self._args["kube-apiserver"]), f"{self.server}/readyz", deadline,
+                        ok=lambda body: body.strip() == b"ok", token=self.admin_token)  # fmt: skip
 
     def start(self, *, timeout: float = 90.0) -> "ControlPlane":
         self.workdir.mkdir(parents=True, exist_ok=True)
