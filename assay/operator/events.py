@@ -2,7 +2,7 @@
 
 An Event is a courtesy (the status already says the same), yet posted on the thread that
 decides runs it put one more request between each decision and the next: under a burst of
-300 Evaluations on 2 cores that alone held p99 apply-to-Job at 1.6-1.9 s against 0.9-1.3 s
+300 Evaluations on 2 cores that alone held p99 apply-to-Job at 1.4-1.9 s against 0.9-1.3 s
 without it. The poster sends them in the order they were made, as its one thread can; under
 a burst they trail the Jobs and catch up after. Each Event keeps the time it was made.
 """

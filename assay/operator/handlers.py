@@ -125,8 +125,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.sweeper.start()
     memo.unfinished = converge.UnfinishedRuns()
     memo.lost_job_sweeper = converge.LostJobSweeper(
-        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None), emit=observe.emitter(memo),
-        on_error=observe.metrics_of(memo).record_error)  # fmt: skip
+        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
+        emit=observe.emitter(memo), on_error=observe.metrics_of(memo).record_error)  # fmt: skip
     memo.lost_job_sweeper.start()
 
 

@@ -124,7 +124,7 @@ def test_kubernetes_sink_drops_a_superseded_runs_outcome() -> None:
 def test_kubernetes_sink_survives_api_errors() -> None:
     class Broken(RecordingCustomObjectsApi):
         def patch_namespaced_custom_object_status(self, *args: Any) -> None:
-            raise RuntimeError("connection refused")
+            raise ConnectionRefusedError("connection refused")
 
     waits: list[float] = []
     sink = KubernetesStatusSink(name="ev", namespace="team", api=Broken(), sleep=waits.append, final_patience=60)
@@ -132,6 +132,14 @@ def test_kubernetes_sink_survives_api_errors() -> None:
     assert waits == []
     sink.finished(LM_EVAL_RESULTS)  # no raise: retried while the patience lasts, then dropped
     assert waits == [1, 2, 4, 8, 15, 15, 15] and sum(waits) <= 60
+
+    class Buggy(RecordingCustomObjectsApi):
+        def patch_namespaced_custom_object_status(self, *args: Any) -> None:
+            raise TypeError("a bug, not an outage")
+
+    waits.clear()
+    KubernetesStatusSink(name="ev", namespace="team", api=Buggy(), sleep=waits.append).finished(LM_EVAL_RESULTS)
+    assert waits == []  # not retried
 
 
 class FlakyApiServer:

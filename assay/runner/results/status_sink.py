@@ -277,12 +277,14 @@ class KubernetesStatusSink(_ThrottledSink):
 
 
 def _transient(error: Exception) -> bool:
-    """Worth another try: no answer at all (connection refused or reset), or an overloaded or
-    restarting server; not a refusal (403, 404, 422), which a retry would only repeat."""
+    """Worth another try: no answer at all (connection refused or reset, a timeout), or an
+    overloaded or restarting server; not a refusal (403, 404, 422) nor a bug of ours, which a
+    retry would only repeat."""
     status = getattr(error, "status", None)
     if isinstance(status, int) and status > 0:
         return status in _TRANSIENT_STATUSES
-    return True
+    # urllib3's errors (MaxRetryError, ProtocolError) are not OSErrors.
+    return isinstance(error, OSError) or type(error).__module__.startswith("urllib3")
 
 
 def _first_line(error: Exception) -> str:
