@@ -113,6 +113,11 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 def cmd_run(args: argparse.Namespace) -> int:
     config = resolve_run_config(args)
     options = run_options(config)
+    if config["output_path"]:
+        from assay.runner.results import output
+
+        # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
+        output.check_writable(config["output_path"], name="--output_path")
     _set_verbosity(config["verbosity"])
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
@@ -236,6 +237,7 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
         config["fewshot_as_multiturn"] = True
     elif config["fewshot_as_multiturn"] is True and not config["apply_chat_template"]:
         raise UsageError("--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.")
+    _check_counts(config)
     config["samples"] = _load_samples(config["samples"])
     config["seed"] = _normalize_seed(config["seed"])
     config["metadata"] = {**config["model_args"], **config["metadata"]}
@@ -247,6 +249,25 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     return config
+
+
+def _check_counts(config: dict[str, Any]) -> None:
+    """Refuse what lm-eval runs silently: `--limit 0` or below evaluates nothing and prints an
+    empty table; a negative `--num_fewshot` builds prompts nobody asked for."""
+    limit, shots = config["limit"], config["num_fewshot"]
+    if limit is not None and (not _is_number(limit) or not 0 < limit < math.inf):
+        raise UsageError(f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
+                         "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document.")  # fmt: skip
+    if shots is not None and (not _is_number(shots) or int(shots) != shots or shots < 0):
+        raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+
+
+def _shown(value: Any) -> str:
+    return f"{value:g}" if _is_number(value) else repr(value)
 
 
 def load_yaml_config(path: str) -> dict[str, Any]:

@@ -57,7 +57,7 @@ ARGVS = [
     ["run", "--tasks", "x", "--wandb_args", "project=p,mode=offline", "--wandb_config_args", "a=1"],
     ["run", "--tasks", "x", "--hf_hub_log_args", "hub_results_org=me,push_results_to_hub=True", "details_repo_name=d"],
     ["--model", "dummy", "--tasks", "x"],  # legacy form
-    ["-t", "x", "-f", "0", "--limit", "0"],
+    ["-t", "x", "-f", "0", "--limit", "1"],
 ]
 
 
@@ -145,6 +145,9 @@ def run_main(argv, capsys):
         (["run", "--tasks", "x", "--model_args", "pretrained"], 2, "key=value"),
         (["run", "--tasks", "x", "--model_args", "{not json"], 2, "JSON"),
         (["run", "--tasks", "x", "--limit", "ten"], 2, "--limit"),
+        (["run", "--tasks", "x", "--limit", "0"], 2, "--limit 0 is not above 0"),
+        (["run", "--tasks", "x", "--limit", "-3"], 2, "--limit -3 is not above 0"),
+        (["run", "--tasks", "x", "--num_fewshot", "-1"], 2, "--num_fewshot -1 is not a count"),
         (["run", "--tasks", "x", "--no_such_flag"], 2, "--no_such_flag"),
         (["run", "--tasks", "x", "--trackio_args", "project=p"], 2, "not supported"),
         (["run", "--model", "dummy"], 2, "--tasks"),
@@ -161,6 +164,39 @@ def test_bad_input_is_one_sentence(argv, code, fragment, capsys):
     assert got == code
     assert fragment in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_counts_lm_eval_would_run_silently_are_refused_from_a_config_file_too(tmp_path, capsys):
+    config = tmp_path / "run.yaml"
+    config.write_text("tasks: [x]\nlimit: 0\n")
+    code, _, err = run_main(["run", "-C", str(config)], capsys)
+    assert code == 2 and "--limit 0 is not above 0" in err and err.count("\n") == 1
+    config.write_text("tasks: [x]\nnum_fewshot: 1.5\n")
+    assert run_main(["run", "-C", str(config)], capsys)[0] == 2
+    # A float below 1 is a fraction of the documents, as in lm-eval; 1.0 and above a count.
+    for limit in ("0.5", "1", "1.0", "10"):
+        assert assay_config(["run", "--tasks", "x", "--limit", limit])["limit"] == float(limit)
+    assert assay_config(["run", "--tasks", "x", "--num_fewshot", "0"])["num_fewshot"] == 0
+
+
+@pytest.mark.parametrize("target,why", [("a_file/out", "(Not a directory)"), ("a_file/run.json", "a_file is a file, not a folder")])
+def test_an_unwritable_output_path_fails_before_the_model_loads(target, why, tmp_path, capsys):
+    (tmp_path / "a_file").write_text("not a folder")
+    path = tmp_path / target
+    # Had the model been loaded first, the error would name its missing path instead.
+    argv = ["run", "--model", "hf", "--model_args", "pretrained=/no/such/model", "--tasks", "x", "--output_path", str(path)]
+    code, _, err = run_main(argv, capsys)
+    assert code == 1
+    assert f"Cannot write to --output_path {path} (" in err and why in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_the_write_check_leaves_nothing_behind(tmp_path):
+    from assay.runner.results import output
+
+    output.check_writable(tmp_path / "new" / "deeper", name="--output_path")
+    output.check_writable(tmp_path / "res" / "run.json", name="--output_path")
+    assert list((tmp_path / "new" / "deeper").iterdir()) == [] and list((tmp_path / "res").iterdir()) == []
 
 
 def test_bad_yaml_config(tmp_path, capsys):

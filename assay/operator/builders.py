@@ -10,6 +10,8 @@ the same names, gets 409 Conflict, and so never starts a duplicate run.
 The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
 `patch` on that Evaluation's status subresource (both by resourceName), nothing else: code
 in the runner cannot rewrite its own spec (image, hfTokenSecret) for the operator to run.
+These three are applied (server-side, forced: `APPLIED_KINDS`) whenever a run is decided,
+so that a Role made wider before (an older operator, or by hand under its name) is tightened.
 
 Names. An Evaluation's name is a DNS-1123 subdomain of up to 253 characters (dots and
 leading digits allowed); its children need less: the Job doubles as the headless Service's
@@ -28,7 +30,7 @@ import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers, task_sources
+from assay.operator import containers, placement_policy, policy, task_sources
 from assay.operator.names import child_name, digest, label_value
 from assay.operator.runner_images import runner_image
 from assay.spec import Evaluation
@@ -44,11 +46,10 @@ ANNOTATION_RERUN = "evaluations.assay.dev/rerun"
 """On an Evaluation: a token whose change asks for a fresh run of the same spec (GitOps users
 bump it in Git). On a Job: the token the Job was made for. Outside the `assay.dev/` prefix,
 which kopf's own annotations use and strips from the changes it compares."""
-KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_QUEUE_LABEL = placement_policy.QUEUE_LABEL
 RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
 CHECK_CONTAINER = "check"
-RUNNER_UID = 1000
 PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
 """Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
 
@@ -129,11 +130,22 @@ def response_cache(ref: EvaluationRef, spec: Evaluation) -> str:
     """The sqlite response cache of one run (`<prefix>_rank<r>.db` per rank), on the output volume.
 
     A pod that is deleted, evicted or OOMKilled is replaced by one that finds the answers
-    already computed there and sends the model only the rest. Keyed by the run, not just the
-    output directory: the cache's keys are the requests alone (lm-eval's), so another spec
-    or re-run sharing a fixed `output.path` must not be answered from this run's model.
+    already computed there and sends the model only the rest: the path is in the Job's pod
+    template, so every pod of one run gets the same one. Keyed by the run, not just the
+    output directory: the cache's keys are the requests alone (lm-eval's), so another
+    Evaluation, spec or re-run sharing a fixed `output.path` must not be answered from this
+    run's model. `<uid>-<spec hash>/<run suffix>`: the uid tells apart two Evaluations, and
+    one deleted and re-created under its name (GitOps replace) that restarts at generation 1;
+    the spec hash guards the rest (a restored object that kept its uid and generation but
+    not its spec). The runner also refuses a cache written for another model
+    (`assay.runner.models.caching`). Both parts are short and path-safe (49 and under 30 characters).
     """
-    return f"{output_dir(ref, spec)}/.assay-cache/{run_suffix(ref)}/responses"
+    uid = ref.uid if 0 < len(ref.uid) <= 36 and all(c in _UID_CHARS for c in ref.uid) \
+        else hashlib.sha256(ref.uid.encode()).hexdigest()[:16]  # fmt: skip
+    return f"{output_dir(ref, spec)}/.assay-cache/{uid}-{spec_hash(spec)[:12]}/{run_suffix(ref)}/responses"
+
+
+_UID_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz-")  # an API server's uid is a lowercase UUID
 
 
 def owner_reference(ref: EvaluationRef) -> Manifest:
@@ -173,6 +185,10 @@ def service_account(ref: EvaluationRef) -> Manifest:
     if secrets:
         account["imagePullSecrets"] = [{"name": name} for name in secrets]
     return account
+
+
+APPLIED_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding"})
+"""Children that follow the operator's current rules (`kube.apply`); the others are created once."""
 
 
 def role(ref: EvaluationRef) -> Manifest:
@@ -279,6 +295,9 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         env.append({"name": "ASSAY_API_KEY_SECRET", "value": f"{key.name}/{key.key}"})
     if spec.task_sources:
         env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
+        # The runner enforces it too: a ConfigMap edited after the operator's check reaches a retry's pod.
+        code = "allowed" if policy.AdminPolicy.from_env().allow_task_code else "refused"
+        env.append({"name": spec_module.ENV_TASK_CODE, "value": code})
     return env
 
 
@@ -291,11 +310,17 @@ def pod_failure_policy() -> Manifest:
             {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [spec_module.PEER_FAILED_EXIT_CODE]}},
             # Preemption, eviction, node drain: not the evaluation's fault.
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+            # Scores computed but refused by the API server (or it stayed away): a retry would
+            # redo the whole evaluation to meet the same refusal; the operator says
+            # ResultsNotRecorded. After the disruption rule: a preempted pod still retries.
+            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.RESULTS_NOT_RECORDED_EXIT_CODE]}},
         ]
     }
 
 
-def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None) -> Manifest:
+def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
+        placement: placement_policy.Placement | None = None) -> Manifest:  # fmt: skip
+    """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
     name = name or job_name(ref)
     image = spec.image or runner_image(spec.model, default_image)
     env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
@@ -310,13 +335,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "serviceAccountName": runner_account_name(ref),
         "automountServiceAccountToken": True,
         "enableServiceLinks": False,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": RUNNER_UID,
-            "runAsGroup": RUNNER_UID,
-            "fsGroup": RUNNER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": containers.pod_security(),
         "containers": [
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
                                  resources=containers.resources(spec, gpus=True), spec=spec),
@@ -354,7 +373,9 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
 
     metadata = _metadata(ref, name, **job_labels)
     metadata["annotations"] = _job_annotations(ref, spec)
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+    manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
+    placement_policy.fill_runner_pod(manifest, placement or placement_policy.from_env())
+    return manifest
 
 
 def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:
@@ -366,11 +387,12 @@ def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:
 
 
 def children(ref: EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None) -> list[Manifest]:  # fmt: skip
-    """Every child, in the order to create them (the Job last, once its identity exists)."""
+             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:  # fmt: skip
+    """Every child, in the order to create them (the Job last, once its identity exists);
+    those of `APPLIED_KINDS` are applied rather than created."""
     name = job_name_override or job_name(ref)
     out = [service_account(ref), role(ref), role_binding(ref)]
     if spec.resources.nodes > 1:
         out.append(headless_service(ref, job=name))
-    out.append(job(ref, spec, name=name, default_image=default_image))
+    out.append(job(ref, spec, name=name, default_image=default_image, placement=placement))
     return out

@@ -21,6 +21,9 @@ run is under way, True once it failed for good); Ready == not Reconciling and no
 `status.reason` repeats the reason of the latest change (printer column Reason), so that
 `kubectl get evals` says why an Evaluation is Pending or Failed.
 
+No Succeeded without scores: a Complete Job without `status.results` is Failed with reason
+ResultsNotRecorded (see `outcome`), and OutputWritten tells whether the files were written.
+
 Each function returns a merge patch for `status` (only what changes), never touches
 the API, and takes `now` so tests need no clock.
 """
@@ -31,6 +34,8 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
+from assay import echoed_text
+from assay.operator import outcome
 from assay.operator.builders import KUEUE_QUEUE_LABEL
 from assay.operator.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.diagnosis import Problem
@@ -41,6 +46,9 @@ TERMINAL_PHASES = (SUCCEEDED, FAILED)
 ACCEPTED = "Accepted"
 READY, RECONCILING, STALLED = "Ready", "Reconciling", "Stalled"
 CONDITION_TYPES = (ACCEPTED, RUNNING, SUCCEEDED, FAILED, READY, RECONCILING, STALLED)
+RESULTS_NOT_RECORDED, OUTPUT_WRITTEN = outcome.RESULTS_NOT_RECORDED, outcome.OUTPUT_WRITTEN
+RUNNER_MESSAGE_CHARS = 1024
+"""Bound on the runner's last word as the operator repeats it (the runner bounds it too)."""
 
 Condition = dict[str, Any]
 
@@ -152,7 +160,11 @@ def accepted(
         patch.update({
             "phase": PENDING, "reason": PODS_PENDING, "message": message, "startTime": None, "completionTime": None,
             "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
+            "runnerMessage": None, "outputFiles": None,
         })  # fmt: skip
+        # The previous run's files are not this run's.
+        status = {**(status or {}), "conditions": [c for c in (status or {}).get("conditions") or ()
+                                                   if c.get("type") != OUTPUT_WRITTEN]}  # fmt: skip
         values = {
             ACCEPTED: (True, "SpecValid", message),
             # What `from_job` says of the new Job, so that its first events change nothing.
@@ -195,6 +207,8 @@ def job_state(job: Mapping[str, Any]) -> JobState:
         detail = c.get("message")
         if reason == "DeadlineExceeded" and spec.get("activeDeadlineSeconds"):
             detail = f"{spec['activeDeadlineSeconds']} s"
+        if reason == "PodFailurePolicy" and outcome.failed_unrecorded(detail):
+            reason, detail = RESULTS_NOT_RECORDED, None
         return JobState(FAILED, reason, _job_message(name, reason, detail), start,
                         c.get("lastTransitionTime"))  # fmt: skip
     if "Complete" in conditions:
@@ -233,6 +247,7 @@ def _job_message(name: str, reason: str, detail: str | None) -> str:
         "DeadlineExceeded": "the run took longer than spec.activeDeadlineSeconds",
         "PodFailurePolicy": "the runner exited with a configuration error (see its log)",
         "MaxFailedIndexesExceeded": "too many runner pods failed",
+        RESULTS_NOT_RECORDED: "the runner could not write its scores to status.results (see its log)",
     }
     text = f"{name} failed: {explanations.get(reason, reason)}"
     return f"{text} ({detail})." if detail else f"{text}."
@@ -270,15 +285,18 @@ def from_job(
     generation: int,
     now: datetime.datetime,
     problem: Problem | None = None,
+    spec: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The status patch mirroring one Job (and its pods' `problem`); {} when nothing changed.
 
     A finished run is final: once the phase is Succeeded or Failed, later events of the
     same Job change nothing. The runner's own last word (`status.message` that no
-    condition carries) is kept: it says which task or file went wrong.
+    condition carries) is kept: it says which task or file went wrong. A Complete Job
+    counts as Succeeded only with its scores in `status.results`; `spec` (the
+    Evaluation's) tells where the results files are when they are not.
     """
     status = status or {}
-    state = with_problem(job_state(job), problem, now=now)
+    state = _with_results(with_problem(job_state(job), problem, now=now), status, spec)
     if state.phase in TERMINAL_PHASES and status.get("phase") == state.phase:
         return {}
     message = state.message
@@ -292,6 +310,7 @@ def from_job(
         SUCCEEDED: (state.phase == SUCCEEDED, state.reason, message if state.phase == SUCCEEDED else "Not finished."),
         FAILED: (state.phase == FAILED, state.reason, message if state.phase == FAILED else "Not failed."),
         **summary(state.phase, reason=state.reason, message=message),
+        **(outcome.output_written(status) if state.phase == SUCCEEDED else {}),
     }
     patch: dict[str, Any] = {
         "phase": state.phase,
@@ -317,13 +336,25 @@ def from_job(
     return {} if set(changed) <= {"startTime"} else changed
 
 
+def _with_results(state: JobState, status: Mapping[str, Any], spec: Mapping[str, Any] | None) -> JobState:
+    """No Succeeded without scores: a Complete Job whose scores are missing is Failed."""
+    if state.phase == SUCCEEDED and not outcome.results_recorded(status):
+        name = status.get("jobName") or "The Job"
+        state = JobState(FAILED, RESULTS_NOT_RECORDED, f"{name} completed, but its scores never reached status.results.",
+                         state.start_time, state.completion_time)  # fmt: skip
+    if state.reason != RESULTS_NOT_RECORDED:
+        return state
+    return dataclasses.replace(state, message=f"{state.message} Its results files are {outcome.files_location(spec, status)}.")
+
+
 def _runner_message(status: Mapping[str, Any]) -> str | None:
     if status.get("runnerMessage"):
-        return str(status["runnerMessage"])
+        # Written by the runner's image, not by the operator: one line, bounded, before it becomes an Event.
+        return echoed_text.bounded(str(status["runnerMessage"]), RUNNER_MESSAGE_CHARS)
     message = status.get("message")
     if not message or any(c.get("message") == message for c in status.get("conditions") or ()):
         return None
-    return str(message)
+    return echoed_text.bounded(str(message), RUNNER_MESSAGE_CHARS)
 
 
 def finished_now(old: Mapping[str, Any] | None, patch: Mapping[str, Any]) -> str | None:

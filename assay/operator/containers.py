@@ -39,6 +39,15 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     return out
 
 
+RUNNER_UID = 1000
+
+
+def pod_security() -> Manifest:
+    """The runner pod's securityContext: the runner image's non-root user, seccomp's default profile."""
+    return {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID, "fsGroup": RUNNER_UID,
+            "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+
+
 _CONTAINER_SECURITY = {
     "allowPrivilegeEscalation": False,
     "readOnlyRootFilesystem": True,

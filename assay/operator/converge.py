@@ -7,6 +7,12 @@ event the operator missed). A Job's deletion is seen twice over: its DELETED wat
 and the periodic sweep of unfinished Evaluations, which finds what a lost event hid.
 The plan is the same pure `reconcile.plan` either way, so a Job re-created by both paths
 at once is created once (deterministic names; 409 means done).
+
+A child the API server refuses for what it is (`refusals`: a pod label key that is no
+label key, an admission policy's denial) fails the Evaluation as InvalidSpec with the API
+server's words, once; a refusal that may pass (a quota, the operator's RBAC, an outage) is
+noted in the status (`JobNotCreated`) and tried again, and the Job that never existed is
+not reported lost when it finally is created.
 """
 
 from __future__ import annotations
@@ -16,11 +22,13 @@ import datetime
 import logging
 import threading
 import time
+import types
 from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, kube, policy, reconcile
-from assay.operator.periodic import PeriodicSweep
+from assay.errors import UserError
+from assay.operator import builders, conditions, kube, observe, policy, reconcile, refusals, secret_consent
+from assay.operator.periodic import OnError, PeriodicSweep
 
 logger = logging.getLogger(__name__)
 RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
@@ -28,6 +36,9 @@ RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
 Emit = Callable[..., None]
 """(obj, type=, reason=, message=) → posts an Event."""
 Written = Callable[[Mapping[str, Any]], None]
+JOB_NOT_CREATED = "JobNotCreated"
+"""status.reason while the current run's children could not be created yet (a quota, the
+operator's RBAC, an API server error): its Job never existed, so it is not reported lost."""
 
 
 def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
@@ -51,10 +62,20 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
         # Written before the Job exists, not through kopf's patch after the handler:
         # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
         # events (a suspended Job's only ones) come within milliseconds of its creation.
-        written(kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status))
+        evaluation = kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status) or evaluation
+        written(evaluation)
     for manifest in steps.create:
-        if kube.create(manifest) and manifest["kind"] == "Job":
-            emit(evaluation, type="Normal", reason="JobCreated", message=f"Created Job {manifest['metadata']['name']}.")
+        try:
+            if manifest["kind"] in builders.APPLIED_KINDS:
+                kube.apply(manifest)  # the runner's access as this operator grants it, whatever an older one made
+            elif kube.create(manifest) and manifest["kind"] == "Job":
+                job_created = f"Created Job {manifest['metadata']['name']}."
+                emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
+        except kube.ApiError as error:
+            refused = _not_created(evaluation, manifest, error, now=now, emit=emit, written=written)
+            if refused is None:
+                raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
+            return dataclasses.replace(steps, refused=refused)
     for job in steps.delete_jobs:
         kube.delete("Job", "batch/v1", namespace=namespace, name=job)
         emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
@@ -65,6 +86,40 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
         kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
         emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
     return steps
+
+
+def reject(evaluation: Mapping[str, Any], message: str, *, now: datetime.datetime, emit: Emit,
+           written: Written = lambda _: None) -> bool:  # fmt: skip
+    """Fail the Evaluation as InvalidSpec with `message`, and one Warning Event; False if its status says so already."""
+    meta = evaluation["metadata"]
+    status = reconcile.rejection(evaluation, message, now=now)
+    if not status:
+        return False
+    written(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"], status=status))
+    emit(evaluation, type="Warning", reason="InvalidSpec", message=message)
+    return True
+
+
+def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], error: kube.ApiError, *,
+                 now: datetime.datetime, emit: Emit, written: Written) -> str | None:  # fmt: skip
+    """A child the API server did not create. A final refusal fails the Evaluation: its message
+    is returned. Anything else is noted in the status, to be tried again: None."""
+    kind, child = manifest["kind"], manifest["metadata"]["name"]
+    meta = evaluation["metadata"]
+    if isinstance(error, kube.Refused):
+        message = (f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; change the spec "
+                   "field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
+                   "nodeSelector are spec.podTemplate's).")  # fmt: skip
+        reject(evaluation, message, now=now, emit=emit, written=written)
+        return message
+    said = refusals.transient_note(error.status, error.body)
+    note = {"reason": JOB_NOT_CREATED, "message": f"{kind} {child} could not be created yet ({said}); "
+                                                  "the operator tries again."}  # fmt: skip
+    try:
+        written(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"], status=note))
+    except Exception as failed:  # noqa: BLE001 - the create's own error is the one reported
+        logger.debug("Could not note %s %s not created in the status: %s", kind, child, failed)
+    return None
 
 
 def awaits_job(evaluation: Mapping[str, Any], job_name: str | None = None) -> bool:
@@ -82,19 +137,30 @@ def awaits_job(evaluation: Mapping[str, Any], job_name: str | None = None) -> bo
 
 def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, default_image: str | None, emit: Emit,
              now: datetime.datetime, written: Written = lambda _: None) -> bool:  # fmt: skip
-    """The current run's Job is gone while the run is unfinished: create it again. True if created."""
+    """The current run's Job is gone while the run is unfinished: create it again. True if created.
+
+    A spec the admin's policy (or a Secret's consent) no longer allows fails the Evaluation,
+    as it would have failed a new run, instead of being tried again for ever."""
     meta = evaluation["metadata"]
-    job_name = (evaluation.get("status") or {}).get("jobName")
-    spec = spec_module.parse_spec(evaluation.get("spec") or {})
-    # Accepted before, but the admin's policy may have changed since: it still holds.
-    policy.check(spec, admin)
-    spec = policy.enforce(spec, admin)
+    status = evaluation.get("status") or {}
+    job_name = status.get("jobName")
+    try:
+        spec = spec_module.parse_spec(evaluation.get("spec") or {})
+        # Accepted before, but the admin's policy may have changed since: it still holds.
+        policy.check(spec, admin)
+        secret_consent.check(spec, label=admin.secret_consent_label, namespace=meta["namespace"],
+                             get=secret_consent.reader(meta["namespace"]))  # fmt: skip
+        spec = policy.enforce(spec, admin)
+    except UserError as error:
+        reject(evaluation, str(error), now=now, emit=emit, written=written)
+        return False
     if kube.get("Job", "batch/v1", namespace=meta["namespace"], name=str(job_name)) is not None:
         return False
-    emit(evaluation, type="Warning", reason="JobLost",
-         message=f"Job {job_name} was deleted before the run finished; creating it again.")  # fmt: skip
+    if status.get("reason") != JOB_NOT_CREATED:  # a Job that never existed was not lost
+        emit(evaluation, type="Warning", reason="JobLost",
+             message=f"Job {job_name} was deleted before the run finished; creating it again.")  # fmt: skip
     steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit, written=written)
-    return any(m["kind"] == "Job" for m in steps.create)
+    return steps.refused is None and any(m["kind"] == "Job" for m in steps.create)
 
 
 LOST_JOB_SWEEP_INTERVAL = 30.0
@@ -131,44 +197,63 @@ class UnfinishedRuns:
             return {key: job for key, (job, since) in self._runs.items() if now - since >= min_age}
 
 
-def lost_runs(runs: Mapping[Key, str], *, job_names: Callable[[str], set[str]]) -> list[Key]:
-    """The runs whose Job is missing: one list of runner Jobs per namespace, not one read per run."""
-    lost: list[Key] = []
-    for namespace in sorted({ns for ns, _ in runs}):
-        present = job_names(namespace)
-        lost += [key for key, job in sorted(runs.items()) if key[0] == namespace and job not in present]
-    return lost
-
-
-def runner_job_names(namespace: str) -> set[str]:
+def runner_jobs(namespace: str) -> dict[str, kube.Manifest]:
+    """The live runner Jobs of a namespace by name: one list for every run there, not one read per run."""
     jobs = kube.list_objects("Job", "batch/v1", namespace=namespace, label_selector=RUNNER_JOB_SELECTOR)
-    return {str(j["metadata"]["name"]) for j in jobs if not j["metadata"].get("deletionTimestamp")}
+    return {str(j["metadata"]["name"]): j for j in jobs if not j["metadata"].get("deletionTimestamp")}
 
 
 class LostJobSweeper(PeriodicSweep):
-    """Every `interval` seconds, re-creates the Job of each unfinished run that lost it.
+    """Every `interval` seconds, one look at each unfinished run as the API server has it now.
 
-    The DELETED watch event does this at once; the sweep catches what an event missed (the
-    operator down, a watch broken).
+    A run whose Job is gone gets it again (`recreate`); a Running run, and any run whose
+    Job has ended, is mirrored from its Job as listed (`observe.observe_run`), so a Job's
+    end that no watch event brought still reaches the Evaluation. Other Pending runs are the
+    pending sweep's (`observe.PendingSweeper`, more often). The DELETED watch event
+    re-creates a Job at once; this catches what an event missed (the operator down, a watch
+    broken, the API server answering errors for a while). A pass that fails, or one run's
+    look that does, is counted and logged by `periodic`; the next pass tries again.
     """
 
     def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
-                 on_error: Callable[[str], None], emit: Emit = kube.create_event,
-                 interval: float = LOST_JOB_SWEEP_INTERVAL) -> None:  # fmt: skip
-        super().__init__(interval=interval, name="assay-lost-job-sweeper")
-        self.runs, self.admin, self.default_image, self.on_error = runs, admin, default_image, on_error
-        self.emit = emit
+                 on_error: OnError, emit: Emit = kube.create_event, interval: float = LOST_JOB_SWEEP_INTERVAL,
+                 memo: Any = None) -> None:  # fmt: skip
+        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error)
+        self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
+        self.memo = memo if memo is not None else types.SimpleNamespace()
+        """The operator's memo (`observe`: the watches' objects, metrics); a bare one in tests."""
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
-        if not runs:
+        for namespace in sorted({ns for ns, _ in runs}):
+            if self.stopping:
+                return
+            with self.guarded(f"the runner Jobs of namespace {namespace}"):
+                jobs = runner_jobs(namespace)
+                for key in sorted(k for k in runs if k[0] == namespace):
+                    with self.guarded(f"Evaluation {key[0]}/{key[1]}"):
+                        self._look(key, runs[key], jobs.get(runs[key]))
+
+    def _look(self, key: Key, job_name: str, job: Mapping[str, Any] | None) -> None:
+        now = datetime.datetime.now(datetime.timezone.utc)
+        if job is None:
+            found = kube.get_evaluation(namespace=key[0], name=key[1])
+            if found is not None and awaits_job(found, job_name):
+                recreate(found, admin=self.admin, default_image=self.default_image, emit=self.emit, now=now)
             return
-        for namespace, name in lost_runs(runs, job_names=runner_job_names):
-            try:
-                evaluation = kube.get_evaluation(namespace=namespace, name=name)
-                if evaluation is not None and awaits_job(evaluation, runs[(namespace, name)]):
-                    recreate(evaluation, admin=self.admin, default_image=self.default_image, emit=self.emit,
-                             now=datetime.datetime.now(datetime.timezone.utc))  # fmt: skip
-            except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
-                self.on_error("lost_job_sweep")
-                logger.warning("Could not re-create the Job of Evaluation %s/%s: %s", namespace, name, error)
+        state = conditions.job_state(job)
+        ended = state.phase in conditions.TERMINAL_PHASES
+        if ended and _seconds_since(state.completion_time, now) < self.interval:
+            return  # just ended: its watch event is `mirror_job`'s, and both would post the end's Event
+        # An ended Job is read against the Evaluation as it is now, as `mirror_job` does.
+        evaluation = observe.evaluation_of(job, memo=self.memo, fresh=ended)
+        if evaluation is not None and (ended or (evaluation.get("status") or {}).get("phase") == conditions.RUNNING):
+            observe.observe_run(evaluation, memo=self.memo, emit=self.emit, job=job, now=now)
+
+
+def _seconds_since(timestamp: str | None, now: datetime.datetime) -> float:
+    """Seconds from a Kubernetes timestamp to `now`; infinite when there is none to read."""
+    try:
+        return (now - datetime.datetime.fromisoformat(str(timestamp).replace("Z", "+00:00"))).total_seconds()
+    except (TypeError, ValueError):
+        return float("inf")

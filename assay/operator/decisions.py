@@ -85,6 +85,7 @@ class RunDecisions:
         self._attempts: dict[Key, int] = {}
         self._retries: dict[Key, asyncio.TimerHandle] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._asked = 0  # decisions asked for and not done (waiting for the lock or a thread, or running)
 
     async def observe(self, body: Body, *, deleted: bool = False) -> None:
         """One watch event of an Evaluation (in kopf's event loop)."""
@@ -100,7 +101,18 @@ class RunDecisions:
     def pending_retries(self) -> list[Key]:
         return sorted(self._retries)
 
+    def depth(self) -> int:
+        """Decisions asked for and not done, retries due included (assay_workqueue_depth; read from any thread)."""
+        return self._asked + len(self._retries)
+
     async def _run(self, key: Key, *, wanted: Callable[[Body], bool]) -> None:
+        self._asked += 1  # only the event loop changes it
+        try:
+            await self._decide_once(key, wanted=wanted)
+        finally:
+            self._asked -= 1
+
+    async def _decide_once(self, key: Key, *, wanted: Callable[[Body], bool]) -> None:
         lock = self._locks.setdefault(key, asyncio.Lock())
         async with lock:
             body = self._latest(key)

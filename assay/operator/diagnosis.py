@@ -5,7 +5,8 @@ when it fails. The reasons a user can act on are elsewhere, written by other com
 
 - the kubelet, in each pod's `status.containerStatuses[].state.waiting` (ImagePullBackOff,
   ErrImagePull, InvalidImageName, CrashLoopBackOff, CreateContainerConfigError) and
-  `state`/`lastState.terminated` (reason OOMKilled, exit code 137);
+  `state`/`lastState.terminated` (reason OOMKilled, exit code 137; StartError), and with the
+  attach/detach controller in Events on the pod (FailedMount, FailedAttachVolume: `pod_start`);
 - the scheduler, in the pod condition `PodScheduled=False` (reason Unschedulable, with
   its own message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu.");
 - the Job controller, in Events on the Job (reason FailedCreate: a ResourceQuota or a
@@ -17,7 +18,8 @@ forever; here a pull failure that lasts `image_pull_timeout` seconds (measured f
 pod's first pull-failure Event, or from when it was scheduled) becomes the fatal
 `ImagePullFailed`, and an image reference that cannot even be parsed (InvalidImageName)
 is fatal at once. Everything else leaves the Evaluation Pending with the reason visible,
-since quota frees up, nodes get added and Secrets get created.
+since quota frees up, nodes get added and Secrets get created. Ranks that keep stopping
+for a peer's failure past the admin's bound (`peer_failures`) are fatal too.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import dataclasses
 import datetime
 import re
 from typing import Any, Iterable, Mapping, Sequence
+
+from assay.operator import pod_start
 
 DEFAULT_IMAGE_PULL_TIMEOUT = 300.0
 """Seconds a runner image may fail to pull before the Evaluation fails (the kubelet's
@@ -41,11 +45,13 @@ CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 CONTAINER_CREATE_ERROR = "CreateContainerError"
 OOM_KILLED = "OOMKilled"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
+PEER_FAILURES_EXCEEDED = "PeerFailuresExceeded"
 
 REASONS = (IMAGE_PULL_BACKOFF, IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, UNSCHEDULABLE, FAILED_CREATE,
-           CRASH_LOOP_BACKOFF, CONTAINER_CONFIG_ERROR, CONTAINER_CREATE_ERROR, OOM_KILLED, DEADLINE_EXCEEDED)  # fmt: skip
-"""Every reason `diagnose` can give."""
-FATAL_REASONS = (IMAGE_PULL_FAILED, INVALID_IMAGE_NAME)
+           CRASH_LOOP_BACKOFF, CONTAINER_CONFIG_ERROR, CONTAINER_CREATE_ERROR, OOM_KILLED, DEADLINE_EXCEEDED,
+           PEER_FAILURES_EXCEEDED, *pod_start.REASONS)  # fmt: skip
+"""Every reason `diagnose` (and `peer_failures`) can give."""
+FATAL_REASONS = (IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, PEER_FAILURES_EXCEEDED)
 """Reasons for which the operator fails the Evaluation itself and ends its Job."""
 
 _PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"}
@@ -216,11 +222,14 @@ def waiting_problem(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] 
         if reason in _CREATE_WAITING:
             said = _sentence(waiting.get("message") or reason)
             return Problem(_CREATE_WAITING[reason], f"Container {container} of runner pod {name} cannot start: {said}.")
-    return None
+    floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    in_order = sorted(_about(events, "Pod", name), key=lambda e: _event_time(e, first=False) or floor)
+    mount = pod_start.mount_problem(pod, in_order)
+    return Problem(*mount) if mount else None
 
 
 def terminated_problem(pod: Mapping[str, Any]) -> Problem | None:
-    """A pod that ended for a reason of its own: OOMKilled, or its own deadline."""
+    """A pod that ended for a reason of its own: OOMKilled, a start that failed, or its own deadline."""
     name = _name(pod)
     for status in _statuses(pod):
         for state in ("state", "lastState"):
@@ -228,6 +237,9 @@ def terminated_problem(pod: Mapping[str, Any]) -> Problem | None:
             if terminated.get("reason") != OOM_KILLED:
                 continue
             return _oom_problem(pod, str(status.get("name", "?")))
+    started = pod_start.start_error(pod)
+    if started:
+        return Problem(*started, explains_failure=True)
     status = pod.get("status") or {}
     if status.get("reason") == DEADLINE_EXCEEDED:
         return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: {_sentence(status.get('message') or '')}.",
@@ -297,9 +309,11 @@ def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
             and not (now is not None and _age(job, now) < JOB_EVENTS_GRACE):  # fmt: skip
         wanted.append(("Job", _name(job)))
     for pod in live:
-        if any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in _statuses(pod)):
+        pulling = any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in _statuses(pod))
+        young = now is not None and _age(pod, now) < pod_start.CREATING_EVENTS_GRACE
+        if pulling or (pod_start.stuck_creating(pod) and not young):
             wanted.append(("Pod", _name(pod)))
-            break  # one pod's history is enough to time the pull
+            break  # one pod's history is enough to time the pull, or to tell why volumes do not mount
     return wanted
 
 

@@ -38,7 +38,7 @@ import kopf
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, observe, policy,
-                            reconcile, validation)
+                            reconcile, secret_consent, validation)
 from assay.operator.watched import Watched
 
 logger = logging.getLogger(__name__)
@@ -116,8 +116,9 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.executor = settings.execution.executor
     memo.mirror_executor = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
     memo.decisions = decisions.RunDecisions(
-        decide=lambda evaluation: decide_run(evaluation, memo=memo), on_error=_decision_failed(memo),
+        decide=lambda evaluation: _timed_decision(evaluation, memo), on_error=_decision_failed(memo),
         latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
+    observe.metrics_of(memo).controller.watch_queue(memo.decisions.depth)
     kube.load_config()
     memo.pending = observe.PendingEvaluations()
     memo.events = events.EventPoster().start()
@@ -126,7 +127,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     memo.unfinished = converge.UnfinishedRuns()
     memo.lost_job_sweeper = converge.LostJobSweeper(
         runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
-        emit=observe.emitter(memo), on_error=observe.metrics_of(memo).record_error)  # fmt: skip
+        emit=observe.emitter(memo), on_error=observe.metrics_of(memo).record_sweep_error, memo=memo)  # fmt: skip
     memo.lost_job_sweeper.start()
 
 
@@ -185,8 +186,10 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
         policy.check(spec, admin)  # before the task index sees a path it would walk
         namespace = meta["namespace"]
+        secret_consent.check(spec, label=admin.secret_consent_label, namespace=namespace,
+                             get=secret_consent.reader(namespace))  # fmt: skip
         sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
-            "ConfigMap", "v1", namespace=namespace, name=config_map))  # fmt: skip
+            "ConfigMap", "v1", namespace=namespace, name=config_map), allow_task_code=admin.allow_task_code)  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
@@ -199,6 +202,11 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
     steps = converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
                                emit=observe.emitter(memo), task_sources=sources, written=_status_written(memo))  # fmt: skip
     log.info("Run decided: %s", steps.summary())
+
+
+def _timed_decision(evaluation: Mapping[str, Any], memo: Any) -> None:
+    with observe.metrics_of(memo).controller.timing("reconcile"):  # assay_reconcile_duration_seconds
+        decide_run(evaluation, memo=memo)
 
 
 def _object_logger(meta: Mapping[str, Any]) -> logging.LoggerAdapter[logging.Logger]:
@@ -289,12 +297,14 @@ def _mirror_pod_run(pod: Mapping[str, Any], memo: Any) -> None:
 
 @contextlib.contextmanager
 def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
-    """Count a handler run that raised (assay_operator_reconcile_errors_total) and let kopf retry it."""
-    try:
-        yield
-    except Exception:
-        observe.metrics_of(memo).record_error(handler)
-        raise
+    """Count a handler run that raised (assay_operator_reconcile_errors_total) and let kopf retry it; time it."""
+    metrics = observe.metrics_of(memo)
+    with metrics.controller.timing(handler):
+        try:
+            yield
+        except Exception:
+            metrics.record_error(handler)
+            raise
 
 
 # In the event loop, not the handler threads: most events only update memory; a run to

@@ -14,13 +14,19 @@ import urllib.parse
 from typing import Any, Mapping
 
 from assay import spec as spec_module
-from assay.operator import api_session, builders
+from assay.operator import api_session, builders, refusals
 from assay.operator.names import label_value
 
 logger = logging.getLogger(__name__)
 
 Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
+"""Server-side apply; JSON is YAML, so the body is sent as JSON."""
+FIELD_MANAGER = builders.MANAGED_BY
+"""The operator's name in the managedFields of what it applies."""
+PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+"""Asks the API server for an object's metadata alone (no fallback to the whole object)."""
 
 
 def load_config(kubeconfig: str | None = None) -> None:
@@ -39,7 +45,7 @@ def load_config(kubeconfig: str | None = None) -> None:
 
 PLURALS = {
     "ConfigMap": "configmaps", "Event": "events", "Job": "jobs", "Pod": "pods", "Role": "roles",
-    "RoleBinding": "rolebindings", "Service": "services", "ServiceAccount": "serviceaccounts",
+    "RoleBinding": "rolebindings", "Secret": "secrets", "Service": "services", "ServiceAccount": "serviceaccounts",
     spec_module.KIND: spec_module.PLURAL,
 }  # fmt: skip
 """The kinds the operator touches. Their paths are fixed, so no discovery is read: the dynamic
@@ -52,6 +58,21 @@ class ApiError(Exception):
     def __init__(self, status: int, reason: str, body: str) -> None:
         super().__init__(f"{status} {reason}: {body[:500]}")
         self.status, self.reason, self.body = status, reason, body
+
+
+class Refused(ApiError):
+    """An object the API server refused for what it is (`refusals`): sending it again changes nothing."""
+
+    def __init__(self, error: ApiError, *, said: str) -> None:
+        super().__init__(error.status, error.reason, error.body)
+        self.said = said
+        """The API server's message, one bounded line."""
+
+
+def _raise_if_refused(error: ApiError) -> None:
+    said = refusals.final(error.status, error.body)
+    if said is not None:
+        raise Refused(error, said=said) from None
 
 
 def path(api_version: str, kind: str, *, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
@@ -77,13 +98,14 @@ def session() -> api_session.Session:
 
 
 def request(method: str, url: str, *, body: Any = None, label_selector: str | None = None,
-            field_selector: str | None = None, content_type: str = "application/json") -> Any:  # fmt: skip
+            field_selector: str | None = None, content_type: str = "application/json",
+            accept: str = "application/json") -> Any:  # fmt: skip
     """One API request; the decoded JSON answer. Raises ApiError for an error status."""
     query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
     if query:
         url += "?" + urllib.parse.urlencode(query)
     api = session()
-    headers = {"Accept": "application/json", "User-Agent": "assay-operator", **api.auth_headers()}
+    headers = {"Accept": accept, "User-Agent": "assay-operator", **api.auth_headers()}
     payload = None
     if body is not None:
         payload = json.dumps(body).encode()
@@ -95,19 +117,47 @@ def request(method: str, url: str, *, body: Any = None, label_selector: str | No
 
 
 def create(manifest: Manifest) -> bool:
-    """Create one object; False if it already existed (409), which is success too."""
+    """Create one object; False if it already existed (409), which is success too. Raises
+    Refused when the API server refuses the object itself (`refusals`), ApiError otherwise."""
     namespace = manifest["metadata"]["namespace"]
     try:
         request("POST", path(manifest["apiVersion"], manifest["kind"], namespace=namespace), body=manifest)
     except ApiError as error:
         if error.status == 409:
             return False
-        # Not RBAC: the namespace is being deleted (its Jobs go first, and an unfinished run
-        # would have its Job created again). Nothing is to be made there any more.
-        if error.status != 403 or "NamespaceTerminating" not in error.body:
+        if not _namespace_terminating(error):
+            _raise_if_refused(error)
             raise
         logger.info("Namespace %s is being deleted: %s %s not created.", namespace, manifest["kind"],
                     manifest["metadata"]["name"])  # fmt: skip
+        return False
+    return True
+
+
+def _namespace_terminating(error: ApiError) -> bool:
+    """Not RBAC: the namespace is being deleted (its Jobs go first, and an unfinished run
+    would have its Job created again). Nothing is to be made there any more."""
+    return refusals.namespace_terminating(error.status, error.body)
+
+
+def apply(manifest: Manifest) -> bool:
+    """Server-side apply one object: created when missing, else made to hold the fields given.
+
+    Forced, so fields another manager set (an older operator's create, a Role made by hand
+    under the runner's name) are taken over; a Role's rules and a RoleBinding's subjects
+    are atomic lists, so the object ends with exactly the rules given. One request, as the
+    create it replaces was. False when the namespace is being deleted."""
+    meta = manifest["metadata"]
+    url = path(manifest["apiVersion"], manifest["kind"], namespace=meta["namespace"], name=meta["name"])
+    query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER, "force": "true"})
+    try:
+        request("PATCH", f"{url}?{query}", body=manifest, content_type=APPLY_PATCH)
+    except ApiError as error:
+        if not _namespace_terminating(error):
+            _raise_if_refused(error)
+            raise
+        logger.info("Namespace %s is being deleted: %s %s not applied.", meta["namespace"], manifest["kind"],
+                    meta["name"])  # fmt: skip
         return False
     return True
 
@@ -132,6 +182,19 @@ def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest |
             return None
         raise
     return found
+
+
+def get_metadata(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest | None:
+    """One object's metadata alone (PartialObjectMetadata), None if it does not exist: a
+    Secret's labels are read without its values ever reaching the operator."""
+    try:
+        found = request("GET", path(api_version, kind, namespace=namespace, name=name), accept=PARTIAL_METADATA)
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+    metadata: Manifest = dict((found or {}).get("metadata") or {})
+    return metadata
 
 
 def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,

@@ -183,9 +183,12 @@ def own_identity() -> str:
 
 
 @contextlib.contextmanager
-def leading(lock: LeaseLock, *, health_port: int) -> Iterator[None]:
+def leading(lock: LeaseLock, *, health_port: int, on_change: Callable[[bool], None] = lambda _: None) -> Iterator[None]:
     """Stand by (answering /healthz, so the kubelet keeps the pod) until this replica leads,
-    keep the lead while the body runs, and release it when the body ends."""
+    keep the lead while the body runs, and release it when the body ends.
+
+    `on_change(True)` once it leads, `on_change(False)` once it let go (the assay_leader gauge);
+    a lost lead ends the process."""
     standby = _standby_health(health_port) if health_port else None
     try:
         lock.acquire()
@@ -193,6 +196,7 @@ def leading(lock: LeaseLock, *, health_port: int) -> Iterator[None]:
         if standby is not None:
             standby.shutdown()
             standby.server_close()
+    on_change(True)
     stop = threading.Event()
     lock.keep(_exit_on_lost_lead, stop)
     try:
@@ -200,6 +204,7 @@ def leading(lock: LeaseLock, *, health_port: int) -> Iterator[None]:
     finally:
         stop.set()
         lock.release()
+        on_change(False)
 
 
 def _exit_on_lost_lead(why: str) -> None:

@@ -1,11 +1,16 @@
 """`assay operator`: run the kopf operator with its Prometheus endpoint.
 
-    assay operator [--namespace NS ... | --all-namespaces] [--metrics-port P] [--standalone]
+    assay operator [--namespace NS ... | --all-namespaces] [--metrics-port P] [--metrics-secure]
+                   [--metrics-cert-dir DIR] [--standalone]
 
 With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
 decides; unset means all namespaces. kopf runs standalone (no peering objects); with
 --leader-election LEASE, replicas elect one leader through that Lease in their own
 namespace and the others stand by (`assay.operator.leader`). The Helm chart does so.
+
+With --metrics-secure (the chart's default), /metrics answers only bearer tokens the API
+server authenticates and allows to get /metrics (`metrics_auth`); --metrics-cert-dir serves
+it over HTTPS with a mounted certificate (`metrics_server`).
 
 The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
 GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
@@ -26,6 +31,7 @@ from assay.operator.policy import HF_TOKEN_RE
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
+METRICS_SECURE_ENV = "ASSAY_METRICS_SECURE"
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -84,6 +90,13 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="Watch every namespace.")
     parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
                         help="Port of /metrics (0: none).")  # fmt: skip
+    parser.add_argument("--metrics-secure", action=argparse.BooleanOptionalAction,
+                        default=_env_flag(os.environ.get(METRICS_SECURE_ENV, "")),
+                        help="Serve /metrics only to callers whose bearer token the API server authenticates and "
+                             "allows to get /metrics (TokenReview, SubjectAccessReview); default $ASSAY_METRICS_SECURE.")  # fmt: skip
+    parser.add_argument("--metrics-cert-dir", default=os.environ.get("ASSAY_METRICS_CERT_DIR") or None, metavar="DIR",
+                        help="Serve /metrics over HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls "
+                             "Secret); default $ASSAY_METRICS_CERT_DIR, else plain HTTP.")  # fmt: skip
     parser.add_argument("--health-port", type=int, default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
                         help="Port of the /healthz liveness and readiness endpoint (0: none).")  # fmt: skip
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
@@ -98,6 +111,15 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).")  # fmt: skip
     parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
     return parser
+
+
+def _env_flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("", "0", "false", "no"):
+        return False
+    if value in ("1", "true", "yes"):
+        return True
+    raise UserError(f"{METRICS_SECURE_ENV}={raw!r} is neither true nor false.")
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -139,10 +161,13 @@ def main(argv: Sequence[str]) -> int:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     admin_policy = AdminPolicy.from_env()
-    from assay.operator.metrics import SCORE_SERIES_ENV
+    from assay.operator.metrics import SCORE_SERIES_ENV, max_series_from_env
+    from assay.operator.metrics_server import TlsFiles
 
     # Settings first: a bad one is named before the credentials are looked at.
-    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all")
+    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
+                                max_series_per_evaluation=max_series_from_env())  # fmt: skip
+    tls = TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
     try:
         kube.load_config()
     except Exception as error:  # noqa: BLE001 - ConfigException or a broken kubeconfig file
@@ -151,14 +176,17 @@ def main(argv: Sequence[str]) -> int:
         ) from None
 
     if args.metrics_port:
-        metrics.start_server(args.metrics_port)
+        from assay.operator.metrics_auth import TokenAuthorizer
+
+        metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
     clusterwide, namespaces = scope(args)
     lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    metrics.controller.set_leader(not args.leader_election)  # a replica alone leads
     if args.leader_election:
         from assay.operator import leader
 
         lock = leader.LeaseLock(leader.own_namespace(), args.leader_election, leader.own_identity())
-        lead = leader.leading(lock, health_port=args.health_port)
+        lead = leader.leading(lock, health_port=args.health_port, on_change=metrics.controller.set_leader)
     with lead:
         kopf.run(
             clusterwide=clusterwide,

@@ -4,45 +4,64 @@ Gauges are a function of the Evaluation objects the operator sees (`observe` on 
 event, `forget` on deletion), so a restarted operator rebuilds them from the initial list
 of Evaluations instead of from memory. Counters (completions, reconcile errors) count
 what this operator process did. Everything lives in this module's own CollectorRegistry,
-so the /metrics endpoint carries only Assay's series (plus the process collectors).
+so the /metrics endpoint carries only Assay's series (plus the process collectors); the
+operator's own health (reconcile timings, queue depth, leader) is `controller_metrics`.
 
 Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of `assay_evaluation_info` (model,
 revision and suite, to join scores with), 1 of progress, 1 of ETA (while running), 1 of
 duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), and 2
 (score and stderr) per metric/filter pair of each task and group it reports. A suite of hundreds of subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds
 of series per Evaluation, so `score_series` limits them: `all`, `headline` (group scores
-when the run has groups, else task scores) or `none`.
+when the run has groups, else task scores) or `none`; and `max_series_per_evaluation` caps
+what is left (groups first), counting what it drops in `assay_metric_series_dropped_total`.
+
+Model, task, metric, filter, revision and suite names are a tenant's strings: each label
+value goes through `metric_labels.bounded` (no control characters, at most 128 characters).
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any, Mapping
 
-import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from assay import scores
 from assay.errors import UserError
-from assay.operator import conditions
+from assay.operator import conditions, metrics_server
+from assay.operator.controller_metrics import ControllerMetrics
+from assay.operator.metric_labels import bounded
+from assay.operator.metrics_auth import TokenAuthorizer
+from assay.operator.metrics_server import TlsFiles
 from assay.spec import parse_spec
 
 _EVAL = ("namespace", "evaluation")
 SCORE_SERIES = ("all", "headline", "none")
 SCORE_SERIES_ENV = "ASSAY_SCORE_SERIES"
+MAX_SERIES_ENV = "ASSAY_MAX_SERIES_PER_EVALUATION"
+DEFAULT_MAX_SERIES = 500
+"""Score and stderr series one Evaluation may have (the chart's metrics.maxSeriesPerEvaluation)."""
 _SCORE = (*_EVAL, "model", "task", "metric", "filter")
 _INFO = (*_EVAL, "model", "revision", "suite")
 #: The label a suite's kustomization puts on each of its Evaluations (examples/suite).
 SUITE_LABEL = "assay.dev/suite"
+Values = tuple[float | None, float | None]
+"""(score, stderr) of one series' labels."""
 
 
 class EvaluationMetrics:
     """Assay's metrics in their own registry; thread-safe (kopf runs sync handlers in threads)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, score_series: str = "all") -> None:
+    def __init__(self, registry: CollectorRegistry | None = None, *, score_series: str = "all",
+                 max_series_per_evaluation: int = DEFAULT_MAX_SERIES) -> None:  # fmt: skip
         if score_series not in SCORE_SERIES:
             raise UserError(f"{SCORE_SERIES_ENV}={score_series!r} is not one of {', '.join(SCORE_SERIES)}.")
+        if max_series_per_evaluation < 1:
+            raise UserError(f"{MAX_SERIES_ENV}={max_series_per_evaluation} is not a positive number of series; "
+                            f"unset it for {DEFAULT_MAX_SERIES}.")  # fmt: skip
         self.score_series = score_series
+        self.max_series = max_series_per_evaluation
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
         self.score = Gauge("assay_evaluation_score", "Aggregated metric of a task or group.", _SCORE, registry=r)
@@ -64,7 +83,15 @@ class EvaluationMetrics:
                                  ("namespace", "result"), registry=r)  # fmt: skip
         self.reconcile_errors = Counter("assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",),
                                         registry=r)  # fmt: skip
+        self.sweep_errors = Counter("assay_sweep_errors", "Failures in a periodic sweep's pass, by sweep and kind "
+                                    "(http_<status> or the error's class); the sweep goes on.", ("sweep", "kind"),
+                                    registry=r)  # fmt: skip
+        self.dropped = Counter("assay_metric_series_dropped", "Score series not exported: over the cap per Evaluation.",
+                               ("namespace",), registry=r)  # fmt: skip
+        self.controller = ControllerMetrics(r)
         self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        # The series each Evaluation had dropped, so that each is counted once, not at every event.
+        self._dropped: dict[tuple[str, str], set[tuple[str, ...]]] = {}
         # The info and failure series of each Evaluation, by id of the gauge: their labels
         # change with the spec or the reason, and the old series must go when they do.
         self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
@@ -73,17 +100,11 @@ class EvaluationMetrics:
     def observe(self, body: Mapping[str, Any]) -> None:
         """Set every gauge of one Evaluation from its current spec and status."""
         meta = body.get("metadata") or {}
-        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        key = _key(meta.get("namespace", ""), meta.get("name", ""))
         status = body.get("status") or {}
-        model = status.get("model") or _model_label(body.get("spec") or {})
-        observed: dict[tuple[str, ...], tuple[float | None, float | None]] = {}
-        for section in self._score_sections(status):
-            for task, metrics in (status.get(section) or {}).items():
-                for metric_filter, entry in (metrics or {}).items():
-                    metric, filter_name = scores.split_key(metric_filter)
-                    series = (*key, model, task, metric, filter_name or "none")
-                    observed[series] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
+        model = bounded(status.get("model") or _model_label(body.get("spec") or {}))
         with self._lock:
+            observed = self._capped(key, self._scores(key, model, status))
             for stale in self._series.get(key, set()) - set(observed):
                 self._remove_score(stale)
             for labels, (value, stderr) in observed.items():
@@ -114,10 +135,39 @@ class EvaluationMetrics:
                 self.eta.labels(*key).set(eta)
             else:
                 _remove(self.eta, key)
-            suite = str((meta.get("labels") or {}).get(SUITE_LABEL, ""))
-            self._set_one(self.info, key, (model, _revision(body.get("spec") or {}), suite))
+            suite = bounded((meta.get("labels") or {}).get(SUITE_LABEL, ""))
+            self._set_one(self.info, key, (model, bounded(_revision(body.get("spec") or {})), suite))
             failed = current == conditions.FAILED
-            self._set_one(self.failure, key, (str(status.get("reason") or "Unknown"),) if failed else None)
+            self._set_one(self.failure, key, (bounded(status.get("reason") or "Unknown"),) if failed else None)
+
+    def _scores(self, key: tuple[str, str], model: str, status: Mapping[str, Any]) -> dict[tuple[str, ...], Values]:
+        """Score and stderr of each reported (task, metric, filter), by its bounded labels."""
+        observed: dict[tuple[str, ...], Values] = {}
+        for section in self._score_sections(status):
+            for task, metrics in (status.get(section) or {}).items():
+                for metric_filter, entry in (metrics or {}).items():
+                    metric, filter_name = scores.split_key(metric_filter)
+                    series = (*key, model, bounded(task), bounded(metric), bounded(filter_name or "none"))
+                    observed[series] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
+        return observed
+
+    def _capped(self, key: tuple[str, str], observed: dict[tuple[str, ...], Values]) -> dict[tuple[str, ...], Values]:
+        """The first `max_series` series of `observed`; each series dropped for the first time is counted."""
+        kept: dict[tuple[str, ...], Values] = {}
+        dropped: set[tuple[str, ...]] = set()
+        count = 0
+        for labels, (value, stderr) in observed.items():
+            wanted = (value is not None) + (stderr is not None)
+            if count + wanted <= self.max_series:
+                kept[labels] = (value, stderr)
+                count += wanted
+                continue
+            dropped |= {(*labels, kind) for kind, v in (("score", value), ("stderr", stderr)) if v is not None}
+        new = len(dropped - self._dropped.get(key, set()))
+        if new:
+            self.dropped.labels(key[0]).inc(new)
+        self._dropped[key] = dropped
+        return kept
 
     def _set_one(self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None) -> None:
         """Keep exactly one series of `gauge` for this Evaluation (labels `key + extra`), or none."""
@@ -135,12 +185,13 @@ class EvaluationMetrics:
             return ()
         if self.score_series == "headline":
             return ("groups",) if status.get("groups") else ("results",)
-        return ("results", "groups")
+        return ("groups", "results")  # groups first: the ones the cap keeps
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop every series of a deleted Evaluation (counters stay: they are per namespace)."""
-        key = (namespace, name)
+        key = _key(namespace, name)
         with self._lock:
+            self._dropped.pop(key, None)
             for labels in self._series.pop(key, set()):
                 self._remove_score(labels)
             for gauge in (self.progress, self.duration, self.eta):
@@ -160,14 +211,36 @@ class EvaluationMetrics:
 
     def record_error(self, handler: str) -> None:
         self.reconcile_errors.labels(handler).inc()
+        self.controller.record_error(handler)
+
+    def record_sweep_error(self, sweep: str, kind: str) -> None:
+        self.sweep_errors.labels(sweep, kind).inc()
 
     def _remove_score(self, labels: tuple[str, ...]) -> None:
         _remove(self.score, labels)
         _remove(self.stderr, labels)
 
-    def start_server(self, port: int, addr: str = "0.0.0.0") -> tuple[Any, threading.Thread]:
-        """Serve /metrics of this registry; port 0 picks a free one (`server.server_port`)."""
-        return prometheus_client.start_http_server(port, addr=addr, registry=self.registry)
+    def start_server(self, port: int, addr: str = "0.0.0.0", *, authorizer: TokenAuthorizer | None = None,
+                     tls: TlsFiles | None = None) -> tuple[Any, threading.Thread]:  # fmt: skip
+        """Serve /metrics of this registry (`metrics_server`); port 0 picks a free one (`server.server_port`)."""
+        return metrics_server.serve(self.registry, port=port, addr=addr, authorizer=authorizer, tls=tls)
+
+
+def max_series_from_env(env: Mapping[str, str] | None = None) -> int:
+    """$ASSAY_MAX_SERIES_PER_EVALUATION (the chart's metrics.maxSeriesPerEvaluation), else DEFAULT_MAX_SERIES."""
+    raw = (os.environ if env is None else env).get(MAX_SERIES_ENV, "").strip()
+    if not raw:
+        return DEFAULT_MAX_SERIES
+    try:
+        return int(raw)
+    except ValueError:
+        raise UserError(f"{MAX_SERIES_ENV}={raw!r} is not a whole number of series; unset it for "
+                        f"{DEFAULT_MAX_SERIES}.") from None  # fmt: skip
+
+
+def _key(namespace: object, name: object) -> tuple[str, str]:
+    """An Evaluation's labels: a name may be 253 characters, over the label bound."""
+    return bounded(namespace), bounded(name)
 
 
 def _remove(metric: Gauge, labels: tuple[str, ...]) -> None:

@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from assay.operator import builders, conditions, diagnosis, kube
+from assay.operator import builders, conditions, diagnosis, kube, outcome, peer_failures, placement_policy
 from assay.operator.metrics import EvaluationMetrics
 from assay.operator.periodic import PeriodicSweep
 from assay.operator.watched import Watched, WatchedObjects
@@ -66,6 +66,13 @@ def emitter(memo: Any) -> Emit:
 def pull_timeout(memo: Any) -> float:
     value = getattr(memo, "image_pull_timeout", None)
     return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
+
+
+def peer_failure_bound(memo: Any) -> int:
+    """policy.maxPeerFailureRetries of the admin's policy, which `main` keeps in memo.policy."""
+    placement = getattr(getattr(memo, "policy", None), "placement", None)
+    return (placement if isinstance(placement, placement_policy.Placement) else placement_policy.Placement()) \
+        .max_peer_failure_retries  # fmt: skip
 
 
 def watched_of(memo: Any) -> Watched | None:
@@ -153,10 +160,12 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     job_ready = int((job.get("status") or {}).get("ready") or 0)
     all_ready = job_phase == conditions.RUNNING and job_ready >= int((job.get("spec") or {}).get("parallelism") or 1)
     problem = None
-    if not terminal and job_phase != conditions.SUCCEEDED and not all_ready:
-        problem = _problem(job, namespace=namespace, memo=memo, now=now)
+    if not terminal and job_phase != conditions.SUCCEEDED:
+        problem = _problem(job, namespace=namespace, memo=memo, now=now, all_ready=all_ready)
+    if (status := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
+        return {}
     generation = int(status.get("observedGeneration") or meta.get("generation", 1))
-    patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem)
+    patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
     if not patch:
         return {}
     seen(memo, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
@@ -176,12 +185,33 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     return patch
 
 
-def _problem(job: Mapping[str, Any], *, namespace: str, memo: Any, now: datetime.datetime) -> diagnosis.Problem | None:
-    """What keeps an unfinished run from going on: its pods as watched, and Events where needed."""
+def _with_the_runners_last_write(evaluation: Mapping[str, Any], status: Mapping[str, Any],
+                                 job_phase: str) -> Mapping[str, Any] | None:  # fmt: skip
+    """The status to judge a Complete Job by. Without scores it is read again: a Complete Job
+    without them is a failed run, and the watch may not have shown the runner's last write
+    yet. None when the Evaluation is gone or runs another Job by now."""
+    if job_phase != conditions.SUCCEEDED or outcome.results_recorded(status) \
+            or status.get("phase") in conditions.TERMINAL_PHASES:  # fmt: skip
+        return status
+    meta = evaluation["metadata"]
+    fresh = kube.get_evaluation(namespace=meta["namespace"], name=meta["name"])
+    fresh_status = (fresh or {}).get("status") or {}
+    return fresh_status if fresh_status.get("jobName") == status.get("jobName") else None
+
+
+def _problem(job: Mapping[str, Any], *, namespace: str, memo: Any, now: datetime.datetime,
+             all_ready: bool) -> diagnosis.Problem | None:  # fmt: skip
+    """What keeps an unfinished run from going on: ranks stopping for a peer past the admin's
+    bound, else (while a pod is not ready) its pods as watched, and Events where needed."""
     job_name = job["metadata"]["name"]
     watched = watched_of(memo)
+    if watched is None and all_ready:
+        return None  # without the watches, a healthy run's pods would cost a list on every look
     pods = watched.pods.in_group(namespace, job_name) if watched is not None else \
         kube.list_objects("Pod", "v1", namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
+    bound = peer_failures.exceeded(job, pods, max_retries=peer_failure_bound(memo))
+    if bound is not None or all_ready:
+        return bound
     events: list[Mapping[str, Any]] = []
     for kind, object_name in diagnosis.events_to_read(job, pods, now=now):
         events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
@@ -218,19 +248,17 @@ class PendingSweeper(PeriodicSweep):
     """Observes every Pending Evaluation's run again every `interval` seconds."""
 
     def __init__(self, memo: Any, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
-        super().__init__(interval=interval, name="assay-pending-sweeper")
+        super().__init__(interval=interval, name="assay-pending-sweeper", label="pending",
+                         on_error=metrics_of(memo).record_sweep_error)  # fmt: skip
         self.memo = memo
 
     def sweep(self) -> None:
         for namespace, name in self.memo.pending.snapshot():
             if self.stopping:
                 return
-            try:
+            with self.guarded(f"Evaluation {namespace}/{name}"):  # one Evaluation's trouble does not stop the pass
                 watched = watched_of(self.memo)
                 evaluation = watched.evaluations.get(namespace, name) if watched is not None else None
                 evaluation = evaluation or kube.get_evaluation(namespace=namespace, name=name)
                 if evaluation is not None:
                     observe_run(evaluation, memo=self.memo, emit=emitter(self.memo))
-            except Exception as error:  # noqa: BLE001 - one Evaluation's trouble must not stop the sweep
-                metrics_of(self.memo).record_error("sweep")
-                logger.warning("Could not observe Evaluation %s/%s: %s", namespace, name, error)

@@ -42,6 +42,9 @@ class Plan:
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     """Merge patch for the Evaluation's status."""
     new_run: bool = False
+    refused: str | None = None
+    """Set when carried out: the API server refused a child for what it is (`refusals`), and
+    the Evaluation failed with its words instead; nothing after that child was done."""
 
     @property
     def is_noop(self) -> bool:
@@ -49,6 +52,8 @@ class Plan:
 
     def summary(self) -> str:
         """One line for the operator's log: what this plan does."""
+        if self.refused is not None:
+            return f"refused by the API server: {self.refused}"
         jobs = [str(m["metadata"]["name"]) for m in self.create if m.get("kind") == "Job"]
         parts = [f"new run, Job {', '.join(jobs)}" if self.new_run else "the current run kept"]
         if self.delete_jobs:

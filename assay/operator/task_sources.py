@@ -8,10 +8,11 @@ path (`/etc/assay/tasks/<configmap>/<key>`, one ConfigMap volume each).
 The operator reads them first and refuses, with one sentence naming the ConfigMap and
 key, what the runner would fail on: a missing ConfigMap, one too large, binary data, a
 key that is not a YAML file, malformed YAML, an unknown task field, and task names in
-spec.tasks that neither the library nor the ConfigMaps define. Python keys (`utils.py`
-for `!function` tags) are refused: running a ConfigMap's code needs an admin policy that
-allows it, which this operator does not have yet; `!function` may still name modules
-that the runner image ships.
+spec.tasks that neither the library nor the ConfigMaps define. A ConfigMap is a tenant's
+data: Python keys (`utils.py`) and `!function` tags are refused unless the admin's
+policy sets `allowTaskCode`, and a task, group or tag may not take a name of the task
+library (its scores would be read as the library task's, and the unsafe-code gate would
+judge the library's config, not the tenant's).
 
 What was checked is recorded in status.taskSources (name, resourceVersion, tasks); a
 ConfigMap edited after that reaches a pod that starts later (a retry) unchecked, which
@@ -59,7 +60,7 @@ class TaskSource:
         return {"configMap": self.config_map, "resourceVersion": self.resource_version, "tasks": list(self.tasks)}
 
 
-def read(names: Sequence[str], *, namespace: str, get: ConfigMapGetter) -> list[TaskSource]:
+def read(names: Sequence[str], *, namespace: str, get: ConfigMapGetter, allow_code: bool = False) -> list[TaskSource]:
     """The ConfigMaps named in spec.taskSources; UserError for one that is missing or unusable."""
     sources = []
     for name in names:
@@ -69,11 +70,11 @@ def read(names: Sequence[str], *, namespace: str, get: ConfigMapGetter) -> list[
                 f"spec.taskSources: ConfigMap {name!r} does not exist in namespace {namespace!r}; create it "
                 f"(kubectl create configmap {name} --from-file=TASK.yaml) or remove it from spec.taskSources."
             )
-        sources.append(_source(name, config_map))
+        sources.append(_source(name, config_map, allow_code=allow_code))
     return sources
 
 
-def _source(name: str, config_map: Mapping[str, Any]) -> TaskSource:
+def _source(name: str, config_map: Mapping[str, Any], *, allow_code: bool) -> TaskSource:
     if config_map.get("binaryData"):
         key = sorted(config_map["binaryData"])[0]
         raise UserError(f"spec.taskSources: ConfigMap {name!r} key {key!r} is binary data; task YAMLs are text.")
@@ -87,10 +88,13 @@ def _source(name: str, config_map: Mapping[str, Any]) -> TaskSource:
             "task YAMLs; split it into several ConfigMaps or put data files on a volume."
         )
     for key in sorted(data):
+        if key.endswith(".py") and allow_code:
+            continue
         if key.endswith(".py"):
             raise UserError(
-                f"spec.taskSources: ConfigMap {name!r} key {key!r} is Python code, which this operator does not "
-                "run from ConfigMaps; remove it, or name a function that the runner image ships."
+                f"spec.taskSources: ConfigMap {name!r} key {key!r} is Python code, which this cluster does not run "
+                "from ConfigMaps: remove it and its `!function` tags, or ask the cluster admin to set "
+                "policy.allowTaskCode."
             )
         if not key.endswith(_YAML_SUFFIXES):
             raise UserError(f"spec.taskSources: ConfigMap {name!r} key {key!r} is not a task YAML; name it KEY.yaml.")
@@ -118,7 +122,7 @@ def check(sources: Sequence[TaskSource], root: str, *, checker: FileChecker = en
     checked = []
     for source in sources:
         names: list[str] = []
-        for key in sorted(source.files):
+        for key in sorted(k for k in source.files if k.endswith(_YAML_SUFFIXES)):
             path = str(Path(root) / source.config_map / key)
             try:
                 names += checker(path)
@@ -129,6 +133,17 @@ def check(sources: Sequence[TaskSource], root: str, *, checker: FileChecker = en
                 raise UserError(f"spec.taskSources: ConfigMap {source.config_map!r} key {key!r}: {detail}") from None
         checked.append(dataclasses.replace(source, tasks=tuple(dict.fromkeys(names))))
     return checked
+
+
+def refuse_library_names(sources: Sequence[TaskSource], library: frozenset[str]) -> None:
+    """UserError naming the ConfigMap whose task, group or tag takes a name of the task library."""
+    for source in sources:
+        taken = [name for name in source.tasks if name in library]
+        if taken:
+            raise UserError(
+                f"spec.taskSources: ConfigMap {source.config_map!r} defines {taken[0]!r}, a name of the task library, "
+                f"which a task source may not reuse: rename it (for example to 'custom_{taken[0]}')."
+            )
 
 
 def volumes(spec: Evaluation) -> list[dict[str, Any]]:

@@ -42,47 +42,60 @@ def _builtin_task_manager() -> Any:
         return None
 
 
-def _task_manager(include_path: str | None) -> Any:
+def _task_manager(include_path: str | None, allow_code: bool = False) -> Any:
     if include_path is None or _builtin_task_manager() is None:
         return _builtin_task_manager()
-    return engine.task_index(include_path)  # spec.taskSources: a fresh folder per check
+    # spec.taskSources: a fresh folder per check, indexed as the runner indexes it
+    return engine.tenant_task_index(include_path, allow_code=allow_code)
 
 
-def resolve_tasks(names: Sequence[str], include_path: str | None = None) -> Sequence[str]:
+def library_names() -> frozenset[str]:
+    """Task, group and tag names of the task library (empty where this image lacks the engine)."""
+    manager = _builtin_task_manager()
+    return frozenset(getattr(manager, "index", None) or ())
+
+
+def resolve_tasks(names: Sequence[str], include_path: str | None = None, allow_code: bool = False) -> Sequence[str]:
     """The engine's TaskManager, when this image has it: raises UserError on unknown names."""
-    manager = _task_manager(include_path)
+    manager = _task_manager(include_path, allow_code)
     if manager is not None:
         manager.match_tasks(list(names))
     return []
 
 
-def unsafe_tasks(names: Sequence[str], include_path: str | None = None) -> Sequence[str]:
-    """Tasks (or members of tags) whose config says `unsafe_code: true`."""
-    manager = _task_manager(include_path)
-    index = getattr(manager, "index", None)
-    if manager is None or not isinstance(index, dict):
+def unsafe_tasks(names: Sequence[str], include_path: str | None = None, allow_code: bool = False) -> Sequence[str]:
+    """Tasks the run would build whose config says `unsafe_code: true`: through tags, groups and
+    group-level overrides exactly as the engine composes them (no task is built)."""
+    manager = _task_manager(include_path, allow_code)
+    if manager is None or not hasattr(manager, "leaf_configs"):
         return []
-    found: list[str] = []
-    for name in manager.match_tasks(list(names)):
-        entry = index.get(name)
-        if entry is None:
-            continue
-        members = [index[m] for m in sorted(entry.members) if m in index] if entry.kind == "tag" else [entry]
-        found += [m.name for m in members if (m.config or {}).get("unsafe_code")]
-    return list(dict.fromkeys(found))
+    configs: dict[str, dict[str, Any]] = manager.leaf_configs(list(names))
+    return [name for name, config in configs.items() if config.get("unsafe_code")]
 
 
 def model_names() -> Sequence[str]:
     return engine.model_names()
 
 
-def validate_with_sources(spec: Evaluation, *, namespace: str, get: task_sources.ConfigMapGetter) -> list[dict[str, Any]]:
-    """`validate` with the tasks of spec.taskSources known; their status.taskSources entries."""
-    sources = task_sources.read(spec.task_sources, namespace=namespace, get=get)
+def validate_with_sources(
+    spec: Evaluation, *, namespace: str, get: task_sources.ConfigMapGetter, allow_task_code: bool = False
+) -> list[dict[str, Any]]:
+    """`validate` with the tasks of spec.taskSources known; their status.taskSources entries.
+
+    A tenant's task files are data: `!function` (and Python keys) only where the admin's
+    policy allows task code, and no name the task library already has."""
+    sources = task_sources.read(spec.task_sources, namespace=namespace, get=get, allow_code=allow_task_code)
     with task_sources.materialized(sources) as root:
         if root is not None:
-            sources = task_sources.check(sources, root)
-        validate(spec, include_path=root)
+            checker = functools.partial(engine.check_task_file, root=root, allow_code=allow_task_code)
+            sources = task_sources.check(sources, root, checker=checker)
+            task_sources.refuse_library_names(sources, library_names())
+        validate(
+            spec,
+            include_path=root,
+            tasks_resolver=functools.partial(resolve_tasks, include_path=root, allow_code=allow_task_code),
+            unsafe_finder=functools.partial(unsafe_tasks, include_path=root, allow_code=allow_task_code),
+        )
     return [source.status() for source in sources]
 
 

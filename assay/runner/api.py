@@ -23,11 +23,19 @@ def task_index(include_path: str | None = None) -> Any:
     return TaskManager(include_path)
 
 
-def check_task_file(path: str) -> tuple[str, ...]:
-    """The names a task YAML defines; UserError naming what is wrong with it."""
+def check_task_file(path: str, *, root: str | None = None, allow_code: bool = True) -> tuple[str, ...]:
+    """The names a task YAML defines; UserError naming what is wrong with it (see file_check)."""
     from assay.runner.tasks.file_check import check_task_file as check
 
-    return check(path)
+    return check(path, root=root, allow_code=allow_code)
+
+
+def tenant_task_index(include_path: str, *, allow_code: bool) -> Any:
+    """The task index with a tenant's task folder: its names may not shadow the library's,
+    and its `!function` helpers run only when `allow_code`."""
+    from assay.runner.tasks.index import TaskManager
+
+    return TaskManager(include_path, include_code=allow_code, include_may_shadow=False)
 
 
 def model_names() -> Sequence[str]:

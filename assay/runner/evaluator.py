@@ -145,9 +145,19 @@ def build_lm(options: EvalOptions) -> LM:
     else:
         raise UserError(f"model must be a registered model name or an assay LM instance, not {type(options.model).__name__}.")
     if options.use_cache is not None:
+        from assay.runner.models.cache_identity import identify
         from assay.runner.models.caching import CachingLM
 
-        lm = CachingLM(lm, f"{options.use_cache}_rank{distributed.rank_and_world()[0]}.db")
+        path = f"{options.use_cache}_rank{distributed.rank_and_world()[0]}.db"
+        built_here = isinstance(options.model, str)
+        try:
+            # a caller's own instance is known by its class alone: its model_args are not ours to see
+            identity = identify(lm, options.parsed_model_args if built_here else None)
+            lm = CachingLM(lm, path, identity=identity)
+        except BaseException:
+            if built_here:  # a refused cache ends the run before `run` could close the model
+                lm.close()
+            raise
     return lm
 
 

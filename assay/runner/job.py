@@ -9,10 +9,18 @@ results table to its log.
 
 Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
 
-- 0: the evaluation finished and its results are written.
+- 0: the evaluation finished and its scores are in the Evaluation's status (or, with no
+  Evaluation to report to, in the log and the files). Rank 0 reports the scores before it
+  writes the files: a full output volume (ENOSPC) then costs the files, not the scores,
+  and the operator shows it as the condition OutputWritten=False.
+- 74 (`assay.spec.RESULTS_NOT_RECORDED_EXIT_CODE`, sysexits' EX_IOERR): the evaluation
+  finished but its scores could not be written to status (refused, or the API server
+  away past the sink's patience). The files are still written where they can be, and the
+  log says where; the podFailurePolicy fails the Job (the operator: ResultsNotRecorded).
 - 78 (`assay.spec.CONFIG_ERROR_EXIT_CODE`, sysexits' EX_CONFIG): the spec cannot run as
   written (an `assay.errors.UserError` or `UsageError`: unknown task or model, bad field,
-  bad model argument). The message is one sentence naming the input and the fix; the
+  bad model argument; an output directory it cannot write to, found before the model
+  loads). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
   validation (spec, task names, model name) without loading the model or data; with
   several processes it runs first as an init container, before the ranks meet.
@@ -33,6 +41,7 @@ ranks stop at once instead of waiting for it (see `assay.runner.distributed`).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import os
@@ -45,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
+from assay.runner.results import status_sink
 
 if TYPE_CHECKING:
     from assay.runner.options import EvalOptions
@@ -56,9 +66,13 @@ EXIT_FAILURE = 1
 EXIT_MODEL_OR_DATA = 3
 EXIT_CONFIG = spec_module.CONFIG_ERROR_EXIT_CODE
 EXIT_PEER_FAILED = spec_module.PEER_FAILED_EXIT_CODE
+EXIT_RESULTS_NOT_RECORDED = spec_module.RESULTS_NOT_RECORDED_EXIT_CODE
 
 ENV_USE_CACHE = spec_module.ENV_USE_CACHE
 ENV_INCLUDE_PATH = "ASSAY_INCLUDE_PATH"
+ENV_TASK_CODE = spec_module.ENV_TASK_CODE
+"""`allowed` or `refused`: whether `!function` helpers of the include path (a tenant's task
+sources) may run. Set by the operator from the admin's policy; a pod without it refuses."""
 PROGRESS_LOG_INTERVAL_S = 10.0
 
 # Where an exception was raised tells whether the model or the data is at fault.
@@ -71,6 +85,8 @@ _MODEL_OR_DATA_MODULES = (
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     logging.basicConfig(level=os.environ.get("ASSAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # In a pod the include path holds a tenant's task files: no code unless the operator says so.
+    os.environ.setdefault(ENV_TASK_CODE, "refused")
     try:
         spec = load_spec(args.spec)
         include_path = args.include_path or os.environ.get(ENV_INCLUDE_PATH) or None
@@ -104,20 +120,23 @@ def main(argv: list[str] | None = None) -> int:
                 print(make_table(results, "groups"))
         return EXIT_OK
     except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
-        code = exit_code_for(error)
-        message = failure_message(error)
-        distributed.report_failure(message)
-        if code == EXIT_CONFIG or isinstance(error, distributed.PeerFailure):
-            print(f"assay runner (rank {rank} of {world}): {message}", file=sys.stderr)
-        else:
-            traceback.print_exc()
-            print(f"assay runner (rank {rank} of {world}): {message}", file=sys.stderr)
-        sink.failed(message if world == 1 else f"rank {rank}: {message}")
-        if isinstance(error, KeyboardInterrupt):
-            return 130
-        return code
+        return _failed(error, sink, rank=rank, world=world)
     finally:
         distributed.shutdown()
+
+
+def _failed(error: BaseException, sink: Any, *, rank: int, world: int) -> int:
+    """Report a failed run (to the peers, the log and the status) and give its exit code."""
+    code = exit_code_for(error)
+    message = failure_message(error)
+    distributed.report_failure(message)
+    if code not in (EXIT_CONFIG, EXIT_RESULTS_NOT_RECORDED) and not isinstance(error, distributed.PeerFailure):
+        traceback.print_exc()
+    print(f"assay runner (rank {rank} of {world}): {message}", file=sys.stderr)
+    # The status write is what failed: trying it again would only wait out the same refusal.
+    if code != EXIT_RESULTS_NOT_RECORDED:
+        sink.failed(message if world == 1 else f"rank {rank}: {message}")
+    return 130 if isinstance(error, KeyboardInterrupt) else code
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -180,7 +199,12 @@ def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any
     from assay.runner.tasks.index import TaskManager
 
     # simple_evaluate's own default, plus include_path: task YAMLs see model_args as metadata.
-    return TaskManager(include_path, metadata={**dict(spec.model_args), **dict(spec.metadata or {})})
+    metadata = {**dict(spec.model_args), **dict(spec.metadata or {})}
+    task_code = os.environ.get(ENV_TASK_CODE)
+    if include_path and task_code is not None:
+        # a runner pod's task sources: a tenant's files (see assay.operator.task_sources)
+        return TaskManager(include_path, metadata=metadata, include_code=task_code == "allowed", include_may_shadow=False)
+    return TaskManager(include_path, metadata=metadata)
 
 
 # --- the run --------------------------------------------------------------------------
@@ -207,6 +231,12 @@ def run_spec(
     rank, world = distributed.rank_and_world()
     if sink is None:
         sink = _sink(rank)
+    if rank == 0 and output_dir is not None:
+        from assay.runner.results import output
+
+        # Before the model loads: a read-only or full volume is found in seconds, not hours.
+        output.check_writable(output_dir, name="the output directory",
+                              fix="check spec.output (the PVC's access mode, permissions and free space)")  # fmt: skip
     options = EvalOptions.from_spec(
         spec, use_cache=use_cache, task_manager=_task_manager(spec, include_path),
         progress=ProgressReporter(sink) if rank == 0 else None,
@@ -217,9 +247,41 @@ def run_spec(
     if results is None:
         return None
     samples = results.pop("samples", None)
-    _save(results, samples if options.log_samples else None, spec, options, output_dir, started)
-    sink.finished(results)
+    save = functools.partial(_save, results, samples if options.log_samples else None, spec, options, output_dir, started)
+    _record(results, save, sink, output_dir)
     return results
+
+
+def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
+            output_dir: str | os.PathLike[str] | None) -> None:  # fmt: skip
+    """Scores to status first, then the files: status outlives an emptyDir output volume,
+    and a full volume must not cost scores already computed.
+
+    A run superseded by a newer one (`finished` is False) is not a failure: the operator
+    deletes its Job and never reads its status, and failing it would only raise a Job-failed
+    alert for a run the user replaced. Its files are still written, as its own output."""
+    try:
+        recorded = sink.finished(results)
+    except status_sink.ResultsNotRecorded:
+        try:
+            path = save()
+        except OSError as error:
+            log.error("could not write the results files under %s either: %s", output_dir, error)
+        else:
+            if path is not None:
+                log.warning("the scores did not reach status; they are only in %s", path)
+        raise
+    try:
+        path = save()
+    except OSError as error:
+        if not recorded:
+            raise  # the files were to be the only record
+        note = f"The results files could not be written under {output_dir} ({error.strerror or error}); the scores are in status."
+        log.warning("%s", note)
+        sink.output(written=False, message=note)
+        return
+    if recorded and path is not None:
+        sink.output(written=True, message=f"Results written to {path}.")
 
 
 def _save(
@@ -229,7 +291,7 @@ def _save(
     options: EvalOptions,
     output_dir: str | os.PathLike[str] | None,
     started: float,
-) -> None:
+) -> Path | None:
     from assay.runner.results import output
 
     tracker = output.EvaluationTracker(os.fspath(output_dir) if output_dir is not None else None)
@@ -248,6 +310,7 @@ def _save(
         log.info("results written to %s", saved.results_path)
     for path in saved.sample_paths:
         log.info("samples written to %s", path)
+    return saved.results_path
 
 
 class ProgressReporter:
@@ -280,6 +343,8 @@ def _sink(rank: int) -> Any:
 
 
 def exit_code_for(error: BaseException) -> int:
+    if isinstance(error, status_sink.ResultsNotRecorded):
+        return EXIT_RESULTS_NOT_RECORDED
     if isinstance(error, DataError):
         return EXIT_MODEL_OR_DATA
     if isinstance(error, UserError):
@@ -292,7 +357,7 @@ def exit_code_for(error: BaseException) -> int:
 
 
 def failure_message(error: BaseException) -> str:
-    if isinstance(error, (UserError, distributed.PeerFailure)):
+    if isinstance(error, (UserError, distributed.PeerFailure, status_sink.ResultsNotRecorded)):
         return str(error)
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0]}" if text else type(error).__name__

@@ -11,7 +11,7 @@ import json
 import re
 from typing import Any, Mapping, Sequence, Union
 
-from assay import run_rules
+from assay import endpoint_urls, run_rules
 
 GROUP = "assay.dev"
 VERSION = "v1alpha1"
@@ -23,6 +23,10 @@ CONFIG_ERROR_EXIT_CODE = 78
 PEER_FAILED_EXIT_CODE = 75
 """A rank that stopped because another rank reported its own failure (sysexits' EX_TEMPFAIL):
 the Job's podFailurePolicy ignores it, so one fault costs one retry, not one per rank."""
+RESULTS_NOT_RECORDED_EXIT_CODE = 74
+"""The evaluation finished but its scores never reached the Evaluation's status (sysexits'
+EX_IOERR): the Job's podFailurePolicy fails the Job at once, since a rerun would redo the
+whole evaluation to meet the same refusal; the operator shows it as ResultsNotRecorded."""
 
 ENV_SPEC = "ASSAY_EVALUATION"
 ENV_NAME = "ASSAY_EVALUATION_NAME"
@@ -33,6 +37,7 @@ ENV_POD_NAME = "ASSAY_POD_NAME"
 ENV_JOB_NAME = "ASSAY_JOB_NAME"
 ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
 ENV_USE_CACHE = "ASSAY_USE_CACHE"
+ENV_TASK_CODE = "ASSAY_TASK_CODE"
 
 BatchSize = Union[int, str]
 JSON = Any
@@ -213,7 +218,8 @@ class Evaluation:
     def model_label(self) -> str:
         """What the model is called in metrics and status: the checkpoint when there is one."""
         if self.endpoint is not None:
-            return self.endpoint.served_model or self.endpoint.url
+            # Redacted: a refused spec's label still reaches metrics and status.
+            return self.endpoint.served_model or endpoint_urls.redacted(self.endpoint.url)
         for key in ("pretrained", "model", "engine", "path"):
             value = self.model_args.get(key)
             if isinstance(value, str) and value:

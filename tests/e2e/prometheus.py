@@ -1,5 +1,7 @@
 """An own Prometheus for e2e tests: it discovers the operator pod through the real API server,
-as the chart's ServiceMonitor tells a Prometheus Operator to, and scrapes it every second."""
+as the chart's ServiceMonitor tells a Prometheus Operator to, and scrapes it every second,
+presenting what the ServiceMonitor says (with `bearerTokenFile`: a real token of a service
+account bound to the chart's metrics-reader ClusterRole, as Prometheus's own would be)."""
 
 from __future__ import annotations
 
@@ -15,19 +17,27 @@ import pytest
 import yaml
 
 from tests.e2e.cluster.control_plane import die_with_parent, free_port
-from tests.e2e.conftest import Cluster, render_chart
+from tests.e2e.conftest import Cluster, metrics_reader_token, render_chart
 
 
-def _scrape_config(cluster: Cluster, token_file: Path) -> dict[str, Any]:
+def _scrape_config(cluster: Cluster, token_file: Path, reader_token_file: Path) -> dict[str, Any]:
     """A Prometheus job that finds the operator pod the way the chart's ServiceMonitor selects it:
-    through the API server (endpoints of Services with its labels, in its namespaces, on its port)."""
+    through the API server (endpoints of Services with its labels, in its namespaces, on its port),
+    and scrapes it as the ServiceMonitor says (scheme, the scraper's own token)."""
     (monitor,) = [d for d in render_chart("metrics.serviceMonitor.enabled=true") if d["kind"] == "ServiceMonitor"]
     spec = monitor["spec"]
     (endpoint,) = spec["endpoints"]
     keep = [{"source_labels": [f"__meta_kubernetes_service_label_{re.sub(r'[^a-zA-Z0-9]', '_', key)}"],
              "regex": re.escape(value), "action": "keep"} for key, value in spec["selector"]["matchLabels"].items()]
     keep.append({"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"], "action": "keep"})
+    scrape: dict[str, Any] = {"scheme": endpoint.get("scheme", "http")}
+    if endpoint.get("bearerTokenFile"):
+        # The Prometheus pod's own account token in a cluster; here the reader account's.
+        scrape["authorization"] = {"credentials_file": str(reader_token_file)}
+    if scrape["scheme"] == "https":
+        scrape["tls_config"] = {"insecure_skip_verify": True}  # the e2e install serves no certificate
     return {
+        **scrape,
         "job_name": "assay-operator",
         "honor_labels": bool(endpoint.get("honorLabels")),
         "metrics_path": endpoint["path"],
@@ -49,9 +59,11 @@ def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
     assert binary.is_file(), f"{binary} is missing: run tests/e2e/cluster/build.sh"
     token_file = tmp_path / "token"
     token_file.write_text(cluster.plane.admin_token)
+    reader_token_file = tmp_path / "reader-token"
+    reader_token_file.write_text(metrics_reader_token(cluster.plane))
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                                      "scrape_configs": [_scrape_config(cluster, token_file)]}))  # fmt: skip
+                                      "scrape_configs": [_scrape_config(cluster, token_file, reader_token_file)]}))  # fmt: skip
     port = free_port()
     log = open(tmp_path / "prometheus.log", "wb")
     process = subprocess.Popen(

@@ -126,8 +126,11 @@ def _kueue_queues(namespace: str, *, cpu: str) -> list[dict[str, Any]]:
          "spec": {"nodeLabels": {GATE_LABEL: namespace}}},
         {"apiVersion": kueue_cluster.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": namespace},
          "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                  "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                      {"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu}]}]}]}},
+                  # Memory too: Kueue admits no pod that requests a resource its queue does not
+                  # cover, and runner pods request the chart's policy.runnerResources.
+                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
+                      {"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu},
+                                                        {"name": "memory", "nominalQuota": "64Gi"}]}]}]}},
         {"apiVersion": kueue_cluster.API_VERSION, "kind": "LocalQueue",
          "metadata": {"name": "team-queue", "namespace": namespace}, "spec": {"clusterQueue": namespace}},
     ]  # fmt: skip
@@ -208,7 +211,7 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
         assert first_job["metadata"]["labels"][kueue_cluster.QUEUE_LABEL] == "team-queue"
         admission = _wait_workload(cluster, kueue, first_job, "admitted", _admitted)["status"]["admission"]
         assert admission["clusterQueue"] == namespace
-        assert admission["podSetAssignments"][0]["flavors"] == {"cpu": namespace}
+        assert admission["podSetAssignments"][0]["flavors"] == {"cpu": namespace, "memory": namespace}
         name = first_job["metadata"]["name"]
         first_job = cluster.wait_for("Kueue to unsuspend the first Job", lambda: (
             job if (job := cluster.get("job", name))["spec"]["suspend"] is False else None))  # fmt: skip

@@ -78,16 +78,21 @@ def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, im
     """`helm install` with watchNamespaces: a Role per namespace instead of a ClusterRole, enough to run."""
     docs = [d for d in render_chart(f"watchNamespaces={{{cluster.namespace}}}", release="scoped")
             if d["kind"] in RBAC_KINDS - {"CustomResourceDefinition"}]  # fmt: skip
-    # The watched namespace's Role, and the leader Lease's Role in the release's namespace.
-    assert sorted(d["kind"] for d in docs) == ["Role", "Role", "RoleBinding", "RoleBinding", "ServiceAccount"]
+    # The watched namespace's Role, and the leader Lease's Role in the release's namespace; cluster-wide
+    # only what a secured /metrics needs (TokenReviews, and the URL /metrics for its readers).
+    assert sorted(d["kind"] for d in docs) == ["ClusterRole", "ClusterRole", "ClusterRoleBinding", "Role", "Role",
+                                               "RoleBinding", "RoleBinding", "ServiceAccount"]  # fmt: skip
     assert sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Role") == ["scoped-assay", "scoped-assay-leader"]
+    assert sorted(d["metadata"]["name"] for d in docs if d["kind"].startswith("Cluster")) == [
+        "scoped-assay-metrics-auth", "scoped-assay-metrics-auth", "scoped-assay-metrics-reader"]  # fmt: skip
     cluster.operator.kill()  # one operator per namespace at a time
     scoped = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="scoped")
     try:
         helm(cluster.plane, "install", "scoped", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
              *chart_values(images, f"watchNamespaces={{{cluster.namespace}}}"), "--wait", "--timeout=180s")  # fmt: skip
         scoped.wait_watching()
-        assert cluster.items("clusterrolebindings", "app.kubernetes.io/instance=scoped") == []
+        bindings = cluster.items("clusterrolebindings", "app.kubernetes.io/instance=scoped")
+        assert [b["metadata"]["name"] for b in bindings] == ["scoped-assay-metrics-auth"]
         since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 120))
         cluster.apply(evaluation_manifest("scoped", **dummy_spec()))
         status = cluster.wait("scoped", "Succeeded", timeout=180)["status"]

@@ -87,7 +87,7 @@ def test_include_cycle_and_malformed_yaml_are_one_sentence(tmp_path: Path, libra
 
 
 def test_unknown_config_key_names_the_key(tmp_path: Path, library: Path) -> None:
-    _write(tmp_path, "typo.yaml", f"include: {library / 'common.yaml'}\ntask: typo\ndoc_to_txt: q\n")
+    _write(tmp_path, "typo.yaml", "include: lib/common.yaml\ntask: typo\ndoc_to_txt: q\n")
     manager = TaskManager(str(tmp_path), include_defaults=False)
     with pytest.raises(UserError, match=r"unknown key 'doc_to_txt'\. Did you mean doc_to_text"):
         manager.load(["typo"])

@@ -55,9 +55,14 @@ class Server:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
                 outer.requests.append({"method": self.command, "path": self.path, "peer": self.client_address,
-                                       "auth": self.headers.get("Authorization"), "body": body})  # fmt: skip
+                                       "auth": self.headers.get("Authorization"), "body": body,
+                                       "content_type": self.headers.get("Content-Type")})  # fmt: skip
                 status = 404 if self.path.endswith("/missing") else 200
                 data = json.dumps({"path": self.path, "echo": body.decode()}).encode()
+                for namespace, cause in (("terminating", "NamespaceTerminating"), ("forbidden", "RBAC")):
+                    if f"/namespaces/{namespace}/" in self.path:  # as kube-apiserver refuses a write there
+                        status, data = 403, json.dumps({"kind": "Status", "reason": "Forbidden", "details": {
+                            "causes": [{"reason": cause}]}}).encode()  # fmt: skip
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -189,3 +194,34 @@ def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path)
         proxy.shutdown()
     with pytest.raises(ValueError, match="http:// proxies only"):
         api_session.Session(Configuration("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
+
+
+def test_the_runners_access_is_server_side_applied_with_the_operators_field_manager(
+        server: Server, pki: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """`kube.apply`'s request as kube-apiserver reads it: a PATCH of the object's own path,
+    apply-patch content, the operator's fieldManager, force (so an older Role's rules, owned
+    by an earlier create or by hand, are replaced rather than refused as a conflict)."""
+    import urllib.parse
+
+    from assay.operator import builders, kube
+
+    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    monkeypatch.setattr(kube, "session", lambda: session)
+    ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
+    for manifest, path in [(builders.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
+                           (builders.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner")]:  # fmt: skip
+        assert kube.apply(manifest) is True
+        sent = server.requests[-1]
+        url = urllib.parse.urlsplit(sent["path"])
+        assert sent["method"] == "PATCH" and url.path == path
+        assert urllib.parse.parse_qs(url.query) == {"fieldManager": ["assay-operator"], "force": ["true"]}
+        assert sent["content_type"] == "application/apply-patch+yaml" and sent["auth"] == "Bearer t1"
+        # The whole object, kind and all: apply needs them, and a Role's rules are replaced as one list.
+        assert json.loads(sent["body"]) == manifest
+    assert len(server.requests) == 2  # one request per child, as the create it replaces
+    # A namespace being deleted makes nothing more: not an error.
+    gone = builders.EvaluationRef(name="tiny", namespace="terminating", uid="u1", generation=1)
+    assert kube.apply(builders.role_binding(gone)) is False
+    refused = builders.EvaluationRef(name="tiny", namespace="forbidden", uid="u1", generation=1)
+    with pytest.raises(kube.ApiError, match="403"):
+        kube.apply(builders.role(refused))  # RBAC's refusal is an error

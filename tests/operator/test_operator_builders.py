@@ -153,13 +153,28 @@ def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:
     def cache_of(ref: builders.EvaluationRef, **fields: Any) -> str:
         return _env(builders.job(ref, _spec(**fields))["spec"]["template"]["spec"]["containers"][0])["ASSAY_USE_CACHE"]
 
-    assert cache_of(REF) == "/output/pythia-core/g3/.assay-cache/g3/responses"
+    run = f"0b5c-uid-{builders.spec_hash(_spec())[:12]}"
+    assert cache_of(REF) == f"/output/pythia-core/g3/.assay-cache/{run}/g3/responses"
     rerun = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3, rerun="nightly-2")
     # A fixed output path is shared by every run; the cache is not (its keys are the requests alone).
     shared = {"output": {"pvc": "results", "path": "team/pythia"}}
-    assert cache_of(REF, **shared) == "/output/team/pythia/.assay-cache/g3/responses"
-    assert cache_of(rerun, **shared) == f"/output/team/pythia/.assay-cache/{builders.run_suffix(rerun)}/responses"
+    shared_run = f"0b5c-uid-{builders.spec_hash(_spec(**shared))[:12]}"
+    assert cache_of(REF, **shared) == f"/output/team/pythia/.assay-cache/{shared_run}/g3/responses"
+    assert cache_of(rerun, **shared) == f"/output/team/pythia/.assay-cache/{shared_run}/{builders.run_suffix(rerun)}/responses"
     assert builders.run_suffix(rerun) != "g3"
+    # Another Evaluation on the same path at the same generation, or this one deleted and made
+    # again under its name (a new uid), or another spec: each its own cache.
+    other = builders.EvaluationRef(name="pythia-other", namespace="evals", uid="7d1e-uid", generation=3)
+    again = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="9f00-uid", generation=3)
+    other_model = {**shared, "modelArgs": {"pretrained": "EleutherAI/pythia-410m"}}
+    caches = {cache_of(REF, **shared), cache_of(other, **shared), cache_of(again, **shared), cache_of(REF, **other_model)}
+    assert len(caches) == 4
+    # The same run always gets the same cache (what a replaced pod resumes from); a uid that is
+    # not a lowercase UUID still makes one bounded, path-safe directory.
+    assert cache_of(REF, **shared) == cache_of(builders.EvaluationRef(**{**vars(REF)}), **shared)
+    odd = builders.EvaluationRef(name="x", namespace="evals", uid="../" + "U" * 300, generation=1)
+    part = cache_of(odd).split("/.assay-cache/")[1].split("/")[0]
+    assert len(part) == 29 and set(part) <= set("0123456789abcdef-")
 
 
 def test_pod_template_overrides_kueue_and_suspend() -> None:

@@ -11,6 +11,7 @@ from assay.operator import conditions as c
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(minutes=5)
+RESULTS = {"arc_easy": {"acc,none": {"value": 0.5, "stderr": 0.01}}}
 
 
 def _job(*, active: int = 0, ready: int | None = None, conds: list[tuple[str, str, str]] = (), suspend: bool = False,
@@ -99,6 +100,7 @@ def test_a_run_from_creation_to_success() -> None:
     # The same observation again changes nothing.
     assert c.from_job(status, _job(active=1, ready=1), generation=1, now=T1) == {}
     status["message"] = "Evaluated 2 tasks."  # the runner's final word
+    status["results"] = RESULTS  # and its scores
     done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
     patch = c.from_job(status, done, generation=1, now=T1)
     assert c.finished_now(status, patch) == c.SUCCEEDED
@@ -184,6 +186,7 @@ def test_ready_reconciling_and_stalled_follow_the_job_by_kstatus_conventions(
 ) -> None:
     status = c.accepted(None, job_name="ev-g1", generation=3, now=T0, new_run=True)
     assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
+    status["results"] = RESULTS  # what the runner writes before its Job can complete
     status = _apply(status, c.from_job(status, job, generation=3, now=T1))
     assert tuple(_kstatus(status).values()) == expected
     conds = _by_type(status)
@@ -202,9 +205,73 @@ def test_a_rejected_spec_is_stalled_not_reconciling() -> None:
 
 
 def test_a_new_run_after_success_is_no_longer_ready() -> None:
-    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS}
     status = _apply(status, c.from_job(status, _job(conds=[("Complete", "", "")]), generation=1, now=T0))
     assert _kstatus(status)["Ready"] == "True"
     status = _apply(status, c.accepted(status, job_name="ev-g2", generation=2, now=T1, new_run=True))
     assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
     assert _by_type(status)["Ready"]["lastTransitionTime"] == "2025-05-01T12:05:00Z"
+
+
+# --- no Succeeded without scores ---------------------------------------------------------
+
+
+def _finished(status: dict[str, Any], job: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any]:
+    return _apply(status, c.from_job(status, job, generation=1, now=T1, spec=spec))
+
+
+def test_a_complete_job_without_scores_in_status_is_failed_not_succeeded() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    status = {**_apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0)), "outputDir": "/output/ev/g1"}
+    done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
+    failed = _finished(status, done)
+    conds = _by_type(failed)
+    assert failed["phase"] == c.FAILED and failed["reason"] == "ResultsNotRecorded"
+    assert conds["Succeeded"]["status"] == "False" and conds["Failed"]["status"] == "True"
+    assert _kstatus(failed) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
+    assert failed["message"] == ("ev-g1 completed, but its scores never reached status.results. Its results files are "
+                                 "nowhere: the output was the pod's emptyDir.")  # fmt: skip
+    assert conds["Failed"]["message"] == conds["Stalled"]["message"] == failed["message"]
+    on_pvc = _finished(status, done, spec={"output": {"pvc": "results"}})
+    assert on_pvc["message"].endswith("Its results files are on PVC results in ev/g1, if the runner could write them (its log says).")
+    # The same Job seen again changes nothing: Failed is final.
+    assert c.from_job(failed, done, generation=1, now=T1) == {}
+
+
+def test_a_runner_that_could_not_record_its_scores_fails_its_job_with_reason_results_not_recorded() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    fail_job = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 74 "
+                "matching FailJob rule at index 3")  # fmt: skip
+    assert c.job_state(_job(conds=[fail_job])).reason == "ResultsNotRecorded"
+    failed = _finished(status, _job(conds=[fail_job]), spec={"output": {"pvc": "results", "path": "runs/a"}})
+    assert failed["reason"] == "ResultsNotRecorded" and _by_type(failed)["Failed"]["reason"] == "ResultsNotRecorded"
+    assert "could not write its scores to status.results" in failed["message"]
+    assert "on PVC results in its root" in failed["message"]  # no outputDir recorded in this status
+    config_error = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 78 "
+                    "matching FailJob rule at index 0")  # fmt: skip
+    assert c.job_state(_job(conds=[config_error])).reason == "PodFailurePolicy"
+
+
+@pytest.mark.parametrize(
+    "files,expected",
+    [
+        ({"written": True, "message": "Results written to /output/ev/g1/m/results_x.json."},
+         ("True", "OutputWritten", "Results written to /output/ev/g1/m/results_x.json.")),
+        ({"written": False, "message": "The results files could not be written under /output/ev/g1 (No space left on device)."},
+         ("False", "OutputNotWritten", "The results files could not be written under /output/ev/g1 (No space left on device).")),
+        (None, None),
+    ],
+    ids=["written", "disk-full", "not-reported"],
+)
+def test_output_written_reports_the_files_of_a_run_whose_scores_are_in(files: Any, expected: Any) -> None:
+    status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS,
+              "runnerMessage": "Evaluated 1 tasks."}  # fmt: skip
+    if files is not None:
+        status["outputFiles"] = files
+    done = _finished(status, _job(conds=[("Complete", "", "")]))
+    assert done["phase"] == c.SUCCEEDED  # a full volume is a warning: the scores are in status
+    condition = _by_type(done).get("OutputWritten")
+    assert (condition and (condition["status"], condition["reason"], condition["message"])) == expected
+    # The next run starts without the previous run's files, word or condition.
+    again = _apply(done, c.accepted(done, job_name="ev-g2", generation=2, now=T1, new_run=True))
+    assert "OutputWritten" not in _by_type(again) and "outputFiles" not in again and "runnerMessage" not in again

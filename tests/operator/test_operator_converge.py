@@ -32,7 +32,9 @@ class Store:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str]] = []
+        self.applied: list[tuple[str, str]] = []
         monkeypatch.setattr(kube, "create", self.create)
+        monkeypatch.setattr(kube, "apply", self.apply)
         monkeypatch.setattr(kube, "get", lambda kind, v, *, namespace, name: self.objects.get((kind, name)))
         monkeypatch.setattr(kube, "list_children", self.list_children)
         monkeypatch.setattr(kube, "patch_evaluation_status", lambda **_: None)
@@ -42,6 +44,11 @@ class Store:
         if key in self.objects:
             return False
         self.objects[key] = manifest
+        return True
+
+    def apply(self, manifest: dict[str, Any]) -> bool:
+        self.applied.append((manifest["kind"], manifest["metadata"]["name"]))
+        self.objects[(manifest["kind"], manifest["metadata"]["name"])] = manifest
         return True
 
     def list_children(self, kind: str, api_version: str, **_: Any) -> list[dict[str, Any]]:
@@ -63,20 +70,12 @@ def test_which_runs_await_their_job() -> None:
     assert not converge.awaits_job(rejected)
 
 
-def test_the_tracker_follows_watch_events_and_lost_runs_cost_one_list_per_namespace() -> None:
+def test_the_tracker_follows_watch_events() -> None:
     runs = converge.UnfinishedRuns(clock=lambda: 100.0)
     for name in ("a", "b", "c"):
         runs.observe(_evaluation(name))
     runs.observe(_evaluation("c", phase="Failed"))
     assert runs.snapshot() == {("evals", "a"): "a-g1", ("evals", "b"): "b-g1"}
-    listed: list[str] = []
-
-    def job_names(namespace: str) -> set[str]:
-        listed.append(namespace)
-        return {"a-g1"}
-
-    assert converge.lost_runs(runs.snapshot(), job_names=job_names) == [("evals", "b")]
-    assert listed == ["evals"]
     runs.observe(_evaluation("b"), deleted=True)
     assert runs.snapshot() == {("evals", "a"): "a-g1"}
 
@@ -94,17 +93,23 @@ def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert [k for k in store.objects if k[0] == "Job"] == [("Job", "tiny-g1")]
 
 
+def _job(name: str, **status: Any) -> dict[str, Any]:
+    return {"apiVersion": "batch/v1", "kind": "Job", "spec": {"parallelism": 1}, "status": status,
+            "metadata": {"name": name, "namespace": "evals", "labels": {builders.LABEL_EVALUATION: name.split("-")[0]}}}  # fmt: skip
+
+
 def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(monkeypatch)
     calls: list[str] = []
-    monkeypatch.setattr(converge, "runner_job_names", lambda ns: calls.append(ns) or {"a-g1"})
+    # Listed Jobs of a namespace: one list for all its runs, not one read per run.
+    monkeypatch.setattr(converge, "runner_jobs", lambda ns: calls.append(ns) or {"a-g1": _job("a-g1")})
     evaluations = {name: _evaluation(name) for name in ("a", "b")}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
     now = [0.0]
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
-    errors: list[str] = []
+    errors: list[tuple[str, str]] = []
     sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=errors.append, emit=store.emit, interval=30)  # fmt: skip
+                                      on_error=lambda *e: errors.append(e), emit=store.emit, interval=30)  # fmt: skip
     sweeper.sweep()
     assert calls == []  # idle: no API call
     for evaluation in evaluations.values():
@@ -138,3 +143,17 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     (status,) = written
     assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"
     assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events
+
+
+def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Role an older operator made is brought down to today's rules when a run is decided:
+    the ServiceAccount, Role and RoleBinding are server-side applied each time (one request
+    each, as the create they replace was); the Job is created once."""
+    store = Store(monkeypatch)
+    spec = spec_module.parse_spec(SPEC)
+    for _ in range(2):
+        converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
+    access = [("ServiceAccount", "tiny-runner"), ("Role", "tiny-runner"), ("RoleBinding", "tiny-runner")]
+    assert store.applied == access * 2
+    assert [key for key in store.objects if key[0] == "Job"] == [("Job", "tiny-g1")]
+    assert store.events.count(("Normal", "JobCreated")) == 1

@@ -174,3 +174,27 @@ def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> Non
     assert crd_validator.errors(manifest) == []
     manifest["status"]["phase"] = "Done"
     assert crd_validator.errors(manifest)
+
+
+def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], crd_validator: Any, make_evaluation: Any,
+                                                          tmp_path: Path) -> None:  # fmt: skip
+    """The API server prunes what the schema does not declare: an undeclared field would be
+    dropped without a word (the scores, or whether the files were written)."""
+    from assay.runner.results.status_sink import FileStatusSink
+
+    sink = FileStatusSink(tmp_path / "status.json", min_interval=0)
+    sink.progress(5, 10)
+    assert sink.finished({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
+                          "n-samples": {"arc_easy": {"original": 10, "effective": 10}}, "versions": {"arc_easy": 1}})
+    sink.output(written=False, message="The results files could not be written under /output/ev/g1 " + "(x) " * 400)
+    declared = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
+    assert set(sink.status) <= set(declared), set(sink.status) - set(declared)
+    assert set(sink.status["outputFiles"]) <= set(declared["outputFiles"]["properties"])
+    accepted = conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True)
+    status = {**{k: v for k, v in accepted.items() if v is not None}, **sink.status}
+    status.update(conditions.from_job(status, {"metadata": {"name": "ev-g1"}, "status": {"conditions": [
+        {"type": "Complete", "status": "True"}]}}, generation=1, now=NOW))  # fmt: skip
+    assert status["phase"] == "Succeeded" and status["conditions"][-1]["type"] == "OutputWritten"
+    manifest = make_evaluation()
+    manifest["status"] = status
+    assert crd_validator.errors(manifest) == []

@@ -20,9 +20,9 @@ KSTATUS = {"Healthy": ("True", "False", "False"), "Progressing": ("False", "True
            "Degraded": ("False", "False", "True")}  # fmt: skip
 
 
-def _evaluation_for(job: dict[str, Any]) -> dict[str, Any]:
+def _evaluation_for(job: dict[str, Any], **runner_wrote: Any) -> dict[str, Any]:
     status = conditions.accepted(None, job_name=job["metadata"]["name"], generation=1, now=NOW, new_run=True)
-    status = {k: v for k, v in status.items() if v is not None}
+    status = {**{k: v for k, v in status.items() if v is not None}, **runner_wrote}
     status.update(conditions.from_job(status, job, generation=1, now=NOW))
     return {"metadata": {"name": "tiny", "generation": 1}, "spec": {}, "status": status}
 
@@ -50,5 +50,8 @@ def test_a_completed_recorded_job_is_healthy() -> None:
     job = json.loads((RECORDED / "job_pods_pending.json").read_text())
     job["status"] = {**job["status"], "active": 0, "ready": 0, "succeeded": 1,
                      "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T09:00:00Z"}]}
-    evaluation = _evaluation_for(job)
+    evaluation = _evaluation_for(job, results={"arc_easy": {"acc,none": {"value": 0.5, "stderr": None}}})
     assert argocd_health(evaluation) == ("Healthy", evaluation["status"]["message"])
+    # Complete, but the scores never reached status: not Healthy.
+    unrecorded = _evaluation_for(job)
+    assert argocd_health(unrecorded)[0] == "Degraded" and unrecorded["status"]["reason"] == "ResultsNotRecorded"

@@ -86,15 +86,20 @@ def test_cluster_wide_render() -> None:
     documents = _render("--set", "metrics.serviceMonitor.enabled=true")
     _validate(documents)
     kinds = sorted(d["kind"] for d in documents)
-    assert kinds == ["ClusterRole", "ClusterRoleBinding", "ConfigMap", "Deployment", "Role", "RoleBinding", "Service",
-                     "ServiceAccount", "ServiceMonitor"]  # fmt: skip
+    # ClusterRoles: the operator's, /metrics' reviews and readers (test_operator_chart_metrics).
+    assert kinds == ["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap",
+                     "Deployment", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount",
+                     "ServiceMonitor"]  # fmt: skip
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["assay"] and container["args"][:2] == ["operator", "--standalone"]
     assert "--all-namespaces" in container["args"]
-    role = next(d for d in documents if d["kind"] == "ClusterRole")
+    role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "ev-assay")
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
-    assert verbs[("rbac.authorization.k8s.io", "roles")] == {"get", "create"}
+    # The runner's account, Role and binding are server-side applied (patch) at each run's start.
+    for resource in (("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings"),
+                     ("", "serviceaccounts")):  # fmt: skip
+        assert verbs[resource] == {"get", "create", "patch"}
     assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
     assert verbs[("", "pods")] == {"get", "list", "watch"}
     # Status only: no annotation, finalizer or spec of an Evaluation is the operator's to write.
@@ -104,7 +109,12 @@ def test_cluster_wide_render() -> None:
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
     # What each runner Role grants, the operator must hold (no escalate needed).
-    runner = {("assay.dev", "evaluations"): {"get"}, ("assay.dev", "evaluations/status"): {"patch"}}
+    # The Role as builders makes it: applying it is refused unless the operator holds every rule.
+    from assay.operator import builders
+
+    granted = builders.role(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1))["rules"]
+    runner = {(r["apiGroups"][0], res): set(r["verbs"]) for r in granted for res in r["resources"]}
+    assert runner == {("assay.dev", "evaluations"): {"get"}, ("assay.dev", "evaluations/status"): {"patch"}}
     assert all(needed <= verbs[key] for key, needed in runner.items())
     dashboard = next(d for d in documents if d["kind"] == "ConfigMap")
     assert json.loads(dashboard["data"]["assay.json"])["uid"] == "assay-evaluations"
@@ -119,7 +129,9 @@ def test_namespaced_render() -> None:
     for role in roles:
         verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
         assert verbs[("", "pods")] == {"get", "list", "watch"} and {"get", "list", "watch"} <= verbs[("", "events")]
-    assert not [d for d in documents if d["kind"].startswith("Cluster")]
+    # Cluster-wide only what a secured /metrics needs (TokenReviews and the URL /metrics have no namespace).
+    assert {d["metadata"]["name"] for d in documents if d["kind"].startswith("Cluster")} == {
+        "ev-assay-metrics-auth", "ev-assay-metrics-reader"}  # fmt: skip
     args = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--all-namespaces" not in args
 

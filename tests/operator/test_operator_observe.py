@@ -158,6 +158,7 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
     evaluation["status"]["rerunToken"] = "b"  # same Job name: the tokens' hashes collide
     assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1)) == {}
     evaluation["status"]["rerunToken"] = "a"
+    evaluation["status"]["results"] = {"arc_easy": {}}  # the runner's scores
     assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1))["phase"] == "Succeeded"
 
 
@@ -204,3 +205,39 @@ def test_a_rejected_spec_is_not_overwritten_by_the_previous_runs_job(monkeypatch
     job["status"]["ready"] = 1
     assert observe.observe_run(_evaluation(rejected), memo=Memo(), emit=api.emit, job=job, now=at(2)) == {}
     assert not api.status_patches
+
+
+def _complete(job: dict[str, Any]) -> dict[str, Any]:
+    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1,
+                     "completionTime": "2025-05-01T12:09:00Z"}  # fmt: skip
+    return job
+
+
+def test_a_complete_job_is_judged_by_the_status_as_it_is_now(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watch may not have shown the runner's last write yet: a Complete Job whose cached
+    Evaluation shows no scores is looked up again before the run is called failed."""
+    api = FakeApi(_complete(load("job_pods_pending")), [])
+    api.install(monkeypatch)
+    cached = _evaluation()
+    now = {**cached, "status": {**cached["status"], "results": {"arc_easy": {}}, "runnerMessage": "Evaluated 1 tasks."}}
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: now)
+    patch = observe.observe_run(cached, memo=Memo(), emit=api.emit, job=api.job, now=at(9))
+    assert patch["phase"] == "Succeeded" and patch["message"] == "Evaluated 1 tasks."
+    assert api.posted == [("Normal", "Succeeded", "Evaluated 1 tasks.")]
+
+
+def test_a_complete_job_without_scores_fails_the_run_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    api = FakeApi(_complete(load("job_pods_pending")), [])
+    api.install(monkeypatch)
+    evaluation = _evaluation()
+    reads: list[str] = []
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: reads.append(name) or evaluation)
+    patch = observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=api.job, now=at(9))
+    assert patch["phase"] == "Failed" and patch["reason"] == "ResultsNotRecorded" and reads == ["tiny"]
+    assert api.posted == [("Warning", "Failed", patch["message"])] and "emptyDir" in patch["message"]
+    assert not api.ended  # the Job ended by itself
+    # Another run by the time of the second look: nothing is written over it.
+    newer = {**evaluation, "status": {**evaluation["status"], "jobName": "tiny-g2"}}
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: newer)
+    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=api.job, now=at(9)) == {}
+    assert len(api.status_patches) == 1

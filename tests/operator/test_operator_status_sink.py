@@ -1,8 +1,9 @@
 """The runner's status sink: condensing lm-eval results, throttling, choosing a sink.
 
 KubernetesStatusSink is exercised with a recording stand-in for CustomObjectsApi, and its
-retries of the last write through the real kubernetes client against a local HTTP server
-that fails on purpose; the e2e suite runs it against a real API server.
+retries of the last write, its identity test and its refusals through the real kubernetes
+client against a local HTTP server (`ApiServer` applies JSON patches as the API server
+does: all or nothing, 422 when a `test` fails); the e2e suite runs it against a real one.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from assay.runner.results.status_sink import (
     FileStatusSink,
     KubernetesStatusSink,
     NullSink,
+    ResultsNotRecorded,
     condense_results,
     sink_from_env,
 )
+from tests.status_api import ApiServer
 
 LM_EVAL_RESULTS = {
     "results": {
@@ -54,12 +57,21 @@ class RecordingCustomObjectsApi:
         self.patches: list[dict[str, Any]] = []
         self.generation = generation
 
-    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body):  # noqa: ANN001
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kwargs):  # noqa: ANN001
         assert (group, version, plural) == ("assay.dev", "v1alpha1", "evaluations")
-        self.patches.append({"namespace": namespace, "name": name, "body": json.loads(json.dumps(body))})
+        self.patches.append({"namespace": namespace, "name": name, "body": _as_merge_patch(json.loads(json.dumps(body))),
+                             "content_type": kwargs.get("_content_type")})  # fmt: skip
 
     def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
         return {"metadata": {"name": name, "generation": self.generation}}
+
+
+def _as_merge_patch(body: Any) -> dict[str, Any]:
+    """A JSON patch of `add`s under /status, read as the merge patch it amounts to."""
+    if isinstance(body, dict):
+        return body
+    assert body[0]["op"] == "test"
+    return {"status": {op["path"].removeprefix("/status/"): op["value"] for op in body[1:]}}
 
 
 def test_condense_keeps_metrics_and_stderr_never_samples() -> None:
@@ -108,17 +120,12 @@ def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
     assert final["name"] == "ev" and final["namespace"] == "team"
     assert final["body"]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
     assert final["body"]["status"]["runnerMessage"] == final["body"]["status"]["message"] == "Evaluated 2 tasks."
+    # Tested against the run's generation (no Job name known), sent as a JSON patch.
+    assert {p["content_type"] for p in api.patches} == {"application/json-patch+json"}
     sink.failed("x" * 5000)
     failed = api.patches[-1]["body"]["status"]
     assert len(failed["message"]) == status_sink.MAX_MESSAGE_CHARS
     assert failed["runnerMessage"] == failed["message"]  # the copy only the runner writes
-
-
-def test_kubernetes_sink_drops_a_superseded_runs_outcome() -> None:
-    api = RecordingCustomObjectsApi(generation=2)
-    sink = KubernetesStatusSink(name="ev", namespace="team", generation=1, api=api)
-    sink.finished(LM_EVAL_RESULTS)
-    assert api.patches == []
 
 
 def test_kubernetes_sink_survives_api_errors() -> None:
@@ -128,9 +135,10 @@ def test_kubernetes_sink_survives_api_errors() -> None:
 
     waits: list[float] = []
     sink = KubernetesStatusSink(name="ev", namespace="team", api=Broken(), sleep=waits.append, final_patience=60)
-    sink.progress(1, 10)  # a progress write is not retried
+    sink.progress(1, 10)  # a progress write is not retried (and never fails the run)
     assert waits == []
-    sink.finished(LM_EVAL_RESULTS)  # no raise: retried while the patience lasts, then dropped
+    with pytest.raises(ResultsNotRecorded, match="connection refused"):
+        sink.finished(LM_EVAL_RESULTS)  # retried while the patience lasts, then the run has failed
     assert waits == [1, 2, 4, 8, 15, 15, 15] and sum(waits) <= 60
 
     class Buggy(RecordingCustomObjectsApi):
@@ -138,7 +146,8 @@ def test_kubernetes_sink_survives_api_errors() -> None:
             raise TypeError("a bug, not an outage")
 
     waits.clear()
-    KubernetesStatusSink(name="ev", namespace="team", api=Buggy(), sleep=waits.append).finished(LM_EVAL_RESULTS)
+    with pytest.raises(ResultsNotRecorded, match="a bug, not an outage"):
+        KubernetesStatusSink(name="ev", namespace="team", api=Buggy(), sleep=waits.append).finished(LM_EVAL_RESULTS)
     assert waits == []  # not retried
 
 
@@ -209,9 +218,13 @@ def test_file_sink_and_env_selection(tmp_path: Path) -> None:
 
 def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> None:
     env = {"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "team"}
+    # It reports nothing, and cannot call the run a success: the operator would find no scores.
     code = (
-        "import os, sys; from assay.runner.results.status_sink import sink_from_env, NullSink;"
-        f"sys.exit(0 if isinstance(sink_from_env({env!r}), NullSink) else 3)"
+        "import os, sys; from assay.runner.results.status_sink import sink_from_env, NullSink, ResultsNotRecorded;"
+        f"sink = sink_from_env({env!r}); sink.progress(1, 2)\n"
+        "try:\n    sink.finished({'results': {}})\nexcept ResultsNotRecorded as error:\n"
+        "    sys.exit(0 if isinstance(sink, NullSink) and 'credentials' in str(error) else 4)\n"
+        "sys.exit(3)"
     )
     run_env = {"PATH": "/usr/bin:/bin", "KUBECONFIG": str(tmp_path / "missing"), "HOME": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", code], env=run_env, cwd=Path(__file__).resolve().parents[2])
@@ -227,25 +240,6 @@ def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
 
 
-def test_kubernetes_sink_reports_a_resumed_runs_outcome_by_its_job_name() -> None:
-    """A suspend/resume changes the generation but not the run: its results must count."""
-
-    class Serving(RecordingCustomObjectsApi):
-        def __init__(self, job_name: str) -> None:
-            super().__init__(generation=2)
-            self.job_name = job_name
-
-        def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
-            return {"metadata": {"name": name, "generation": 2}, "status": {"jobName": self.job_name}}
-
-    resumed = Serving("ev-g1")
-    KubernetesStatusSink(name="ev", namespace="team", generation=1, job_name="ev-g1", api=resumed).finished(LM_EVAL_RESULTS)
-    assert resumed.patches and resumed.patches[-1]["body"]["status"]["results"]["arc_easy"]
-    replaced = Serving("ev-g2")
-    KubernetesStatusSink(name="ev", namespace="team", generation=1, job_name="ev-g1", api=replaced).finished(LM_EVAL_RESULTS)
-    assert replaced.patches == []
-
-
 def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.operator import builders
     from assay.spec import ENV_JOB_NAME, parse_spec
@@ -258,3 +252,86 @@ def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> N
     sink = status_sink.sink_from_env({"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "ns",
                                       "ASSAY_EVALUATION_GENERATION": "1", ENV_JOB_NAME: "ev-g1"})  # fmt: skip
     assert isinstance(sink, status_sink.KubernetesStatusSink) and sink.job_name == "ev-g1"
+
+
+# --- against a local HTTP server that applies patches as the API server does -------------
+
+
+@pytest.fixture()
+def api_server() -> Any:
+    server = ApiServer()
+    yield server
+    server.httpd.shutdown()
+
+
+def test_the_scores_land_in_the_runs_own_status_then_the_files_outcome(api_server: ApiServer) -> None:
+    sink = api_server.sink()
+    sink.progress(3, 10)
+    assert sink.finished(LM_EVAL_RESULTS) is True
+    sink.output(written=False, message="The results files could not be written under /output/ev/g1 (No space left on device).")
+    status = api_server.object["status"]
+    assert status["progress"]["requestsDone"] == 3 and status["jobName"] == "ev-g1"
+    assert status["results"]["arc_easy"]["acc,none"]["value"] == 0.6 and status["runnerMessage"] == "Evaluated 2 tasks."
+    assert status["outputFiles"] == {"written": False, "message": "The results files could not be written under "
+                                     "/output/ev/g1 (No space left on device)."}  # fmt: skip
+    assert {kind for method, kind in api_server.requests if method == "PATCH"} == {"application/json-patch+json"}
+
+
+def test_a_superseded_run_never_writes_into_the_newer_runs_status(api_server: ApiServer) -> None:
+    """The check and the write are one request: the operator started ev-g2 (and cleared the
+    results) after this run's last look; the API server refuses the whole patch."""
+    sink = api_server.sink()
+    sink.progress(1, 10)
+    api_server.object["status"] = {"jobName": "ev-g2", "progress": {"requestsDone": 0}}
+    sink.progress(9, 10)
+    assert sink.finished(LM_EVAL_RESULTS) is False  # not recorded, and not this run's failure either
+    sink.output(written=True, message="Results written to /output/ev/g1/x.json.")
+    sink.failed("late")
+    assert api_server.object["status"] == {"jobName": "ev-g2", "progress": {"requestsDone": 0}}
+    assert api_server.waits == []
+
+
+def test_a_resumed_run_keeps_its_job_and_its_outcome_counts() -> None:
+    """A suspend/resume changes the generation but not the run (its Job name)."""
+    server = ApiServer(generation=2)
+    assert server.sink(generation=1).finished(LM_EVAL_RESULTS) is True
+    assert server.object["status"]["results"]["arc_easy"]
+    # Without a Job name the generation identifies the run: a newer one supersedes it.
+    assert server.sink(job_name=None, generation=1).finished(LM_EVAL_RESULTS) is False
+    server.httpd.shutdown()
+
+
+def test_refused_scores_fail_the_run_at_once(api_server: ApiServer) -> None:
+    api_server.refuse = 403  # the runner's RoleBinding was deleted
+    sink = api_server.sink()
+    sink.progress(1, 10)  # dropped, logged
+    with pytest.raises(ResultsNotRecorded, match=r"HTTP 403 Forbidden: .*cannot patch resource"):
+        sink.finished(LM_EVAL_RESULTS)
+    assert api_server.waits == []  # a refusal is not retried
+    assert "results" not in api_server.object["status"]
+
+
+def test_an_invalid_status_is_not_mistaken_for_a_newer_run(api_server: ApiServer) -> None:
+    """422 also means "invalid": the status still names this run, so the scores are lost."""
+    api_server.invalid = True
+    with pytest.raises(ResultsNotRecorded, match="is invalid"):
+        api_server.sink().finished(LM_EVAL_RESULTS)
+    assert ("GET", None) in api_server.requests  # looked before calling it lost
+
+
+def test_an_api_server_away_past_the_patience_fails_the_run(api_server: ApiServer) -> None:
+    api = api_server.api()
+    api_server.httpd.shutdown()
+    api_server.httpd.server_close()
+    sink = KubernetesStatusSink(name="ev", namespace="team", job_name="ev-g1", api=api, sleep=api_server.waits.append,
+                                final_patience=5)  # fmt: skip
+    with pytest.raises(ResultsNotRecorded):
+        sink.finished(LM_EVAL_RESULTS)
+    assert api_server.waits == [1, 2]
+
+
+def test_a_file_sink_that_cannot_write_loses_the_scores(tmp_path: Path) -> None:
+    sink = FileStatusSink(tmp_path / "no_such_dir" / "status.json", min_interval=0)
+    sink.progress(1, 2)  # logged, not raised
+    with pytest.raises(ResultsNotRecorded, match="No such file or directory"):
+        sink.finished(LM_EVAL_RESULTS)

@@ -35,8 +35,12 @@ def _config_map(name: str, data: dict[str, str] | None = None, **extra: Any) -> 
     return {"metadata": {"name": name, "resourceVersion": "4711"}, "data": data, **extra}
 
 
-def _validated(spec: dict[str, Any], config_maps: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
-    return validation.validate_with_sources(parse_spec(spec), namespace="team-a", get=config_maps.get)
+def _validated(
+    spec: dict[str, Any], config_maps: dict[str, dict[str, Any]], *, allow_task_code: bool = False
+) -> list[dict[str, Any]]:
+    return validation.validate_with_sources(
+        parse_spec(spec), namespace="team-a", get=config_maps.get, allow_task_code=allow_task_code
+    )
 
 
 SPEC = {"model": "dummy", "tasks": ["arc_easy_qa"], "taskSources": [{"configMap": "suite"}]}
@@ -65,7 +69,8 @@ def test_without_the_config_map_the_task_is_unknown() -> None:
         ({"suite": _config_map("suite", {"a.yaml": ARC_QA}, binaryData={"b.bin": "AAAA"})},
          "ConfigMap 'suite' key 'b.bin' is binary data; task YAMLs are text."),
         ({"suite": _config_map("suite", {"a.yaml": ARC_QA, "utils.py": "def f(): pass\n"})},
-         "ConfigMap 'suite' key 'utils.py' is Python code, which this operator does not run from ConfigMaps"),
+         "ConfigMap 'suite' key 'utils.py' is Python code, which this cluster does not run from ConfigMaps: remove "
+         "it and its `!function` tags, or ask the cluster admin to set policy.allowTaskCode."),
         ({"suite": _config_map("suite", {"a.json": "{}"})}, "ConfigMap 'suite' key 'a.json' is not a task YAML"),
         ({"suite": _config_map("suite", {"a.yaml": "task: [arc_easy_qa\n"})},
          "spec.taskSources: ConfigMap 'suite' key 'a.yaml': It is malformed at line 2: did not find expected ',' or "
@@ -128,3 +133,89 @@ def test_the_index_reads_a_config_map_volume_once_per_key(tmp_path: Path) -> Non
     entry = manager.index["arc_easy_qa"]
     assert entry.path == volume / "arc_easy_qa.yaml"
     assert manager.index["suite_qa"].members == {"arc_easy_qa"}
+
+
+# --- a tenant's task files are data (the admin's policy decides on code) --------------------
+
+HELPER = "def text(doc):\n    return doc['question']\n"
+
+
+def test_a_function_tag_is_refused_unless_the_admin_allows_task_code() -> None:
+    uses_code = ARC_QA.replace('doc_to_text: "Q: {{question}}\\nA:"', "doc_to_text: !function utils.text")
+    assert "!function" in uses_code
+    with pytest.raises(UserError) as error:
+        _validated(SPEC, {"suite": _config_map("suite", {"a.yaml": uses_code})})
+    assert str(error.value) == (
+        "spec.taskSources: ConfigMap 'suite' key 'a.yaml': It uses `!function utils.text`, and task code from task "
+        "sources is not allowed in this cluster: use YAML fields and templates only, or ask the cluster admin to set "
+        "policy.allowTaskCode."
+    )
+    # Allowed by the admin: the helper ships in the same ConfigMap.
+    data = {"a.yaml": uses_code, "utils.py": HELPER}
+    statuses = _validated(SPEC, {"suite": _config_map("suite", data)}, allow_task_code=True)
+    assert statuses[0]["tasks"] == ["arc_easy_qa", "suite_qa"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("include: /proc/self/status\ntask: t\n", "includes '/proc/self/status': an include is a path relative"),
+        ("include: ../../etc/passwd\ntask: t\n", "includes '../../etc/passwd', which leads outside the task folder"),
+        ("task: t\ndoc_to_text: !function .cache.x.mod.fn\n", "needs the form module.function"),
+    ],
+    ids=["absolute-include", "dotdot-include", "leading-dot-function"],
+)
+def test_includes_and_functions_may_not_leave_the_config_map(text: str, message: str) -> None:
+    with pytest.raises(UserError) as error:
+        _validated({**SPEC, "tasks": ["t"]}, {"suite": _config_map("suite", {"a.yaml": text})}, allow_task_code=True)
+    assert message in str(error.value) and str(error.value).startswith("spec.taskSources: ConfigMap 'suite' key 'a.yaml'")
+
+
+@pytest.mark.parametrize("name", ["arc_easy", "mmlu_stem_tasks"], ids=["task", "tag"])
+def test_a_source_may_not_take_a_library_name(name: str) -> None:
+    if name == "arc_easy":
+        text = ARC_QA.replace("task: arc_easy_qa", "task: arc_easy")
+    else:
+        text = ARC_QA.replace("tag: [suite_qa]", f"tag: [{name}]")
+    with pytest.raises(UserError) as error:
+        _validated({**SPEC, "tasks": ["arc_easy"]}, {"suite": _config_map("suite", {"a.yaml": text})})
+    assert str(error.value) == (
+        f"spec.taskSources: ConfigMap 'suite' defines {name!r}, a name of the task library, which a task source may "
+        f"not reuse: rename it (for example to 'custom_{name}')."
+    )
+
+
+def test_the_unsafe_code_gate_follows_groups_as_the_engine_does() -> None:
+    unsafe = ARC_QA.replace("task: arc_easy_qa", "task: runs_code").replace("tag: [suite_qa]", "unsafe_code: true")
+    group = "group: suite_all\ntask:\n  - arc_easy_qa\n  - group: inner\n    task: [runs_code]\n"
+    data = {"a.yaml": ARC_QA, "b.yaml": unsafe, "suite.yaml": group}
+    with pytest.raises(UserError, match="^Tasks runs_code execute model-generated code"):
+        _validated({**SPEC, "tasks": ["suite_all"]}, {"suite": _config_map("suite", data)})
+    _validated({**SPEC, "tasks": ["suite_all"], "allowUnsafeCode": True}, {"suite": _config_map("suite", data)})
+
+
+def test_the_runner_is_told_whether_task_code_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    ref = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
+    spec = parse_spec(SPEC)
+
+    def task_code() -> str | None:
+        env = {e["name"]: e.get("value") for e in builders.job(ref, spec)["spec"]["template"]["spec"]["containers"][0]["env"]}
+        return env.get("ASSAY_TASK_CODE")
+
+    monkeypatch.delenv("ASSAY_POLICY", raising=False)
+    assert task_code() == "refused"
+    monkeypatch.setenv("ASSAY_POLICY", '{"allowTaskCode": true}')
+    assert task_code() == "allowed"
+
+
+def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A ConfigMap edited after the operator's check reaches a retry's pod unchecked: the runner holds the line.
+    from assay.runner import job
+
+    (tmp_path / "utils.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\ndef text(doc):\n    return ''\n")
+    (tmp_path / "a.yaml").write_text(ARC_QA.replace('doc_to_text: "Q: {{question}}\\nA:"', "doc_to_text: !function utils.text"))
+    spec = parse_spec(SPEC)
+    monkeypatch.setenv("ASSAY_TASK_CODE", "refused")
+    with pytest.raises(UserError, match="task code from this folder is not allowed here"):
+        job._task_manager(spec, str(tmp_path)).load(["arc_easy_qa"])
+    assert not (tmp_path / "ran").exists()

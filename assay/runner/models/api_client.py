@@ -5,7 +5,12 @@ At most `num_concurrent` requests are in flight (one worker thread each: the wor
 waiting on the server, so threads suffice and no event loop is needed). A request is
 retried on 429, 5xx, timeouts and connection errors with exponential backoff (lm-eval's
 tenacity settings: 0.5 * 2^n seconds, clamped to 1..10, `max_retries` attempts in all);
-other 4xx answers are final. Errors are one sentence naming the URL, never the API key.
+other 4xx answers are final. Errors are one sentence naming the URL, never the API key,
+and quote at most `echoed_text.BODY_CHARS` of what the server said, on one line.
+
+The API key goes to the endpoint's origin only: a redirect within it is followed (a 307 or
+308 keeps the POST and its body), a redirect to another scheme, host or port fails the run
+(urllib would send the `Authorization` header along).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Callable, Mapping, Sequence
 
+from assay import echoed_text, endpoint_urls
 from assay.errors import DataError, UserError
 
 _RETRY_STATUS = frozenset({408, 409, 425, 429})
@@ -61,7 +67,9 @@ class APIClient:
         self.max_retries = max_retries
         self.timeout = timeout
         self._sleep = sleep
-        self._context = _ssl_context(verify_certificate, ca_cert_path) if url.startswith("https") else None
+        context = _ssl_context(verify_certificate, ca_cert_path) if url.startswith("https") else None
+        self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
+                                                   _SameOriginRedirects(url))  # fmt: skip
         self.requests_sent = 0
         self._lock = threading.Lock()
 
@@ -112,7 +120,7 @@ class APIClient:
         with self._lock:
             self.requests_sent += 1
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout, context=self._context) as response:
+            with self._opener.open(request, timeout=self.timeout) as response:
                 return json.loads(response.read().decode("utf-8"))
         except urllib.error.HTTPError as err:
             detail = _server_detail(err)
@@ -125,17 +133,39 @@ class APIClient:
             raise UserError(f"The model endpoint {self.url} rejected a request (HTTP {err.code}): {detail}") from None
         except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as err:
             reason = getattr(err, "reason", err)
-            raise _Retryable(f"{type(reason).__name__}: {reason}") from None
+            raise _Retryable(f"{type(reason).__name__}: {echoed_text.bounded(str(reason))}") from None
         except json.JSONDecodeError as err:
             raise _Retryable(f"the answer is not JSON ({err.msg})") from None
 
 
 def _server_detail(err: urllib.error.HTTPError) -> str:
     try:
-        text = err.read().decode("utf-8", "replace").strip()
+        text = err.read(64 * 1024).decode("utf-8", "replace")
     except OSError:
         return ""
-    return " ".join(text.split())[:300]
+    return echoed_text.bounded(text)
+
+
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows redirects within the endpoint's origin only: the API key must not reach another server."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:  # fmt: skip
+        if endpoint_urls.origin(newurl) != endpoint_urls.origin(self.url):
+            fp.close()
+            raise UserError(
+                f"The model endpoint {self.url} redirected to another server, {endpoint_urls.show_origin(newurl)} "
+                f"(not {endpoint_urls.show_origin(self.url)}), which would get the API key: set base_url to the "
+                "server's own URL if it is the one you mean."
+            )
+        if code in (307, 308):
+            # urllib refuses to repeat a POST; a 307/308 (a route that moved, a trailing slash) asks for exactly that.
+            return urllib.request.Request(newurl, data=req.data, headers=dict(req.headers),
+                                          method=req.get_method(), origin_req_host=req.origin_req_host)  # fmt: skip
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 
 def _ssl_context(verify: bool, ca_cert_path: str | None) -> ssl.SSLContext:

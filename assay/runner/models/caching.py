@@ -7,6 +7,24 @@ lm-eval's CachingLM sends them, and each batch's answers are committed as it fin
 kill loses at most one batch; any other backend is called 1024 requests at a time, with a
 commit after each. Keys are lm-eval's (sha256 of the JSON of [method, *args]); sampled
 generations are never cached.
+
+A cache file answers for one model only. Its keys are the requests alone, so lm-eval's
+cache hands model B the answers it stored for model A under the same path; Assay's keeps
+the model's identity (`cache_identity`: backend, the model_args that change answers, a
+fingerprint of the checkpoint) in a `meta` table and refuses, in one sentence naming the
+file, the model it was written for and the fix, to open for another. Refusing rather than
+keeping several models apart in one file: a file written by two models is the mistake this
+guards against (one `--use_cache` path reused, a checkpoint replaced in place), and a
+loud stop shows it, where a shared file would quietly fill with a second model's answers
+and still offer a resumed run a mix of two checkpoints. Runs that are meant to differ
+already get separate files: the operator gives each Evaluation's run its own path (its
+uid and spec hash), and a command-line user passes another path.
+
+Values are JSON, never pickle: a cache lives on volumes that other pods write, and
+unpickling such a file runs whatever code it names. Answers are JSON-native (a
+[log-likelihood, is-greedy] pair, a float, a string) and Python writes floats by `repr`,
+which reads back to the same bits. A file of the older format (pickled values, no `meta`
+table) is refused, never read.
 """
 
 from __future__ import annotations
@@ -20,12 +38,16 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Sequence
 
+from assay.errors import UserError
+from assay.runner.models.cache_identity import ModelIdentity, identify
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodResult
 from assay.runner.models.lm import LM
 
 log = logging.getLogger(__name__)
 
 _CHUNK = 1024  # requests per call and commit for a backend that does not stream answers
+# 1: Assay before cache identity (pickled values, no meta table); 2: JSON values and the model in `meta`
+SCHEMA = 2
 
 
 def request_key(method: str, args: tuple[Any, ...]) -> str:
@@ -35,14 +57,14 @@ def request_key(method: str, args: tuple[Any, ...]) -> str:
 class CachingLM(LM):
     """Wraps an LM; answers from the sqlite file when it can, and stores new answers."""
 
-    def __init__(self, lm: LM, path: str | os.PathLike[str]) -> None:
+    def __init__(self, lm: LM, path: str | os.PathLike[str], *, identity: ModelIdentity | None = None) -> None:
+        """`identity`: the model the answers belong to; None for a caller's own instance, known by its class."""
         self.lm = lm
         self.path = Path(path)
         if self.path.parent and not self.path.parent.exists():
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(self.path))
-        self.db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value BLOB)")
-        self.db.commit()
+        self.identity = identity if identity is not None else identify(lm, None)
+        self.db = open_cache(self.path, self.identity)
         self.rank, self.world_size = lm.rank, lm.world_size
 
     def __getattr__(self, name: str) -> Any:
@@ -58,10 +80,11 @@ class CachingLM(LM):
         missing: list[int] = []
         for i, key in enumerate(keys):
             row = self.db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
-            if row is None:
+            answer = _decode(row[0]) if row is not None else _MISSING
+            if answer is _MISSING:
                 missing.append(i)
             else:
-                results[i] = pickle.loads(row[0])
+                results[i] = answer
         if requests:
             # after a pod is replaced, the runner's log shows how much work the cache saved
             log.info(
@@ -108,7 +131,7 @@ class CachingLM(LM):
         for i, answer in answered:
             results[i] = answer
             if not _is_sampled(requests[i]):
-                rows.append((keys[i], pickle.dumps(answer)))
+                rows.append((keys[i], _encode(answer)))
         if rows:
             self.db.executemany("INSERT OR REPLACE INTO responses VALUES (?, ?)", rows)
             self.db.commit()
@@ -137,6 +160,79 @@ class CachingLM(LM):
 
     def tokenizer_info(self) -> dict[str, Any]:
         return self.lm.tokenizer_info()
+
+
+_MISSING = object()
+
+
+def _encode(answer: Any) -> str:
+    # allow_nan: a log-likelihood may be -inf; Python's JSON reads its own -Infinity back
+    return json.dumps(answer, default=_plain)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (a backend's float32) as the Python number it equals exactly."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"a cached answer must be JSON (a number, a string, a pair), not {type(value).__name__}")
+
+
+def _decode(value: Any) -> Any:
+    """The stored answer; _MISSING for a value that does not parse, which is then computed again."""
+    try:
+        return json.loads(value)
+    except (ValueError, TypeError):  # not JSON text (a BLOB, a number): computed again and replaced
+        return _MISSING
+
+
+def open_cache(path: Path, identity: ModelIdentity) -> sqlite3.Connection:
+    """The cache file at `path` for `identity`: created, or opened if it was written for the same model."""
+    db = sqlite3.connect(str(path))
+    try:
+        _claim(db, path, identity)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def _claim(db: sqlite3.Connection, path: Path, identity: ModelIdentity) -> None:
+    """Creates the tables and the meta rows of a new file; refuses a file of another format or model."""
+    try:
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        raise UserError(f"{path} is not an Assay response cache (not an sqlite database); pass another "
+                        f"--use_cache path or delete {path}.") from None  # fmt: skip
+    if tables and "meta" not in tables:
+        raise UserError(f"The response cache {path} was written by an older Assay (pickled answers and no model "
+                        f"identity) and is not read, for safety; delete {path} and run again.")  # fmt: skip
+    if not tables:
+        # IMMEDIATE: of two runs creating one file at once, one writes the meta rows, the other reads them
+        db.execute("BEGIN IMMEDIATE")
+        db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", [("schema", str(SCHEMA)), ("model", identity.to_json())])
+        db.commit()
+    meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    schema = int(meta["schema"]) if str(meta.get("schema", "")).isdigit() else 0
+    if schema < SCHEMA:
+        raise UserError(f"The response cache {path} was written by an older Assay (cache format {schema}, this one "
+                        f"reads {SCHEMA}) and is not read, for safety; delete {path} and run again.")  # fmt: skip
+    if schema > SCHEMA:
+        raise UserError(f"The response cache {path} was written by a newer Assay (cache format {schema}, this one "
+                        f"reads {SCHEMA}); run that Assay, or pass another --use_cache path.")  # fmt: skip
+    written_for = _written_for(meta.get("model"))
+    if written_for is None or written_for.to_json() != identity.to_json():
+        theirs = written_for.describe() if written_for is not None else "an unreadable model record"
+        raise UserError(f"The response cache {path} was written for the model {theirs}, not {identity.describe()}; "
+                        f"pass another --use_cache path for this model or delete {path}.")  # fmt: skip
+
+
+def _written_for(text: str | None) -> ModelIdentity | None:
+    try:
+        return ModelIdentity.from_json(text or "")
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _is_sampled(request: Any) -> bool:

@@ -21,10 +21,14 @@ import hashlib
 import json
 import random
 import re
+import os
 import string
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+from assay.errors import UserError
 
 # Model-name keys in the order lm-eval looks for them (peft/delta come with pretrained).
 _MODEL_NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")
@@ -186,6 +190,26 @@ def samples_dir(output_path: str | Path, model_name_sanitized: str | None) -> Pa
     if path.suffix == ".json":
         return path.parent
     return path / str(model_name_sanitized)
+
+
+def check_writable(output_path: str | os.PathLike[str], *, name: str,
+                   fix: str = "choose a folder you can write to, with free space") -> None:  # fmt: skip
+    """UserError unless a file can be written where `output_path`'s results will go.
+
+    A real write and delete of a temporary file (permissions, read-only mounts and a full
+    disk all show), before the model loads: lm-eval finds out after the whole evaluation.
+    `name` is how the error names the input (`--output_path`), `fix` what to do."""
+    path = Path(output_path)
+    folder = path.parent if path.suffix == ".json" else path
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".assay-write-check-") as probe:
+            probe.write(b"assay")
+            probe.flush()
+    except FileExistsError:
+        raise UserError(f"Cannot write to {name} {output_path} ({folder} is a file, not a folder); {fix}.") from None
+    except OSError as error:
+        raise UserError(f"Cannot write to {name} {output_path} ({error.strerror or error}); {fix}.") from None
 
 
 def save_results(

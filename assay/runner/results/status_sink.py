@@ -2,14 +2,23 @@
 
 In a cluster the runner patches its Evaluation's `status` subresource (its Role allows
 `get`/`patch` on that one object only), so `kubectl get evaluation -o yaml` shows
-progress while it runs and the scores when it ends. Status lives in etcd beside every
-other object, so what goes there is condensed and bounded: per task the metric values
-and their stderr, groups, sample counts and task versions, never samples; full results
-stay on the output volume. A progress write that fails is logged and dropped (the next one
+progress while it runs and the scores when it ends (as `assay.runner.results.condensed`
+condenses them). A progress write that fails is logged and dropped (the next one
 follows in seconds); the last write, the scores or the failure, is tried again for up to
 `FINAL_WRITE_PATIENCE` while the API server is unreachable or overloaded (a restart of the
-API server must not lose a run's scores), and is then logged and dropped: a status write
-never fails a finished evaluation (the results are already on disk).
+API server must not lose a run's scores).
+
+The scores go to status before the files go to disk: an emptyDir output dies with the
+pod, so status is where a cluster run's scores live. Scores that cannot be written there
+(refused, or the API server away past the patience) raise `ResultsNotRecorded`, which
+fails the run (`assay.spec.RESULTS_NOT_RECORDED_EXIT_CODE`): the operator never calls a
+run Succeeded without its scores. After the files, `output` reports whether they were
+written (`status.outputFiles`, which the operator shows as the condition OutputWritten).
+
+Each write is a JSON patch whose first operation tests the run's identity
+(`status.jobName`, which the operator sets when it accepts a run; the generation when the
+Job name is unknown), so a run that was superseded between its last read and its write
+never lands in the newer run's status: the API server refuses the whole patch (422).
 
 This module imports `kubernetes` lazily and nothing from `assay.operator` or kopf.
 """
@@ -19,33 +28,48 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import math
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Protocol
 
-from assay import scores
+from assay import echoed_text
 from assay import spec as spec_module
+from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
+
+__all__ = [
+    "MAX_STATUS_BYTES", "condense_results", "progress_status", "StatusSink", "NullSink", "UnreachableSink",
+    "FileStatusSink", "KubernetesStatusSink", "ResultsNotRecorded", "sink_from_env",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
-MAX_STATUS_BYTES = 256 * 1024
-"""Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
 DEFAULT_PROGRESS_INTERVAL = 5.0
 MAX_MESSAGE_CHARS = 1024
 FINAL_WRITE_PATIENCE = 300.0
 """Seconds the last status write is retried while the API server is unreachable, overloaded or restarting."""
 _RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)
 """Waits between tries of the last write; the last one repeats until the patience is spent."""
-_TRANSIENT_STATUSES = {429, 500, 502, 503, 504}
-_SKIPPED_KEYS = {"alias", "name", "sample_len", "samples", " ", ""}
+_TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
+
+JSON_PATCH = "application/json-patch+json"
+WRITTEN, SUPERSEDED, DROPPED = "written", "superseded", "dropped"
+"""What became of one status write: it landed; a newer run owns the status now; it was lost."""
+
+
+class ResultsNotRecorded(Exception):
+    """The run's scores did not reach its Evaluation's status; the run has failed."""
 
 
 class StatusSink(Protocol):
     def progress(self, done: int, total: int) -> None: ...
 
-    def finished(self, results: Mapping[str, Any]) -> None: ...
+    def finished(self, results: Mapping[str, Any]) -> bool:
+        """True once the scores are in status; False when there is no status to hold them
+        (`assay run`) or a newer run owns it; raises ResultsNotRecorded when they are lost."""
+
+    def output(self, *, written: bool, message: str) -> None:
+        """Whether the full results files were written (after `finished`), and where or why not."""
 
     def failed(self, message: str) -> None: ...
 
@@ -56,97 +80,25 @@ class NullSink:
     def progress(self, done: int, total: int) -> None:
         pass
 
-    def finished(self, results: Mapping[str, Any]) -> None:
+    def finished(self, results: Mapping[str, Any]) -> bool:
+        return False
+
+    def output(self, *, written: bool, message: str) -> None:
         pass
 
     def failed(self, message: str) -> None:
         pass
 
 
-# --- condensing ------------------------------------------------------------------------
+class UnreachableSink(NullSink):
+    """A runner told to report to an Evaluation but without credentials: the run goes on
+    (its files are written) but cannot succeed, as the operator will find no scores."""
 
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
 
-def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
-    """lm-eval's results dict → the `status` fields results, groups, nSamples, versions, message.
-
-    Each task becomes `{"metric,filter": {"value": v, "stderr": s}}` (stderr None where
-    lm-eval says "N/A"). When the whole is over `max_bytes`, only each task's headline
-    (its first metric,filter) is kept, then only groups, and `message` says so.
-    """
-    tasks = {name: _condense_task(values) for name, values in (results.get("results") or {}).items()}
-    groups = {name: _condense_task(values) for name, values in (results.get("groups") or {}).items()}
-    n_samples = {
-        name: {k: int(v) for k, v in counts.items() if k in ("original", "effective") and _is_number(v)}
-        for name, counts in (results.get("n-samples") or {}).items()
-        if isinstance(counts, Mapping)
-    }
-    versions = {name: str(v) for name, v in (results.get("versions") or {}).items() if v is not None}
-    status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
-    total = sum(len(metrics) for metrics in tasks.values())
-    if _size(status) <= max_bytes:
-        status["message"] = f"Evaluated {len(tasks)} tasks."
-        return status
-    status["results"] = {name: _headline(metrics) for name, metrics in tasks.items()}
-    status["groups"] = {name: _headline(metrics) for name, metrics in groups.items()}
-    kept = len(status["results"])
-    note = f"Results truncated to headline metrics ({kept} of {total} values) to fit status; full results are on the output volume."
-    if _size(status) > max_bytes:
-        status["results"] = {}
-        status["nSamples"] = {}
-        note = (
-            f"Results of {len(tasks)} tasks are too large for status; kept group headlines only; "
-            "full results are on the output volume."
-        )
-    status["message"] = note
-    return status
-
-
-def _condense_task(values: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
-    return {
-        score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
-        for score in scores.read_row(values, skip=_SKIPPED_KEYS, comma_keys_only=True)
-        if _is_number(score.value)
-    }
-
-
-def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
-    first = next(iter(metrics.items()), None)
-    return dict([first]) if first else {}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _number_or_none(value: Any) -> float | None:
-    # JSON has no NaN/inf, and lm-eval writes "N/A" for a missing stderr.
-    if not _is_number(value) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
-def _size(data: Any) -> int:
-    return len(json.dumps(data, separators=(",", ":")).encode())
-
-
-def progress_status(done: int, total: int, *, eta_seconds: float | None = None) -> dict[str, Any]:
-    """status.progress; `summary` is what `kubectl get evals` shows (Progress column)."""
-    percent = int(100 * done / total) if total > 0 else 0
-    status: dict[str, Any] = {"requestsDone": int(done), "requestsTotal": int(total)}
-    summary = f"{int(done)}/{int(total)} ({percent}%)"
-    if eta_seconds is not None and done < total:
-        status["etaSeconds"] = int(eta_seconds)
-        summary += f" ETA {_duration(int(eta_seconds))}"
-    status["summary"] = summary
-    return status
-
-
-def _duration(seconds: int) -> str:
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
+    def finished(self, results: Mapping[str, Any]) -> bool:
+        raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status: {self.reason}.")
 
 
 # --- sinks ----------------------------------------------------------------------------
@@ -169,7 +121,10 @@ class _ThrottledSink:
         self._last = now
         return True
 
-    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+    last_error: str = "no status write was tried"
+
+    def _write(self, status: dict[str, Any], *, final: bool) -> str:
+        """WRITTEN, SUPERSEDED or DROPPED (then `last_error` says why)."""
         raise NotImplementedError
 
     def progress(self, done: int, total: int) -> None:
@@ -185,14 +140,23 @@ class _ThrottledSink:
             eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
         self._write({"progress": progress_status(done, total, eta_seconds=eta)}, final=False)
 
-    def finished(self, results: Mapping[str, Any]) -> None:
+    def finished(self, results: Mapping[str, Any]) -> bool:
         status = condense_results(results)
-        self._write({**status, "runnerMessage": status["message"]}, final=True)
+        outcome = self._write({**status, "runnerMessage": status["message"]}, final=True)
+        if outcome == DROPPED:
+            raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status ({self.last_error}).")
+        return outcome == WRITTEN
+
+    def output(self, *, written: bool, message: str) -> None:
+        # Best effort: the scores are in status already; the operator shows this as OutputWritten.
+        self._write({"outputFiles": {"written": written, "message": echoed_text.bounded(message, MAX_MESSAGE_CHARS)}},
+                    final=True)  # fmt: skip
 
     def failed(self, message: str) -> None:
         # `message` for `kubectl get`; `runnerMessage` survives the operator's updates of
         # `message`, which may be computed from a read taken just before this write.
-        note = message[:MAX_MESSAGE_CHARS]
+        # One line, bounded: it may quote a server's answer or a traceback's text.
+        note = echoed_text.bounded(message, MAX_MESSAGE_CHARS)
         self._write({"message": note, "runnerMessage": note}, final=True)
 
 
@@ -205,11 +169,17 @@ class FileStatusSink(_ThrottledSink):
         self.path = Path(path)
         self.status: dict[str, Any] = {}
 
-    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+    def _write(self, status: dict[str, Any], *, final: bool) -> str:
         self.status.update(status)
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps(self.status, indent=2))
-        tmp.replace(self.path)
+        try:
+            tmp.write_text(json.dumps(self.status, indent=2))
+            tmp.replace(self.path)
+        except OSError as error:
+            self.last_error = f"{self.path}: {error.strerror or error}"
+            logger.warning("Could not write the status file %s: %s", self.path, error)
+            return DROPPED
+        return WRITTEN
 
 
 class KubernetesStatusSink(_ThrottledSink):
@@ -236,44 +206,69 @@ class KubernetesStatusSink(_ThrottledSink):
         self.job_name = job_name
         self.api = api if api is not None else _custom_objects_api()
 
-    def _write(self, status: dict[str, Any], *, final: bool) -> None:
+    def _write(self, status: dict[str, Any], *, final: bool) -> str:
         waited = 0.0
         for attempt in itertools.count():
             try:
-                if final and self._superseded():
-                    logger.warning("Evaluation %s/%s has a newer generation; not reporting this run's outcome.",
-                                   self.namespace, self.name)  # fmt: skip
-                    return
+                body = self._patch(status)
+                # The client's default is a merge patch whatever the body (kubernetes >= 33).
+                kind = {"_content_type": JSON_PATCH} if isinstance(body, list) else {}
                 self.api.patch_namespaced_custom_object_status(
-                    spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name,
-                    {"status": status},
+                    spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name, body, **kind
                 )  # fmt: skip
-                return
-            except Exception as error:  # noqa: BLE001 - a status write must never end the run
+                return WRITTEN
+            except Exception as error:  # noqa: BLE001 - the caller decides what a lost write means
+                # 422: the identity test failed (or the status was invalid); 409: a conflict.
+                if getattr(error, "status", None) in (409, 422) and self._superseded():
+                    logger.warning("Evaluation %s/%s runs another Job now; this run's report is dropped.",
+                                   self.namespace, self.name)  # fmt: skip
+                    return SUPERSEDED
                 delay = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
                 if not final or not _transient(error) or waited + delay > self.final_patience:
-                    logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, error)
-                    return
+                    self.last_error = _first_line(error)
+                    logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name,
+                                   self.last_error)  # fmt: skip
+                    return DROPPED
                 logger.warning("Could not patch status of Evaluation %s/%s (%s); trying again in %.0f s.",
                                self.namespace, self.name, _first_line(error), delay)  # fmt: skip
                 self.sleep(delay)
                 waited += delay
+        raise AssertionError("unreachable")
 
+    def _patch(self, status: Mapping[str, Any]) -> Any:
+        """A JSON patch that lands only while the status is still this run's; a merge patch
+        when the run's identity is unknown (a runner started by hand)."""
+        test: dict[str, Any]
+        if self.job_name is not None:
+            test = {"op": "test", "path": "/status/jobName", "value": self.job_name}
+        elif self.generation is not None:
+            test = {"op": "test", "path": "/metadata/generation", "value": self.generation}
+        else:
+            return {"status": status}
+        # `add` replaces a member that exists; the operator wrote /status (jobName) first.
+        return [test, *({"op": "add", "path": f"/status/{_pointer(key)}", "value": value}
+                        for key, value in status.items() if value is not None)]  # fmt: skip
 
     def _superseded(self) -> bool:
         """Whether the Evaluation now runs another Job. By the run's Job name when known: a
         suspend/resume changes the generation but keeps the run, whose outcome must count."""
-        if self.generation is None and self.job_name is None:
+        try:
+            current = self.api.get_namespaced_custom_object(
+                spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
+            )
+        except Exception as error:  # noqa: BLE001 - unknown: the write counts as lost, not superseded
+            logger.warning("Could not read Evaluation %s/%s: %s", self.namespace, self.name, _first_line(error))
             return False
-        current = self.api.get_namespaced_custom_object(
-            spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
-        )
-        current_job = (current.get("status") or {}).get("jobName")
-        if self.job_name is not None and current_job:
-            return bool(current_job != self.job_name)
+        if self.job_name is not None:
+            return bool((current.get("status") or {}).get("jobName") != self.job_name)
         if self.generation is None:
             return False
-        return int(current.get("metadata", {}).get("generation", self.generation)) != self.generation
+        return int((current.get("metadata") or {}).get("generation", self.generation)) != self.generation
+
+
+def _pointer(key: str) -> str:
+    """A status key as one JSON pointer segment (RFC 6901)."""
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _transient(error: Exception) -> bool:
@@ -288,8 +283,17 @@ def _transient(error: Exception) -> bool:
 
 
 def _first_line(error: Exception) -> str:
-    text = str(error).strip().splitlines()
-    return text[0] if text else type(error).__name__
+    """One line on a failed call: the API server's own words for an HTTP error."""
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and status > 0:
+        try:
+            said = json.loads(getattr(error, "body", None) or "{}").get("message")
+        except (ValueError, AttributeError):
+            said = None
+        text = f"HTTP {status} {getattr(error, 'reason', None) or ''}".rstrip() + (f": {said}" if said else "")
+        return echoed_text.bounded(text, MAX_MESSAGE_CHARS // 2)
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
 
 
 def _custom_objects_api() -> Any:
@@ -317,6 +321,7 @@ def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
                 generation=int(generation) if generation else None, job_name=env.get(spec_module.ENV_JOB_NAME) or None,
             )  # fmt: skip
         except Exception as error:  # noqa: BLE001 - no credentials: run anyway, results go to disk
-            logger.warning("No Kubernetes credentials to report status of %s/%s (%s); reporting nowhere.",
-                           namespace, name, error)  # fmt: skip
+            logger.warning("No Kubernetes credentials to report status of %s/%s (%s); the run will write its files "
+                           "but fail, as its scores cannot reach status.", namespace, name, error)  # fmt: skip
+            return UnreachableSink(f"no Kubernetes credentials ({_first_line(error)})")
     return NullSink()

@@ -13,15 +13,28 @@ from pathlib import Path
 from assay.errors import UserError
 from assay.runner.tasks.config import TaskConfig
 from assay.runner.tasks.index import _kind_of
-from assay.runner.tasks.yaml_loader import load_yaml
+from assay.runner.tasks.yaml_loader import function_refs, load_yaml
 
 # Keys the index reads and drops before a task is built (as TaskManager._build_task does).
 _INDEX_KEYS = ("tag", "group", "task_list")
 
 
-def check_task_file(path: str | Path) -> tuple[str, ...]:
-    """The names (task or group, then its tags) a task YAML defines; UserError if it is broken."""
-    config = load_yaml(path, resolve_functions=False)
+def check_task_file(path: str | Path, *, root: str | Path | None = None, allow_code: bool = True) -> tuple[str, ...]:
+    """The names (task or group, then its tags) a task YAML defines; UserError if it is broken.
+
+    `root`: the folder its includes and helpers must stay in (default: its own folder);
+    `allow_code` False: a `!function` anywhere in it (or its includes) is refused.
+    """
+    config = load_yaml(path, resolve_functions=False, root=root)
+    refs = function_refs(config)
+    if refs and not allow_code:
+        raise UserError(
+            f"Task YAML {path} uses `!function {refs[0].qualname}`, and task code from task sources is not "
+            "allowed in this cluster: use YAML fields and templates only, or ask the cluster admin to set "
+            "policy.allowTaskCode."
+        )
+    for ref in refs:
+        ref.module_path()  # a helper outside the task folder is refused now, not when the task is built
     try:
         kind = _kind_of(config)
     except ValueError:

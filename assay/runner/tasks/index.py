@@ -47,6 +47,10 @@ class IndexEntry:
     config: dict[str, Any] | None = None
     members: set[str] = dataclasses.field(default_factory=set)
     """For a tag: the tasks that carry it."""
+    root: Path | None = None
+    """The folder `path` was found under: its includes and helpers are read from there only."""
+    code_allowed: bool = True
+    """Whether its `!function` helpers may run (not for a tenant's task files unless the admin allows)."""
 
     @property
     def output_type(self) -> str | None:
@@ -62,6 +66,25 @@ class LoadedTasks:
     groups: dict[str, Group]
     roots: list[Any]
     """What was asked for, in order: Task or Group objects (tags already expanded)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _TaskConfigOnly:
+    """A task as `leaf_configs` sees it: its name and composed config, nothing built."""
+
+    name: str
+    config: dict[str, Any]
+
+
+def _refuse_shadowing(found: dict[str, IndexEntry], library: set[str]) -> None:
+    """A tenant's task may not take a library name: its scores would be read as the library task's."""
+    for name, entry in sorted(found.items()):
+        if name in library:
+            where = f" in {entry.path}" if entry.path else ""
+            raise UserError(
+                f"The {entry.kind} {name!r}{where} reuses a name of the task library, which a task source may not do: "
+                f"rename it (for example to 'custom_{name}')."
+            )
 
 
 def _kind_of(config: dict[str, Any]) -> Kind:
@@ -81,23 +104,32 @@ class TaskManager:
         *,
         include_defaults: bool = True,
         metadata: dict[str, Any] | None = None,
+        include_code: bool = True,
+        include_may_shadow: bool = True,
     ) -> None:
-        roots: list[Path] = [builtin_tasks_dir()] if include_defaults else []
+        """`include_code` False: `!function` in include-path files refuses to run (a tenant's tasks);
+        `include_may_shadow` False: an include-path file may not reuse a library name."""
+        include_roots: list[Path] = []
         if include_path:
             paths = [include_path] if isinstance(include_path, (str, Path)) else list(include_path)
             for path in paths:
                 if not Path(path).exists():
                     raise UserError(f"--include_path {path} does not exist; point it at a folder of task YAMLs.")
-                roots.append(Path(path))
+                include_roots.append(Path(path))
         self.include_path = include_path
         self.metadata = dict(metadata or {})
-        self.index: dict[str, IndexEntry] = {}
-        for root in roots:
+        self._configs_only = False
+        self.index: dict[str, IndexEntry] = self._index_root(builtin_tasks_dir()) if include_defaults else {}
+        library = set(self.index)
+        for root in include_roots:
+            found = self._index_root(root, code_allowed=include_code)
+            if not include_may_shadow:
+                _refuse_shadowing(found, library)
             # Later roots override earlier ones, as in lm-eval.
-            self.index.update(self._index_root(root))
+            self.index.update(found)
 
     @staticmethod
-    def _index_root(root: Path) -> dict[str, IndexEntry]:
+    def _index_root(root: Path, *, code_allowed: bool = True) -> dict[str, IndexEntry]:
         found: dict[str, IndexEntry] = {}
         files = sorted(
             (p for p in root.glob("**/*.yaml") if not any(_skipped(part) for part in p.relative_to(root).parts)),
@@ -105,7 +137,7 @@ class TaskManager:
         )
         for path in files:
             try:
-                config = load_yaml(path, resolve_functions=False)
+                config = load_yaml(path, resolve_functions=False, root=root, allow_code=code_allowed)
                 kind = _kind_of(config)
             except (UserError, ValueError) as err:
                 log.debug("skipping %s: %s", path, err)
@@ -116,7 +148,7 @@ class TaskManager:
             if name in found and found[name].kind != "tag":
                 log.debug("duplicate %s %r in %s ignored", kind, name, path)
                 continue
-            found[name] = IndexEntry(name, kind, path, config)
+            found[name] = IndexEntry(name, kind, path, config, root=root, code_allowed=code_allowed)
             if kind != "group":
                 tags = config.get("tag")
                 for tag in [tags] if isinstance(tags, str) else (tags or []):
@@ -184,6 +216,20 @@ class TaskManager:
 
     # -- building -------------------------------------------------------------------------
 
+    def leaf_configs(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Each task a run of `names` builds, with the config the engine composes for it.
+
+        Groups, tags and group-level overrides are followed exactly as `load` follows them, but
+        no task is built: no dataset is read and no `!function` helper is imported, so the
+        operator can ask this of files a tenant wrote.
+        """
+        self._configs_only = True
+        try:
+            loaded = self.load(self.match_tasks(names))
+        finally:
+            self._configs_only = False
+        return {name: leaf.config for name, leaf in loaded.tasks.items()}
+
     def load(self, specs: Sequence[Any]) -> LoadedTasks:
         roots: list[Any] = []
         for spec in specs:
@@ -240,21 +286,28 @@ class TaskManager:
         if entry is None:
             return {}
         if entry.path is not None:
-            loaded: dict[str, Any] = load_yaml(entry.path, resolve_functions=True)
+            loaded: dict[str, Any] = load_yaml(
+                entry.path, resolve_functions=not self._configs_only, root=entry.root, allow_code=entry.code_allowed
+            )
             return loaded
-        resolved: dict[str, Any] = resolve_functions(copy.deepcopy(entry.config or {}))
+        return self._resolved(copy.deepcopy(entry.config or {}))
+
+    def _resolved(self, config: dict[str, Any]) -> dict[str, Any]:
+        resolved: dict[str, Any] = config if self._configs_only else resolve_functions(config)
         return resolved
 
     def _build_task(self, entry: IndexEntry | None, *, overrides: dict[str, Any]) -> Any:
         from assay.runner.tasks.task import Task
         from assay.runner.tasks.config import TaskConfig
 
-        config = {**self._full_config(entry), **resolve_functions(copy.deepcopy(overrides))}
+        config = {**self._full_config(entry), **self._resolved(copy.deepcopy(overrides))}
         for key in ("tag", "group", "task_list"):
             config.pop(key, None)
         metadata = config.get("metadata")
         metadata = dict(metadata) if isinstance(metadata, dict) else ({"_metadata": metadata} if metadata is not None else {})
         config["metadata"] = {**metadata, **self.metadata, "config_source": str(entry.path) if entry and entry.path else "inline"}
+        if self._configs_only:
+            return _TaskConfigOnly(name=str(config.get("task")), config=config)
         if "class" in config:
             cls = config.pop("class")
             return cls(config=TaskConfig.from_dict(config))

@@ -12,6 +12,9 @@ import re
 from typing import Any, Callable, Iterable, Mapping, cast
 
 import jinja2
+import jinja2.sandbox
+
+from assay.errors import UserError
 
 DocFn = Callable[[Mapping[str, Any]], Any]
 
@@ -20,7 +23,12 @@ def _regex_replace(text: str, pattern: str, replacement: str, count: int = 0) ->
     return re.sub(pattern, replacement, text, count=count)
 
 
-_ENV = jinja2.Environment(loader=jinja2.BaseLoader(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+# Task files are data: a template may read the document and call non-mutating methods of its
+# values (`.strip()`, `.index(...)`), never reach Python's internals (`lipsum.__globals__`,
+# `__class__.__mro__`), which a plain Environment allows. lm-eval's templates need nothing more.
+_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(
+    loader=jinja2.BaseLoader(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
+)
 _ENV.filters["regex_replace"] = _regex_replace
 _TEMPLATE_CACHE: dict[str, jinja2.Template] = {}
 
@@ -29,7 +37,14 @@ def render(template: str, doc: Mapping[str, Any]) -> str:
     compiled = _TEMPLATE_CACHE.get(template)
     if compiled is None:
         compiled = _TEMPLATE_CACHE[template] = _ENV.from_string(template)
-    return compiled.render(**doc)
+    try:
+        return compiled.render(**doc)
+    except jinja2.exceptions.SecurityError as error:
+        shown = template if len(template) <= 80 else template[:77] + "..."
+        raise UserError(
+            f"Task template {shown!r} reaches past the document ({error}), which task templates may not do: "
+            "use the document's fields and filters only, or put the logic in a `!function` the admin allows."
+        ) from None
 
 
 def compile_text(spec: Any, features: Iterable[str], *, has_choices: bool) -> DocFn:

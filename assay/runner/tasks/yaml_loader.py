@@ -3,12 +3,17 @@
 The index reads every YAML at start-up, so it loads them with functions left unresolved
 (a `FunctionRef` records where the function lives); only a task that is actually built
 imports its helper modules.
+
+A task file is data: what it names is read only from inside its own tree, the folder it
+was found under (the task library, an `--include_path` folder, or the file's own folder).
+`include:` takes a relative path that stays in the tree; `!function utils.fn` imports `utils.py`
+from the YAML's folder or below, never an installed module (`os.system`) and never a file
+outside the tree (`.cache.x.mod.fn` would otherwise name `/cache/x/mod.py`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import importlib.util
 import sys
 from pathlib import Path
@@ -23,31 +28,53 @@ _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @dataclasses.dataclass(frozen=True)
 class FunctionRef:
-    """`!function utils.fn` as written in a YAML file in `base_dir`."""
+    """`!function utils.fn` as written in a YAML file in `base_dir`, whose tree is `root`."""
 
     qualname: str
     base_dir: Path
+    root: Path | None = None
+    """The folder the YAML was found under; None: `base_dir` itself."""
+    allowed: bool = True
+    """False for task files whose code the admin has not allowed (a tenant's ConfigMaps)."""
+
+    def module_path(self) -> Path:
+        """The helper file this reference names; UserError when it lies outside the task tree."""
+        if not self.allowed:
+            raise UserError(
+                f"Task YAML in {self.base_dir} uses `!function {self.qualname}`, and task code from this folder "
+                "is not allowed here: use YAML fields and templates only, or ask the cluster admin to set "
+                "policy.allowTaskCode."
+            )
+        module_name, _, fn_name = self.qualname.rpartition(".")
+        parts = module_name.split(".") if module_name else []
+        if not parts or not all(part.isidentifier() for part in parts + [fn_name]):
+            raise UserError(
+                f"!function {self.qualname!r} in {self.base_dir} needs the form module.function "
+                "(a helper file beside the YAML, such as utils.function)."
+            )
+        local = (self.base_dir / Path(*parts[:-1], parts[-1] + ".py")).resolve()
+        root = (self.root or self.base_dir).resolve()
+        if not local.is_relative_to(root):
+            raise UserError(
+                f"!function {self.qualname!r} in {self.base_dir} names {local}, outside the task folder {root}: "
+                "put the helper file beside the YAML."
+            )
+        return local
 
     def resolve(self) -> Callable[..., Any]:
-        module_name, _, fn_name = self.qualname.rpartition(".")
-        if not module_name:
-            raise UserError(f"!function {self.qualname!r} in {self.base_dir} needs the form module.function.")
-        local = self.base_dir / (module_name.replace(".", "/") + ".py")
-        if local.is_file():
-            module = _import_file(local)
-        else:
-            try:
-                module = importlib.import_module(module_name)
-            except ImportError as err:
-                raise UserError(
-                    f"!function {self.qualname!r} in {self.base_dir}: no {local.name} next to the YAML and "
-                    f"no importable module {module_name!r} ({err})."
-                ) from None
+        local = self.module_path()
+        if not local.is_file():
+            raise UserError(
+                f"!function {self.qualname!r} in {self.base_dir}: there is no {local.name} beside the YAML; "
+                "task helpers are read from the task's own folder only."
+            )
+        module = _import_file(local)
+        fn_name = self.qualname.rpartition(".")[2]
         try:
             fn: Callable[..., Any] = getattr(module, fn_name)
             return fn
         except AttributeError:
-            raise UserError(f"!function {self.qualname!r}: module {module_name!r} has no function {fn_name!r}.") from None
+            raise UserError(f"!function {self.qualname!r}: {local.name} has no function {fn_name!r}.") from None
 
 
 def _import_file(path: Path) -> Any:
@@ -67,26 +94,35 @@ def _import_file(path: Path) -> Any:
     return module
 
 
-def _loader_for(base_dir: Path, resolve: bool) -> type:
+def _loader_for(base_dir: Path, root: Path, resolve: bool, allow_code: bool) -> type:
     class Loader(_BaseLoader):  # type: ignore[misc, valid-type]
         pass
 
     def construct_function(loader: Any, node: Any) -> Any:
-        ref = FunctionRef(loader.construct_scalar(node), base_dir)
+        ref = FunctionRef(loader.construct_scalar(node), base_dir, root, allow_code)
         return ref.resolve() if resolve else ref
 
     Loader.add_constructor("!function", construct_function)
     return Loader
 
 
-def load_yaml(path: str | Path, *, resolve_functions: bool = True, _seen: frozenset[Path] = frozenset()) -> dict[str, Any]:
-    """Load one task/group YAML with its includes merged (the file's own keys win)."""
+def load_yaml(
+    path: str | Path, *, resolve_functions: bool = True, root: str | Path | None = None, allow_code: bool = True,
+    _seen: frozenset[Path] = frozenset(),
+) -> dict[str, Any]:
+    """Load one task/group YAML with its includes merged (the file's own keys win).
+
+    `root` is the folder the file was found under (default: the file's own folder): includes
+    and `!function` helpers are read from inside it only. With `allow_code` False a
+    `!function` loads as a reference that refuses to resolve.
+    """
     path = Path(path).expanduser().resolve()
+    tree = Path(root).expanduser().resolve() if root is not None else path.parent
     if path in _seen:
         raise UserError(f"Task YAML {path} includes itself (include cycle); remove the cycle.")
     try:
         with path.open("rb") as handle:
-            config = yaml.load(handle, Loader=_loader_for(path.parent, resolve_functions))  # noqa: S506 - only adds !function
+            config = yaml.load(handle, Loader=_loader_for(path.parent, tree, resolve_functions, allow_code))  # noqa: S506 - only adds !function
     except FileNotFoundError:
         raise UserError(f"Task YAML {path} does not exist; check the path or the include.") from None
     except yaml.YAMLError as err:
@@ -100,12 +136,35 @@ def load_yaml(path: str | Path, *, resolve_functions: bool = True, _seen: frozen
         return config
     merged: dict[str, Any] = {}
     for include in includes if isinstance(includes, list) else [includes]:
-        include_path = Path(include) if Path(include).is_absolute() else path.parent / include
-        included = load_yaml(include_path, resolve_functions=resolve_functions, _seen=_seen | {path})
+        included = load_yaml(
+            _include_path(path, str(include), tree), resolve_functions=resolve_functions, root=tree,
+            allow_code=allow_code, _seen=_seen | {path},
+        )
         included.pop("task_list", None)
         merged.update(included)
     merged.update(config)
     return merged
+
+
+def _include_path(path: Path, include: str, tree: Path) -> Path:
+    """The file `include:` names, from inside the task tree only.
+
+    `..` is allowed while it stays in the tree: 390 of lm-eval's own task YAMLs include a
+    template one folder up (`include: ../generate_until_template_yaml`).
+    """
+    relative = Path(include)
+    if relative.is_absolute() or include.startswith("~"):
+        raise UserError(
+            f"Task YAML {path} includes {include!r}: an include is a path relative to the YAML, "
+            "not one starting with `/` or `~`; copy the file into the task folder."
+        )
+    target = (path.parent / relative).resolve()
+    if not target.is_relative_to(tree):
+        raise UserError(
+            f"Task YAML {path} includes {include!r}, which leads outside the task folder {tree}; "
+            "copy the file into the task folder."
+        )
+    return target
 
 
 def resolve_functions(value: Any) -> Any:
@@ -117,3 +176,14 @@ def resolve_functions(value: Any) -> Any:
     if isinstance(value, list):
         return [resolve_functions(item) for item in value]
     return value
+
+
+def function_refs(value: Any) -> list[FunctionRef]:
+    """Every `!function` left unresolved in a config loaded with resolve_functions=False."""
+    if isinstance(value, FunctionRef):
+        return [value]
+    if isinstance(value, dict):
+        return [ref for item in value.values() for ref in function_refs(item)]
+    if isinstance(value, list):
+        return [ref for item in value for ref in function_refs(item)]
+    return []

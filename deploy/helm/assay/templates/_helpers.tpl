@@ -48,8 +48,8 @@ app.kubernetes.io/component: operator
 
 {{/*
 What the operator may do. It holds `get` on evaluations and `patch` on evaluations/status
-itself, which is all that each runner Role grants, so creating those Roles needs neither
-`bind` nor `escalate`. Pods and Events are only read: they say why a run is stuck
+itself, which is all that each runner Role grants, so creating (or applying) those Roles
+needs neither `bind` nor `escalate`. Pods and Events are only read: they say why a run is stuck
 (image pulls, scheduling, quota, OOMKilled). ConfigMaps are only read, one by name: the
 task YAMLs an Evaluation's spec.taskSources names in its own namespace.
 */}}
@@ -76,15 +76,25 @@ task YAMLs an Evaluation's spec.taskSources names in its own namespace.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get]
+# Whether a Secret an Evaluation names consents (policy.secretConsentLabel). No net new power:
+# the operator can already create Jobs that mount any Secret of the namespace, and it asks
+# for the Secret's metadata only (PartialObjectMetadata), never its values.
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
+# Each runner's ServiceAccount, Role and RoleBinding are server-side applied whenever a run
+# is decided (patch; an apply that creates is checked as create too), so that a Role an older
+# operator made with wider rules follows today's. No more than that: the API server lets a
+# Role be written only with rules its writer holds, and a RoleBinding only to such a Role.
 - apiGroups: [""]
   resources: [serviceaccounts]
-  verbs: [get, create]
+  verbs: [get, create, patch]
 - apiGroups: [rbac.authorization.k8s.io]
   resources: [roles, rolebindings]
-  verbs: [get, create]
+  verbs: [get, create, patch]
 - apiGroups: [""]
   resources: [events]
   verbs: [get, list, watch, create, patch]

@@ -1,0 +1,106 @@
+"""Why a runner pod's containers never ran: a volume that cannot be attached or mounted, or a
+container the runtime could not start. Pure functions, used by `diagnosis`.
+
+These leave little in the pod's own status:
+
+- a volume: the containers only wait in `ContainerCreating` (`PodInitializing` when the
+  pod has init containers) while the kubelet retries the mount. The cause is in Events
+  on the pod: the kubelet's `FailedMount` ("MountVolume.SetUp failed for volume "tasks" :
+  configmap "my-tasks" not found", and every two minutes "Unable to attach or mount
+  volumes: unmounted volumes=[...]: timed out waiting for the condition") and the
+  attach/detach controller's `FailedAttachVolume` ("Multi-Attach error for volume ...").
+  The kubelet pulls the image only once every volume is mounted, so a pull (or any later
+  step) after the last failure means the volumes are fine now.
+- a start: the container runtime could not start the process (no such executable in the
+  image, a seccomp or cgroup setting it cannot apply). The kubelet reports the container
+  terminated with reason `StartError` and exit code 128; with the runner's
+  `restartPolicy: Never` the pod fails with it, and so does the Job.
+
+Each function returns (reason, message), or None; `diagnosis` makes the `Problem`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from assay import echoed_text
+
+START_ERROR = "StartError"
+FAILED_MOUNT = "FailedMount"
+FAILED_ATTACH_VOLUME = "FailedAttachVolume"
+REASONS = (START_ERROR, FAILED_MOUNT, FAILED_ATTACH_VOLUME)
+
+CREATING_EVENTS_GRACE = 30.0
+"""Seconds a pod may wait in ContainerCreating before its Events are read: every pod does
+for a moment (a pull of a large image for minutes), and a mount that fails is retried, and
+reported, for as long as it fails."""
+_NOT_STARTED = ("ContainerCreating", "PodInitializing")
+_PROGRESS = ("Pulling", "Pulled", "Created", "Started")
+"""Kubelet Event reasons that come only after every volume is mounted."""
+_MOUNT_SUMMARY = "Unable to attach or mount volumes"
+_RUNTIME_PREFIX = "unable to start container process: "
+_DETAIL_CHARS = 400
+
+
+def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name", "?"))
+
+
+def stuck_creating(pod: Mapping[str, Any]) -> bool:
+    """A live pod on a node none of whose containers has started yet (volumes, then the image)."""
+    status = pod.get("status") or {}
+    if status.get("phase") != "Pending" or not (pod.get("spec") or {}).get("nodeName"):
+        return False
+    return all(((s.get("state") or {}).get("waiting") or {}).get("reason") in _NOT_STARTED for s in _statuses(pod))
+
+
+def mount_problem(pod: Mapping[str, Any], pod_events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+    """A volume the pod cannot attach or mount, from its Events (oldest first), while it has not started."""
+    if not stuck_creating(pod):
+        return None
+    last_failure = -1
+    for i, event in enumerate(pod_events):
+        if event.get("reason") in (FAILED_MOUNT, FAILED_ATTACH_VOLUME):
+            last_failure = i
+        elif event.get("reason") in _PROGRESS:
+            last_failure = -1  # mounted since: whatever failed before has passed
+    if last_failure < 0:
+        return None
+    failures = [e for e in pod_events[: last_failure + 1] if e.get("reason") in (FAILED_MOUNT, FAILED_ATTACH_VOLUME)]
+    # An attach failure is the cause of the mount timing out; a mount's own cause beats the summary.
+    chosen = next((e for e in reversed(failures) if e.get("reason") == FAILED_ATTACH_VOLUME), None) or next(
+        (e for e in reversed(failures) if not str(e.get("message") or "").startswith(_MOUNT_SUMMARY)), failures[-1])
+    said = echoed_text.bounded(str(chosen.get("message") or chosen.get("reason")), _DETAIL_CHARS).rstrip(".")
+    name = _name(pod)
+    if chosen.get("reason") == FAILED_ATTACH_VOLUME:
+        hint = ("a ReadWriteOnce PVC (spec.cache.pvc, spec.output.pvc) is attached to one node at a time"
+                if "Multi-Attach" in said else "see kubectl describe pod " + name)  # fmt: skip
+        return FAILED_ATTACH_VOLUME, f"Runner pod {name} cannot attach a volume: {said}; {hint}."
+    return FAILED_MOUNT, (f"Runner pod {name} cannot mount its volumes: {said}; create what it names, or fix the "
+                          "spec field that names it.")  # fmt: skip
+
+
+def start_error(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """A container the runtime could not start (reason StartError), as it ended or last ended."""
+    for status in _statuses(pod):
+        for state in ("state", "lastState"):
+            terminated = (status.get(state) or {}).get("terminated") or {}
+            if terminated.get("reason") != START_ERROR:
+                continue
+            message = str(terminated.get("message") or "no cause given by the container runtime")
+            # containerd's "failed to create containerd task: failed to create shim task: OCI runtime
+            # create failed: runc create failed: unable to start container process: <cause>".
+            cause = message.split(_RUNTIME_PREFIX, 1)[-1]
+            said = echoed_text.bounded(cause, _DETAIL_CHARS).rstrip(".")
+            name, container = _name(pod), status.get("name", "?")
+            code = terminated.get("exitCode", 128)
+            hint = ("spec.image must be an Assay runner image" if "executable file not found" in cause
+                    else f"see kubectl describe pod {name}")  # fmt: skip
+            return START_ERROR, (f"Container {container} of runner pod {name} could not start (exit code {code}): "
+                                 f"{said}; {hint}.")  # fmt: skip
+    return None

@@ -1,0 +1,101 @@
+"""The condensed results and progress an Evaluation's `status` holds.
+
+Status lives in etcd beside every other object, so what goes there is condensed and
+bounded: per task the metric values and their stderr, groups, sample counts and task
+versions, never samples; full results go to the output volume. `status_sink` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Mapping
+
+from assay import scores
+
+MAX_STATUS_BYTES = 256 * 1024
+"""Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
+_SKIPPED_KEYS = {"alias", "name", "sample_len", "samples", " ", ""}
+
+
+def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
+    """lm-eval's results dict → the `status` fields results, groups, nSamples, versions, message.
+
+    Each task becomes `{"metric,filter": {"value": v, "stderr": s}}` (stderr None where
+    lm-eval says "N/A"). When the whole is over `max_bytes`, only each task's headline
+    (its first metric,filter) is kept, then only groups, and `message` says so.
+    """
+    tasks = {name: _condense_task(values) for name, values in (results.get("results") or {}).items()}
+    groups = {name: _condense_task(values) for name, values in (results.get("groups") or {}).items()}
+    n_samples = {
+        name: {k: int(v) for k, v in counts.items() if k in ("original", "effective") and _is_number(v)}
+        for name, counts in (results.get("n-samples") or {}).items()
+        if isinstance(counts, Mapping)
+    }
+    versions = {name: str(v) for name, v in (results.get("versions") or {}).items() if v is not None}
+    status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
+    total = sum(len(metrics) for metrics in tasks.values())
+    if _size(status) <= max_bytes:
+        status["message"] = f"Evaluated {len(tasks)} tasks."
+        return status
+    status["results"] = {name: _headline(metrics) for name, metrics in tasks.items()}
+    status["groups"] = {name: _headline(metrics) for name, metrics in groups.items()}
+    kept = len(status["results"])
+    note = f"Results truncated to headline metrics ({kept} of {total} values) to fit status; full results are on the output volume."
+    if _size(status) > max_bytes:
+        status["results"] = {}
+        status["nSamples"] = {}
+        note = (
+            f"Results of {len(tasks)} tasks are too large for status; kept group headlines only; "
+            "full results are on the output volume."
+        )
+    status["message"] = note
+    return status
+
+
+def _condense_task(values: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+    return {
+        score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
+        for score in scores.read_row(values, skip=_SKIPPED_KEYS, comma_keys_only=True)
+        if _is_number(score.value)
+    }
+
+
+def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
+    first = next(iter(metrics.items()), None)
+    return dict([first]) if first else {}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _number_or_none(value: Any) -> float | None:
+    # JSON has no NaN/inf, and lm-eval writes "N/A" for a missing stderr.
+    if not _is_number(value) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _size(data: Any) -> int:
+    return len(json.dumps(data, separators=(",", ":")).encode())
+
+
+def progress_status(done: int, total: int, *, eta_seconds: float | None = None) -> dict[str, Any]:
+    """status.progress; `summary` is what `kubectl get evals` shows (Progress column)."""
+    percent = int(100 * done / total) if total > 0 else 0
+    status: dict[str, Any] = {"requestsDone": int(done), "requestsTotal": int(total)}
+    summary = f"{int(done)}/{int(total)} ({percent}%)"
+    if eta_seconds is not None and done < total:
+        status["etaSeconds"] = int(eta_seconds)
+        summary += f" ETA {_duration(int(eta_seconds))}"
+    status["summary"] = summary
+    return status
+
+
+def _duration(seconds: int) -> str:
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

@@ -1,0 +1,172 @@
+"""A small API server on 127.0.0.1 for the operator's own client (`kube` over `api_session`).
+
+It keeps objects by their REST path and answers the requests the operator makes: create
+(POST; 409 AlreadyExists when the name is taken), get, list (equality label and field
+selectors), merge patch (the status subresource included), server-side apply (PATCH with
+apply-patch+yaml: create or replace) and delete. It can be told to refuse a create with a
+recorded Status, or to answer every request with an error for a while, as a kube-apiserver
+does whose etcd is gone. It is a stand-in for the API server's REST surface, not for its
+validation: the e2e suite runs the same client against kube-apiserver.
+"""
+
+from __future__ import annotations
+
+import http.server
+import itertools
+import json
+import threading
+import urllib.parse
+from typing import Any, Callable
+
+from assay.operator import api_session, kube
+
+Status = tuple[int, dict[str, Any]]
+"""(HTTP code, Status body)."""
+
+
+def status(code: int, reason: str, message: str) -> Status:
+    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+                  "reason": reason, "code": code}  # fmt: skip
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    """RFC 7386 JSON merge patch."""
+    if not isinstance(patch, dict):
+        return patch
+    out = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = _merge(out.get(key), value)
+    return out
+
+
+def _lookup(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = obj.get(part) if isinstance(obj, dict) else None
+    return obj
+
+
+def _matches(obj: dict[str, Any], label_selector: str, field_selector: str) -> bool:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    for term in filter(None, label_selector.split(",")):
+        key, _, value = term.partition("=")
+        if labels.get(key) != value:
+            return False
+    for term in filter(None, field_selector.split(",")):
+        key, _, value = term.partition("=")
+        if str(_lookup(obj, key)) != value:
+            return False
+    return True
+
+
+def _is_collection(path: str) -> bool:
+    """/api/v1/namespaces/<ns>/<plural>, or /apis/<group>/<version>/namespaces/<ns>/<plural>."""
+    parts = path.split("/")
+    return len(parts) >= 3 and parts[-3] == "namespaces" and parts[-1] in kube.PLURALS.values()
+
+
+class Configuration:
+    """The fields of kubernetes.client.Configuration that a plain-HTTP Session reads."""
+
+    def __init__(self, host: str) -> None:
+        self.host, self.proxy = host, None
+
+    def auth_settings(self) -> dict[str, Any]:
+        return {}
+
+
+class LocalApiServer:
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.requests: list[tuple[str, str]] = []
+        self.failing: Status | None = None
+        """Answer every request with this while set."""
+        self.failed_answers = 0
+        self.refuse: Callable[[str, dict[str, Any]], Status | None] = lambda path, body: None
+        """(collection path, body) of a create → the Status to refuse it with, or None to create it."""
+        self._lock = threading.Lock()
+        self._names = itertools.count(1)
+        server = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _answer(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length)) if length else None
+                code, answer = server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
+                data = json.dumps(answer).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PATCH = do_DELETE = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        self.session = api_session.Session(Configuration(f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    def put(self, obj: dict[str, Any], path: str) -> None:
+        """Store `obj` at its object path, as if it had been created."""
+        with self._lock:
+            self.objects[path] = json.loads(json.dumps(obj))
+
+    def get(self, path: str) -> dict[str, Any] | None:
+        with self._lock:
+            return self.objects.get(path)
+
+    def handle(self, method: str, url: str, body: Any, content_type: str) -> Status:
+        parsed = urllib.parse.urlsplit(url)
+        path, query = parsed.path, dict(urllib.parse.parse_qsl(parsed.query))
+        with self._lock:
+            self.requests.append((method, path))
+            if self.failing is not None:
+                self.failed_answers += 1
+                return self.failing
+            if method == "POST":
+                return self._create(path, body)
+            target = path.removesuffix("/status")
+            if method == "GET" and path in self.objects:
+                return 200, self.objects[path]
+            if method == "GET" and _is_collection(path):
+                prefix = path + "/"
+                items = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]
+                         and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))]  # fmt: skip
+                return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
+            if method == "PATCH" and "apply-patch" in content_type:
+                self.objects[target] = body
+                return 200, body
+            if target not in self.objects:
+                return status(404, "NotFound", f"{path.rsplit('/', 1)[-1]!r} not found")
+            if method == "PATCH":
+                self.objects[target] = _merge(self.objects[target], body)
+                return 200, self.objects[target]
+            if method == "DELETE":
+                return 200, self.objects.pop(target)
+            return status(405, "MethodNotAllowed", method)
+
+    def _create(self, collection: str, body: dict[str, Any]) -> Status:
+        meta = body.setdefault("metadata", {})
+        if not meta.get("name"):
+            meta["name"] = f"{meta.get('generateName', 'x-')}{next(self._names)}"
+        path = f"{collection}/{meta['name']}"
+        if path in self.objects:
+            return status(409, "AlreadyExists", f"{collection.rsplit('/', 1)[-1]} {meta['name']!r} already exists")
+        refused = self.refuse(collection, body)
+        if refused is not None:
+            return refused
+        meta.setdefault("uid", f"uid-{next(self._names)}")
+        self.objects[path] = body
+        return 201, body

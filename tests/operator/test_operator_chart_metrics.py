@@ -1,0 +1,158 @@
+"""The chart's secured /metrics (RBAC, ServiceMonitor, Deployment) and its NetworkPolicies,
+rendered by a real `helm template` and checked against the Kubernetes API models."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+
+pytestmark = needs_helm
+
+RUNNER_PODS = {"matchLabels": {"app.kubernetes.io/managed-by": "assay-operator"},
+               "matchExpressions": [{"key": "assay.dev/evaluation", "operator": "Exists"}]}  # fmt: skip
+
+
+def _render(*values: str) -> list[dict[str, Any]]:
+    import yaml
+
+    args = [a for value in values for a in ("--set", value)]
+    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    documents = [d for d in yaml.safe_load_all(out) if d]
+    _validate(documents)
+    return documents
+
+
+def _validate(documents: list[dict[str, Any]]) -> None:
+    from kubernetes import client
+
+    models = {"NetworkPolicy": client.V1NetworkPolicy, "ClusterRole": client.V1ClusterRole,
+              "ClusterRoleBinding": client.V1ClusterRoleBinding, "Deployment": client.V1Deployment}  # fmt: skip
+    for document in documents:
+        if document["kind"] in models:
+            models[document["kind"]].model_validate(document)  # raises on a wrong type or a missing field
+
+
+def _named(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (found,) = [d for d in documents if d["kind"] == kind and d["metadata"]["name"] == name]
+    return found
+
+
+def _container(documents: list[dict[str, Any]]) -> dict[str, Any]:
+    deployment = next(d for d in documents if d["kind"] == "Deployment")
+    return dict(deployment["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_secure_metrics_by_default_reviews_for_the_operator_a_reader_role_for_scrapers() -> None:
+    documents = _render("metrics.serviceMonitor.enabled=true")
+    assert "--metrics-secure" in _container(documents)["args"]
+    env = {e["name"]: e.get("value") for e in _container(documents)["env"]}
+    assert env["ASSAY_MAX_SERIES_PER_EVALUATION"] == "500"
+    auth = _named(documents, "ClusterRole", "ev-assay-metrics-auth")
+    assert auth["rules"] == [
+        {"apiGroups": ["authentication.k8s.io"], "resources": ["tokenreviews"], "verbs": ["create"]},
+        {"apiGroups": ["authorization.k8s.io"], "resources": ["subjectaccessreviews"], "verbs": ["create"]},
+    ]
+    binding = _named(documents, "ClusterRoleBinding", "ev-assay-metrics-auth")
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "ev-assay", "namespace": "assay-system"}]
+    reader = _named(documents, "ClusterRole", "ev-assay-metrics-reader")
+    assert reader["rules"] == [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    # No one is bound to it unless the admin lists readers.
+    assert not [d for d in documents if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("-reader")]
+    (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    assert "scheme" not in endpoint and "tlsConfig" not in endpoint
+
+
+def test_readers_tls_and_a_cap_from_values() -> None:
+    documents = _render("metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus",
+                        "metrics.readers[0].namespace=monitoring", "metrics.tls.secretName=metrics-cert",
+                        "metrics.serviceMonitor.enabled=true", "metrics.maxSeriesPerEvaluation=2000")  # fmt: skip
+    binding = _named(documents, "ClusterRoleBinding", "ev-assay-metrics-reader")
+    assert binding["roleRef"]["name"] == "ev-assay-metrics-reader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
+    container = _container(documents)
+    assert "--metrics-cert-dir=/etc/assay/metrics-tls" in container["args"]
+    assert {"name": "metrics-tls", "mountPath": "/etc/assay/metrics-tls", "readOnly": True} in container["volumeMounts"]
+    volumes = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "metrics-tls", "secret": {"secretName": "metrics-cert"}} in volumes
+    assert {e["name"]: e.get("value") for e in container["env"]}["ASSAY_MAX_SERIES_PER_EVALUATION"] == "2000"
+    (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert endpoint["scheme"] == "https"
+    assert endpoint["tlsConfig"] == {"serverName": "ev-assay-metrics.assay-system.svc",
+                                     "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}}}  # fmt: skip
+
+
+def test_metrics_secure_false_is_open_and_asks_for_no_cluster_rights() -> None:
+    documents = _render("metrics.secure=false", "metrics.serviceMonitor.enabled=true")
+    assert "--metrics-secure" not in _container(documents)["args"]
+    assert not [d for d in documents if d["metadata"]["name"] == "ev-assay-metrics-auth"]
+    (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert "bearerTokenFile" not in endpoint
+
+
+def test_the_operator_network_policy_lets_in_metrics_only_and_out_to_the_api_server_and_dns() -> None:
+    documents = _render()
+    policy = _named(documents, "NetworkPolicy", "ev-assay-operator")
+    spec = policy["spec"]
+    assert policy["metadata"]["namespace"] == "assay-system"
+    assert spec["podSelector"]["matchLabels"]["app.kubernetes.io/component"] == "operator"
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert spec["ingress"] == [{"ports": [{"protocol": "TCP", "port": "metrics"}]}]
+    api_server, dns = spec["egress"]
+    assert api_server == {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
+    assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    # All namespaces watched and none listed: the chart cannot place runner policies.
+    assert not [d for d in documents if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-runners")]
+
+
+def test_addresses_and_scrapers_from_values() -> None:
+    documents = _render("networkPolicy.apiServerCIDRs={10.0.0.10/32}", "networkPolicy.dnsTo=null",
+                        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring")  # fmt: skip
+    spec = _named(documents, "NetworkPolicy", "ev-assay-operator")["spec"]
+    assert spec["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
+    api_server, dns = spec["egress"]
+    assert api_server["to"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}]
+    assert "to" not in dns
+
+
+def test_runner_policies_in_each_watched_namespace() -> None:
+    documents = _render("watchNamespaces={team-a,team-b}", "networkPolicy.apiServerCIDRs={10.0.0.10/32}")
+    runners = [d for d in documents if d["kind"] == "NetworkPolicy" and d["metadata"]["name"] == "ev-assay-runners"]
+    assert sorted(d["metadata"]["namespace"] for d in runners) == ["team-a", "team-b"]
+    spec = runners[0]["spec"]
+    assert spec["podSelector"] == RUNNER_PODS and spec["policyTypes"] == ["Ingress", "Egress"]
+    # Runner pods reach each other (multi-node); nothing else reaches them.
+    assert spec["ingress"] == [{"from": [{"podSelector": RUNNER_PODS}]}]
+    peers, api_server, dns = spec["egress"]
+    assert peers == {"to": [{"podSelector": RUNNER_PODS}]}
+    assert api_server["to"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}] and {p["port"] for p in dns["ports"]} == {53}
+
+
+def test_runner_egress_to_model_servers_and_when_online_everywhere() -> None:
+    documents = _render("networkPolicy.runnerNamespaces={models}", "networkPolicy.runnerEgressCIDRs={10.20.0.0/16}",
+                        "networkPolicy.runnerEgressTo[0].namespaceSelector.matchLabels.name=serving")  # fmt: skip
+    egress = _named(documents, "NetworkPolicy", "ev-assay-runners")["spec"]["egress"]
+    assert egress[3:] == [{"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]},
+                          {"to": [{"namespaceSelector": {"matchLabels": {"name": "serving"}}}]}]  # fmt: skip
+    online = _render("networkPolicy.runnerNamespaces={models}", "policy.allowOnline=true")
+    assert _named(online, "NetworkPolicy", "ev-assay-runners")["spec"]["egress"][-1] == {}
+
+
+def test_network_policies_can_be_left_out() -> None:
+    documents = _render("networkPolicy.enabled=false", "watchNamespaces={team-a}")
+    assert not [d for d in documents if d["kind"] == "NetworkPolicy"]
+
+
+@pytest.mark.parametrize(("value", "named"), [("metrics.maxSeriesPerEvaluation=0", "maxSeriesPerEvaluation"),
+                                              ("networkPolicy.apiServerPorts={0}", "apiServerPorts"),
+                                              ("metrics.readers[0].kind=Robot", "kind")])  # fmt: skip
+def test_the_schema_refuses_bad_values(value: str, named: str) -> None:
+    result = subprocess.run([HELM, "template", "ev", str(CHART), "--set", value], capture_output=True, text=True)
+    assert result.returncode != 0 and "values don't meet the specifications" in result.stderr
+    assert any(named in line for line in result.stderr.splitlines() if line.startswith("- ")), result.stderr

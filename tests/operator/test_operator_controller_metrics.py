@@ -1,0 +1,112 @@
+"""The operator's own series move with what it does: reconcile timings and errors by kind, the
+decision queue's depth, the leader flag (`controller_metrics` and where it is wired in)."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import types
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from assay.operator import decisions, handlers
+from assay.operator.leader import LeaseLock, leading
+from assay.operator.metrics import EvaluationMetrics
+
+
+def _value(metrics: EvaluationMetrics, name: str, **labels: str) -> float:
+    return metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_handler_runs_are_timed_and_their_errors_counted_by_kind() -> None:
+    metrics = EvaluationMetrics()
+    memo = types.SimpleNamespace(metrics=metrics)
+    with handlers._counting_errors(memo, "mirror_job"):
+        pass
+    with pytest.raises(RuntimeError), handlers._counting_errors(memo, "mirror_pod"):
+        raise RuntimeError("the API server went away")
+    assert _value(metrics, "assay_reconcile_duration_seconds_count", kind="Job") == 1
+    assert _value(metrics, "assay_reconcile_duration_seconds_count", kind="Pod") == 1
+    assert _value(metrics, "assay_reconcile_errors_total", kind="Pod") == 1
+    assert _value(metrics, "assay_reconcile_errors_total", kind="Job") == 0
+    # The older series by handler stays (the dashboard's panel reads it).
+    assert _value(metrics, "assay_operator_reconcile_errors_total", handler="mirror_pod") == 1
+    metrics.record_error("reconcile")  # a failed run decision
+    assert _value(metrics, "assay_reconcile_errors_total", kind="Evaluation") == 1
+
+
+def _body(name: str) -> dict[str, Any]:
+    return {"metadata": {"namespace": "ns", "name": name, "generation": 1}, "spec": {}, "status": {}}
+
+
+def test_the_work_queue_depth_counts_decisions_asked_for_and_not_done() -> None:
+    metrics = EvaluationMetrics()
+    bodies = {("ns", n): _body(n) for n in ("a", "b")}
+    entered, release = threading.Semaphore(0), threading.Event()
+    depths: list[float] = []
+
+    def decide(body: dict[str, Any]) -> None:
+        entered.release()
+        release.wait(10)
+        if body["metadata"]["name"] == "b":
+            raise RuntimeError("503")
+
+    async def scenario() -> None:
+        pool = concurrent.futures.ThreadPoolExecutor(1)  # one thread: `b` waits behind `a`
+        run = decisions.RunDecisions(decide=decide, latest=bodies.get, on_error=lambda *_: None, executor=pool,
+                                     delays=(3600.0,))  # fmt: skip
+        metrics.controller.watch_queue(run.depth)
+        depths.append(_value(metrics, "assay_workqueue_depth"))
+        both = asyncio.gather(run.observe(bodies[("ns", "a")]), run.observe(bodies[("ns", "b")]))
+        await asyncio.get_running_loop().run_in_executor(None, entered.acquire)
+        depths.append(_value(metrics, "assay_workqueue_depth"))  # a running, b waiting for the thread
+        release.set()
+        await both
+        depths.append(_value(metrics, "assay_workqueue_depth"))  # b failed: its retry is due
+        await run.observe(bodies[("ns", "b")], deleted=True)
+        depths.append(_value(metrics, "assay_workqueue_depth"))
+        pool.shutdown()
+
+    asyncio.run(scenario())
+    assert depths == [0, 2, 1, 0]
+
+
+class MemoryLeases:
+    """The three Lease calls LeaseLock makes, kept in memory, with resourceVersion checks."""
+
+    def __init__(self) -> None:
+        self.lease: Any = None
+
+    def read_namespaced_lease(self, name: str, namespace: str) -> Any:
+        if self.lease is None:
+            raise ApiException(status=404)
+        return client.V1Lease(metadata=client.V1ObjectMeta(**self.lease.metadata.to_dict()),
+                              spec=client.V1LeaseSpec(**self.lease.spec.to_dict()))  # fmt: skip
+
+    def create_namespaced_lease(self, namespace: str, body: Any) -> Any:
+        body.metadata.resource_version = "1"
+        self.lease = body
+        return body
+
+    def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> Any:
+        if body.metadata.resource_version != self.lease.metadata.resource_version:
+            raise ApiException(status=409)
+        body.metadata.resource_version = str(int(body.metadata.resource_version) + 1)
+        self.lease = body
+        return body
+
+
+def test_the_leader_gauge_is_1_while_this_replica_leads() -> None:
+    metrics = EvaluationMetrics()
+    metrics.controller.set_leader(False)  # main: a replica that elects starts as a standby
+    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(), renew_seconds=60.0, lease_seconds=120)
+    seen = [_value(metrics, "assay_leader")]
+    with leading(lock, health_port=0, on_change=metrics.controller.set_leader):
+        seen.append(_value(metrics, "assay_leader"))
+    seen.append(_value(metrics, "assay_leader"))
+    assert seen == [0, 1, 0]
+    assert lock.api.lease.spec.holder_identity is None  # released on the way out

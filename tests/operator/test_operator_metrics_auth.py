@@ -1,0 +1,219 @@
+"""/metrics for bearer tokens the API server vouches for (`metrics_auth`, `metrics_server`).
+
+Both ends are real HTTP: the operator's metrics server on 127.0.0.1, and a local stand-in
+for the API server's TokenReview and SubjectAccessReview endpoints, reached through the
+operator's own API client (`kube.request` over `api_session`). The e2e suite
+(tests/e2e/test_tenant_metrics.py) runs the same against kube-apiserver's real reviews.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import ssl
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from assay.errors import UserError
+from assay.operator import api_session, kube
+from assay.operator.metrics import EvaluationMetrics
+from assay.operator.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
+from assay.operator.metrics_server import TlsFiles
+
+READER, STRANGER = "reader-token", "stranger-token"
+USERS = {READER: "system:serviceaccount:monitoring:prometheus", STRANGER: "system:serviceaccount:team:default"}
+
+
+class ReviewServer:
+    """Answers TokenReviews (the tokens in USERS) and SubjectAccessReviews (only the reader may get
+    /metrics) as the API server does; records each review it was sent."""
+
+    def __init__(self) -> None:
+        self.reviews: list[tuple[str, dict[str, Any]]] = []
+        self.failing = False
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server interface
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.reviews.append((self.path, body))
+                if outer.failing:
+                    self._send(503, {"kind": "Status", "message": "etcd is away"})
+                elif self.path == TOKEN_REVIEWS:
+                    user = USERS.get(body["spec"]["token"])
+                    status = {"authenticated": True, "user": {"username": user, "uid": "u-1", "groups": ["g"]}} \
+                        if user else {"authenticated": False}  # fmt: skip
+                    self._send(201, {**body, "status": status})
+                elif self.path == ACCESS_REVIEWS:
+                    spec = body["spec"]
+                    allowed = spec["user"] == USERS[READER] and spec["nonResourceAttributes"] == {"path": "/metrics",
+                                                                                                  "verb": "get"}  # fmt: skip
+                    self._send(201, {**body, "status": {"allowed": allowed}})
+                else:
+                    self._send(404, {})
+
+            def _send(self, code: int, answer: dict[str, Any]) -> None:
+                data = json.dumps(answer).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewServer]:
+    from kubernetes import client
+
+    reviews = ReviewServer()
+    configuration = client.Configuration(host=reviews.url, api_key={"authorization": "operator-token"},
+                                         api_key_prefix={"authorization": "Bearer"})  # fmt: skip
+    session = api_session.Session(configuration)
+    monkeypatch.setattr(kube, "session", lambda: session)
+    yield reviews
+    reviews.server.shutdown()
+    reviews.server.server_close()
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _serve(metrics: EvaluationMetrics, **options: Any) -> Iterator[str]:
+    server, thread = metrics.start_server(0, addr="127.0.0.1", **options)
+    scheme = "https" if options.get("tls") else "http"
+    try:
+        yield f"{scheme}://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _get(url: str, token: str | None = None, context: ssl.SSLContext | None = None) -> tuple[int, str]:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def secured(api: ReviewServer, clock: Clock) -> Iterator[str]:
+    metrics = EvaluationMetrics()
+    metrics.record_completion("team", "succeeded")
+    yield from _serve(metrics, authorizer=TokenAuthorizer(clock=clock))
+
+
+def test_no_token_401_a_stranger_403_the_reader_200(secured: str, api: ReviewServer) -> None:
+    status, body = _get(f"{secured}/metrics")
+    assert status == 401 and "bearer token" in body and not api.reviews  # nothing to ask the API server
+    assert _get(f"{secured}/metrics", "made-up")[0] == 401
+    assert _get(f"{secured}/metrics", STRANGER)[0] == 403
+    status, body = _get(f"{secured}/metrics", READER)
+    assert status == 200 and 'assay_evaluations_completed_total{namespace="team",result="succeeded"} 1.0' in body
+    # The reviews the operator sent, as controller-runtime's filter sends them.
+    (path, access), = [r for r in api.reviews if r[0] == ACCESS_REVIEWS and r[1]["spec"]["user"] == USERS[READER]]
+    assert access["spec"] == {"user": USERS[READER], "uid": "u-1", "groups": ["g"],
+                              "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}  # fmt: skip
+    assert _get(f"{secured}/other", READER)[0] == 404
+
+
+def test_answers_are_kept_for_the_ttl_so_a_scrape_costs_at_most_two_reviews(secured: str, api: ReviewServer,
+                                                                             clock: Clock) -> None:  # fmt: skip
+    for _ in range(5):
+        assert _get(f"{secured}/metrics", READER)[0] == 200
+        assert _get(f"{secured}/metrics", STRANGER)[0] == 403
+    assert [p for p, _ in api.reviews] == [TOKEN_REVIEWS, ACCESS_REVIEWS] * 2
+    clock.now += 10.0  # the TTL: asked again
+    assert _get(f"{secured}/metrics", READER)[0] == 200
+    assert len(api.reviews) == 6
+
+
+def test_an_api_server_that_cannot_answer_is_503_and_not_remembered(secured: str, api: ReviewServer) -> None:
+    api.failing = True
+    status, body = _get(f"{secured}/metrics", READER)
+    assert status == 503 and "could not check" in body
+    api.failing = False
+    assert _get(f"{secured}/metrics", READER)[0] == 200
+
+
+def test_without_an_authorizer_metrics_are_open() -> None:
+    for url in _serve(EvaluationMetrics()):
+        assert _get(f"{url}/metrics")[0] == 200
+
+
+def test_the_authorizer_keeps_no_token_and_forgets_a_flood() -> None:
+    seen: list[str] = []
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        seen.append(path)
+        return {"status": {"authenticated": False}}
+
+    authorizer = TokenAuthorizer(post=post)
+    for i in range(1500):
+        assert authorizer.verdict(f"guess-{i}") is Verdict.UNAUTHENTICATED
+    assert len(authorizer._cache) <= 1024 and not any(isinstance(k, str) for k in authorizer._cache)
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
+                    "-days", "2", "-subj", "/CN=assay-metrics.test", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   cwd=root, check=True, capture_output=True)  # fmt: skip
+    return root
+
+
+def test_https_with_the_mounted_certificate(certificate: Path, api: ReviewServer) -> None:
+    trusted = ssl.create_default_context(cafile=str(certificate / "tls.crt"))
+    for url in _serve(EvaluationMetrics(), tls=TlsFiles(certificate), authorizer=TokenAuthorizer()):
+        assert _get(f"{url}/metrics", READER, context=trusted)[0] == 200
+        assert _get(f"{url}/metrics", context=trusted)[0] == 401
+        with pytest.raises(OSError):  # plain HTTP gets no answer
+            urllib.request.urlopen(url.replace("https:", "http:") + "/metrics", timeout=10)
+
+
+def test_a_certificate_directory_without_the_files_is_one_sentence(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="has no tls.crt and tls.key"):
+        TlsFiles(tmp_path)
+
+
+def test_the_operator_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.operator import main
+
+    monkeypatch.delenv("ASSAY_METRICS_SECURE", raising=False)
+    monkeypatch.delenv("ASSAY_METRICS_CERT_DIR", raising=False)
+    args = main.parse_args([])
+    assert args.metrics_secure is False and args.metrics_cert_dir is None
+    args = main.parse_args(["--metrics-secure", "--metrics-cert-dir", "/etc/assay/metrics-tls"])
+    assert args.metrics_secure is True and args.metrics_cert_dir == "/etc/assay/metrics-tls"
+    monkeypatch.setenv("ASSAY_METRICS_SECURE", "true")
+    assert main.parse_args([]).metrics_secure is True
+    assert main.parse_args(["--no-metrics-secure"]).metrics_secure is False
+    monkeypatch.setenv("ASSAY_METRICS_SECURE", "perhaps")
+    with pytest.raises(UserError, match="ASSAY_METRICS_SECURE='perhaps' is neither true nor false"):
+        main.parse_args([])

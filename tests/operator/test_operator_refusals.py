@@ -1,0 +1,145 @@
+"""Every refusal is a reason: a child the API server refuses for what it is fails the
+Evaluation once, with the API server's words; one that may yet pass is noted and tried again.
+
+The operator's own client (`kube` over `api_session`) talks HTTP to a local API server
+(tests/operator/local_apiserver.py) that answers with Status bodies recorded from
+kube-apiserver (tests/operator/recorded/api_refusals.json); tests/e2e/test_refusals.py has
+a real API server refuse a real Job.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from assay import spec as spec_module
+from assay.operator import conditions, converge, decisions, kube, refusals
+from assay.operator.policy import AdminPolicy
+from tests.operator.local_apiserver import LocalApiServer
+
+RECORDED = json.loads((Path(__file__).parent / "recorded" / "api_refusals.json").read_text())
+T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
+EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
+JOBS = "/apis/batch/v1/namespaces/evals/jobs"
+SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
+    server = LocalApiServer()
+    monkeypatch.setattr(kube, "session", lambda: server.session)
+    yield server
+    server.close()
+
+
+def _refuse_jobs(api: LocalApiServer, name: str | None) -> None:
+    answer = RECORDED[name] if name else None
+    api.refuse = lambda path, body: (answer["code"], answer) if answer and path == JOBS else None
+
+
+def _evaluation(api: LocalApiServer, **spec: Any) -> dict[str, Any]:
+    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+                  "metadata": {"name": "tiny", "namespace": "evals", "uid": "uid-tiny", "generation": 1},
+                  "spec": {**SPEC, **spec}}  # fmt: skip
+    api.put(evaluation, EVALUATION)
+    return evaluation
+
+
+def _events(api: LocalApiServer, reason: str) -> list[dict[str, Any]]:
+    return [o for p, o in api.objects.items() if "/events/" in p and o.get("reason") == reason]
+
+
+def _carry_out(evaluation: dict[str, Any]) -> Any:
+    spec = spec_module.parse_spec(evaluation["spec"])
+    return converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=kube.create_event)
+
+
+@pytest.mark.parametrize("name,outcome", [
+    ("invalid_pod_label_key", "refused"), ("undecodable_body", "refused"), ("over_the_size_limit", "refused"),
+    ("policy_denied", "refused"), ("webhook_denied", "refused"),
+    ("quota_exceeded", "tried again"), ("rbac_denied", "tried again"), ("etcd_leader_changed", "tried again"),
+    ("too_many_requests", "tried again"),
+    ("namespace_terminating", "nothing made"), ("already_exists", "nothing made"),
+])  # fmt: skip
+def test_which_answers_to_a_create_are_final(api: LocalApiServer, name: str, outcome: str) -> None:
+    _refuse_jobs(api, name)
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "tiny-g1", "namespace": "evals"}}
+    if outcome == "nothing made":
+        assert kube.create(job) is False
+        return
+    with pytest.raises(kube.ApiError) as raised:
+        kube.create(job)
+    assert raised.value.status == RECORDED[name]["code"]
+    assert isinstance(raised.value, kube.Refused) == (outcome == "refused")
+    if outcome == "refused":
+        assert isinstance(raised.value, kube.Refused) and raised.value.said.startswith(RECORDED[name]["message"][:60])
+
+
+def test_the_api_servers_words_are_one_bounded_line() -> None:
+    body = json.dumps({"kind": "Status", "reason": "Invalid", "code": 422,
+                       "message": "Job.batch \"x\" is invalid:\n\x1b[31mforged\x1b[0m line\u202e" + "y" * 5000})  # fmt: skip
+    said = refusals.final(422, body)
+    assert said is not None and said.startswith('Job.batch "x" is invalid: [31mforged[0m line')
+    assert len(said) == refusals.MESSAGE_CHARS and said.isprintable()
+    assert refusals.final(422, "<html>Unprocessable</html>") == "<html>Unprocessable</html>"  # no Status: the code
+
+
+def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api: LocalApiServer) -> None:
+    evaluation = _evaluation(api, podTemplate={"labels": {"bad key!": "x"}})
+    _refuse_jobs(api, "invalid_pod_label_key")
+    steps = _carry_out(evaluation)
+    stored = api.get(EVALUATION)
+    assert stored is not None
+    status = stored["status"]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
+    assert status["message"].startswith('The API server refused the runner\'s Job tiny-g1: Job.batch "tiny-g1" is '
+                                        'invalid: spec.template.labels: Invalid value: "bad key!": name part')
+    assert status["message"].endswith("are spec.podTemplate's).") and steps.refused == status["message"]
+    accepted = conditions.get_condition(status, conditions.ACCEPTED)
+    assert accepted is not None and (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
+    assert [e["message"] for e in _events(api, "InvalidSpec")] == [status["message"]]
+    assert api.get(f"{JOBS}/tiny-g1") is None and not _events(api, "JobCreated")
+    # Decided: no retry, no lost Job for the sweep, no second Event when told again.
+    assert decisions.finished(stored) and not converge.awaits_job(stored)
+    runs = converge.UnfinishedRuns()
+    runs.observe(stored)
+    assert runs.snapshot() == {}
+    assert not converge.reject(stored, status["message"], now=T0, emit=kube.create_event)
+    assert len(_events(api, "InvalidSpec")) == 1
+
+
+def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: LocalApiServer) -> None:
+    evaluation = _evaluation(api)
+    _refuse_jobs(api, "quota_exceeded")
+    with pytest.raises(kube.ApiError) as raised:
+        _carry_out(evaluation)
+    assert not isinstance(raised.value, kube.Refused)
+    stored = api.get(EVALUATION)
+    assert stored is not None and stored["status"]["phase"] == "Pending"
+    assert stored["status"]["reason"] == converge.JOB_NOT_CREATED
+    assert stored["status"]["message"].startswith('Job tiny-g1 could not be created yet (jobs.batch "tiny-g1" is '
+                                                  "forbidden: exceeded quota: job-count")
+    assert converge.awaits_job(stored)  # still the sweep's to try again
+    _refuse_jobs(api, None)  # a finished Job deleted: the quota has room
+    assert converge.recreate(stored, admin=AdminPolicy(), default_image="runner:1", emit=kube.create_event, now=T0)
+    assert api.get(f"{JOBS}/tiny-g1") is not None
+    assert not _events(api, "JobLost") and len(_events(api, "JobCreated")) == 1
+    assert api.get(EVALUATION)["status"]["reason"] == conditions.PODS_PENDING  # type: ignore[index]
+
+
+def test_a_job_the_policy_no_longer_allows_fails_instead_of_being_retried(api: LocalApiServer) -> None:
+    evaluation = _evaluation(api, image="docker.io/someone/runner:1")
+    _carry_out(evaluation)
+    stored = api.get(EVALUATION)
+    api.objects.pop(f"{JOBS}/tiny-g1")  # deleted by hand, and meanwhile the admin narrowed the images
+    narrowed = AdminPolicy(allowed_image_prefixes=("registry.example/",))
+    assert stored is not None
+    assert not converge.recreate(stored, admin=narrowed, default_image="runner:1", emit=kube.create_event, now=T0)
+    status = api.get(EVALUATION)["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and "registry.example/" in status["message"]
+    assert len(_events(api, "InvalidSpec")) == 1 and not _events(api, "JobLost")
+    assert api.get(f"{JOBS}/tiny-g1") is None
