@@ -130,6 +130,7 @@ def check(sources: Sequence[TaskSource], root: str, *, checker: FileChecker = en
                 # Paths of the scratch folder mean nothing to the user: say keys instead.
                 detail = str(error).replace(f"Task YAML {path} ", "It ")
                 detail = detail.replace(f"{Path(root) / source.config_map}/", "").replace(f"{root}/", "")
+                detail = detail.replace(f" {Path(root).resolve()}", "").replace(f" {root}", "")
                 raise UserError(f"spec.taskSources: ConfigMap {source.config_map!r} key {key!r}: {detail}") from None
         checked.append(dataclasses.replace(source, tasks=tuple(dict.fromkeys(names))))
     return checked

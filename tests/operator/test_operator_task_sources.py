@@ -169,6 +169,7 @@ def test_includes_and_functions_may_not_leave_the_config_map(text: str, message:
     with pytest.raises(UserError) as error:
         _validated({**SPEC, "tasks": ["t"]}, {"suite": _config_map("suite", {"a.yaml": text})}, allow_task_code=True)
     assert message in str(error.value) and str(error.value).startswith("spec.taskSources: ConfigMap 'suite' key 'a.yaml'")
+    assert "/tmp" not in str(error.value) and "\n" not in str(error.value)
 
 
 @pytest.mark.parametrize("name", ["arc_easy", "mmlu_stem_tasks"], ids=["task", "tag"])
