@@ -3,7 +3,7 @@
 #
 #   deploy/images/build.sh                                   # both, tagged ghcr.io/assay-dev/assay-{operator,runner}:<version>
 #   deploy/images/build.sh --push registry.example.com/team  # build, tag for that registry and push
-#   deploy/images/build.sh --target operator --build-arg BASE=localhost/assay-base:bookworm
+#   deploy/images/build.sh --target operator --build-arg BASE=localhost/assay-base:bookworm  # pinned to its digest
 #   deploy/images/build.sh --target runner-vllm              # the runner with vLLM (CUDA wheels)
 #   deploy/images/build.sh --target runner-vllm --build-arg VLLM_FLAVOR=cpu  # vLLM's CPU build
 #
@@ -12,8 +12,14 @@
 # default operator and runner), --build-arg K=V (passed through, repeatable), --revision SHA
 # (default: git HEAD), --builder podman|buildah|docker (default: the first installed; or $ASSAY_IMAGE_BUILDER),
 # --wheelhouse DIR|none (podman/buildah: a host directory of downloaded wheels mounted into
-# the build, so warm rebuilds download nothing; default ~/.cache/assay/wheels), and after
-# `--` any further options for the builder.
+# the build, so warm rebuilds download nothing; default ~/.cache/assay/wheels), --sbom-dir DIR
+# (default dist/ in the repository), and after `--` any further options for the builder.
+#
+# The base is pinned by digest: BASE (default: the Dockerfile's, by digest) must be given as
+# name@sha256:<digest>, or be an image the builder holds, which build.sh pins to the digest it
+# has; a tag alone is refused. Each image gets a CycloneDX SBOM of its venv, in the image at
+# /opt/assay/share/sbom.cdx.json and exported to DIR/assay-<target>-<tag>.cdx.json, and the
+# label dev.assay.sbom.sha256 (that file's sha256), beside OCI's base.name and base.digest.
 # Build output goes to stderr; stdout gets one line per image: `<target> <tag>`.
 set -euo pipefail
 
@@ -30,6 +36,7 @@ extra=()
 revision=""
 builder="${ASSAY_IMAGE_BUILDER:-}"
 wheelhouse="${ASSAY_WHEELHOUSE:-$HOME/.cache/assay/wheels}"
+sbom_dir="${ASSAY_SBOM_DIR:-$root/dist}"
 
 die() { echo "build.sh: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -43,7 +50,8 @@ while [ $# -gt 0 ]; do
     --revision) revision="${2:?--revision needs a value}"; shift 2 ;;
     --builder) builder="${2:?--builder needs podman, buildah or docker}"; shift 2 ;;
     --wheelhouse) wheelhouse="${2:?--wheelhouse needs a directory or none}"; shift 2 ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --sbom-dir) sbom_dir="${2:?--sbom-dir needs a directory}"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo pipefail$/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     --) shift; extra=("$@"); break ;;
     *) die "unknown option $1 (see --help)" ;;
   esac
@@ -79,7 +87,34 @@ if [ "$builder" != docker ] && [ "$wheelhouse" != none ]; then
   mkdir -p "$wheelhouse"
   cache=(--volume "$wheelhouse:/var/cache/assay-wheels" --build-arg WHEELHOUSE=/var/cache/assay-wheels)
 fi
-labels=(--label "org.opencontainers.image.version=$version")
+
+# The base by digest: a tag can move under the same build, a digest cannot.
+base="$(sed -n 's/^ARG BASE=//p' "$dockerfile" | head -n 1)"
+other_args=()
+for ((i = 0; i < ${#build_args[@]}; i += 2)); do
+  case "${build_args[i+1]}" in
+    BASE=*) base="${build_args[i+1]#BASE=}" ;;
+    *) other_args+=("${build_args[i]}" "${build_args[i+1]}") ;;
+  esac
+done
+pin_base() {
+  local ref="$1" name="$1" digest=""
+  if [[ "$ref" =~ @sha256:[0-9a-f]{64}$ ]]; then echo "$ref"; return; fi
+  [[ "${ref##*/}" != *:* ]] || name="${ref%:*}"  # drop the tag, not a registry's port
+  case "$builder" in
+    podman) digest="$(podman image inspect --format '{{.Digest}}' "$ref" 2>/dev/null || true)" ;;
+    buildah) digest="$(buildah inspect --type image --format '{{.FromImageDigest}}' "$ref" 2>/dev/null || true)" ;;
+    docker) digest="$(docker image inspect --format '{{range .RepoDigests}}{{println .}}{{end}}' "$ref" 2>/dev/null \
+                      | sed -n 's/^[^@]*@//p' | head -n 1 || true)" ;;
+  esac
+  [[ "$digest" =~ ^sha256:[0-9a-f]{64}$ ]] || die "BASE=$ref is a tag, which can move: give the base by digest (BASE=name@sha256:<digest>), or pull or build it first so that build.sh pins it to the digest $builder has."
+  echo "$name@$digest"
+}
+pinned="$(pin_base "$base")" || exit 2
+[ "$pinned" = "$base" ] || echo "build.sh: BASE $base pinned to $pinned" >&2
+build_args=("${other_args[@]}" --build-arg "BASE=$pinned")
+labels=(--label "org.opencontainers.image.version=$version"
+        --label "org.opencontainers.image.base.name=$pinned" --label "org.opencontainers.image.base.digest=${pinned##*@}")
 [ -z "$revision" ] || labels+=(--label "org.opencontainers.image.revision=$revision")
 
 # The Dockerfile line of the step a failed build stopped at: podman/buildah print each step
@@ -113,16 +148,13 @@ while i < len(dockerfile):
 PY
 }
 
-log="$(mktemp)"
-trap 'rm -f "$log" "$log.step"' EXIT
-built=()
-for target in "${targets[@]}"; do
-  image="$repo/assay-$target:$tag"
-  echo "build.sh: $builder build --target $target -t $image" >&2
-  start=$SECONDS
+# One build of `target` with the given options; on failure, the Dockerfile line and exit 1.
+run_build() {
+  local target="$1" rc line
+  shift
   set +e
-  "${build[@]}" -f "$dockerfile" --target "$target" -t "$image" \
-    --build-arg "VERSION=$version" "${build_args[@]}" "${cache[@]}" "${labels[@]}" "${extra[@]}" "$root" 2>&1 | tee "$log" >&2
+  "${build[@]}" -f "$dockerfile" "$@" --build-arg "VERSION=$version" "${build_args[@]}" "${cache[@]}" \
+    "${extra[@]}" "$root" 2>&1 | tee "$log" >&2
   rc=${PIPESTATUS[0]}
   set -e
   if [ "$rc" -ne 0 ]; then
@@ -130,7 +162,39 @@ for target in "${targets[@]}"; do
     echo "build.sh: $builder build of target $target failed${line:+ at Dockerfile line $line} (exit $rc); the failing step's output is above." >&2
     exit 1
   fi
-  echo "build.sh: built $image in $((SECONDS - start)) s" >&2
+}
+
+# The sha256 of the SBOM inside a built image, read by running the image (no network).
+image_sbom_sha256() {
+  local c
+  case "$builder" in
+    podman|docker) "$builder" run --rm --network none --entrypoint sha256sum "$1" /opt/assay/share/sbom.cdx.json ;;
+    buildah) c="$(buildah from "$1")"; buildah run "$c" -- sha256sum /opt/assay/share/sbom.cdx.json; buildah rm "$c" >/dev/null ;;
+  esac | cut -d' ' -f1
+}
+
+log="$(mktemp)"
+exported="$(mktemp -d)"
+trap 'rm -rf "$log" "$log.step" "$exported"' EXIT
+mkdir -p "$sbom_dir"
+built=()
+for target in "${targets[@]}"; do
+  image="$repo/assay-$target:$tag"
+  sbom="$sbom_dir/assay-$target-$tag.cdx.json"
+  echo "build.sh: $builder build --target $target -t $image" >&2
+  start=$SECONDS
+  # First the stage that holds only the SBOM, exported; then the image, whose layers that
+  # build left in the cache, labelled with the SBOM's sha256.
+  run_build "$target" --target "$target-sbom" --output "type=local,dest=$exported/$target"
+  cp "$exported/$target/sbom.cdx.json" "$sbom"
+  sha="$(sha256sum "$sbom" | cut -d' ' -f1)"
+  run_build "$target" --target "$target" -t "$image" "${labels[@]}" --label "dev.assay.sbom.sha256=$sha"
+  inside="$(image_sbom_sha256 "$image" || true)"
+  if [ "$inside" != "$sha" ]; then
+    echo "build.sh: the SBOM in $image (sha256 ${inside:-unreadable}) is not the one exported to $sbom ($sha); rebuild with --no-cache." >&2
+    exit 1
+  fi
+  echo "build.sh: built $image in $((SECONDS - start)) s; its SBOM: $sbom (sha256 $sha)" >&2
   built+=("$target $image")
 done
 

@@ -1,7 +1,7 @@
 """Print the requirements of Assay's core and the given extras, read from pyproject.toml.
 
-The image builds install these in a layer keyed only by pyproject.toml, so changing the
-source does not reinstall torch. Self-references such as `assay[hf,metrics]` are expanded.
+lock.sh resolves these into the images' lock files (hashes pinned); the runner-vllm build,
+which has no lock, installs them directly. Self-references such as `assay[hf,metrics]` are expanded.
 
     python requirements.py pyproject.toml operator        # core + the operator extra
 """

@@ -315,6 +315,7 @@ def metrics_reader_token(plane: cp.ControlPlane, *, release: str = RELEASE, name
 @pytest.fixture(scope="session")
 def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str]) -> Iterator[OperatorDeployment]:
     deployment = OperatorDeployment(control_plane, namespace=OPERATOR_NAMESPACE, release=RELEASE)
+    restricted_namespace(control_plane, OPERATOR_NAMESPACE)
     try:
         helm(control_plane, "install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
              *chart_values(images), "--wait", "--timeout=300s")  # fmt: skip
@@ -323,6 +324,14 @@ def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str])
         raise AssertionError(f"{error}\n{deployment.diagnostics()}") from None
     yield deployment
     helm(control_plane, "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait", "--timeout=120s")
+
+
+def restricted_namespace(plane: cp.ControlPlane, namespace: str) -> None:
+    """A namespace whose pods must meet Pod Security `restricted`, as a hardened cluster's do:
+    the operator and every runner pod the suite starts are admitted under it."""
+    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
 
 def service_account_kubeconfig(plane: cp.ControlPlane, account: str, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
@@ -492,7 +501,7 @@ def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, oper
             node: Node, volumes: Path, tiny_model: Path) -> Iterator[Cluster]:  # fmt: skip
     short = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower())[:20].strip("-")
     namespace = f"e2e-{short}-{uuid.uuid4().hex[:5]}"
-    control_plane.kubectl("create", "namespace", namespace)
+    restricted_namespace(control_plane, namespace)
     ours = Cluster(control_plane, operator, node, namespace, volumes)
     ours.output_dir.mkdir(parents=True)
     give_to_runner(ours.output_dir)

@@ -8,14 +8,17 @@ wheels (several GB) into the wheelhouse under ~/.cache/assay/wheels; later build
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import subprocess
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.utils import canonicalize_name
 
 from tests.e2e.cluster import images as image_builds
 
@@ -105,6 +108,29 @@ def test_runner_image_imports_the_engine_restricted(built: dict[str, str]) -> No
     out = _run(built["runner"], "-c", probe, entrypoint="python").stdout.split()
     assert out[:2] == ["rofs", "30"] and out[2:] == ["1000", "True"], out  # 30 = EROFS
     assert "usage" in _run(built["runner"], "run", "--help").stdout.lower()
+
+
+def test_sbom_base_and_lock(built: dict[str, str]) -> None:
+    """Each image carries the CycloneDX SBOM build.sh exported and labelled, listing exactly
+    what its lock installed, and names its base by digest."""
+    from tests.test_image_locks import lock
+
+    for target, tag in built.items():
+        labels = _inspect(tag)["Config"]["Labels"]
+        assert re.fullmatch(r"\S+@sha256:[0-9a-f]{64}", labels["org.opencontainers.image.base.name"]), labels
+        probe = "import os, sys; print(os.path.exists('/opt/sbom-tool')); sys.stdout.write(open(sys.argv[1]).read())"
+        output = _run(tag, "-c", probe, "/opt/assay/share/sbom.cdx.json", entrypoint="python").stdout
+        tool, inside = output.split("\n", 1)
+        assert tool == "False", f"the SBOM tool's venv ships in {tag}"
+        exported = REPO / "dist" / f"assay-{target}-{VERSION}.cdx.json"
+        assert exported.read_text() == inside, f"{exported} is not the SBOM inside {tag}"
+        assert labels["dev.assay.sbom.sha256"] == hashlib.sha256(exported.read_bytes()).hexdigest()
+        sbom = json.loads(inside)
+        assert sbom["bomFormat"] == "CycloneDX" and sbom["metadata"]["component"]["name"] == "assay"
+        listed = {canonicalize_name(c["name"]): c["version"] for c in sbom["components"]}
+        pinned = {name: version for name, (version, _) in lock(f"{target}.lock.txt").items()}
+        assert {n: listed.get(n) for n in pinned} == pinned, f"{tag}'s venv differs from {target}.lock.txt"
+        assert set(listed) - set(pinned) <= {"pip"}, set(listed) - set(pinned)  # the runner keeps the venv's pip
 
 
 def test_image_sizes(built: dict[str, str]) -> None:

@@ -8,7 +8,7 @@ containerd directly (measured facts: /work/shared/REAL_NODE.md):
   bundle because outbound HTTPS goes through an inspecting proxy. Never committed.
 - `ensure_pause_image()`: the CRI sandbox image, compiled from the Kubernetes module's
   `build/pause/linux/pause.c` into a scratch image `localhost/pause:3.10`.
-- `build_images(base)`: `deploy/images/build.sh` with that base; returns target → tag.
+- `build_images(base)`: `deploy/images/build.sh` with that base, by digest; returns target → tag.
 - `import_into_containerd(tags, address=...)`: `podman save | ctr images import -`,
   skipping images containerd already has with the same image ID.
 
@@ -110,6 +110,16 @@ def _podman_image_id(tag: str) -> str | None:
     """podman's image ID (the config digest, hex) of `tag`, or None when it has no such image."""
     result = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", tag], capture_output=True, text=True)
     return result.stdout.strip() or None if result.returncode == 0 else None
+
+
+def _pinned(image: str) -> str:
+    """`image` by digest (`name@sha256:...`): build.sh refuses a base given by a tag alone."""
+    if "@sha256:" in image:
+        return image
+    digest = _run(["podman", "image", "inspect", "--format", "{{.Digest}}", image],
+                  f"podman image inspect of {image}").stdout  # fmt: skip
+    name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
+    return f"{name}@{digest.strip()}"
 
 
 def _podman_label(tag: str, label: str) -> str | None:
@@ -278,7 +288,7 @@ def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEF
     CACHE.mkdir(parents=True, exist_ok=True)
     log = CACHE / "logs" / f"build-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     log.parent.mkdir(exist_ok=True)
-    command = [str(BUILD_SCRIPT), "--builder", "podman", "--repo", repo, "--build-arg", f"BASE={base}"]
+    command = [str(BUILD_SCRIPT), "--builder", "podman", "--repo", repo, "--build-arg", f"BASE={_pinned(base)}"]
     command += [f"--build-arg={arg}" for arg in build_args] + (["--tag", tag] if tag else [])
     for target in targets:
         command += ["--target", target]
