@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from assay import run_rules
+from assay.batch_size import BatchSize, parse_max
 from assay.errors import UsageError
 
 if TYPE_CHECKING:
@@ -213,7 +214,9 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
     yaml_path = getattr(args, "config", None)
     if yaml_path:
         config.update(load_yaml_config(yaml_path))
-    cli = {k: v for k, v in vars(args).items() if (v or v == 0) and k not in ("command", "func")}
+    # `--batch_size ""` is kept (its default is SUPPRESS, so it is here only when given), so that
+    # it is refused as spec.batchSize: "" is, not replaced by the default 1.
+    cli = {k: v for k, v in vars(args).items() if (v or v == 0 or k == "batch_size") and k not in ("command", "func")}
     config.update(cli)
     unknown = sorted(set(config) - set(RUN_DEFAULTS))
     if unknown:
@@ -260,6 +263,10 @@ def _check_counts(config: dict[str, Any]) -> None:
                          "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document.")  # fmt: skip
     if shots is not None and (not _is_number(shots) or int(shots) != shots or shots < 0):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
+    # The same parser as spec.batchSize and every backend's model_args batch_size, so a value
+    # the CRD refuses (`08`, `auto:01`) is refused here too; a --config YAML value included.
+    BatchSize.parse(config["batch_size"], source="--batch_size", error=UsageError)
+    parse_max(config["max_batch_size"], source="--max_batch_size", error=UsageError)
 
 
 def _is_number(value: Any) -> bool:

@@ -130,7 +130,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         limit=limit,
         samples=samples,
         batch_size=_batch_size(r),
-        max_batch_size=r.integer("maxBatchSize", None, minimum=1),
+        max_batch_size=batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"),
         gen_kwargs=_optional_dict(r.mapping("genKwargs")),
         seed=_seed(r),
         apply_chat_template=apply_chat_template,
@@ -210,9 +210,10 @@ def _batch_size(r: _Reader) -> BatchSize:
     value = r.get("batchSize")
     if value is None:
         return 1
+    # The shared parser accepts exactly the CRD's forms (its CEL rule), so --local agrees with the API server.
     parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
     # kept as written (a digit string as its int), so that to_dict() round-trips
-    return parsed.fixed if parsed.fixed is not None else str(value).strip()
+    return parsed.fixed if parsed.fixed is not None else str(value)
 
 
 def _seed(r: _Reader) -> Seed:

@@ -105,11 +105,9 @@ def _route(kind: str) -> str:
 
 
 def _batch_size(value: Any) -> int:
-    if isinstance(value, BatchSize):
-        return value.fixed if value.fixed is not None else 1
-    if isinstance(value, str) and value.startswith("auto"):
-        return 1  # lm-eval: no automatic batch size for API models
-    return _int("batch_size", value)
+    """The shared parser (the CRD's forms); auto is 1, as lm-eval has no automatic size for APIs."""
+    parsed = BatchSize.parse(value, source="model_args batch_size")
+    return parsed.fixed if parsed.fixed is not None else 1
 
 
 def _int(name: str, value: Any) -> int:

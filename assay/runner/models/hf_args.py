@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
-from assay.batch_size import BatchSize
+from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError, suggest
 
 #: extra model_args handed to `from_pretrained` as lm-eval does with its **kwargs.
@@ -81,6 +81,8 @@ class HFArgs:
             args["batch_size"] = BatchSize.parse(args["batch_size"], source="model_args batch_size")
         else:
             args.pop("batch_size", None)
+        if "max_batch_size" in args:
+            args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
         think_end = args.get("think_end_token")
         if isinstance(think_end, str) and think_end.isdigit():
             args["think_end_token"] = int(think_end)

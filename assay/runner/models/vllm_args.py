@@ -11,7 +11,7 @@ import copy
 import dataclasses
 from typing import Any, Mapping
 
-from assay.batch_size import BatchSize
+from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
@@ -69,6 +69,8 @@ class VLLMArgs:
 
             raise UserError(f"Unknown model_arg {unknown[0]!r} for the vllm model.{suggest(unknown[0], sorted(known | ENGINE_PASSTHROUGH))}")
         args["batch_size"] = _batch_size(args.get("batch_size"))
+        if "max_batch_size" in args:
+            args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
         for name in ("tensor_parallel_size", "data_parallel_size", "max_gen_toks", "seed", "max_lora_rank"):
             if name in args:
                 args[name] = int(args[name])
@@ -98,16 +100,10 @@ class VLLMArgs:
 
 
 def _batch_size(value: Any) -> int | None:
+    """The shared parser (the CRD's forms); auto is None: vLLM schedules the requests itself."""
     if value is None:
         return None
-    if isinstance(value, BatchSize):
-        return value.fixed
-    if isinstance(value, str) and value.startswith("auto"):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise UserError(f"model_args batch_size={value!r} is not an integer or auto.") from None
+    return BatchSize.parse(value, source="model_args batch_size").fixed
 
 
 def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
