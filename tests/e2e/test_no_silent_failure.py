@@ -11,14 +11,18 @@ fails within seconds, before the model loads.
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.e2e.conftest import Cluster, evaluation_manifest
+from tests.e2e.conftest import Cluster, _claim, _local_volume, evaluation_manifest
 from tests.e2e.helpers import LONG_RUN, dummy_spec, hf_spec
 
 pytestmark = pytest.mark.e2e
+RUNNER_UID = 1000
 
 
 def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -110,3 +114,33 @@ def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_p
     assert status["progress"]["requestsDone"] == 4 and status["runnerMessage"] == "Evaluated 1 tasks."
     assert status["outputFiles"] == {"written": False, "message": "The results files could not be written under "
                                      "/output/x (No space left on device)."}  # fmt: skip
+
+
+def test_a_full_output_volume_keeps_the_scores_and_says_what_was_not_written(cluster: Cluster, tmp_path: Path) -> None:
+    # A 96 KiB tmpfs as the output PV: room for the response cache (~57 KB for 50 documents
+    # of the dummy model) and the results JSON (~3 KB), not for the samples (~90 KB).
+    mount = tmp_path / "small-output"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=96k,uid={RUNNER_UID},gid={RUNNER_UID},mode=0775", "tmpfs",
+                    str(mount)], check=True)  # fmt: skip
+    volume = f"{cluster.namespace}-small"
+    try:
+        cluster.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(
+            _local_volume(volume, mount, namespace=cluster.namespace, claim="small")))  # fmt: skip
+        cluster.apply(_claim("small", volume))
+        cluster.wait_for("the claim to bind", lambda: cluster.get("pvc", "small")["status"].get("phase") == "Bound",
+                         timeout=60)  # fmt: skip
+        spec = dummy_spec(limit=50, logSamples=True, output={"pvc": "small"})
+        cluster.apply(evaluation_manifest("full", **spec))
+        status = cluster.wait("full", "Succeeded", timeout=180)["status"]
+        assert status["results"]["arc_easy"], status  # the scores are in
+        written = _conditions(status)["OutputWritten"]
+        assert written["status"] == "False" and written["reason"] == "OutputNotWritten", written
+        assert "No space left on device" in written["message"], written
+        assert status["outputFiles"]["written"] is False, status
+    finally:
+        cluster.kubectl("delete", "evaluation", "full", "--wait=true", check=False)
+        cluster.wait_for("the runner pods to go", lambda: not cluster.items("pods", "assay.dev/evaluation=full"),
+                         timeout=120)  # fmt: skip
+        cluster.plane.kubectl("delete", "pv", volume, "--wait=false", check=False)
+        subprocess.run(["umount", "-l", str(mount)], check=False)
