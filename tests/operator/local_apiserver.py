@@ -16,7 +16,9 @@ import itertools
 import json
 import threading
 import urllib.parse
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
+
+import pytest
 
 from assay.operator import api_session, kube
 
@@ -170,3 +172,12 @@ class LocalApiServer:
         meta.setdefault("uid", f"uid-{next(self._names)}")
         self.objects[path] = body
         return 201, body
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
+    """A LocalApiServer that the operator's `kube` calls go to for one test."""
+    server = LocalApiServer()
+    monkeypatch.setattr(kube, "session", lambda: server.session)
+    yield server
+    server.close()

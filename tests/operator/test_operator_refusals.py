@@ -12,7 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -20,20 +20,13 @@ from assay import spec as spec_module
 from assay.operator import conditions, converge, decisions, kube, refusals
 from assay.operator.policy import AdminPolicy
 from tests.operator.local_apiserver import LocalApiServer
+from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
 RECORDED = json.loads((Path(__file__).parent / "recorded" / "api_refusals.json").read_text())
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOBS = "/apis/batch/v1/namespaces/evals/jobs"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
-    server = LocalApiServer()
-    monkeypatch.setattr(kube, "session", lambda: server.session)
-    yield server
-    server.close()
 
 
 def _refuse_jobs(api: LocalApiServer, name: str | None) -> None:

@@ -12,7 +12,7 @@ import datetime
 import logging
 import threading
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pytest
 
@@ -20,20 +20,13 @@ from assay import spec as spec_module
 from assay.operator import conditions, converge, kube, periodic
 from assay.operator.policy import AdminPolicy
 from tests.operator.local_apiserver import LocalApiServer, status
+from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOB = "/apis/batch/v1/namespaces/evals/jobs/tiny-g1"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 PERIODIC = "assay.operator.periodic"
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
-    server = LocalApiServer()
-    monkeypatch.setattr(kube, "session", lambda: server.session)
-    yield server
-    server.close()
 
 
 def _accepted_run(api: LocalApiServer) -> dict[str, Any]:
