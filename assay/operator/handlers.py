@@ -37,8 +37,8 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, observe, policy,
-                            reconcile, secret_consent, validation)
+from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, large_specs, observe,
+                            policy, reconcile, secret_consent, validation)
 from assay.operator.watched import Watched
 
 logger = logging.getLogger(__name__)
@@ -181,6 +181,10 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
     now = _now()
     admin = _policy(memo)
     meta = evaluation["metadata"]
+    whole = large_specs.whole(evaluation, read=lambda: kube.get_evaluation(namespace=meta["namespace"], name=meta["name"]))
+    if whole is None:
+        return  # deleted meanwhile
+    evaluation = whole
     log = _object_logger(meta)
     try:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})

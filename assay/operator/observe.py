@@ -16,7 +16,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from assay.operator import builders, conditions, diagnosis, kube, outcome, peer_failures, placement_policy
+from assay.operator import builders, conditions, diagnosis, kube, large_specs, outcome, peer_failures, placement_policy
 from assay.operator.metrics import EvaluationMetrics
 from assay.operator.periodic import PeriodicSweep
 from assay.operator.watched import Watched, WatchedObjects
@@ -84,7 +84,10 @@ def seen(memo: Any, kind: str, body: Mapping[str, Any], *, deleted: bool = False
     watched = watched_of(memo)
     if watched is not None:
         objects = getattr(watched, kind)
-        objects.forget(body) if deleted else objects.observe(plain(body))
+        if deleted:
+            objects.forget(body)
+        else:  # an Evaluation's large spec fields are not kept (`large_specs`)
+            objects.observe(large_specs.kept(plain(body)) if kind == "evaluations" else plain(body))
 
 
 def latest(memo: Any, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
