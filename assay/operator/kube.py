@@ -261,13 +261,23 @@ def event_body(obj: Mapping[str, Any], *, type: str, reason: str, message: str) 
     }
 
 
-def send_event(event: Mapping[str, Any]) -> None:
-    """POST an Event body; a failure is logged, not raised.
+def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
+    """POST an Event body; with `update`, merge-patch the `count`, `lastTimestamp` and
+    `message` of the Event of its name instead (`event_correlation`), POSTing it whole if
+    that one is gone (expired, or its create failed). A failure is logged, not raised.
 
     Not through kopf's poster: it sends each Event with its own aiohttp client from the
     event loop, which under a burst of Evaluations was a seventh of the operator's CPU."""
     namespace, obj = event["metadata"]["namespace"], event["involvedObject"]
     try:
+        if update:
+            try:
+                _merge_patch("v1", "Event", namespace=namespace, name=event["metadata"]["name"],
+                             body={k: event[k] for k in ("count", "lastTimestamp", "message")})  # fmt: skip
+                return
+            except ApiError as error:
+                if error.status != 404:
+                    raise
         request("POST", path("v1", "Event", namespace=namespace), body=event)
     except Exception as error:  # noqa: BLE001 - an Event is a courtesy; status already says it
         logger.warning("Could not post Event %s on %s/%s: %s", event["reason"], namespace, obj["name"], error)

@@ -2,16 +2,20 @@
 
 kopf's own peering pauses an operator only for a peer of *higher* priority, and replicas of
 one Deployment share a priority, so it cannot elect one of them. This is the Lease protocol
-client-go's leaderelection uses, reduced to what the operator needs:
+client-go's leaderelection uses, with its margins (15 s lease, 10 s renew deadline, 2 s
+retry period), reduced to what the operator needs:
 
-- a replica holds the Lease while it renews it (`renewTime`) within `leaseDurationSeconds`;
+- a replica holds the Lease while it renews it (`renewTime`) every retry period;
 - a standby takes the Lease over only after it has seen the record unchanged for a whole
   lease duration, timed by its *own* monotonic clock (so clock skew between nodes does not
   matter), with an update conditional on the resourceVersion it read (two standbys cannot
   both win);
-- a leader that cannot renew for a lease duration, or finds another holder, has lost: the
-  caller ends the process (crash-only: the pod restarts as a standby) rather than risk two
-  replicas reconciling;
+- a leader that finds another holder, or has not renewed within the renew deadline, has
+  lost: the caller ends the process (crash-only: the pod restarts as a standby) rather than
+  risk two replicas reconciling. The deadline is a third shorter than the lease, so the
+  leader has stopped before any standby's lease duration can run out;
+- every Lease request has a timeout, and the deadline is watched by its own thread: a call
+  to a hung API server cannot keep a leader leading;
 - a leader that stops cleanly releases the Lease, so a rolling update hands over at once.
 """
 
@@ -22,6 +26,7 @@ import datetime
 import http.server
 import logging
 import os
+import random
 import socket
 import sys
 import threading
@@ -37,29 +42,77 @@ log = logging.getLogger(__name__)
 _SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 
+LEASE_SECONDS = 15
+"""How long a standby waits, on its own clock, after the Lease record last changed before it takes over."""
+RENEW_DEADLINE_SECONDS = 10.0
+"""How long a leader goes without a successful renewal before it stops leading."""
+RETRY_SECONDS = 2.0
+"""The leader renews this often; a standby tries this often, plus up to JITTER_FACTOR times more."""
+JITTER_FACTOR = 1.2
+"""client-go's: standbys that started together do not keep trying in step."""
+_SHORTEST_TIMEOUT = 0.05
+"""Seconds: a request about to outlast the renew deadline still gets this long."""
+
+
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
+
+
+def check_margins(*, lease_seconds: int, renew_deadline_seconds: float, retry_seconds: float) -> None:
+    """client-go's rules: the leader gives up before a standby may take over, and retries at
+    least once (jitter included) within its deadline."""
+    if lease_seconds < 1 or retry_seconds <= 0:
+        raise ValueError(f"lease_seconds ({lease_seconds}) must be at least 1 and retry_seconds ({retry_seconds}) above 0.")
+    if not renew_deadline_seconds < lease_seconds:
+        raise ValueError(f"renew_deadline_seconds ({renew_deadline_seconds}) must be shorter than lease_seconds "
+                         f"({lease_seconds}).")  # fmt: skip
+    if not JITTER_FACTOR * retry_seconds < renew_deadline_seconds:
+        raise ValueError(f"renew_deadline_seconds ({renew_deadline_seconds}) must be longer than {JITTER_FACTOR} "
+                         f"times retry_seconds ({retry_seconds}).")  # fmt: skip
+
+
+def lease_api(configuration: Any = None) -> Any:
+    """A CoordinationV1Api (on the default credentials, or `configuration`) with urllib3's
+    retries off: by default it sends a GET or PUT that timed out three more times, which
+    would stretch one Lease call to four timeouts. The renew loop retries on its own clock."""
+    configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
+    configuration.retries = False
+    return client.CoordinationV1Api(client.ApiClient(configuration))
 
 
 class LeaseLock:
     """One replica's view of the Lease `namespace/name`, as `identity`."""
 
-    def __init__(self, namespace: str, name: str, identity: str, *, lease_seconds: int = 15,
-                 renew_seconds: float = 5.0, retry_seconds: float = 2.0, api: Any = None) -> None:  # fmt: skip
-        if not renew_seconds < lease_seconds:
-            raise ValueError(f"renew_seconds ({renew_seconds}) must be shorter than lease_seconds ({lease_seconds}).")
+    def __init__(self, namespace: str, name: str, identity: str, *, lease_seconds: int = LEASE_SECONDS,
+                 renew_deadline_seconds: float = RENEW_DEADLINE_SECONDS, retry_seconds: float = RETRY_SECONDS,
+                 api: Any = None) -> None:  # fmt: skip
+        check_margins(lease_seconds=lease_seconds, renew_deadline_seconds=renew_deadline_seconds,
+                      retry_seconds=retry_seconds)  # fmt: skip
         self.namespace, self.name, self.identity = namespace, name, identity
-        self.lease_seconds, self.renew_seconds, self.retry_seconds = lease_seconds, renew_seconds, retry_seconds
-        self.api = api if api is not None else client.CoordinationV1Api()
+        self.lease_seconds, self.renew_deadline_seconds = lease_seconds, renew_deadline_seconds
+        self.retry_seconds = retry_seconds
+        self.request_timeout = renew_deadline_seconds / 2
+        """Seconds one Lease request may take: a hung call fails in time for another try within the deadline."""
+        self.api = api if api is not None else lease_api()
         self._seen: tuple[str, float] | None = None  # (resourceVersion, monotonic time first seen)
-        self._renewed_at: float | None = None  # monotonic time of this replica's last successful write
+        self._renewed_at: float | None = None
+        """Monotonic time this replica's last successful write was *sent*: the API server stored it
+        later, so the renew deadline counted from here ends before a standby's lease duration can."""
+
+    def _timeout(self) -> float:
+        """The next request's timeout: `request_timeout`, and while the renew deadline is ahead,
+        no later than the deadline (a late answer would not keep the lead anyway)."""
+        if self._renewed_at is None:
+            return self.request_timeout
+        left = self._renewed_at + self.renew_deadline_seconds - time.monotonic()
+        return max(min(self.request_timeout, left), _SHORTEST_TIMEOUT) if left > 0 else self.request_timeout
 
     # -- one attempt ------------------------------------------------------------------------
 
     def try_acquire(self) -> bool:
         """Take or renew the Lease once; True while this replica holds it."""
         try:
-            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace)
+            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout())
         except ApiException as error:
             if error.status != 404:
                 raise
@@ -78,14 +131,16 @@ class LeaseLock:
         spec.lease_transitions = transitions
         if holder != self.identity:
             spec.acquire_time = spec.renew_time
+        sent = time.monotonic()
         try:
-            updated: Any = self.api.replace_namespaced_lease(self.name, self.namespace, lease)  # conditional on resourceVersion
+            updated: Any = self.api.replace_namespaced_lease(self.name, self.namespace, lease,  # conditional on resourceVersion
+                                                             _request_timeout=self._timeout())  # fmt: skip
         except ApiException as error:
             if error.status == 409:  # another replica wrote first
                 return False
             raise
         self._seen = (str(updated.metadata.resource_version), time.monotonic())
-        self._renewed_at = time.monotonic()
+        self._renewed_at = sent
         if holder != self.identity:
             log.info("Became the leader (Lease %s/%s, previous holder %r).", self.namespace, self.name, holder or None)
         return True
@@ -102,14 +157,15 @@ class LeaseLock:
             spec=client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=self.lease_seconds,
                                     acquire_time=now, renew_time=now, lease_transitions=0),  # fmt: skip
         )
+        sent = time.monotonic()
         try:
-            created: Any = self.api.create_namespaced_lease(self.namespace, body)
+            created: Any = self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self._timeout())
         except ApiException as error:
             if error.status == 409:
                 return False
             raise
         self._seen = (str(created.metadata.resource_version), time.monotonic())
-        self._renewed_at = time.monotonic()
+        self._renewed_at = sent
         log.info("Became the leader (created Lease %s/%s).", self.namespace, self.name)
         return True
 
@@ -127,28 +183,52 @@ class LeaseLock:
             if not waiting_logged:
                 log.info("Standing by: another replica holds Lease %s/%s.", self.namespace, self.name)
                 waiting_logged = True
+            pause = self.retry_seconds * (1 + random.random() * JITTER_FACTOR)
             if stop is not None:
-                stop.wait(self.retry_seconds)
+                stop.wait(pause)
             else:
-                time.sleep(self.retry_seconds)
+                time.sleep(pause)
         return False
 
     def keep(self, on_lost: Callable[[str], None], stop: threading.Event) -> threading.Thread:
-        """Renew every `renew_seconds` in a daemon thread; call `on_lost(why)` once the lead is gone."""
+        """Renew every `retry_seconds` in a daemon thread; call `on_lost(why)` once, when another
+        replica holds the Lease or no renewal has succeeded within the renew deadline.
+
+        The deadline is watched by a second thread, so a renewal stuck in a call (past its
+        timeout, in DNS, in a stalled thread) cannot keep this replica leading. Call it after
+        this replica acquired the Lease; the returned thread is the renewing one."""
+        if self._renewed_at is None:
+            raise RuntimeError(f"keep() is for the holder of Lease {self.namespace}/{self.name}: acquire it first.")
+        lost = threading.Event()
+        once = threading.Lock()
+
+        def lose(why: str) -> None:
+            with once:
+                if lost.is_set() or stop.is_set():
+                    return
+                lost.set()
+            on_lost(why)
 
         def renew() -> None:
-            while not stop.wait(self.renew_seconds):
+            while not stop.wait(self.retry_seconds) and not lost.is_set():
                 try:
-                    if self.try_acquire():
-                        continue
-                    on_lost(f"another replica holds Lease {self.namespace}/{self.name}")
-                    return
-                except Exception as error:  # noqa: BLE001 - retried until the lease would run out
+                    if not self.try_acquire():
+                        lose(f"another replica holds Lease {self.namespace}/{self.name}")
+                        return
+                except Exception as error:  # noqa: BLE001 - retried until the renew deadline
                     log.warning("Could not renew Lease %s/%s: %s", self.namespace, self.name, error)
-                if self._renewed_at is not None and time.monotonic() - self._renewed_at >= self.lease_seconds:
-                    on_lost(f"Lease {self.namespace}/{self.name} not renewed for {self.lease_seconds} s")
+
+        def fence() -> None:
+            while not lost.is_set():
+                assert self._renewed_at is not None
+                left = self._renewed_at + self.renew_deadline_seconds - time.monotonic()
+                if left <= 0:
+                    lose(f"Lease {self.namespace}/{self.name} not renewed within {self.renew_deadline_seconds:g} s")
+                    return
+                if stop.wait(left):
                     return
 
+        threading.Thread(target=fence, name="assay-lease-deadline", daemon=True).start()
         thread = threading.Thread(target=renew, name="assay-lease", daemon=True)
         thread.start()
         return thread
@@ -156,13 +236,13 @@ class LeaseLock:
     def release(self) -> None:
         """Give the Lease up if this replica holds it, so a standby takes over without waiting."""
         try:
-            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace)
+            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
             if lease.spec.holder_identity != self.identity:
                 return
             lease.spec.holder_identity = None
             lease.spec.lease_duration_seconds = 1
             lease.spec.renew_time = _now()
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease)
+            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.request_timeout)
             log.info("Released Lease %s/%s.", self.namespace, self.name)
         except Exception as error:  # noqa: BLE001 - best effort: the lease expires anyway
             log.warning("Could not release Lease %s/%s: %s", self.namespace, self.name, error)

@@ -102,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
     parser.add_argument("--leader-election", metavar="LEASE", default=None,
                         help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
-                             "namespace (POD_NAMESPACE); standbys wait and take over within ~15 s of the leader's loss.")  # fmt: skip
+                             "namespace (POD_NAMESPACE); standbys wait and take over 15-20 s after the leader's loss.")  # fmt: skip
     parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
                         help="Default image of runner Jobs whose spec sets none (spec.model vllm: "
                              "$ASSAY_RUNNER_VLLM_IMAGE, else the assay-runner-vllm image).")  # fmt: skip

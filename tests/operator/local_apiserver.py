@@ -3,10 +3,13 @@
 It keeps objects by their REST path and answers the requests the operator makes: create
 (POST; 409 AlreadyExists when the name is taken), get, list (equality label and field
 selectors), merge patch (the status subresource included), server-side apply (PATCH with
-apply-patch+yaml: create or replace) and delete. It can be told to refuse a create with a
-recorded Status, or to answer every request with an error for a while, as a kube-apiserver
-does whose etcd is gone. It is a stand-in for the API server's REST surface, not for its
-validation: the e2e suite runs the same client against kube-apiserver.
+apply-patch+yaml: create or replace), update (PUT, conditional on the resourceVersion sent:
+409 Conflict when it is stale; creates, updates and merge patches stamp a new one) and
+delete. It can be told to refuse a create with a recorded Status, to answer every request
+with an error for a while, as a kube-apiserver does whose etcd is gone, or to hold chosen
+requests unanswered, as a hung API server or a dropped network does. It is a stand-in for
+the API server's REST surface, not for its validation: the e2e suite runs the same client
+against kube-apiserver.
 """
 
 from __future__ import annotations
@@ -87,9 +90,16 @@ class LocalApiServer:
         """Answer every request with this while set."""
         self.failed_answers = 0
         self.refuse: Callable[[str, dict[str, Any]], Status | None] = lambda path, body: None
-        """(collection path, body) of a create → the Status to refuse it with, or None to create it."""
+        """(collection path, body) of a create or a server-side apply → the Status to refuse it with, or None to
+        make it."""
+        self.hang: Callable[[str, str], bool] = lambda method, path: False
+        """(method, path) → True to hold the request unanswered, for as long as this says so (or the server closes)."""
+        self.held = 0
+        """Requests that were held."""
+        self._closing = threading.Event()
         self._lock = threading.Lock()
         self._names = itertools.count(1)
+        self._versions = itertools.count(1)
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -98,6 +108,9 @@ class LocalApiServer:
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length)) if length else None
+                if not server.hold(self.command, self.path):
+                    self.close_connection = True  # closing: the client sees the connection drop
+                    return
                 code, answer = server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
                 data = json.dumps(answer).encode()
                 self.send_response(code)
@@ -106,7 +119,7 @@ class LocalApiServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = do_PATCH = do_DELETE = _answer
+            do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _answer
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -117,6 +130,7 @@ class LocalApiServer:
         self.session = api_session.Session(Configuration(f"http://127.0.0.1:{self.httpd.server_address[1]}"))
 
     def close(self) -> None:
+        self._closing.set()
         self.httpd.shutdown()
         self.httpd.server_close()
 
@@ -128,6 +142,22 @@ class LocalApiServer:
     def get(self, path: str) -> dict[str, Any] | None:
         with self._lock:
             return self.objects.get(path)
+
+    def hold(self, method: str, url: str) -> bool:
+        """Wait while `hang` holds this request; False when the server closes meanwhile."""
+        path = urllib.parse.urlsplit(url).path
+        if not self.hang(method, path):
+            return True
+        with self._lock:
+            self.held += 1
+        while self.hang(method, path):
+            if self._closing.wait(0.02):
+                return False
+        return True
+
+    def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
+        obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
+        return obj
 
     def handle(self, method: str, url: str, body: Any, content_type: str) -> Status:
         parsed = urllib.parse.urlsplit(url)
@@ -148,13 +178,23 @@ class LocalApiServer:
                          and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))]  # fmt: skip
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
             if method == "PATCH" and "apply-patch" in content_type:
+                refused = self.refuse(target.rsplit("/", 1)[0], body)
+                if refused is not None:
+                    return refused
                 self.objects[target] = body
                 return 200, body
             if target not in self.objects:
                 return status(404, "NotFound", f"{path.rsplit('/', 1)[-1]!r} not found")
             if method == "PATCH":
-                self.objects[target] = _merge(self.objects[target], body)
+                self.objects[target] = self._stamp(_merge(self.objects[target], body))
                 return 200, self.objects[target]
+            if method == "PUT":
+                sent = (body.get("metadata") or {}).get("resourceVersion")
+                if sent and sent != self.objects[target]["metadata"].get("resourceVersion"):
+                    return status(409, "Conflict", "the object has been modified; please apply your changes to the "
+                                                   "latest version and try again")  # fmt: skip
+                self.objects[target] = self._stamp(body)
+                return 200, body
             if method == "DELETE":
                 return 200, self.objects.pop(target)
             return status(405, "MethodNotAllowed", method)
@@ -170,7 +210,7 @@ class LocalApiServer:
         if refused is not None:
             return refused
         meta.setdefault("uid", f"uid-{next(self._names)}")
-        self.objects[path] = body
+        self.objects[path] = self._stamp(body)
         return 201, body
 
 

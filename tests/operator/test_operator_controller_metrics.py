@@ -81,18 +81,18 @@ class MemoryLeases:
     def __init__(self) -> None:
         self.lease: Any = None
 
-    def read_namespaced_lease(self, name: str, namespace: str) -> Any:
+    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> Any:
         if self.lease is None:
             raise ApiException(status=404)
         return client.V1Lease(metadata=client.V1ObjectMeta(**self.lease.metadata.to_dict()),
                               spec=client.V1LeaseSpec(**self.lease.spec.to_dict()))  # fmt: skip
 
-    def create_namespaced_lease(self, namespace: str, body: Any) -> Any:
+    def create_namespaced_lease(self, namespace: str, body: Any, **_: Any) -> Any:
         body.metadata.resource_version = "1"
         self.lease = body
         return body
 
-    def replace_namespaced_lease(self, name: str, namespace: str, body: Any) -> Any:
+    def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **_: Any) -> Any:
         if body.metadata.resource_version != self.lease.metadata.resource_version:
             raise ApiException(status=409)
         body.metadata.resource_version = str(int(body.metadata.resource_version) + 1)
@@ -103,7 +103,7 @@ class MemoryLeases:
 def test_the_leader_gauge_is_1_while_this_replica_leads() -> None:
     metrics = EvaluationMetrics()
     metrics.controller.set_leader(False)  # main: a replica that elects starts as a standby
-    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(), renew_seconds=60.0, lease_seconds=120)
+    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(), renew_deadline_seconds=60.0, lease_seconds=120)
     seen = [_value(metrics, "assay_leader")]
     with leading(lock, health_port=0, on_change=metrics.controller.set_leader):
         seen.append(_value(metrics, "assay_leader"))
