@@ -13,6 +13,13 @@ in the runner cannot rewrite its own spec (image, hfTokenSecret) for the operato
 These three are applied (server-side, forced: `APPLIED_KINDS`) whenever a run is decided,
 so that a Role made wider before (an older operator, or by hand under its name) is tightened.
 
+The spec reaches the runner as a file: each run has a ConfigMap named after its Job
+(`<job>-spec`) that holds the spec as JSON, mounted read-only, never the spec in an environment variable
+(Linux refuses one over 128 KiB, so a long `samples` list kept the container from
+starting, and the pod template, copied into every pod, carried the spec through etcd and
+every watch of Jobs and pods). It is applied too, before the Job: a Job made again after
+it was lost, or a ConfigMap deleted by hand, finds it; a superseded run's goes with its Job.
+
 Names. An Evaluation's name is a DNS-1123 subdomain of up to 253 characters (dots and
 leading digits allowed); its children need less: the Job doubles as the headless Service's
 name (a DNS-1035 label: no dots, a letter first, at most 63) and gives Indexed pods the
@@ -187,8 +194,9 @@ def service_account(ref: EvaluationRef) -> Manifest:
     return account
 
 
-APPLIED_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding"})
-"""Children that follow the operator's current rules (`kube.apply`); the others are created once."""
+APPLIED_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding", "ConfigMap"})
+"""Children applied (`kube.apply`) at every decision, to what this operator makes them: the runner's access, and
+the run's spec ConfigMap; the others are created once."""
 
 
 def role(ref: EvaluationRef) -> Manifest:
@@ -234,6 +242,21 @@ def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
     }
 
 
+def spec_config_map_name(job: str) -> str:
+    """`<job>-spec`: found from its Job's name alone, and telling what it is in `kubectl get configmaps`."""
+    return f"{job}-spec"
+
+
+def spec_config_map(ref: EvaluationRef, spec: Evaluation, *, job: str) -> Manifest:
+    """The run's spec as the runner reads it (ASSAY_EVALUATION_FILE)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": _metadata(ref, spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
+        "data": {containers.SPEC_KEY: spec.to_json()},
+    }
+
+
 def uses_torchrun(spec: Evaluation) -> bool:
     if spec.endpoint is not None:
         return False  # one pod, no GPUs (spec parsing allows nodes: 1 only)
@@ -267,7 +290,7 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
 
 def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     env: list[Manifest] = [
-        {"name": spec_module.ENV_SPEC, "value": spec.to_json()},
+        {"name": spec_module.ENV_SPEC_FILE, "value": containers.SPEC_FILE},
         {"name": spec_module.ENV_NAME, "value": ref.name},
         {"name": spec_module.ENV_NAMESPACE, "value": ref.namespace},
         {"name": spec_module.ENV_GENERATION, "value": str(ref.generation)},
@@ -340,7 +363,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
                                  resources=containers.resources(spec, gpus=True), spec=spec),
         ],  # fmt: skip
-        "volumes": containers.volumes(spec),
+        "volumes": containers.volumes(spec, spec_config_map=spec_config_map_name(name)),
     }
     if uses_torchrun(spec):
         # A spec that cannot run fails here with 78, before the ranks wait for each other.
@@ -388,10 +411,10 @@ def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:
 
 def children(ref: EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
              default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:  # fmt: skip
-    """Every child, in the order to create them (the Job last, once its identity exists);
+    """Every child, in the order to create them (the Job last, once its identity and its spec exist);
     those of `APPLIED_KINDS` are applied rather than created."""
     name = job_name_override or job_name(ref)
-    out = [service_account(ref), role(ref), role_binding(ref)]
+    out = [service_account(ref), role(ref), role_binding(ref), spec_config_map(ref, spec, job=name)]
     if spec.resources.nodes > 1:
         out.append(headless_service(ref, job=name))
     out.append(job(ref, spec, name=name, default_image=default_image, placement=placement))

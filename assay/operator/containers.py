@@ -19,6 +19,11 @@ GPU_RESOURCE_ENV = "ASSAY_GPU_RESOURCE"
 """The extended resource a GPU is requested as (the chart's runner.gpuResourceName)."""
 DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 OUTPUT_MOUNT = "/output"
+SPEC_VOLUME = "spec"
+SPEC_MOUNT = "/etc/assay/spec"
+SPEC_KEY = "evaluation.json"
+SPEC_FILE = f"{SPEC_MOUNT}/{SPEC_KEY}"
+"""Where the runner reads its spec (ASSAY_EVALUATION_FILE): the run's ConfigMap (`builders.spec_config_map`)."""
 
 
 def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
@@ -70,6 +75,7 @@ def container(
             {"name": "output", "mountPath": OUTPUT_MOUNT},
             {"name": "tmp", "mountPath": "/tmp"},
             {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": SPEC_VOLUME, "mountPath": SPEC_MOUNT, "readOnly": True},
         ],
     }
     if spec is not None and spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
@@ -81,7 +87,7 @@ def container(
     return container
 
 
-def volumes(spec: Evaluation) -> list[Manifest]:
+def volumes(spec: Evaluation, *, spec_config_map: str) -> list[Manifest]:
     def claim_or_scratch(name: str, pvc: str | None) -> Manifest:
         if pvc:
             return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
@@ -94,6 +100,7 @@ def volumes(spec: Evaluation) -> list[Manifest]:
         # NCCL, data loaders and vLLM's engine (160 MiB of queues) share memory through
         # /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+        {"name": SPEC_VOLUME, "configMap": {"name": spec_config_map, "items": [{"key": SPEC_KEY, "path": SPEC_KEY}]}},
         *task_sources.volumes(spec),
     ]
     if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:

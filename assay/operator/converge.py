@@ -67,7 +67,8 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
     for manifest in steps.create:
         try:
             if manifest["kind"] in builders.APPLIED_KINDS:
-                kube.apply(manifest)  # the runner's access as this operator grants it, whatever an older one made
+                kube.apply(manifest)  # the runner's access as this operator grants it, whatever an older one made;
+                # and the run's spec, there again for a Job made again
             elif kube.create(manifest) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
@@ -76,6 +77,10 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
             if refused is None:
                 raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
             return dataclasses.replace(steps, refused=refused)
+    # A superseded run's spec before its Job: stopped in between, the next decision (a retry, a
+    # restarted operator's) finds the Job and deletes both; the other way round, nothing would.
+    for config_map in steps.delete_config_maps:
+        kube.delete("ConfigMap", "v1", namespace=namespace, name=config_map)
     for job in steps.delete_jobs:
         kube.delete("Job", "batch/v1", namespace=namespace, name=job)
         emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
@@ -107,9 +112,11 @@ def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], err
     kind, child = manifest["kind"], manifest["metadata"]["name"]
     meta = evaluation["metadata"]
     if isinstance(error, kube.Refused):
-        message = (f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; change the spec "
-                   "field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
-                   "nodeSelector are spec.podTemplate's).")  # fmt: skip
+        fix = ("shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
+               "whole spec, and a ConfigMap at most 1 MiB") if kind == "ConfigMap" else \
+            ("change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
+             "nodeSelector are spec.podTemplate's)")  # fmt: skip
+        message = f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; {fix}."
         reject(evaluation, message, now=now, emit=emit, written=written)
         return message
     said = refusals.transient_note(error.status, error.body)

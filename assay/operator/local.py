@@ -86,9 +86,12 @@ def torchrun_command(spec: spec_module.Evaluation) -> list[str]:
 def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation, output_dir: Path) -> tuple[int, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="assay-status-") as tmp:
         status_file = Path(tmp) / "status.json"
+        # A file, as in a pod: an environment variable over 128 KiB (a long `samples` list) fails the exec.
+        spec_file = Path(tmp) / "evaluation.json"
+        spec_file.write_text(spec.to_json(), encoding="utf-8")
         env = {
             **os.environ,
-            spec_module.ENV_SPEC: spec.to_json(),
+            spec_module.ENV_SPEC_FILE: str(spec_file),
             spec_module.ENV_NAME: str(metadata["name"]),
             spec_module.ENV_NAMESPACE: str(metadata.get("namespace") or "default"),
             spec_module.ENV_OUTPUT_DIR: str(output_dir),

@@ -14,7 +14,8 @@ Rules:
   for an older generation: a change of `suspend` alone pauses or resumes it, not replaces it;
 - a Job with a Kueue queue label is created suspended and never suspended or resumed by
   the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
-- otherwise the current generation gets a new Job and every other Job is deleted.
+- otherwise the current generation gets a new Job and every other Job is deleted, with its
+  headless Service and its spec ConfigMap.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ class Plan:
     """Jobs of superseded runs (deleted with their pods)."""
     delete_services: tuple[str, ...] = ()
     """Headless Services of superseded runs."""
+    delete_config_maps: tuple[str, ...] = ()
+    """Spec ConfigMaps of superseded runs: named after their Jobs, so found without a list (`<job>-spec`)."""
     suspend_job: tuple[str, bool] | None = None
     """(Job, suspend) when the current run's Job must be paused or resumed."""
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -48,7 +51,8 @@ class Plan:
 
     @property
     def is_noop(self) -> bool:
-        return not (self.create or self.delete_jobs or self.delete_services or self.suspend_job or self.status)
+        return not (self.create or self.delete_jobs or self.delete_services or self.delete_config_maps
+                    or self.suspend_job or self.status)
 
     def summary(self) -> str:
         """One line for the operator's log: what this plan does."""
@@ -98,10 +102,12 @@ def plan(
     if new_run:
         status_patch["outputDir"] = builders.output_dir(ref, spec)
     status_patch = {k: v for k, v in status_patch.items() if status.get(k) != v}
+    superseded = tuple(_names(jobs, keep=job_name))
     return Plan(
         create=tuple(manifests),
-        delete_jobs=tuple(_names(jobs, keep=job_name)),
+        delete_jobs=superseded,
         delete_services=tuple(_names(services, keep=job_name)),
+        delete_config_maps=tuple(builders.spec_config_map_name(job) for job in superseded),
         suspend_job=suspend,
         status=status_patch,
         new_run=new_run,

@@ -1,8 +1,8 @@
 """The runner Job's entry point: one Evaluation spec in, results on disk and in status out.
 
 The operator starts `python -m assay.runner` (one process) or `torchrun ... -m
-assay.runner` (several; `assay runner` is the same program) with the spec in its
-environment (the contract is in `assay.spec`). Every rank runs the same program; rank 0
+assay.runner` (several; `assay runner` is the same program) with the spec in a file its
+environment names (the contract is in `assay.spec`). Every rank runs the same program; rank 0
 alone writes the results JSON (and samples JSONL with `logSamples`) under
 ASSAY_OUTPUT_DIR, reports progress and the outcome to the status sink, and prints the
 results table to its log.
@@ -22,8 +22,10 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
   bad model argument; an output directory it cannot write to, found before the model
   loads). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
-  validation (spec, task names, model name) without loading the model or data; with
-  several processes it runs first as an init container, before the ranks meet.
+  validation (spec, output directory, model name and `assay.runner.preflight`: task
+  names, model paths, and in offline mode the hub models and datasets in the caches)
+  without loading the model or data; with several processes it runs first as an init
+  container, before the ranks meet. A run does the same checks before its model loads.
 - 3: loading or running the model or reading the data failed (an error raised inside
   transformers, datasets, huggingface_hub, safetensors, tokenizers, accelerate, or
   Assay's model backends and data loaders; CUDA out of memory).
@@ -91,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         spec = load_spec(args.spec)
         include_path = args.include_path or os.environ.get(ENV_INCLUDE_PATH) or None
         if args.check:
-            check_spec(spec, include_path=include_path)
+            output_dir = args.output_dir or os.environ.get(spec_module.ENV_OUTPUT_DIR) or None
+            check_spec(spec, include_path=include_path, output_dir=output_dir)
             print(f"The Evaluation spec is valid: model {spec.model!r}, tasks {', '.join(spec.tasks)}.")
             return EXIT_OK
         distributed.init_from_env()
@@ -142,10 +145,10 @@ def _failed(error: BaseException, sink: Any, *, rank: int, world: int) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="assay runner",
-        description="Run one Evaluation spec (from ASSAY_EVALUATION or --spec); the runner Job's entry point.",
+        description="Run one Evaluation spec (from --spec or ASSAY_EVALUATION_FILE); the runner Job's entry point.",
     )
     parser.add_argument("--spec", metavar="FILE", help="the spec (or a whole Evaluation manifest) as JSON or YAML; "
-                        "overrides ASSAY_EVALUATION")  # fmt: skip
+                        "overrides ASSAY_EVALUATION_FILE")  # fmt: skip
     parser.add_argument("--output-dir", "--output_dir", dest="output_dir", metavar="DIR",
                         help="where results (and samples) go; default ASSAY_OUTPUT_DIR")  # fmt: skip
     parser.add_argument("--include-path", "--include_path", dest="include_path", metavar="DIR",
@@ -154,7 +157,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="sqlite response cache prefix (per rank PATH_rank{r}.db): a rerun computes only "
                         "what is missing; default ASSAY_USE_CACHE")  # fmt: skip
     parser.add_argument("--check", action="store_true",
-                        help="only validate the spec, task names and model name; exit 0 or 78")  # fmt: skip
+                        help="only check the spec, output directory, task names, model and (offline) data "
+                        "without loading them; exit 0 or 78")  # fmt: skip
     return parser
 
 
@@ -162,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def load_spec(path: str | None = None, env: Mapping[str, str] | None = None) -> spec_module.Evaluation:
-    """The spec from `--spec FILE` if given, else from ASSAY_EVALUATION; UserError if neither parses."""
+    """The spec from `--spec FILE` if given, else from the file ASSAY_EVALUATION_FILE names; UserError if neither parses."""
     env = os.environ if env is None else env
     if path:
         import yaml
@@ -173,13 +177,10 @@ def load_spec(path: str | None = None, env: Mapping[str, str] | None = None) -> 
             raise UserError(f"Cannot read --spec {path} ({error.strerror}); pass an existing JSON or YAML file.") from None
         except yaml.YAMLError as error:
             raise UserError(f"--spec {path} is not valid JSON or YAML ({str(error).splitlines()[0]}); fix the file.") from None
-    elif env.get(spec_module.ENV_SPEC):
-        try:
-            data = json.loads(env[spec_module.ENV_SPEC])
-        except json.JSONDecodeError as error:
-            raise UserError(f"{spec_module.ENV_SPEC} is not valid JSON ({error.msg} at {error.pos}); set it to the spec as JSON.") from None
+    elif env.get(spec_module.ENV_SPEC_FILE):
+        data = _read_spec_file(env[spec_module.ENV_SPEC_FILE])
     else:
-        raise UserError(f"No Evaluation spec: set {spec_module.ENV_SPEC} to the spec as JSON or pass --spec FILE.")
+        raise UserError(f"No Evaluation spec: set {spec_module.ENV_SPEC_FILE} to a JSON file of the spec or pass --spec FILE.")
     if isinstance(data, Mapping) and "apiVersion" in data:
         return spec_module.parse_manifest(data)[1]
     if not isinstance(data, Mapping):
@@ -187,12 +188,39 @@ def load_spec(path: str | None = None, env: Mapping[str, str] | None = None) -> 
     return spec_module.parse_spec(data)
 
 
-def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None) -> None:
-    """What `--check` validates without loading the model or data: task and model names."""
+def _read_spec_file(path: str) -> Any:
+    """The spec file the operator mounts: JSON, read as JSON (a long `samples` list makes it large; YAML's parser is slow)."""
+    named = f"{spec_module.ENV_SPEC_FILE}={path}"
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as error:
+        raise UserError(f"Cannot read the Evaluation spec {named} ({error.strerror}); mount the run's spec "
+                        "ConfigMap there, or pass --spec FILE.") from None  # fmt: skip
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise UserError(f"The Evaluation spec {named} is not valid JSON ({str(error).splitlines()[0]}); "
+                        "write the spec there as JSON.") from None  # fmt: skip
+
+
+def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None,
+               output_dir: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+    """What `--check` validates without loading the model or data: the output directory, the model
+    name and the run's preflight (task names, model paths, offline models and datasets present)."""
+    from assay.runner import preflight
     from assay.runner.models import get_model
 
+    if output_dir is not None:
+        _check_output_dir(output_dir)
     get_model(spec.model)
-    _task_manager(spec, include_path).match_tasks(spec.tasks)
+    preflight.check(model=spec.model, model_args=spec.model_args, tasks=spec.tasks,
+                    task_manager=_task_manager(spec, include_path))  # fmt: skip
+
+
+def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:
+    from assay.runner.results import output
+
+    # Before the model loads: a read-only or full volume is found in seconds, not hours.
+    output.check_writable(output_dir, name="the output directory",
+                          fix="check spec.output (the PVC's access mode, permissions and free space)")  # fmt: skip
 
 
 def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any:
@@ -232,11 +260,7 @@ def run_spec(
     if sink is None:
         sink = _sink(rank)
     if rank == 0 and output_dir is not None:
-        from assay.runner.results import output
-
-        # Before the model loads: a read-only or full volume is found in seconds, not hours.
-        output.check_writable(output_dir, name="the output directory",
-                              fix="check spec.output (the PVC's access mode, permissions and free space)")  # fmt: skip
+        _check_output_dir(output_dir)
     options = EvalOptions.from_spec(
         spec, use_cache=use_cache, task_manager=_task_manager(spec, include_path),
         progress=ProgressReporter(sink) if rank == 0 else None,

@@ -1,7 +1,7 @@
 """The Evaluation spec (assay.dev/v1alpha1) as one typed, frozen record.
 
 The same record is read by three programs: the operator (from the custom resource), the
-runner pod (from its environment) and `assay apply --local` (from a manifest file). It
+runner pod (from a file its environment names) and `assay apply --local` (from a manifest file). It
 sits below both `assay.runner` and `assay.operator` so that all three parse a spec the
 same way and reject the same mistakes with the same sentence. The cross-field rules here
 mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, so a manifest that
@@ -13,10 +13,15 @@ The operator starts `python -m assay.runner` (one process) or
 `torchrun ... -m assay.runner` (several) in a Job, and tells it everything through
 its environment:
 
-``ASSAY_EVALUATION``
-    The spec as JSON (the CR's `spec`, as `Evaluation.to_dict()` writes it). When
-    absent, the runner reads ``--spec FILE`` (JSON or YAML, either the spec itself or a
-    whole Evaluation manifest).
+``ASSAY_EVALUATION_FILE``
+    A file holding the spec as JSON (the CR's `spec`, as `Evaluation.to_json()` writes
+    it): in a pod, the run's own ConfigMap (`<job>-spec`, owned by the Evaluation,
+    deleted with a superseded run's Job) mounted read-only at /etc/assay/spec; under
+    `assay apply --local`, a temporary file. ``--spec FILE`` (JSON or YAML, either the spec
+    itself or a whole Evaluation manifest) takes precedence. The spec is never in the
+    environment itself: Linux refuses a variable over 128 KiB (a long `samples` list) and
+    the container would not start, and a Job's pod template, copied into every pod, would
+    carry it through etcd and every watch of Jobs and pods.
 ``ASSAY_EVALUATION_NAME`` / ``ASSAY_EVALUATION_NAMESPACE``
     The Evaluation to report to; with both set (and in-cluster credentials) the runner's
     rank 0 patches `status.progress` and `status.results` through
@@ -57,7 +62,7 @@ model or meeting the other ranks.
 
 from assay.spec.model import (
     API_VERSION, CONFIG_ERROR_EXIT_CODE, PEER_FAILED_EXIT_CODE, RESULTS_NOT_RECORDED_EXIT_CODE, ENV_GENERATION, ENV_JOB_NAME, ENV_NAME, ENV_NAMESPACE, ENV_OUTPUT_DIR,
-    ENV_POD_NAME, ENV_SPEC, ENV_STATUS_FILE, ENV_TASK_CODE, ENV_USE_CACHE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE,
+    ENV_POD_NAME, ENV_SPEC_FILE, ENV_STATUS_FILE, ENV_TASK_CODE, ENV_USE_CACHE, GROUP, JSON, KIND, PLURAL, QUANTITY_RE, SEED_STRING_RE,
     VERSION, BatchSize, Cache, API_MODELS, ENDPOINT_CA_MOUNT, ConfigMapKey, Endpoint, Evaluation, Output, PodTemplate,
     Resources, SecretKey, Seed,
 )  # fmt: skip
@@ -65,7 +70,7 @@ from assay.spec.parsing import _TOP_FIELDS, parse_manifest, parse_spec
 
 __all__ = [
     "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "PEER_FAILED_EXIT_CODE", "RESULTS_NOT_RECORDED_EXIT_CODE", "ENV_GENERATION", "ENV_JOB_NAME", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR",
-    "ENV_POD_NAME", "ENV_SPEC", "ENV_STATUS_FILE", "ENV_TASK_CODE", "ENV_USE_CACHE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
+    "ENV_POD_NAME", "ENV_SPEC_FILE", "ENV_STATUS_FILE", "ENV_TASK_CODE", "ENV_USE_CACHE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
     "SEED_STRING_RE", "VERSION", "BatchSize", "Cache", "Evaluation", "Output", "PodTemplate", "Resources",
     "SecretKey", "Seed", "API_MODELS", "ENDPOINT_CA_MOUNT", "ConfigMapKey", "Endpoint", "_TOP_FIELDS", "parse_manifest", "parse_spec",
 ]  # fmt: skip

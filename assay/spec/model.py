@@ -28,7 +28,10 @@ RESULTS_NOT_RECORDED_EXIT_CODE = 74
 EX_IOERR): the Job's podFailurePolicy fails the Job at once, since a rerun would redo the
 whole evaluation to meet the same refusal; the operator shows it as ResultsNotRecorded."""
 
-ENV_SPEC = "ASSAY_EVALUATION"
+ENV_SPEC_FILE = "ASSAY_EVALUATION_FILE"
+"""A JSON file holding the spec: in a runner pod, the run's own ConfigMap mounted read-only.
+Never the spec itself in the environment: Linux refuses one variable over 128 KiB (a long
+`samples` list), and a spec copied into a Job's pod template is copied into every pod too."""
 ENV_NAME = "ASSAY_EVALUATION_NAME"
 ENV_NAMESPACE = "ASSAY_EVALUATION_NAMESPACE"
 ENV_GENERATION = "ASSAY_EVALUATION_GENERATION"

@@ -19,7 +19,7 @@ from tests.distributed import harness
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC, spec_module.ENV_NAME,
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC_FILE, spec_module.ENV_NAME,
                  spec_module.ENV_NAMESPACE, spec_module.ENV_OUTPUT_DIR, spec_module.ENV_STATUS_FILE):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("ASSAY_TEST_")]:
@@ -45,19 +45,50 @@ def test_check_accepts_a_valid_spec_and_rejects_an_unknown_task(task_dir: Path, 
     assert "Unknown task 'd_arcc'" in err and "Traceback" not in err
 
 
-def test_a_missing_or_malformed_spec_is_a_config_error(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_missing_or_malformed_spec_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     assert job.main([]) == job.EXIT_CONFIG
-    assert "set ASSAY_EVALUATION" in capsys.readouterr().err
-    monkeypatch.setenv(spec_module.ENV_SPEC, "{not json")
+    assert "set ASSAY_EVALUATION_FILE" in capsys.readouterr().err
+    # The spec itself in the environment, as before it moved to a file: not read.
+    monkeypatch.setenv("ASSAY_EVALUATION", json.dumps({"model": "assay-test", "tasks": ["d_arc"]}))
     assert job.main(["--check"]) == job.EXIT_CONFIG
-    monkeypatch.setenv(spec_module.ENV_SPEC, json.dumps({"model": "assay-test", "tasks": ["d_arc"], "modelArgz": {}}))
+    assert "No Evaluation spec" in capsys.readouterr().err
+    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(tmp_path / "absent.json"))  # its ConfigMap not mounted
+    assert job.main(["--check"]) == job.EXIT_CONFIG
+    err = capsys.readouterr().err
+    assert f"Cannot read the Evaluation spec ASSAY_EVALUATION_FILE={tmp_path / 'absent.json'} (No such file" in err
+    assert "Traceback" not in err and err.count("\n") == 1
+    spec_file = tmp_path / "evaluation.json"
+    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(spec_file))
+    spec_file.write_text("{not json")
+    assert job.main(["--check"]) == job.EXIT_CONFIG
+    assert f"{spec_file} is not valid JSON" in capsys.readouterr().err
+    spec_file.write_bytes(b"\xff\xfe")
+    assert job.main(["--check"]) == job.EXIT_CONFIG
+    assert f"{spec_file} is not valid JSON" in capsys.readouterr().err
+    spec_file.write_text(json.dumps({"model": "assay-test", "tasks": ["d_arc"], "modelArgz": {}}))
     assert job.main(["--check"]) == job.EXIT_CONFIG
     assert "modelArgs" in capsys.readouterr().err
 
 
+def test_the_spec_file_is_read_whole_however_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Over 128 KiB, the most Linux lets one environment variable hold: a long `samples` list.
+    samples = {"d_arc": list(range(40_000))}
+    spec_file = tmp_path / "evaluation.json"
+    spec_file.write_text(spec_module.parse_spec({"model": "assay-test", "tasks": ["d_arc"], "samples": samples}).to_json())
+    assert spec_file.stat().st_size > 200 * 1024
+    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(spec_file))
+    spec = job.load_spec()
+    assert spec.samples == {"d_arc": tuple(range(40_000))}
+    # --spec FILE still takes precedence.
+    other = harness.spec_file(tmp_path / "other.json", tasks=["d_lambada"])
+    assert job.load_spec(str(other)).tasks == ("d_lambada",)
+
+
 def test_run_writes_results_samples_and_status(task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(spec_module.ENV_SPEC, json.dumps({"model": "assay-test", "tasks": ["d_lambada", "d_gsm"], "limit": 3,
-                                                          "logSamples": True}))  # fmt: skip
+    spec_file = tmp_path / "evaluation.json"
+    spec_file.write_text(json.dumps({"model": "assay-test", "tasks": ["d_lambada", "d_gsm"], "limit": 3, "logSamples": True}))
+    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(spec_file))
     monkeypatch.setenv(spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out"))
     monkeypatch.setenv(spec_module.ENV_STATUS_FILE, str(tmp_path / "status.json"))
     assert job.main(["--include_path", str(task_dir)]) == 0

@@ -25,7 +25,7 @@ from tests.status_api import ApiServer
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC, spec_module.ENV_STATUS_FILE,
+    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC_FILE, spec_module.ENV_STATUS_FILE,
                  spec_module.ENV_GENERATION):  # fmt: skip
         monkeypatch.delenv(name, raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("ASSAY_TEST_")]:

@@ -6,6 +6,7 @@ fields, so `model_validate` catches a misspelt or misplaced field as the server 
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ MODELS = {
     "Role": client.V1Role,
     "RoleBinding": client.V1RoleBinding,
     "Service": client.V1Service,
+    "ConfigMap": client.V1ConfigMap,
     "Job": client.V1Job,
 }
 
@@ -36,7 +38,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus: int) -> None:
     children = builders.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
     kinds = [c["kind"] for c in children]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding"] + (["Service"] if nodes > 1 else []) + ["Job"]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + ["Job"]
     for child in children:
         MODELS[child["kind"]].model_validate(child)
         (owner,) = child["metadata"]["ownerReferences"]
@@ -125,7 +127,8 @@ def test_pods_are_hardened() -> None:
         security = container["securityContext"]
         assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
         assert security["capabilities"] == {"drop": ["ALL"]}
-        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/cache", "/output", "/tmp", "/dev/shm"}
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/cache", "/output", "/tmp", "/dev/shm",
+                                                                       "/etc/assay/spec"}  # fmt: skip
 
 
 def test_environment_carries_the_runner_contract() -> None:
@@ -134,7 +137,7 @@ def test_environment_carries_the_runner_contract() -> None:
     job = builders.job(REF, spec)
     pod = job["spec"]["template"]["spec"]
     env = _env(pod["containers"][0])
-    assert parse_spec(__import__("json").loads(env["ASSAY_EVALUATION"])) == spec
+    assert env["ASSAY_EVALUATION_FILE"] == "/etc/assay/spec/evaluation.json"
     assert env["ASSAY_EVALUATION_NAME"] == "pythia-core" and env["ASSAY_EVALUATION_NAMESPACE"] == "evals"
     assert env["ASSAY_EVALUATION_GENERATION"] == "3"
     assert env["ASSAY_OUTPUT_DIR"] == "/output/pythia-core/g3"
@@ -147,6 +150,32 @@ def test_environment_carries_the_runner_contract() -> None:
     assert volumes["cache"]["persistentVolumeClaim"] == {"claimName": "hf-cache"}
     assert volumes["output"]["persistentVolumeClaim"] == {"claimName": "results"}
     assert "HF_HUB_OFFLINE" not in _env(builders.job(REF, _spec())["spec"]["template"]["spec"]["containers"][0])
+
+
+def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environment() -> None:
+    # A long `samples` list: as an environment variable (over 128 KiB) the container would not start.
+    spec = _spec(samples={"arc_easy": list(range(40_000))}, resources={"nodes": 2, "gpusPerNode": 2})
+    children = {c["kind"]: c for c in builders.children(REF, spec)}
+    config_map, job = children["ConfigMap"], children["Job"]
+    assert job["metadata"]["name"] == "pythia-core-g3" and config_map["metadata"]["name"] == "pythia-core-g3-spec"
+    assert config_map["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
+    assert config_map["metadata"]["labels"][builders.LABEL_GENERATION] == "3"
+    (text,) = config_map["data"].values()
+    assert len(text) > 200 * 1024 and text == spec.to_json()
+    assert parse_spec(json.loads(config_map["data"]["evaluation.json"])) == spec
+    assert "ConfigMap" in builders.APPLIED_KINDS  # there again for a Job made again after it was lost
+    pod = job["spec"]["template"]["spec"]
+    volume = {"name": "spec", "configMap": {"name": "pythia-core-g3-spec", "items": [{"key": "evaluation.json",
+                                                                                      "path": "evaluation.json"}]}}  # fmt: skip
+    assert volume in pod["volumes"]
+    assert len(pod["initContainers"]) == 1  # the --check container reads it too
+    for container in pod["containers"] + pod["initContainers"]:
+        env = _env(container)
+        assert "ASSAY_EVALUATION" not in env
+        assert env["ASSAY_EVALUATION_FILE"] == "/etc/assay/spec/evaluation.json"
+        assert {"name": "spec", "mountPath": "/etc/assay/spec", "readOnly": True} in container["volumeMounts"]
+    # The Job no longer carries the spec: what etcd, the watches and every pod copy stays small.
+    assert len(json.dumps(job)) < 16 * 1024
 
 
 def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:

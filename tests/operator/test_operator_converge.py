@@ -130,16 +130,22 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     store = Store(monkeypatch)
     written: list[dict[str, Any]] = []
     monkeypatch.setattr(kube, "patch_evaluation_status", lambda *, namespace, name, status: written.append(status))
-    monkeypatch.setattr(kube, "delete", lambda kind, v, *, namespace, name: store.objects.pop((kind, name)))
+    deleted: list[tuple[str, str]] = []
+    monkeypatch.setattr(kube, "delete", lambda kind, v, *, namespace, name: deleted.append((kind, name))
+                        or store.objects.pop((kind, name)))  # fmt: skip
     spec = spec_module.parse_spec(SPEC)
     evaluation = _evaluation(phase="Succeeded")
     store.objects[("Job", "tiny-g1")] = {"kind": "Job", "metadata": {"name": "tiny-g1", "annotations": {}}}
+    store.objects[("ConfigMap", "tiny-g1-spec")] = {"kind": "ConfigMap", "metadata": {"name": "tiny-g1-spec"}}
     assert converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit).is_noop
     evaluation["metadata"]["annotations"] = {builders.ANNOTATION_RERUN: "sha-1234"}
     steps = converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
     rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
     assert steps.new_run and rerun.startswith("tiny-g1-r")
     assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
+    # The superseded run's spec ConfigMap went first, then its Job; the new run has its own.
+    assert deleted == [("ConfigMap", "tiny-g1-spec"), ("Job", "tiny-g1")]
+    assert [name for kind, name in store.objects if kind == "ConfigMap"] == [f"{rerun}-spec"]
     (status,) = written
     assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"
     assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events
@@ -148,12 +154,14 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
 def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Role an older operator made is brought down to today's rules when a run is decided:
     the ServiceAccount, Role and RoleBinding are server-side applied each time (one request
-    each, as the create they replace was); the Job is created once."""
+    each, as the create they replace was), and so is the run's spec ConfigMap (one request
+    more per run than the spec in the Job's environment was); the Job is created once."""
     store = Store(monkeypatch)
     spec = spec_module.parse_spec(SPEC)
     for _ in range(2):
         converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
-    access = [("ServiceAccount", "tiny-runner"), ("Role", "tiny-runner"), ("RoleBinding", "tiny-runner")]
+    access = [("ServiceAccount", "tiny-runner"), ("Role", "tiny-runner"), ("RoleBinding", "tiny-runner"),
+              ("ConfigMap", "tiny-g1-spec")]  # fmt: skip
     assert store.applied == access * 2
     assert [key for key in store.objects if key[0] == "Job"] == [("Job", "tiny-g1")]
     assert store.events.count(("Normal", "JobCreated")) == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
 from pathlib import Path
 
@@ -44,6 +45,38 @@ def test_manifests_load_from_a_file_or_stdin(tmp_path: Path) -> None:
         "-m", "assay.runner.launch", "--standalone", "--nproc_per_node=4", "--max_restarts=0", "-m", "assay.runner",
     ]  # fmt: skip
     assert second.resources.world_size == 4 and first.resources.world_size == 1
+
+
+def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Linux refuses to start a process with one environment variable over 128 KiB: the spec goes as a file."""
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "rows.jsonl").write_text('{"text": "a", "target": " b"}\n')
+    (tasks / "big_env.yaml").write_text(
+        f"task: big_env\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {tasks / 'rows.jsonl'}}}}}\n"
+        "test_split: test\noutput_type: loglikelihood\ndoc_to_text: '{{text}}'\ndoc_to_target: '{{target}}'\n"
+    )
+    monkeypatch.setenv("ASSAY_INCLUDE_PATH", str(tasks))  # the runner's process inherits this environment
+    samples = {"big_env": list(range(40_000))}
+    spec = parse_spec({"model": "dummy", "tasks": ["big_env"], "samples": samples, "resources": {"gpusPerNode": 2}})
+    assert len(spec.to_json()) > 200 * 1024
+    # The runner's own check in place of torchrun's workers: a real process, reading the spec it was given.
+    monkeypatch.setattr(local, "torchrun_command", lambda _: [sys.executable, "-m", "assay.runner", "--check"])
+    started: list[dict[str, str]] = []
+    call = subprocess.call
+
+    def recording_call(command: list[str], *, env: dict[str, str]) -> int:
+        started.append(env)
+        return call(command, env=env, cwd=REPO)
+
+    monkeypatch.setattr(local.subprocess, "call", recording_call)
+    (tmp_path / "out").mkdir()
+    code, status = local.run_under_torchrun({"name": "big"}, spec, tmp_path / "out")
+    assert code == 0 and status == {}
+    (env,) = started
+    assert max(len(value) for value in env.values()) < 128 * 1024 and "ASSAY_EVALUATION" not in env
+    assert not Path(env["ASSAY_EVALUATION_FILE"]).exists()  # a temporary file, gone with the run
 
 
 @pytest.mark.parametrize(

@@ -27,8 +27,8 @@ def _jobs(plan: reconcile.Plan) -> list[dict[str, Any]]:
 def test_first_reconcile_creates_everything_and_marks_pending() -> None:
     body = _body(SPEC, generation=1)
     plan = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
-    assert [m["kind"] for m in plan.create] == ["ServiceAccount", "Role", "RoleBinding", "Job"]
-    assert plan.new_run and not plan.delete_jobs and plan.suspend_job is None
+    assert [m["kind"] for m in plan.create] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Job"]
+    assert plan.new_run and not plan.delete_jobs and not plan.delete_config_maps and plan.suspend_job is None
     assert plan.status["phase"] == conditions.PENDING and plan.status["jobName"] == "ev-g1"
     assert plan.status["model"] == "m" and plan.status["outputDir"] == "/output/ev/g1"
 
@@ -39,7 +39,9 @@ def test_restart_with_the_job_present_creates_no_second_run() -> None:
     (job,) = _jobs(first)
     status = {k: v for k, v in first.status.items() if v is not None}
     again = reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[job], now=NOW)
-    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs
+    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs and not again.delete_config_maps
+    # The run's spec is applied again (a ConfigMap deleted by hand comes back), under the run's name.
+    assert [m["metadata"]["name"] for m in again.create if m["kind"] == "ConfigMap"] == ["ev-g1-spec"]
     assert again.status == {}  # nothing to write either
 
 
@@ -57,6 +59,10 @@ def test_spec_change_replaces_the_old_run() -> None:
                           services=[old_service], now=NOW)  # fmt: skip
     assert [j["metadata"]["name"] for j in _jobs(plan)] == ["ev-g2"]
     assert plan.delete_jobs == ("ev-g1",) and plan.delete_services == ("ev-g1",)
+    # The superseded run's spec goes with its Job; the new run's is made before its Job.
+    assert plan.delete_config_maps == ("ev-g1-spec",) and not plan.is_noop
+    kinds = [(m["kind"], m["metadata"]["name"]) for m in plan.create]
+    assert kinds.index(("ConfigMap", "ev-g2-spec")) < kinds.index(("Job", "ev-g2"))
     assert plan.status["phase"] == conditions.PENDING and plan.status["results"] is None
 
 
@@ -66,7 +72,7 @@ def test_suspend_toggle_pauses_the_same_run() -> None:
     status = {k: v for k, v in first.status.items() if v is not None}
     suspended = {**SPEC, "suspend": True}
     plan = reconcile.plan(_body(suspended, generation=2, status=status), parse_spec(suspended), jobs=[job], now=NOW)
-    assert _jobs(plan) == [] and plan.delete_jobs == () and not plan.new_run
+    assert _jobs(plan) == [] and plan.delete_jobs == plan.delete_config_maps == () and not plan.new_run
     assert plan.suspend_job == ("ev-g1", True)
     assert plan.status["observedGeneration"] == 2 and "phase" not in plan.status
 

@@ -105,6 +105,22 @@ def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api:
     assert len(_events(api, "InvalidSpec")) == 1
 
 
+def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(api: LocalApiServer) -> None:
+    evaluation = _evaluation(api)
+    config_maps = "/api/v1/namespaces/evals/configmaps"
+    # As kube-apiserver words it: a ConfigMap's data holds at most 1 MiB.
+    too_long = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
+                "message": 'ConfigMap "tiny-g1-spec" is invalid: []: Too long: must have at most 1048576 bytes'}  # fmt: skip
+    api.refuse = lambda path, body: (422, too_long) if path == config_maps else None
+    steps = _carry_out(evaluation)
+    status = api.get(EVALUATION)["status"]  # type: ignore[index]
+    assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and steps.refused == status["message"]
+    assert status["message"].startswith("The API server refused the runner's ConfigMap tiny-g1-spec: ConfigMap \"tiny-g1-spec\" "
+                                        "is invalid: []: Too long: must have at most 1048576 bytes; shorten the spec's")
+    assert "podTemplate" not in status["message"]
+    assert api.get(f"{JOBS}/tiny-g1") is None  # no Job without its spec
+
+
 def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: LocalApiServer) -> None:
     evaluation = _evaluation(api)
     _refuse_jobs(api, "quota_exceeded")

@@ -103,6 +103,6 @@ def test_manifest_checks_kind_and_name() -> None:
 
 def test_the_runner_contract_is_documented() -> None:
     doc = inspect.getdoc(spec_module) or ""
-    for name in ("ASSAY_EVALUATION", "ASSAY_EVALUATION_NAME", "ASSAY_EVALUATION_NAMESPACE", "ASSAY_OUTPUT_DIR",
+    for name in ("ASSAY_EVALUATION_FILE", "ASSAY_EVALUATION_NAME", "ASSAY_EVALUATION_NAMESPACE", "ASSAY_OUTPUT_DIR",
                  "--spec", "--check", str(spec_module.CONFIG_ERROR_EXIT_CODE)):  # fmt: skip
         assert name in doc

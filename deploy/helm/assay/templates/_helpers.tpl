@@ -50,8 +50,9 @@ app.kubernetes.io/component: operator
 What the operator may do. It holds `get` on evaluations and `patch` on evaluations/status
 itself, which is all that each runner Role grants, so creating (or applying) those Roles
 needs neither `bind` nor `escalate`. Pods and Events are only read: they say why a run is stuck
-(image pulls, scheduling, quota, OOMKilled). ConfigMaps are only read, one by name: the
-task YAMLs an Evaluation's spec.taskSources names in its own namespace.
+(image pulls, scheduling, quota, OOMKilled). ConfigMaps: read one by name (the task YAMLs an
+Evaluation's spec.taskSources names in its own namespace), and written (its own per-run spec
+ConfigMaps).
 */}}
 {{- define "assay.rules" -}}
 # The operator writes status only: it keeps no annotations or finalizers on Evaluations, so it
@@ -73,9 +74,13 @@ task YAMLs an Evaluation's spec.taskSources names in its own namespace.
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
+# Read: the task YAMLs of spec.taskSources, by name. Written: the operator's own per-run spec
+# ConfigMaps (`<job>-spec`, mounted as the runner's spec file): server-side applied
+# before each Job (patch; create when it makes one), deleted with a superseded run's Job. No
+# list or watch: the operator names each one it needs.
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get]
+  verbs: [get, create, patch, delete]
 # Whether a Secret an Evaluation names consents (policy.secretConsentLabel). No net new power:
 # the operator can already create Jobs that mount any Secret of the namespace, and it asks
 # for the Secret's metadata only (PartialObjectMetadata), never its values.
