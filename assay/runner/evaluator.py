@@ -8,6 +8,7 @@ aggregates exactly as a single process would.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -17,7 +18,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from assay.errors import UsageError, UserError
-from assay.runner import distributed, doc_work
+from assay.runner import distributed, doc_work, preflight
 from assay.runner.models.lm import LM
 from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions, ProgressFn
 from assay.runner.results.assemble import results_dict
@@ -94,6 +95,12 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
     _seed_everything(options.random_seed, options.numpy_random_seed, options.torch_random_seed)
     if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
+    if options.task_manager is None:
+        options = dataclasses.replace(options, task_manager=TaskManager(
+            options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})}))  # fmt: skip
+    # What can be known without the model fails now, in seconds, not after the model loaded.
+    preflight.check(model=options.model, model_args=options.parsed_model_args, tasks=options.tasks,
+                    task_manager=options.task_manager)  # fmt: skip
     lm = build_lm(options)
     try:
         return _run_with(lm, options, start, evaluation_tracker)
@@ -104,9 +111,7 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
 
 def _run_with(lm: LM, options: EvalOptions, start: float, evaluation_tracker: Any) -> dict[str, Any] | None:
     """Tasks, overrides, evaluate and run info on a model that is already built."""
-    task_manager = options.task_manager
-    if task_manager is None:
-        task_manager = TaskManager(options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})})
+    task_manager: TaskManager = options.task_manager  # `run` built one if the caller gave none
     loaded = task_manager.load(list(options.tasks))
     configure_tasks(loaded, options)
     if options.check_integrity:

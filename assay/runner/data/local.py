@@ -69,6 +69,46 @@ def _load_local(files: dict[str, Path]) -> datasets.DatasetDict:
     return datasets.DatasetDict({split: result[split] for split in files})
 
 
+def datasets_offline() -> bool:
+    """Whether `datasets` will refuse the hub (HF_DATASETS_OFFLINE, else HF_HUB_OFFLINE), as it reads them."""
+    return bool(datasets.config.HF_HUB_OFFLINE)
+
+
+def is_hub_dataset(dataset_path: str) -> bool:
+    """True when `datasets.load_dataset` would fetch `dataset_path` from the hub, by its own rules:
+    not a packaged builder (`json`, `csv`, ...), not a local folder, and shaped `name` or `org/name`."""
+    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    if dataset_path in _PACKAGED_DATASETS_MODULES or "://" in dataset_path or os.path.isdir(dataset_path):
+        return False
+    return not dataset_path.startswith((".", "/", "~")) and dataset_path.count("/") <= 1
+
+
+# dataset_kwargs that `load_dataset` takes itself; any other key becomes part of the cached config's id.
+_NOT_CONFIG_KWARGS = frozenset({"revision", "cache_dir", "token", "trust_remote_code"})
+
+
+def datasets_cache_dir(dataset_kwargs: dict[str, Any] | None = None) -> Path:
+    cache_dir = (dataset_kwargs or {}).get("cache_dir")
+    return Path(str(cache_dir or datasets.config.HF_DATASETS_CACHE)).expanduser()
+
+
+def in_datasets_cache(dataset_path: str, dataset_name: str | None, dataset_kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether offline `load_dataset` finds this hub dataset already prepared in the datasets cache.
+
+    The layout is `<cache>/<org>___<name>/<config id>/<version>/<hash>/` (`datasets`' Cache
+    builder). The config is checked only when its id is its name (no extra kwargs); otherwise
+    any cached config counts, so the check never refuses what `datasets` could load."""
+    from datasets.naming import camelcase_to_snakecase
+
+    parts = dataset_path.split("/")
+    parts[-1] = camelcase_to_snakecase(parts[-1])
+    root = datasets_cache_dir(dataset_kwargs) / "___".join(parts)
+    plain = dataset_name is not None and not set(dataset_kwargs or {}) - _NOT_CONFIG_KWARGS
+    pattern = f"{dataset_name}/*/*" if plain else "*/*/*"
+    return any(path.is_dir() for path in root.glob(pattern))
+
+
 def _hub_unreachable_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [ConnectionError]
     try:

@@ -38,13 +38,18 @@ def model_names() -> list[str]:
     return sorted(set(_BUILTIN) | set(_REGISTERED))
 
 
-def get_model(name: str) -> type[LM]:
-    if name in _REGISTERED:
-        return _REGISTERED[name]
-    if name not in _BUILTIN:
+def check_model_name(name: str) -> None:
+    """UserError unless `name` is a known model; imports no backend (a run checks this first)."""
+    if name not in _REGISTERED and name not in _BUILTIN:
         raise UserError(
             f"Unknown model {name!r}.{suggest(name, model_names())} Known models: {', '.join(model_names())}."
         )
+
+
+def get_model(name: str) -> type[LM]:
+    if name in _REGISTERED:
+        return _REGISTERED[name]
+    check_model_name(name)
     module_name, _, class_name = _BUILTIN[name].partition(":")
     module = importlib.import_module(module_name)
     backend: type[LM] = getattr(module, class_name)

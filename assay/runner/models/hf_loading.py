@@ -18,6 +18,7 @@ import torch
 import transformers
 
 from assay.errors import UserError
+from assay.runner.models import model_location
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +90,7 @@ def resolve_placement(device: str | None, *, parallelize: bool) -> Placement:
 
 
 def _hub_error(what: str, name: str, err: Exception) -> UserError:
-    local_hint = "" if not _looks_like_path(name) else f" (no such directory: {name})"
+    local_hint = "" if not model_location.looks_like_path(name) else f" (no such directory: {name})"
     return UserError(
         f"Could not load the {what} {name!r}{local_hint}: give an existing model directory, or a Hugging Face hub id with network access or a filled cache ({type(err).__name__}: {_first_line(err)})."
     )
@@ -100,14 +101,9 @@ def _first_line(err: Exception) -> str:
     return text[0][:200] if text else ""
 
 
-def _looks_like_path(name: str) -> bool:
-    # hub ids are `name` or `org/name`; anything else is meant as a directory
-    return name.startswith((".", "/", "~")) or name.rstrip("/").count("/") > 1
-
-
 def check_local(name: str, what: str) -> None:
     """A name that is clearly a filesystem path must exist (hub ids are `org/name`)."""
-    if _looks_like_path(name) and not Path(name).expanduser().exists():
+    if model_location.looks_like_path(name) and not model_location.exists_locally(name):
         raise UserError(f"The {what} path {name!r} does not exist; give a model directory or a Hugging Face hub id.")
 
 
