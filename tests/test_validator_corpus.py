@@ -168,3 +168,316 @@ def test_a_backend_max_batch_size_follows_spec_max_batch_size(value: Any, accept
     assert _accepts(parse_spec, _spec(maxBatchSize=value))[0] is accepted
     assert _accepts(HFArgs.from_model_args, {"pretrained": "m", "max_batch_size": value})[0] is accepted
     assert _accepts(VLLMArgs.from_model_args, {"pretrained": "m", "max_batch_size": value})[0] is accepted
+
+
+# --- bounds and Kubernetes names: every field a user fills ------------------------------------------
+# The CRD bounds every string, list and map, and checks label keys and values, object names and
+# tolerations and affinity as Kubernetes checks a pod's. `assay apply --local` must refuse what the
+# API server refuses, and only that. The ids say what each value is; the expectations are Kubernetes'.
+
+SUBDOMAIN_253 = ".".join(["b" * 63] * 3 + ["b" * 61])
+LABEL_KEYS: list[tuple[str, bool]] = [
+    ("a", True), ("a/b", True), ("example.com/x", True), ("kueue.x-k8s.io/queue-name", True), ("A_b.c-D", True),
+    ("app.kubernetes.io/name", True), ("a" * 63, True), (f"{SUBDOMAIN_253}/{'n' * 63}", True),
+    ("a" * 64, False), ("-bad", False), ("bad-", False), ("_a", False), ("UPPER/x", False), ("Example.com/x", False),
+    ("/x", False), ("a/", False), ("a/b/c", False), ("", False), ("a b", False), ("a\n", False), ("é", False),
+    (f"c{SUBDOMAIN_253}/x", False),  # a prefix of 254 characters
+    ("example..com/x", False), ("-example.com/x", False), ("example.com-/x", False), ("example.com/" + "n" * 64, False),
+]
+LABEL_VALUES: list[tuple[str, bool]] = [
+    ("", True), ("a", True), ("A.b_c-9", True), ("a" * 63, True),
+    ("a" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a\n", False), ("a/b", False), ("é", False),
+]
+
+
+def _in_labels(key: str) -> dict[str, Any]:
+    return {"podTemplate": {"labels": {key: "v"}}}
+
+
+def _in_node_selector(key: str) -> dict[str, Any]:
+    return {"podTemplate": {"nodeSelector": {key: "v"}}}
+
+
+def _in_match_labels(key: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": {key: "v"}}, "topologyKey": "kubernetes.io/hostname"}
+    return {"podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+
+
+def _as_toleration_key(key: str) -> dict[str, Any]:
+    # an empty key is a toleration of every taint, and valid: the rule is tested on its own below
+    return {"podTemplate": {"tolerations": [{"key": key or "-", "operator": "Exists"}]}}
+
+
+def _as_node_requirement_key(key: str) -> dict[str, Any]:
+    term = {"matchExpressions": [{"key": key, "operator": "Exists"}]}
+    return {"podTemplate": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}}}  # fmt: skip
+
+
+def _as_topology_key(key: str) -> dict[str, Any]:
+    term = {"podAffinityTerm": {"topologyKey": key}, "weight": 10}
+    return {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+
+
+def _as_match_label_key(key: str) -> dict[str, Any]:
+    term = {"labelSelector": {}, "topologyKey": "zone", "matchLabelKeys": [key]}
+    return {"podTemplate": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+
+
+KEY_PLACES = [_in_labels, _in_node_selector, _in_match_labels, _as_toleration_key, _as_node_requirement_key,
+              _as_topology_key, _as_match_label_key]  # fmt: skip
+
+
+def _value_in_labels(value: str) -> dict[str, Any]:
+    return {"podTemplate": {"labels": {"app": value}}}
+
+
+def _value_in_node_selector(value: str) -> dict[str, Any]:
+    return {"podTemplate": {"nodeSelector": {"pool": value}}}
+
+
+def _value_in_toleration(value: str) -> dict[str, Any]:
+    return {"podTemplate": {"tolerations": [{"key": "gpu", "value": value, "effect": "NoSchedule"}]}}
+
+
+def _value_in_selector(value: str) -> dict[str, Any]:
+    term = {"preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", value]}]}, "weight": 1}
+    return {"podTemplate": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+
+
+VALUE_PLACES = [_value_in_labels, _value_in_node_selector, _value_in_toleration, _value_in_selector]
+
+
+def _toleration(**fields: Any) -> dict[str, Any]:
+    return {"podTemplate": {"tolerations": [fields]}}
+
+
+def _node_affinity(**fields: Any) -> dict[str, Any]:
+    return {"podTemplate": {"affinity": {"nodeAffinity": fields}}}
+
+
+def _required_nodes(*terms: Any) -> dict[str, Any]:
+    return _node_affinity(requiredDuringSchedulingIgnoredDuringExecution={"nodeSelectorTerms": list(terms)})
+
+
+def _node_expression(operator: str, values: list[str] | None = None) -> dict[str, Any]:
+    expression: dict[str, Any] = {"key": "nvidia.com/gpu.product", "operator": operator}
+    if values is not None:
+        expression["values"] = values
+    return _required_nodes({"matchExpressions": [expression]})
+
+
+def _pod_term(**fields: Any) -> dict[str, Any]:
+    term = {"topologyKey": "kubernetes.io/hostname", **fields}
+    return {"podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+
+
+def _pod_expression(operator: str, values: list[str] | None = None) -> dict[str, Any]:
+    expression: dict[str, Any] = {"key": "app", "operator": operator}
+    if values is not None:
+        expression["values"] = values
+    return _pod_term(labelSelector={"matchExpressions": [expression]})
+
+
+def _endpoint(**fields: Any) -> dict[str, Any]:
+    return {"model": "local-completions", "modelArgs": {},
+            "endpoint": {"url": "http://vllm.ml:8000/v1/completions", **fields}}  # fmt: skip
+
+
+def _many(n: int, value: Any = "v") -> dict[str, Any]:
+    return {f"k{i}": value for i in range(n)}
+
+
+def _url(length: int) -> str:
+    head = "http://h/"
+    return head + "p" * (length - len(head))
+
+
+FIELDS: list[tuple[str, dict[str, Any], bool]] = [
+    # maps of free-form arguments: 256 entries each
+    ("modelArgs 256", {"modelArgs": _many(256)}, True), ("modelArgs 257", {"modelArgs": _many(257)}, False),
+    ("genKwargs 256", {"genKwargs": _many(256)}, True), ("genKwargs 257", {"genKwargs": _many(257)}, False),
+    ("metadata 256", {"metadata": _many(256)}, True), ("metadata 257", {"metadata": _many(257)}, False),
+    # samples: 1000 tasks, 100000 indices a task (a 200 KiB list is admitted)
+    ("samples 200 KiB", {"samples": {"arc_easy": list(range(10_000, 44_000))}}, True),
+    ("samples 100000", {"samples": {"arc_easy": list(range(100_000))}}, True),
+    ("samples 100001", {"samples": {"arc_easy": list(range(100_001))}}, False),
+    ("samples 1000 tasks", {"samples": {f"t{i}": [0] for i in range(1000)}}, True),
+    ("samples 1001 tasks", {"samples": {f"t{i}": [0] for i in range(1001)}}, False),
+    ("samples -1", {"samples": {"arc_easy": [0, -1]}}, False),
+    ("samples task 256", {"samples": {"t" * 256: [0]}}, True), ("samples task 257", {"samples": {"t" * 257: [0]}}, False),
+    ("samples task ''", {"samples": {"": [0]}}, False),
+    # tasks
+    ("tasks 1000", {"tasks": [f"t{i}" for i in range(1000)]}, True),
+    ("tasks 1001", {"tasks": [f"t{i}" for i in range(1001)]}, False),
+    ("task 256", {"tasks": ["t" * 256]}, True), ("task 257", {"tasks": ["t" * 257]}, False),
+    # text
+    ("systemInstruction 65536", {"systemInstruction": "s" * 65536}, True),
+    ("systemInstruction 65537", {"systemInstruction": "s" * 65537}, False),
+    ("systemInstruction ''", {"systemInstruction": ""}, True),
+    ("chatTemplate 65536", {"applyChatTemplate": True, "chatTemplate": "c" * 65536}, True),
+    ("chatTemplate 65537", {"applyChatTemplate": True, "chatTemplate": "c" * 65537}, False),
+    ("chatTemplate ''", {"applyChatTemplate": True, "chatTemplate": ""}, False),
+    ("seed 128", {"seed": "1" * 122 + ",1,1,1"}, True), ("seed 129", {"seed": "1" * 123 + ",1,1,1"}, False),
+    ("seed newline", {"seed": "0,1,2,3\n"}, False),
+    ("cpu 64", {"resources": {"cpu": "1" * 64}}, True), ("cpu 65", {"resources": {"cpu": "1" * 65}}, False),
+    ("memory newline", {"resources": {"memory": "64Gi\n"}}, False),
+    ("image 1024", {"image": "r/" + "i" * 1022}, True), ("image 1025", {"image": "r/" + "i" * 1023}, False),
+    ("image ''", {"image": ""}, False),
+    # object names (DNS subdomains of 253) and Secret and ConfigMap keys
+    ("secret hf.token", {"hfTokenSecret": {"name": "hf.token"}}, True),
+    ("secret 253", {"hfTokenSecret": {"name": SUBDOMAIN_253}}, True),
+    ("secret 254", {"hfTokenSecret": {"name": "c" + SUBDOMAIN_253}}, False),
+    ("secret Hf", {"hfTokenSecret": {"name": "Hf"}}, False), ("secret hf_token", {"hfTokenSecret": {"name": "hf_token"}}, False),
+    ("secret ''", {"hfTokenSecret": {"name": ""}}, False), ("secret hf\\n", {"hfTokenSecret": {"name": "hf\n"}}, False),
+    ("secret key .a", {"hfTokenSecret": {"name": "hf", "key": ".a"}}, True),
+    ("secret key a..b_C-1", {"hfTokenSecret": {"name": "hf", "key": "a..b_C-1"}}, True),
+    ("secret key 253", {"hfTokenSecret": {"name": "hf", "key": "k" * 253}}, True),
+    ("secret key 254", {"hfTokenSecret": {"name": "hf", "key": "k" * 254}}, False),
+    ("secret key .", {"hfTokenSecret": {"name": "hf", "key": "."}}, False),
+    ("secret key ..", {"hfTokenSecret": {"name": "hf", "key": ".."}}, False),
+    ("secret key ..a", {"hfTokenSecret": {"name": "hf", "key": "..a"}}, False),
+    ("secret key a/b", {"hfTokenSecret": {"name": "hf", "key": "a/b"}}, False),
+    ("secret key ''", {"hfTokenSecret": {"name": "hf", "key": ""}}, False),
+    ("cache.pvc", {"cache": {"pvc": "models"}}, True), ("cache.pvc Models", {"cache": {"pvc": "Models"}}, False),
+    ("output.pvc 254", {"output": {"pvc": "c" + SUBDOMAIN_253}}, False),
+    ("output.path 1025", {"output": {"path": "p" * 1025}}, False),
+    ("taskSources 16", {"taskSources": [{"configMap": f"c{i}"} for i in range(16)]}, True),
+    ("taskSources 17", {"taskSources": [{"configMap": f"c{i}"} for i in range(17)]}, False),
+    ("taskSources My_Tasks", {"taskSources": [{"configMap": "My_Tasks"}]}, False),
+    ("priorityClassName", {"podTemplate": {"priorityClassName": "low"}}, True),
+    ("priorityClassName ''", {"podTemplate": {"priorityClassName": ""}}, False),
+    ("priorityClassName Low", {"podTemplate": {"priorityClassName": "Low"}}, False),
+    # the endpoint
+    ("url 2048", _endpoint(url=_url(2048)), True), ("url 2049", _endpoint(url=_url(2049)), False),
+    ("servedModel 1024", _endpoint(servedModel="m" * 1024), True),
+    ("servedModel 1025", _endpoint(servedModel="m" * 1025), False),
+    ("tokenizer 1025", _endpoint(tokenizer="t" * 1025), False),
+    ("apiKeySecret", _endpoint(apiKeySecret={"name": "openai", "key": "api-key"}), True),
+    ("apiKeySecret name", _endpoint(apiKeySecret={"name": "OpenAI"}), False),
+    ("caBundle key", _endpoint(caBundle={"configMap": "ca", "key": "../ca.crt"}), False),
+    ("caBundle configMap", _endpoint(caBundle={"configMap": "ca bundle"}), False),
+    # pod labels, node selector and annotations: 64 entries
+    ("labels 64", {"podTemplate": {"labels": _many(64)}}, True),
+    ("labels 65", {"podTemplate": {"labels": _many(65)}}, False),
+    ("nodeSelector 65", {"podTemplate": {"nodeSelector": _many(65)}}, False),
+    ("label value 5", {"podTemplate": {"labels": {"a": 5}}}, False),
+    ("annotations 64", {"podTemplate": {"annotations": _many(64, "a" * 3072)}}, True),
+    ("annotations 65", {"podTemplate": {"annotations": _many(65)}}, False),
+    ("annotation 3073", {"podTemplate": {"annotations": {"a": "a" * 3073}}}, False),
+    ("annotation value free", {"podTemplate": {"annotations": {"note": "any text: / \n é"}}}, True),
+    ("annotation key UPPER/x", {"podTemplate": {"annotations": {"UPPER.Example/x": "v"}}}, True),
+    ("annotation key -bad", {"podTemplate": {"annotations": {"-bad": "v"}}}, False),
+    ("annotation key a/b/c", {"podTemplate": {"annotations": {"a/b/c": "v"}}}, False),
+    ("annotation key 64", {"podTemplate": {"annotations": {"a" * 64: "v"}}}, False),
+    # tolerations
+    ("toleration Exists", _toleration(key="gpu", operator="Exists"), True),
+    ("toleration every taint", _toleration(operator="Exists"), True),
+    ("toleration key '' Exists", _toleration(key="", operator="Exists"), True),
+    ("toleration Equal", _toleration(key="gpu", operator="Equal", value="h100", effect="NoSchedule"), True),
+    ("toleration Equal by default", _toleration(key="gpu", value="h100"), True),
+    ("toleration no key Equal", _toleration(operator="Equal"), False),
+    ("toleration no key", _toleration(effect="NoSchedule"), False),
+    ("toleration Exists with value", _toleration(key="gpu", operator="Exists", value="x"), False),
+    ("toleration Exists value ''", _toleration(key="gpu", operator="Exists", value=""), True),
+    ("toleration operator In", _toleration(key="gpu", operator="In"), False),
+    ("toleration operator exists", _toleration(key="gpu", operator="exists"), False),
+    ("toleration effect Evict", _toleration(key="gpu", operator="Exists", effect="Evict"), False),
+    ("toleration effect ''", _toleration(key="gpu", operator="Exists", effect=""), False),
+    ("tolerationSeconds", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds=300), True),
+    ("tolerationSeconds no effect", _toleration(key="gpu", operator="Exists", tolerationSeconds=300), False),
+    ("tolerationSeconds NoSchedule", _toleration(key="gpu", operator="Exists", effect="NoSchedule", tolerationSeconds=3), False),
+    ("tolerationSeconds '300'", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds="300"), False),
+    ("tolerationSeconds 1.5", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds=1.5), False),
+    ("tolerations 64", {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(64)]}}, True),
+    ("tolerations 65", {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(65)]}}, False),
+    ("toleration not a mapping", {"podTemplate": {"tolerations": ["gpu"]}}, False),
+    # node affinity
+    ("node In", _node_expression("In", ["H100", "a100-80gb"]), True),
+    ("node In no values", _node_expression("In", []), False),
+    ("node NotIn unset values", _node_expression("NotIn"), False),
+    ("node Exists", _node_expression("Exists"), True), ("node DoesNotExist []", _node_expression("DoesNotExist", []), True),
+    ("node Exists with values", _node_expression("Exists", ["x"]), False),
+    ("node Gt one", _node_expression("Gt", ["5"]), True), ("node Lt two", _node_expression("Lt", ["5", "6"]), False),
+    ("node Gt none", _node_expression("Gt"), False), ("node operator Equal", _node_expression("Equal", ["x"]), False),
+    ("node values 256", _node_expression("In", [f"n{i}" for i in range(256)]), True),
+    ("node values 257", _node_expression("In", [f"n{i}" for i in range(257)]), False),
+    ("node value -x", _node_expression("In", ["-x"]), False),
+    ("node terms 16", _required_nodes(*[{}] * 16), True), ("node terms 17", _required_nodes(*[{}] * 17), False),
+    ("node terms none", _required_nodes(), False),
+    ("node selector without terms", _node_affinity(requiredDuringSchedulingIgnoredDuringExecution={}), False),
+    ("node expressions 17", _required_nodes({"matchExpressions": [{"key": "k", "operator": "Exists"}] * 17}), False),
+    ("node expression no key", _required_nodes({"matchExpressions": [{"operator": "Exists"}]}), False),
+    ("matchFields", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}), True),
+    ("matchFields uid", _required_nodes({"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}), False),
+    ("matchFields two", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}),
+     False),
+    ("matchFields Exists", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "Exists", "values": ["a"]}]}),
+     False),
+    ("matchFields Node_1", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["Node_1"]}]}),
+     False),
+    ("preferred weight 1", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 1, "preference": {}}]),
+     True),
+    ("preferred weight 100", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 100, "preference": {}}]),
+     True),
+    ("preferred weight 0", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 0, "preference": {}}]),
+     False),
+    ("preferred weight 101", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 101, "preference": {}}]),
+     False),
+    ("preferred no preference", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5}]), False),
+    ("preferred 17", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5, "preference": {}}] * 17),
+     False),
+    # pod affinity and anti-affinity
+    ("pod term", _pod_term(labelSelector={"matchLabels": {"app": "vllm"}}), True),
+    ("pod term no topologyKey", {"podTemplate": {"affinity": {"podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]}}}}, False),  # fmt: skip
+    ("pod term topologyKey ''", _pod_term(topologyKey=""), False),
+    ("pod In", _pod_expression("In", ["a", "b"]), True), ("pod In none", _pod_expression("In", []), False),
+    ("pod Exists", _pod_expression("Exists"), True), ("pod DoesNotExist values", _pod_expression("DoesNotExist", ["a"]), False),
+    ("pod Gt", _pod_expression("Gt", ["1"]), False), ("pod value a/b", _pod_expression("In", ["a/b"]), False),
+    ("namespaces", _pod_term(namespaces=["team-a", "b"]), True), ("namespaces Team", _pod_term(namespaces=["Team"]), False),
+    ("namespace 63", _pod_term(namespaces=["n" * 63]), True), ("namespace 64", _pod_term(namespaces=["n" * 64]), False),
+    ("namespaces 65", _pod_term(namespaces=[f"n{i}" for i in range(65)]), False),
+    ("namespaceSelector", _pod_term(namespaceSelector={"matchLabels": {"team": "ml"}}), True),
+    ("namespaceSelector key", _pod_term(namespaceSelector={"matchLabels": {"Team/x": "ml"}}), False),
+    ("matchLabels 65", _pod_term(labelSelector={"matchLabels": _many(65)}), False),
+    ("mismatchLabelKeys 16", _pod_term(labelSelector={}, mismatchLabelKeys=[f"k{i}" for i in range(16)]), True),
+    ("mismatchLabelKeys 17", _pod_term(labelSelector={}, mismatchLabelKeys=[f"k{i}" for i in range(17)]), False),
+    ("pod weighted", {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone"}}]}}}}, True),  # fmt: skip
+    ("pod weighted no term", {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 50}]}}}}, False),  # fmt: skip
+]
+for key, ok in LABEL_KEYS:
+    FIELDS += [(f"label key {key!r:.20} ({len(key)}) {place.__name__}", place(key), ok) for place in KEY_PLACES]
+for value, ok in LABEL_VALUES:
+    FIELDS += [(f"label value {value!r:.20} ({len(value)}) {place.__name__}", place(value), ok) for place in VALUE_PLACES]
+
+
+@pytest.mark.parametrize("fields,accepted", [(f, a) for _, f, a in FIELDS], ids=[name for name, _, _ in FIELDS])
+def test_bounds_and_names_agree_with_the_crd(crd: CrdValidator, fields: dict[str, Any], accepted: bool) -> None:
+    errors = crd.errors(_manifest(**fields))
+    assert (errors == []) is accepted, f"the CRD {'refused' if errors else 'accepted'} it: {str(errors)[:300]}"
+    yes, message = _accepts(parse_spec, _spec(**fields))
+    assert yes is accepted, f"parse_spec {'accepted' if yes else 'refused'} it: {message[:300]}"
+    if not accepted:  # one sentence naming the field
+        assert message.startswith(("spec.", "Unknown field spec.")) and message.endswith("."), message[:300]
+        assert "\n" not in message, message[:300]
+
+
+def test_an_empty_toleration_key_tolerates_every_taint_only_with_exists(crd: CrdValidator) -> None:
+    for operator, ok in (("Exists", True), ("Equal", False)):
+        fields = _toleration(key="", operator=operator)
+        assert (crd.errors(_manifest(**fields)) == []) is ok
+        assert _accepts(parse_spec, _spec(**fields))[0] is ok
+
+
+def test_refusals_name_the_field_and_the_fix() -> None:
+    said = _accepts(parse_spec, _spec(podTemplate={"labels": {"UPPER/x": "v"}}))[1]
+    assert said.startswith("spec.podTemplate.labels key 'UPPER/x' is not a Kubernetes label key: use an optional lowercase")
+    said = _accepts(parse_spec, _spec(podTemplate={"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]}))[1]
+    assert said == "spec.podTemplate.tolerations[0] has operator Exists, which matches any value: remove its value."
+    said = _accepts(parse_spec, _spec(samples={"arc_easy": list(range(100_001))}))[1]
+    assert said.startswith("spec.samples.arc_easy lists 100001 documents; keep at most 100000")
+    said = _accepts(parse_spec, _spec(systemInstruction="s" * 70_000))[1]
+    assert said == "spec.systemInstruction is 70000 characters long; shorten it to at most 65536."

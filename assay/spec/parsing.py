@@ -1,7 +1,8 @@
 """Parsing an Evaluation spec: every field checked once, every error one sentence naming it.
 
-The cross-field rules mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, so a
-manifest that `assay apply --local` accepts is one the API server accepts too.
+The cross-field rules mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, and the
+bounds its maxLength, maxItems and maxProperties, so a manifest that `assay apply --local`
+accepts is one the API server accepts too (tests/test_validator_corpus.py holds them to it).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
+from assay.spec import kube_names, scheduling
 from assay.spec.model import (
     API_MODELS, API_VERSION, JSON, KIND, QUANTITY_RE, SEED_STRING_RE, BatchSize, Cache, ConfigMapKey, Endpoint,
     Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
@@ -25,6 +27,27 @@ _TOP_FIELDS = {
     "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
     "taskSources",
 }  # fmt: skip
+
+# The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml): far above any real
+# spec, low enough to stop abuse. Kubernetes' own name and label limits are in `kube_names`.
+_MODEL_MAX = 253
+_TASKS_MAX = 1000
+_TASK_NAME_MAX = 256
+_SAMPLE_TASKS_MAX = 1000
+_SAMPLE_INDICES_MAX = 100_000
+"""Document indices per task in spec.samples: a 200 KiB list of five-digit indices holds about 34000."""
+_MAP_ENTRIES_MAX = 256
+"""Entries of modelArgs, genKwargs and metadata."""
+_TEXT_MAX = 65536
+"""systemInstruction and chatTemplate."""
+_SEED_MAX = 128
+_QUANTITY_MAX = 64
+_IMAGE_MAX = 1024
+_URL_MAX = 2048
+_MODEL_NAME_MAX = 1024
+"""endpoint.servedModel and endpoint.tokenizer: a hub id or a path."""
+_PATH_MAX = 1024
+_TASK_SOURCES_MAX = 16
 
 
 class _Reader:
@@ -49,15 +72,34 @@ class _Reader:
     def get(self, key: str) -> JSON:
         return self.data.get(key)
 
-    def string(self, key: str, *, required: bool = False) -> str | None:
+    def string(self, key: str, *, max_length: int, required: bool = False, allow_empty: bool = False) -> str | None:
+        """A string within the CRD's bounds: at most `max_length` characters, and not empty unless `allow_empty`."""
         value = self.data.get(key)
         if value is None:
             if required:
                 raise UserError(f"{self.where(key)} is required: set it to a non-empty string.")
             return None
-        if not isinstance(value, str) or (required and not value):
+        if not isinstance(value, str) or (not allow_empty and not value):
             raise UserError(f"{self.where(key)} must be a non-empty string, not {_kind(value)}.")
+        if len(value) > max_length:
+            raise UserError(f"{self.where(key)} is {len(value)} characters long; shorten it to at most {max_length}.")
         return value
+
+    def object_name(self, key: str, *, required: bool = False) -> str | None:
+        """The name of a Secret, ConfigMap, PVC or PriorityClass: a DNS-1123 subdomain."""
+        value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX, required=required)
+        if value is not None and not kube_names.is_object_name(value):
+            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Kubernetes object name: "
+                            f"use {kube_names.OBJECT_NAME_RULE}.")  # fmt: skip
+        return value
+
+    def data_key(self, key: str, default: str) -> str:
+        """A key of a Secret's or ConfigMap's data."""
+        value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX)
+        if value is not None and not kube_names.is_data_key(value):
+            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Secret or ConfigMap key: "
+                            f"use {kube_names.DATA_KEY_RULE}.")  # fmt: skip
+        return default if value is None else value
 
     def boolean(self, key: str, default: bool | None) -> bool | None:
         value = self.data.get(key)
@@ -77,26 +119,23 @@ class _Reader:
             raise UserError(f"{self.where(key)} must be at least {minimum}, not {value}.")
         return value
 
-    def mapping(self, key: str) -> Mapping[str, JSON] | None:
+    def mapping(self, key: str, *, max_entries: int | None = None) -> Mapping[str, JSON] | None:
         value = self.data.get(key)
         if value is None:
             return None
         if not isinstance(value, Mapping):
             raise UserError(f"{self.where(key)} must be a mapping, not {_kind(value)}.")
+        if max_entries is not None and len(value) > max_entries:
+            raise UserError(f"{self.where(key)} has {len(value)} entries; keep at most {max_entries}.")
         return value
-
-    def string_map(self, key: str) -> dict[str, str]:
-        value = self.mapping(key) or {}
-        for k, v in value.items():
-            if not isinstance(v, str):
-                raise UserError(f"{self.where(key)}.{k} must be a string, not {_kind(v)}; quote it in YAML.")
-        return dict(value)
 
     def quantity(self, key: str) -> str | None:
         value = self.data.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.match(str(value)):
+        if isinstance(value, str) and len(value) > _QUANTITY_MAX:
+            raise UserError(f"{self.where(key)} is {len(value)} characters long; a quantity has at most {_QUANTITY_MAX}.")
+        if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.fullmatch(str(value)):
             raise UserError(f"{self.where(key)} must be a Kubernetes quantity such as 4, 500m or 16Gi, not {value!r}.")
         return str(value)
 
@@ -104,20 +143,20 @@ class _Reader:
 def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     """Parse a CR's `spec`; raise UserError naming the field and the fix."""
     r = _Reader(spec, "spec", _TOP_FIELDS)
-    model = r.string("model", required=True)
+    model = r.string("model", max_length=_MODEL_MAX, required=True)
     assert model is not None
     tasks = _tasks(r)
     samples = _samples(r)
     limit = _limit(r)
     run_rules.check_limit_or_samples(limit, samples, names=("spec.limit", "spec.samples"), error=UserError)
     apply_chat_template = bool(r.boolean("applyChatTemplate", False))
-    chat_template = r.string("chatTemplate")
+    chat_template = r.string("chatTemplate", max_length=_TEXT_MAX)
     if chat_template is not None and not apply_chat_template:
         raise UserError("spec.chatTemplate needs spec.applyChatTemplate: true.")
     fewshot_as_multiturn = r.boolean("fewshotAsMultiturn", None)
     if fewshot_as_multiturn and not apply_chat_template:
         raise UserError("spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval).")
-    model_args = r.mapping("modelArgs") or {}
+    model_args = r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or {}
     endpoint = _endpoint(r, model, model_args)
     resources = _resources(r)
     if endpoint is not None and resources.nodes > 1:
@@ -131,19 +170,19 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         samples=samples,
         batch_size=_batch_size(r),
         max_batch_size=batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"),
-        gen_kwargs=_optional_dict(r.mapping("genKwargs")),
+        gen_kwargs=_optional_dict(r.mapping("genKwargs", max_entries=_MAP_ENTRIES_MAX)),
         seed=_seed(r),
         apply_chat_template=apply_chat_template,
         chat_template=chat_template,
         fewshot_as_multiturn=fewshot_as_multiturn,
-        system_instruction=r.string("systemInstruction"),
+        system_instruction=r.string("systemInstruction", max_length=_TEXT_MAX, allow_empty=True),
         log_samples=bool(r.boolean("logSamples", False)),
         predict_only=bool(r.boolean("predictOnly", False)),
-        metadata=_optional_dict(r.mapping("metadata")),
+        metadata=_optional_dict(r.mapping("metadata", max_entries=_MAP_ENTRIES_MAX)),
         trust_remote_code=bool(r.boolean("trustRemoteCode", False)),
         allow_unsafe_code=bool(r.boolean("allowUnsafeCode", False)),
         resources=resources,
-        image=r.string("image"),
+        image=r.string("image", max_length=_IMAGE_MAX),
         hf_token_secret=_secret(r),
         endpoint=endpoint,
         cache=_cache(r),
@@ -177,9 +216,14 @@ def _tasks(r: _Reader) -> tuple[str, ...]:
     value = r.get("tasks")
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise UserError("spec.tasks is required: list one or more task, group or tag names.")
+    if len(value) > _TASKS_MAX:
+        raise UserError(f"spec.tasks lists {len(value)} names; keep at most {_TASKS_MAX} "
+                        "(a group or tag names many tasks at once).")  # fmt: skip
     for i, name in enumerate(value):
         if not isinstance(name, str) or not name.strip():
             raise UserError(f"spec.tasks[{i}] must be a task name, not {_kind(name)}.")
+        if len(name) > _TASK_NAME_MAX:
+            raise UserError(f"spec.tasks[{i}] is {len(name)} characters long; a task name has at most {_TASK_NAME_MAX}.")
     return tuple(name.strip() for name in value)
 
 
@@ -193,15 +237,21 @@ def _limit(r: _Reader) -> int | float | None:
 
 
 def _samples(r: _Reader) -> dict[str, tuple[int, ...]] | None:
-    value = r.mapping("samples")
+    value = r.mapping("samples", max_entries=_SAMPLE_TASKS_MAX)
     if value is None:
         return None
     out: dict[str, tuple[int, ...]] = {}
     for task, ids in value.items():
+        if not 1 <= len(str(task)) <= _TASK_NAME_MAX:
+            raise UserError(f"spec.samples key {kube_names.quoted(str(task))} must be a task name "
+                            f"of 1 to {_TASK_NAME_MAX} characters.")  # fmt: skip
         if not isinstance(ids, Sequence) or isinstance(ids, str) or not all(
             isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
         ):
             raise UserError(f"spec.samples.{task} must be a list of document indices (integers from 0).")
+        if len(ids) > _SAMPLE_INDICES_MAX:
+            raise UserError(f"spec.samples.{task} lists {len(ids)} documents; keep at most {_SAMPLE_INDICES_MAX} "
+                            "(or use spec.limit, or no selection, for a large share of the task).")  # fmt: skip
         out[str(task)] = tuple(ids)
     return out
 
@@ -222,7 +272,7 @@ def _seed(r: _Reader) -> Seed:
         return Seed()
     if isinstance(value, int) and not isinstance(value, bool):
         return Seed(value, value, value, value)
-    if isinstance(value, str) and SEED_STRING_RE.match(value.replace(" ", "")):
+    if isinstance(value, str) and len(value) <= _SEED_MAX and SEED_STRING_RE.fullmatch(value.replace(" ", "")):
         slots = [None if s.lower() in ("none", "null") else int(s) for s in value.replace(" ", "").split(",")]
         return Seed(*slots)
     raise UserError(
@@ -254,20 +304,20 @@ def _endpoint(r: _Reader, model: str, model_args: Mapping[str, JSON]) -> Endpoin
     if clash:
         raise UserError(f"spec.modelArgs.{clash[0]} is set by spec.endpoint; remove it from modelArgs.")
     sub = _Reader(data, "spec.endpoint", {"url", "servedModel", "apiKeySecret", "caBundle", "tokenizer"})
-    url = sub.string("url", required=True)
+    url = sub.string("url", max_length=_URL_MAX, required=True)
     assert url is not None
     if not url.startswith(("http://", "https://")):
         raise UserError(f"spec.endpoint.url must start with http:// or https://, not {url!r}.")
     secret = None
     if sub.get("apiKeySecret") is not None:
         ref = _Reader(sub.get("apiKeySecret"), "spec.endpoint.apiKeySecret", {"name", "key"})
-        secret = SecretKey(name=ref.string("name", required=True) or "", key=ref.string("key") or "api-key")
+        secret = SecretKey(name=ref.object_name("name", required=True) or "", key=ref.data_key("key", "api-key"))
     bundle = None
     if sub.get("caBundle") is not None:
         ref = _Reader(sub.get("caBundle"), "spec.endpoint.caBundle", {"configMap", "key"})
-        bundle = ConfigMapKey(name=ref.string("configMap", required=True) or "", key=ref.string("key") or "ca.crt")
-    return Endpoint(url=url, served_model=sub.string("servedModel"), api_key_secret=secret, ca_bundle=bundle,
-                    tokenizer=sub.string("tokenizer"))
+        bundle = ConfigMapKey(name=ref.object_name("configMap", required=True) or "", key=ref.data_key("key", "ca.crt"))
+    return Endpoint(url=url, served_model=sub.string("servedModel", max_length=_MODEL_NAME_MAX), api_key_secret=secret,
+                    ca_bundle=bundle, tokenizer=sub.string("tokenizer", max_length=_MODEL_NAME_MAX))
 
 
 def _secret(r: _Reader) -> SecretKey | None:
@@ -275,9 +325,9 @@ def _secret(r: _Reader) -> SecretKey | None:
     if data is None:
         return None
     sub = _Reader(data, "spec.hfTokenSecret", {"name", "key"})
-    name = sub.string("name", required=True)
+    name = sub.object_name("name", required=True)
     assert name is not None
-    return SecretKey(name=name, key=sub.string("key") or "token")
+    return SecretKey(name=name, key=sub.data_key("key", "token"))
 
 
 def _task_sources(r: _Reader) -> tuple[str, ...]:
@@ -286,11 +336,14 @@ def _task_sources(r: _Reader) -> tuple[str, ...]:
         return ()
     if not isinstance(data, list):
         raise UserError(f"spec.taskSources must be a list of {{configMap: NAME}}, not {_kind(data)}.")
+    if len(data) > _TASK_SOURCES_MAX:
+        raise UserError(f"spec.taskSources lists {len(data)} ConfigMaps; keep at most {_TASK_SOURCES_MAX} "
+                        "(one ConfigMap holds many task YAMLs).")  # fmt: skip
     names: list[str] = []
     for i, item in enumerate(data):
         if not isinstance(item, dict):
             raise UserError(f"spec.taskSources[{i}] must be a mapping {{configMap: NAME}}, not {_kind(item)}.")
-        name = _Reader(item, f"spec.taskSources[{i}]", {"configMap"}).string("configMap", required=True)
+        name = _Reader(item, f"spec.taskSources[{i}]", {"configMap"}).object_name("configMap", required=True)
         assert name is not None
         if name in names:
             raise UserError(f"spec.taskSources names ConfigMap {name!r} twice; list it once.")
@@ -304,7 +357,7 @@ def _cache(r: _Reader) -> Cache:
         return Cache()
     sub = _Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir", "localDatasetsDir"})
     return Cache(
-        pvc=sub.string("pvc"),
+        pvc=sub.object_name("pvc"),
         offline=bool(sub.boolean("offline", False)),
         datasets_dir=_relative_path(sub, "datasetsDir"),
         local_datasets_dir=_relative_path(sub, "localDatasetsDir"),
@@ -316,11 +369,11 @@ def _output(r: _Reader) -> Output:
     if data is None:
         return Output()
     sub = _Reader(data, "spec.output", {"pvc", "path"})
-    return Output(pvc=sub.string("pvc"), path=_relative_path(sub, "path"))
+    return Output(pvc=sub.object_name("pvc"), path=_relative_path(sub, "path"))
 
 
 def _relative_path(r: _Reader, key: str) -> str | None:
-    value = r.string(key)
+    value = r.string(key, max_length=_PATH_MAX)
     if value is not None and (value.startswith("/") or ".." in value.split("/")):
         raise UserError(f"{r.where(key)} must be a relative path inside the volume without '..', not {value!r}.")
     return value
@@ -334,16 +387,15 @@ def _pod_template(r: _Reader) -> PodTemplate:
         data, "spec.podTemplate",
         {"nodeSelector", "tolerations", "affinity", "priorityClassName", "labels", "annotations"},
     )  # fmt: skip
-    tolerations = sub.get("tolerations") or []
-    if not isinstance(tolerations, Sequence) or not all(isinstance(t, Mapping) for t in tolerations):
-        raise UserError("spec.podTemplate.tolerations must be a list of Kubernetes tolerations.")
+    affinity = sub.get("affinity")
     return PodTemplate(
-        node_selector=sub.string_map("nodeSelector"),
-        tolerations=tuple(dict(t) for t in tolerations),
-        affinity=_optional_dict(sub.mapping("affinity")),
-        priority_class_name=sub.string("priorityClassName"),
-        labels=sub.string_map("labels"),
-        annotations=sub.string_map("annotations"),
+        node_selector=kube_names.check_labels(sub.mapping("nodeSelector") or {}, "spec.podTemplate.nodeSelector"),
+        tolerations=scheduling.tolerations(sub.get("tolerations"), "spec.podTemplate.tolerations"),
+        affinity=None if affinity is None else scheduling.affinity(affinity, "spec.podTemplate.affinity"),
+        priority_class_name=sub.object_name("priorityClassName"),
+        labels=kube_names.check_labels(sub.mapping("labels") or {}, "spec.podTemplate.labels"),
+        annotations=kube_names.check_labels(sub.mapping("annotations") or {}, "spec.podTemplate.annotations",
+                                            annotations=True),
     )
 
 

@@ -71,6 +71,19 @@ def walk_rules(schema: dict[str, Any], value: Any, path: str = "") -> Iterator[t
             yield from walk_rules(schema["items"], item, f"{path}[{i}]")
 
 
+def _re2_patterns(base: Any) -> Any:
+    """`base` with `pattern` matched as the API server matches it: RE2, whose `$` refuses a trailing
+    newline that Python's `re` (jsonschema's default) lets through."""
+    import jsonschema
+    import re2
+
+    def pattern(validator: Any, regex: str, instance: Any, schema: dict[str, Any]) -> Iterator[Any]:
+        if validator.is_type(instance, "string") and not re2.search(regex, instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {regex!r}")
+
+    return jsonschema.validators.extend(base, {"pattern": pattern})
+
+
 class CrdValidator:
     def __init__(self, crd: dict[str, Any]) -> None:
         import celpy
@@ -79,7 +92,7 @@ class CrdValidator:
         self.crd = crd
         self.version = crd["spec"]["versions"][0]
         self.schema = self.version["schema"]["openAPIV3Schema"]
-        self._json = jsonschema.Draft4Validator(openapi_to_jsonschema(self.schema))
+        self._json = _re2_patterns(jsonschema.Draft4Validator)(openapi_to_jsonschema(self.schema))
         self._cel = celpy.Environment()
         self._programs: dict[str, Any] = {}
 

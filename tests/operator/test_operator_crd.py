@@ -58,6 +58,30 @@ def test_every_field_is_structural_and_documented(crd: dict[str, Any]) -> None:
             assert node.get("description"), f"{path} has no description for kubectl explain"
 
 
+def _every_node(node: dict[str, Any], path: str):
+    yield path, node
+    for key, sub in (node.get("properties") or {}).items():
+        yield from _every_node(sub, f"{path}.{key}")
+    if isinstance(node.get("items"), dict):
+        yield from _every_node(node["items"], f"{path}[]")
+    if isinstance(node.get("additionalProperties"), dict):
+        yield from _every_node(node["additionalProperties"], f"{path}[*]")
+
+
+def test_every_field_a_user_fills_is_bounded(crd: dict[str, Any]) -> None:
+    """An unbounded string, list or map lets one Evaluation fill etcd and the operator's memory, and the
+    API server refuses a CEL rule whose cost it cannot bound (every rule under a list or map multiplies)."""
+    unbounded = []
+    for path, node in _every_node(_spec_schema(crd), "spec"):
+        if (node.get("type") == "string" or node.get("x-kubernetes-int-or-string")) and "enum" not in node:
+            unbounded += [] if "maxLength" in node else [f"{path} (maxLength)"]
+        elif node.get("type") == "array":
+            unbounded += [] if "maxItems" in node else [f"{path} (maxItems)"]
+        elif node.get("type") == "object" and ("additionalProperties" in node or not node.get("properties")):
+            unbounded += [] if "maxProperties" in node else [f"{path} (maxProperties)"]
+    assert unbounded == []
+
+
 def test_every_cel_rule_compiles_and_has_a_message(crd_validator: Any, crd: dict[str, Any]) -> None:
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     rules = []

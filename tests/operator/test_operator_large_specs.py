@@ -19,7 +19,9 @@ from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
 EVALUATIONS = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations"
-SAMPLES = list(range(100_000, 300_000))  # 1.4 MB of JSON, near etcd's object limit
+SAMPLES = list(range(100_000, 200_000))  # the CRD's most for one task: 0.7 MB of JSON
+LARGEST_SAMPLES = {"arc_easy": SAMPLES, "arc_challenge": list(range(200_000, 300_000))}
+"""1.4 MB of JSON, near etcd's object limit."""
 
 
 def _evaluation(name: str, **spec: Any) -> dict[str, Any]:
@@ -64,7 +66,7 @@ def _deep_size(value: Any, seen: set[int] | None = None) -> int:
 def test_evaluations_of_the_largest_size_cost_the_watch_cache_a_bounded_amount() -> None:
     """Twenty 1.4 MB specs, decoded as a watch decodes them, then kept: what stays is their small fields."""
     memo = types.SimpleNamespace(watched=Watched(job_label=builders.LABEL_JOB))
-    raw = json.dumps(_evaluation("x", samples={"arc_easy": SAMPLES}))
+    raw = json.dumps(_evaluation("x", samples=LARGEST_SAMPLES))
     decoded = json.loads(raw)
     assert _deep_size(decoded) > 7_000_000  # one such body as Python objects
     for i in range(20):
@@ -84,7 +86,7 @@ def known_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.usefixtures("known_tasks")
 def test_a_run_is_decided_from_the_whole_spec_read_from_the_api_server(api: LocalApiServer) -> None:
-    body = _evaluation("big", model="dummy", samples={"arc_easy": SAMPLES[:20_000]}, systemInstruction="s" * 70_000)
+    body = _evaluation("big", model="dummy", samples={"arc_easy": SAMPLES[:20_000]}, systemInstruction="s" * 65_536)
     del body["spec"]["modelArgs"]
     api.put(body, f"{EVALUATIONS}/big")
     memo = types.SimpleNamespace(policy=AdminPolicy(), watched=Watched(job_label=builders.LABEL_JOB))

@@ -82,15 +82,16 @@ def test_the_api_servers_words_are_one_bounded_line() -> None:
 
 
 def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api: LocalApiServer) -> None:
-    evaluation = _evaluation(api, podTemplate={"labels": {"bad key!": "x"}})
-    _refuse_jobs(api, "invalid_pod_label_key")
+    # A spec the CRD admits and a cluster's own admission refuses (the CRD refuses a bad label key itself).
+    evaluation = _evaluation(api, podTemplate={"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})
+    _refuse_jobs(api, "webhook_denied")
     steps = _carry_out(evaluation)
     stored = api.get(EVALUATION)
     assert stored is not None
     status = stored["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
-    assert status["message"].startswith('The API server refused the runner\'s Job tiny-g1: Job.batch "tiny-g1" is '
-                                        'invalid: spec.template.labels: Invalid value: "bad key!": name part')
+    assert status["message"].startswith('The API server refused the runner\'s Job tiny-g1: admission webhook '
+                                        '"jobs.policy.example.com" denied the request: tolerations of nvidia.com/gpu')
     assert status["message"].endswith("are spec.podTemplate's).") and steps.refused == status["message"]
     accepted = conditions.get_condition(status, conditions.ACCEPTED)
     assert accepted is not None and (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
