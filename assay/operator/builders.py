@@ -37,7 +37,7 @@ import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers, placement_policy, policy, task_sources
+from assay.operator import containers, failure_policy, names, placement_policy, policy, task_sources
 from assay.operator.names import child_name, digest, label_value
 from assay.operator.runner_images import runner_image
 from assay.spec import Evaluation
@@ -242,17 +242,12 @@ def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
     }
 
 
-def spec_config_map_name(job: str) -> str:
-    """`<job>-spec`: found from its Job's name alone, and telling what it is in `kubectl get configmaps`."""
-    return f"{job}-spec"
-
-
 def spec_config_map(ref: EvaluationRef, spec: Evaluation, *, job: str) -> Manifest:
     """The run's spec as the runner reads it (ASSAY_EVALUATION_FILE)."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(ref, spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
+        "metadata": _metadata(ref, names.spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
         "data": {containers.SPEC_KEY: spec.to_json()},
     }
 
@@ -324,23 +319,6 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     return env
 
 
-def pod_failure_policy() -> Manifest:
-    return {
-        "rules": [
-            # A spec that cannot run fails the same way on every retry.
-            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.CONFIG_ERROR_EXIT_CODE]}},
-            # A rank that stopped because another reported its failure: that one's exit counts.
-            {"action": "Ignore", "onExitCodes": {"operator": "In", "values": [spec_module.PEER_FAILED_EXIT_CODE]}},
-            # Preemption, eviction, node drain: not the evaluation's fault.
-            {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
-            # Scores computed but refused by the API server (or it stayed away): a retry would
-            # redo the whole evaluation to meet the same refusal; the operator says
-            # ResultsNotRecorded. After the disruption rule: a preempted pod still retries.
-            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.RESULTS_NOT_RECORDED_EXIT_CODE]}},
-        ]
-    }
-
-
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
         placement: placement_policy.Placement | None = None) -> Manifest:  # fmt: skip
     """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
@@ -363,7 +341,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
                                  resources=containers.resources(spec, gpus=True), spec=spec),
         ],  # fmt: skip
-        "volumes": containers.volumes(spec, spec_config_map=spec_config_map_name(name)),
+        "volumes": containers.volumes(spec, spec_config_map=names.spec_config_map_name(name)),
     }
     if uses_torchrun(spec):
         # A spec that cannot run fails here with 78, before the ranks wait for each other.
@@ -388,7 +366,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "completionMode": "Indexed" if spec.resources.nodes > 1 else "NonIndexed",
         # Kueue admits a queued Job by unsuspending it: it must be created suspended.
         "suspend": spec.suspend or queued(spec),
-        "podFailurePolicy": pod_failure_policy(),
+        "podFailurePolicy": failure_policy.pod_failure_policy(),
         "template": {"metadata": pod_metadata, "spec": pod_spec},
     }
     if spec.active_deadline_seconds is not None:

@@ -44,3 +44,9 @@ def label_value(name: str) -> str:
         return name
     keep = MAX_LABEL_VALUE - _DIGEST_CHARS - 1
     return f"{name[:keep].rstrip('-._')}-{digest(name)}"
+
+
+def spec_config_map_name(job: str) -> str:
+    """`<job>-spec`, the run's spec ConfigMap: found from its Job's name alone, and telling what
+    it is in `kubectl get configmaps`."""
+    return f"{job}-spec"

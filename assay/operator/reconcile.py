@@ -24,7 +24,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
-from assay.operator import builders, conditions
+from assay.operator import builders, conditions, names
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -107,7 +107,7 @@ def plan(
         create=tuple(manifests),
         delete_jobs=superseded,
         delete_services=tuple(_names(services, keep=job_name)),
-        delete_config_maps=tuple(builders.spec_config_map_name(job) for job in superseded),
+        delete_config_maps=tuple(names.spec_config_map_name(job) for job in superseded),
         suspend_job=suspend,
         status=status_patch,
         new_run=new_run,

@@ -13,8 +13,9 @@ from typing import Mapping, Sequence
 from assay import batch_size, run_rules
 from assay.errors import UserError
 from assay.spec import kube_names, scheduling
+from assay.spec.reader import Reader, kind
 from assay.spec.model import (
-    API_MODELS, API_VERSION, JSON, KIND, QUANTITY_RE, SEED_STRING_RE, BatchSize, Cache, ConfigMapKey, Endpoint,
+    API_MODELS, API_VERSION, JSON, KIND, SEED_STRING_RE, BatchSize, Cache, ConfigMapKey, Endpoint,
     Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
 )  # fmt: skip
 
@@ -41,7 +42,6 @@ _MAP_ENTRIES_MAX = 256
 _TEXT_MAX = 65536
 """systemInstruction and chatTemplate."""
 _SEED_MAX = 128
-_QUANTITY_MAX = 64
 _IMAGE_MAX = 1024
 _URL_MAX = 2048
 _MODEL_NAME_MAX = 1024
@@ -50,99 +50,9 @@ _PATH_MAX = 1024
 _TASK_SOURCES_MAX = 16
 
 
-class _Reader:
-    """Typed access to one mapping of the spec; every error names the field's path."""
-
-    def __init__(self, data: Mapping[str, JSON], path: str, known: set[str]) -> None:
-        if not isinstance(data, Mapping):
-            raise UserError(f"{path or 'spec'} must be a mapping, not {_kind(data)}.")
-        unknown = sorted(set(data) - known)
-        if unknown:
-            hint = _suggestion(unknown[0], known)
-            raise UserError(
-                f"Unknown field {_join(path, unknown[0])!r} in the Evaluation spec.{hint} "
-                f"Known fields: {', '.join(sorted(known))}."
-            )
-        self.data = data
-        self.path = path
-
-    def where(self, key: str) -> str:
-        return _join(self.path, key)
-
-    def get(self, key: str) -> JSON:
-        return self.data.get(key)
-
-    def string(self, key: str, *, max_length: int, required: bool = False, allow_empty: bool = False) -> str | None:
-        """A string within the CRD's bounds: at most `max_length` characters, and not empty unless `allow_empty`."""
-        value = self.data.get(key)
-        if value is None:
-            if required:
-                raise UserError(f"{self.where(key)} is required: set it to a non-empty string.")
-            return None
-        if not isinstance(value, str) or (not allow_empty and not value):
-            raise UserError(f"{self.where(key)} must be a non-empty string, not {_kind(value)}.")
-        if len(value) > max_length:
-            raise UserError(f"{self.where(key)} is {len(value)} characters long; shorten it to at most {max_length}.")
-        return value
-
-    def object_name(self, key: str, *, required: bool = False) -> str | None:
-        """The name of a Secret, ConfigMap, PVC or PriorityClass: a DNS-1123 subdomain."""
-        value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX, required=required)
-        if value is not None and not kube_names.is_object_name(value):
-            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Kubernetes object name: "
-                            f"use {kube_names.OBJECT_NAME_RULE}.")  # fmt: skip
-        return value
-
-    def data_key(self, key: str, default: str) -> str:
-        """A key of a Secret's or ConfigMap's data."""
-        value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX)
-        if value is not None and not kube_names.is_data_key(value):
-            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Secret or ConfigMap key: "
-                            f"use {kube_names.DATA_KEY_RULE}.")  # fmt: skip
-        return default if value is None else value
-
-    def boolean(self, key: str, default: bool | None) -> bool | None:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if not isinstance(value, bool):
-            raise UserError(f"{self.where(key)} must be true or false, not {_kind(value)}.")
-        return value
-
-    def integer(self, key: str, default: int | None, *, minimum: int) -> int | None:
-        value = self.data.get(key)
-        if value is None:
-            return default
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise UserError(f"{self.where(key)} must be an integer, not {_kind(value)}.")
-        if value < minimum:
-            raise UserError(f"{self.where(key)} must be at least {minimum}, not {value}.")
-        return value
-
-    def mapping(self, key: str, *, max_entries: int | None = None) -> Mapping[str, JSON] | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, Mapping):
-            raise UserError(f"{self.where(key)} must be a mapping, not {_kind(value)}.")
-        if max_entries is not None and len(value) > max_entries:
-            raise UserError(f"{self.where(key)} has {len(value)} entries; keep at most {max_entries}.")
-        return value
-
-    def quantity(self, key: str) -> str | None:
-        value = self.data.get(key)
-        if value is None:
-            return None
-        if isinstance(value, str) and len(value) > _QUANTITY_MAX:
-            raise UserError(f"{self.where(key)} is {len(value)} characters long; a quantity has at most {_QUANTITY_MAX}.")
-        if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.fullmatch(str(value)):
-            raise UserError(f"{self.where(key)} must be a Kubernetes quantity such as 4, 500m or 16Gi, not {value!r}.")
-        return str(value)
-
-
 def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     """Parse a CR's `spec`; raise UserError naming the field and the fix."""
-    r = _Reader(spec, "spec", _TOP_FIELDS)
+    r = Reader(spec, "spec", _TOP_FIELDS)
     model = r.string("model", max_length=_MODEL_MAX, required=True)
     assert model is not None
     tasks = _tasks(r)
@@ -198,7 +108,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
 def parse_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], Evaluation]:
     """Check an Evaluation manifest's apiVersion and kind; return (metadata, spec)."""
     if not isinstance(manifest, Mapping):
-        raise UserError(f"An Evaluation manifest must be a mapping, not {_kind(manifest)}.")
+        raise UserError(f"An Evaluation manifest must be a mapping, not {kind(manifest)}.")
     if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
         raise UserError(
             f"Expected apiVersion: {API_VERSION} and kind: {KIND}, "
@@ -212,7 +122,7 @@ def parse_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], Ev
     return metadata, parse_spec(manifest["spec"])
 
 
-def _tasks(r: _Reader) -> tuple[str, ...]:
+def _tasks(r: Reader) -> tuple[str, ...]:
     value = r.get("tasks")
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise UserError("spec.tasks is required: list one or more task, group or tag names.")
@@ -221,13 +131,13 @@ def _tasks(r: _Reader) -> tuple[str, ...]:
                         "(a group or tag names many tasks at once).")  # fmt: skip
     for i, name in enumerate(value):
         if not isinstance(name, str) or not name.strip():
-            raise UserError(f"spec.tasks[{i}] must be a task name, not {_kind(name)}.")
+            raise UserError(f"spec.tasks[{i}] must be a task name, not {kind(name)}.")
         if len(name) > _TASK_NAME_MAX:
             raise UserError(f"spec.tasks[{i}] is {len(name)} characters long; a task name has at most {_TASK_NAME_MAX}.")
     return tuple(name.strip() for name in value)
 
 
-def _limit(r: _Reader) -> int | float | None:
+def _limit(r: Reader) -> int | float | None:
     value = r.get("limit")
     if value is None:
         return None
@@ -236,7 +146,7 @@ def _limit(r: _Reader) -> int | float | None:
     return int(value) if value >= 1 and value == int(value) else float(value)
 
 
-def _samples(r: _Reader) -> dict[str, tuple[int, ...]] | None:
+def _samples(r: Reader) -> dict[str, tuple[int, ...]] | None:
     value = r.mapping("samples", max_entries=_SAMPLE_TASKS_MAX)
     if value is None:
         return None
@@ -256,7 +166,7 @@ def _samples(r: _Reader) -> dict[str, tuple[int, ...]] | None:
     return out
 
 
-def _batch_size(r: _Reader) -> BatchSize:
+def _batch_size(r: Reader) -> BatchSize:
     value = r.get("batchSize")
     if value is None:
         return 1
@@ -266,7 +176,7 @@ def _batch_size(r: _Reader) -> BatchSize:
     return parsed.fixed if parsed.fixed is not None else str(value)
 
 
-def _seed(r: _Reader) -> Seed:
+def _seed(r: Reader) -> Seed:
     value = r.get("seed")
     if value is None:
         return Seed()
@@ -281,11 +191,11 @@ def _seed(r: _Reader) -> Seed:
     )
 
 
-def _resources(r: _Reader) -> Resources:
+def _resources(r: Reader) -> Resources:
     data = r.mapping("resources")
     if data is None:
         return Resources()
-    sub = _Reader(data, "spec.resources", {"nodes", "gpusPerNode", "cpu", "memory"})
+    sub = Reader(data, "spec.resources", {"nodes", "gpusPerNode", "cpu", "memory"})
     return Resources(
         nodes=sub.integer("nodes", 1, minimum=1) or 1,
         gpus_per_node=sub.integer("gpusPerNode", 1, minimum=0) or 0,
@@ -294,7 +204,7 @@ def _resources(r: _Reader) -> Resources:
     )
 
 
-def _endpoint(r: _Reader, model: str, model_args: Mapping[str, JSON]) -> Endpoint | None:
+def _endpoint(r: Reader, model: str, model_args: Mapping[str, JSON]) -> Endpoint | None:
     data = r.get("endpoint")
     if data is None:
         return None
@@ -303,47 +213,47 @@ def _endpoint(r: _Reader, model: str, model_args: Mapping[str, JSON]) -> Endpoin
     clash = sorted({"base_url", "model", "tokenizer", "ca_cert_path"} & set(model_args))
     if clash:
         raise UserError(f"spec.modelArgs.{clash[0]} is set by spec.endpoint; remove it from modelArgs.")
-    sub = _Reader(data, "spec.endpoint", {"url", "servedModel", "apiKeySecret", "caBundle", "tokenizer"})
+    sub = Reader(data, "spec.endpoint", {"url", "servedModel", "apiKeySecret", "caBundle", "tokenizer"})
     url = sub.string("url", max_length=_URL_MAX, required=True)
     assert url is not None
     if not url.startswith(("http://", "https://")):
         raise UserError(f"spec.endpoint.url must start with http:// or https://, not {url!r}.")
     secret = None
     if sub.get("apiKeySecret") is not None:
-        ref = _Reader(sub.get("apiKeySecret"), "spec.endpoint.apiKeySecret", {"name", "key"})
+        ref = Reader(sub.get("apiKeySecret"), "spec.endpoint.apiKeySecret", {"name", "key"})
         secret = SecretKey(name=ref.object_name("name", required=True) or "", key=ref.data_key("key", "api-key"))
     bundle = None
     if sub.get("caBundle") is not None:
-        ref = _Reader(sub.get("caBundle"), "spec.endpoint.caBundle", {"configMap", "key"})
+        ref = Reader(sub.get("caBundle"), "spec.endpoint.caBundle", {"configMap", "key"})
         bundle = ConfigMapKey(name=ref.object_name("configMap", required=True) or "", key=ref.data_key("key", "ca.crt"))
     return Endpoint(url=url, served_model=sub.string("servedModel", max_length=_MODEL_NAME_MAX), api_key_secret=secret,
                     ca_bundle=bundle, tokenizer=sub.string("tokenizer", max_length=_MODEL_NAME_MAX))
 
 
-def _secret(r: _Reader) -> SecretKey | None:
+def _secret(r: Reader) -> SecretKey | None:
     data = r.get("hfTokenSecret")
     if data is None:
         return None
-    sub = _Reader(data, "spec.hfTokenSecret", {"name", "key"})
+    sub = Reader(data, "spec.hfTokenSecret", {"name", "key"})
     name = sub.object_name("name", required=True)
     assert name is not None
     return SecretKey(name=name, key=sub.data_key("key", "token"))
 
 
-def _task_sources(r: _Reader) -> tuple[str, ...]:
+def _task_sources(r: Reader) -> tuple[str, ...]:
     data = r.get("taskSources")
     if data is None:
         return ()
     if not isinstance(data, list):
-        raise UserError(f"spec.taskSources must be a list of {{configMap: NAME}}, not {_kind(data)}.")
+        raise UserError(f"spec.taskSources must be a list of {{configMap: NAME}}, not {kind(data)}.")
     if len(data) > _TASK_SOURCES_MAX:
         raise UserError(f"spec.taskSources lists {len(data)} ConfigMaps; keep at most {_TASK_SOURCES_MAX} "
                         "(one ConfigMap holds many task YAMLs).")  # fmt: skip
     names: list[str] = []
     for i, item in enumerate(data):
         if not isinstance(item, dict):
-            raise UserError(f"spec.taskSources[{i}] must be a mapping {{configMap: NAME}}, not {_kind(item)}.")
-        name = _Reader(item, f"spec.taskSources[{i}]", {"configMap"}).object_name("configMap", required=True)
+            raise UserError(f"spec.taskSources[{i}] must be a mapping {{configMap: NAME}}, not {kind(item)}.")
+        name = Reader(item, f"spec.taskSources[{i}]", {"configMap"}).object_name("configMap", required=True)
         assert name is not None
         if name in names:
             raise UserError(f"spec.taskSources names ConfigMap {name!r} twice; list it once.")
@@ -351,11 +261,11 @@ def _task_sources(r: _Reader) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _cache(r: _Reader) -> Cache:
+def _cache(r: Reader) -> Cache:
     data = r.mapping("cache")
     if data is None:
         return Cache()
-    sub = _Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir", "localDatasetsDir"})
+    sub = Reader(data, "spec.cache", {"pvc", "offline", "datasetsDir", "localDatasetsDir"})
     return Cache(
         pvc=sub.object_name("pvc"),
         offline=bool(sub.boolean("offline", False)),
@@ -364,26 +274,26 @@ def _cache(r: _Reader) -> Cache:
     )
 
 
-def _output(r: _Reader) -> Output:
+def _output(r: Reader) -> Output:
     data = r.mapping("output")
     if data is None:
         return Output()
-    sub = _Reader(data, "spec.output", {"pvc", "path"})
+    sub = Reader(data, "spec.output", {"pvc", "path"})
     return Output(pvc=sub.object_name("pvc"), path=_relative_path(sub, "path"))
 
 
-def _relative_path(r: _Reader, key: str) -> str | None:
+def _relative_path(r: Reader, key: str) -> str | None:
     value = r.string(key, max_length=_PATH_MAX)
     if value is not None and (value.startswith("/") or ".." in value.split("/")):
         raise UserError(f"{r.where(key)} must be a relative path inside the volume without '..', not {value!r}.")
     return value
 
 
-def _pod_template(r: _Reader) -> PodTemplate:
+def _pod_template(r: Reader) -> PodTemplate:
     data = r.mapping("podTemplate")
     if data is None:
         return PodTemplate()
-    sub = _Reader(
+    sub = Reader(
         data, "spec.podTemplate",
         {"nodeSelector", "tolerations", "affinity", "priorityClassName", "labels", "annotations"},
     )  # fmt: skip
@@ -397,33 +307,6 @@ def _pod_template(r: _Reader) -> PodTemplate:
         annotations=kube_names.check_labels(sub.mapping("annotations") or {}, "spec.podTemplate.annotations",
                                             annotations=True),
     )
-
-
-def _join(path: str, key: str) -> str:
-    return f"{path}.{key}" if path else key
-
-
-def _kind(value: JSON) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return f"the boolean {str(value).lower()}"
-    if isinstance(value, (int, float)):
-        return f"the number {value}"
-    if isinstance(value, str):
-        return f"the string {value!r}"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, Sequence):
-        return "a list"
-    return type(value).__name__
-
-
-def _suggestion(name: str, known: set[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, sorted(known), n=1)
-    return f" Did you mean {close[0]!r}?" if close else ""
 
 
 def _optional_dict(value: Mapping[str, JSON] | None) -> dict[str, JSON] | None:

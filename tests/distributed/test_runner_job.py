@@ -13,7 +13,7 @@ import pytest
 
 import tests.distributed.launch  # noqa: F401 - registers the test LM as "assay-test"
 from assay import spec as spec_module
-from assay.runner import distributed, job
+from assay.runner import distributed, job, spec_file
 from tests.distributed import harness
 
 
@@ -74,15 +74,15 @@ def test_a_missing_or_malformed_spec_is_a_config_error(tmp_path: Path, monkeypat
 def test_the_spec_file_is_read_whole_however_large(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Over 128 KiB, the most Linux lets one environment variable hold: a long `samples` list.
     samples = {"d_arc": list(range(40_000))}
-    spec_file = tmp_path / "evaluation.json"
-    spec_file.write_text(spec_module.parse_spec({"model": "assay-test", "tasks": ["d_arc"], "samples": samples}).to_json())
-    assert spec_file.stat().st_size > 200 * 1024
-    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(spec_file))
-    spec = job.load_spec()
+    path = tmp_path / "evaluation.json"
+    path.write_text(spec_module.parse_spec({"model": "assay-test", "tasks": ["d_arc"], "samples": samples}).to_json())
+    assert path.stat().st_size > 200 * 1024
+    monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(path))
+    spec = spec_file.load_spec()
     assert spec.samples == {"d_arc": tuple(range(40_000))}
     # --spec FILE still takes precedence.
     other = harness.spec_file(tmp_path / "other.json", tasks=["d_lambada"])
-    assert job.load_spec(str(other)).tasks == ("d_lambada",)
+    assert spec_file.load_spec(str(other)).tasks == ("d_lambada",)
 
 
 def test_run_writes_results_samples_and_status(task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
