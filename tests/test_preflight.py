@@ -156,6 +156,7 @@ def _hub_cache(root: Path, repo_id: str, *, branch: str = "main") -> Path:
     return root
 
 
+@pytest.mark.model  # writes a transformers config and loads it as transformers would
 def test_an_offline_hub_model_must_be_in_the_cache_exactly_when_transformers_needs_it(offline: None, tmp_path: Path) -> None:
     import transformers
 

@@ -21,6 +21,8 @@ from tests.helpers import copy_tasks, write_parity_tasks
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
 
+pytestmark = pytest.mark.parity
+
 
 @pytest.fixture(scope="module")
 def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
