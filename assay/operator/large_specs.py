@@ -9,7 +9,7 @@ all again, it would crash-loop for every tenant of the cluster.
 
 So a spec over `KEPT_SPEC_BYTES` of JSON is kept without its large fields (a large mapping
 keeps its small entries: a model's `pretrained` and `revision` stay for the metrics' labels).
-What reads the kept body between decisions (metrics, conditions, sweeps, pod and Job
+The kept body is a fresh copy (see `kept`). What reads the kept body between decisions (metrics, conditions, sweeps, pod and Job
 mirroring) reads none of them. Deciding a run needs the whole spec: it reads the Evaluation
 from the API server first (`whole`), one GET per decision for such Evaluations only.
 """
@@ -47,7 +47,11 @@ def kept(body: Body) -> Body:
         elided.append(field)
         if isinstance(value, Mapping):
             small[field] = {key: item for key, item in value.items() if _size(item) <= KEPT_FIELD_BYTES}
-    return {**body, "spec": small, ELIDED: tuple(elided)}
+    # A fresh copy, not the small parts of the decoded body: those were allocated among the
+    # large fields' objects, and would keep the allocator's arenas that held them (about as
+    # much memory as the whole body) from being given back once the rest is freed.
+    copied: dict[str, Any] = json.loads(json.dumps({**body, "spec": small, ELIDED: elided}, default=str))
+    return copied
 
 
 def is_elided(body: Body) -> bool:

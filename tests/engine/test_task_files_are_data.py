@@ -9,11 +9,13 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from assay.errors import UserError
+from assay.runner.tasks import task as task_module
 from assay.runner.tasks import templates
 from assay.runner.tasks.index import TaskManager
 from assay.runner.tasks.yaml_loader import load_yaml
@@ -155,6 +157,39 @@ def test_leaf_configs_follow_groups_and_their_overrides_without_building(tmp_pat
     assert unsafe(["suite"]) == ["runs_code"]  # through a nested group
     assert unsafe(["flagged"]) == ["plain"]  # the group's member entry sets it
     assert unsafe(["plain"]) == []
+
+
+def test_leaf_configs_build_nothing_while_another_thread_asks_the_same_manager(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The operator asks one shared manager from several threads: one thread finishing its question
+    must not turn another's into a real build (which reads the dataset, from the hub if need be)."""
+    (tmp_path / "plain.yaml").write_text(_task("plain"))
+    manager = TaskManager(str(tmp_path), include_code=False)
+    built: list[str] = []
+
+    def build(self: object, *args: object, **kwargs: object) -> None:
+        built.append(threading.current_thread().name)
+        raise AssertionError("a task was built")
+
+    monkeypatch.setattr(task_module.Task, "__init__", build)
+    inside, go_on = threading.Event(), threading.Event()
+    match_tasks = manager.match_tasks
+
+    def held_match(names: list[str]) -> list[str]:
+        if threading.current_thread().name == "first":
+            inside.set()
+            go_on.wait(10)
+        return list(match_tasks(names))
+
+    monkeypatch.setattr(manager, "match_tasks", held_match)
+    answers: dict[str, object] = {}
+    first = threading.Thread(target=lambda: answers.update(first=manager.leaf_configs(["plain"])), name="first")
+    first.start()
+    assert inside.wait(10)
+    assert "plain" in manager.leaf_configs(["plain"])  # another thread asks, and is answered, meanwhile
+    go_on.set()
+    first.join(10)
+    assert built == [] and "plain" in str(answers["first"])
 
 
 def test_assay_run_refuses_a_template_that_reaches_os_in_one_sentence(tmp_path: Path) -> None:

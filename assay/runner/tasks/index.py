@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import fnmatch
 import logging
+import threading
 from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
@@ -118,7 +119,9 @@ class TaskManager:
                 include_roots.append(Path(path))
         self.include_path = include_path
         self.metadata = dict(metadata or {})
-        self._configs_only = False
+        # Per thread: the operator asks one shared manager from several threads at once, and
+        # a flag on the instance let one thread's end of `leaf_configs` turn another's build real.
+        self._mode = threading.local()
         self.index: dict[str, IndexEntry] = self._index_root(builtin_tasks_dir()) if include_defaults else {}
         library = set(self.index)
         for root in include_roots:
@@ -223,11 +226,11 @@ class TaskManager:
         no task is built: no dataset is read and no `!function` helper is imported, so the
         operator can ask this of files a tenant wrote.
         """
-        self._configs_only = True
+        self._mode.configs_only = True
         try:
             loaded = self.load(self.match_tasks(names))
         finally:
-            self._configs_only = False
+            self._mode.configs_only = False
         return {name: leaf.config for name, leaf in loaded.tasks.items()}
 
     def load(self, specs: Sequence[Any]) -> LoadedTasks:
@@ -281,6 +284,10 @@ class TaskManager:
         if entry.kind == "group":
             return self._build_group(entry.name, self._full_config(entry), overrides, entry.path)
         return self._build_task(entry, overrides=overrides)
+
+    @property
+    def _configs_only(self) -> bool:
+        return bool(getattr(self._mode, "configs_only", False))
 
     def _full_config(self, entry: IndexEntry | None) -> dict[str, Any]:
         if entry is None:
