@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 import urllib.parse
 
+from assay.errors import UserError
+
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 # `/..`, `/.` as a whole segment, or percent-encoded dots, which a server may decode into one.
 _DOT_SEGMENT = re.compile(r"/\.\.?(?:[/?#]|$)|%2[eE]")
@@ -60,3 +62,11 @@ def redacted(url: str) -> str:
     if "@" not in parts.netloc:
         return url
     return urllib.parse.urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))
+
+
+def refuse_userinfo(base_url: str) -> None:
+    """A model_args base_url with a user name or password is refused, not stripped: the URL is
+    copied into the results JSON and every log line naming it."""
+    if has_userinfo(base_url):
+        raise UserError(f"model_args base_url {redacted(base_url)!r} has a user name or password in it: remove them, "
+                        "and give the API key in the OPENAI_API_KEY environment variable.")  # fmt: skip

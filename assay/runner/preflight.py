@@ -15,10 +15,12 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping, Sequence
 
+from assay import endpoint_urls
 from assay.errors import UserError
 from assay.runner import models
 from assay.runner.models import model_location
 from assay.runner.tasks.index import TaskManager
+from assay.spec import API_MODELS
 
 # Per backend, the model_args that name a model, tokenizer or adapter, and the argument
 # giving their revision; `None` marks a name that must be a local directory.
@@ -45,7 +47,11 @@ def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], ta
 
 
 def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
-    """A local model path that does not exist, or an offline hub id missing from the cache."""
+    """A local model path that does not exist, or an offline hub id missing from the cache; an
+    endpoint URL with a user name or password."""
+    base_url = model_args.get("base_url")
+    if model in API_MODELS and isinstance(base_url, str):
+        endpoint_urls.refuse_userinfo(base_url)
     offline_by_arg = bool(model_args.get("local_files_only")) and model in ("hf", "huggingface")
     for arg, revision_arg in _LOCATION_ARGS.get(model, ()):
         name = model_args.get(arg)

@@ -65,12 +65,7 @@ class APIArgs:
                 args[key] = value
         if not args.get("base_url"):
             raise UserError(f"The {kind} model needs model_args base_url=<URL of the server's {_route(kind)} endpoint>.")
-        if endpoint_urls.has_userinfo(str(args["base_url"])):
-            # Refused, not stripped: the URL is copied into the results JSON and every log line naming it.
-            raise UserError(
-                f"model_args base_url {endpoint_urls.redacted(str(args['base_url']))!r} has a user name or password in "
-                "it: remove them, and give the API key in the OPENAI_API_KEY environment variable."
-            )
+        endpoint_urls.refuse_userinfo(str(args["base_url"]))
         backend = args.get("tokenizer_backend")
         backend = None if backend in ("None", "none", "") else backend
         if backend not in TOKENIZER_BACKENDS:
