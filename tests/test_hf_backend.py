@@ -15,7 +15,7 @@ import pytest
 
 from assay.errors import UserError
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
-from assay.runner.models.hf import HFLM
+from assay.runner.models.hf.model import HFLM
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 
 
@@ -310,7 +310,7 @@ def test_dtype_and_device_args(gpt2_dir: Path) -> None:  # noqa: F811
 def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
     from lm_eval import utils as lm_utils
 
-    from assay.runner.models.hf_scoring import rolling_windows
+    from assay.runner.models.hf.scoring import rolling_windows
 
     tokens = list(range(100, 100 + n_tokens))
     ref = [

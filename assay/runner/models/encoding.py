@@ -1,5 +1,7 @@
 """Text → token ids exactly as lm-eval's HFLM produces them (LMEVAL_FACTS §6).
 
+Shared by the `hf` and `vllm` backends: lm-eval's VLLM tokenises with HFLM's rules too.
+
 Scores depend on token boundaries, so these rules are reproduced on purpose, quirks included:
 trailing context whitespace moves to the continuation; a causal pair is split by encoding
 the whole text and cutting at the context's length; an empty context becomes the prefix

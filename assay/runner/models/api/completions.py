@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.api_args import APIArgs
-from assay.runner.models.api_client import APIClient
-from assay.runner.models.api_tokenizer import APITokenizer
+from assay.runner.models.api.args import APIArgs
+from assay.runner.models.api.client import APIClient
+from assay.runner.models.api.tokenizer import APITokenizer
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM
 

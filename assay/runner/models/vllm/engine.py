@@ -1,7 +1,7 @@
 """`--model vllm`: vLLM's engine in this process, giving lm-eval's `vllm` backend numbers.
 
 lm-eval's VLLM rules, kept because they decide the numbers:
-- tokenisation is HFLM's (`hf_encoding.Encoder`): the BOS-prefix rule, add_bos_token;
+- tokenisation is HFLM's (`assay.runner.models.encoding.Encoder`): the BOS-prefix rule, add_bos_token;
 - loglikelihood sends context+continuation left-truncated to max_length-1 tokens with
   `SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1)` and sums the prompt
   logprobs of the continuation tokens; is_greedy: each is its position's top-1;
@@ -25,10 +25,10 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.api_completions import disjoint_windows
+from assay.runner.models.api.completions import disjoint_windows
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM
-from assay.runner.models.vllm_args import VLLMArgs
+from assay.runner.models.vllm.args import VLLMArgs
 
 INSTALL_HINT = (
     "--model vllm needs the vllm package in this Python: pip install vllm (GPU) or, on CPU, build the venv with"
@@ -63,7 +63,7 @@ class VLLMLM(LM):
 
     def _setup(self, args: VLLMArgs) -> None:
         vllm = _import_vllm()
-        from assay.runner.models.hf_encoding import Encoder
+        from assay.runner.models.encoding import Encoder
 
         self.args = args
         self._vllm = vllm
@@ -132,7 +132,7 @@ class VLLMLM(LM):
     # -- generation -------------------------------------------------------------------------
 
     def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
-        from assay.runner.models.vllm_args import normalize_gen_kwargs
+        from assay.runner.models.vllm.args import normalize_gen_kwargs
 
         eos = str(self.tokenizer.decode(self.eot_token_id)) or str(getattr(self.tokenizer, "eos_token", "") or "")
         encoded = self.encoder.encode_many([r.context for r in requests])

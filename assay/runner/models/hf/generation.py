@@ -5,7 +5,7 @@ by (−context tokens, context) and cut into batches; contexts are left-padded a
 left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
 output is cut at each stop string in turn, and an optional think_end_token strips the
 reasoning trace first. The prompt prefix a batch's prompts share (few-shot examples) runs
-once and batches start from its cache (`hf_prompt_prefix`).
+once and batches start from its cache (`prompt_prefix`).
 
 Deliberate differences, both about *when generation stops*, never about the tokens chosen:
 - each row stops as soon as its own text holds a stop string (lm-eval runs the whole batch
@@ -26,11 +26,11 @@ import torch
 import transformers
 
 from assay.errors import UserError
+from assay.runner.models.encoding import Encoder
+from assay.runner.models.hf import prompt_prefix
+from assay.runner.models.hf.prompt_prefix import PrefixCache
+from assay.runner.models.hf.scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import GenerationRequest
-from assay.runner.models.hf_encoding import Encoder
-from assay.runner.models import hf_prompt_prefix
-from assay.runner.models.hf_prompt_prefix import PrefixCache
-from assay.runner.models.hf_scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +151,7 @@ class Generator:
         self.pad_token_id = pad_token_id
         self.think_end_token = think_end_token
         self.mixed_precision_dtype = mixed_precision_dtype
-        self.prefix_blocker = hf_prompt_prefix.prefix_blocker(model, backend=backend)
+        self.prefix_blocker = prompt_prefix.prefix_blocker(model, backend=backend)
         self._prefix: PrefixCache | None = None  # the last batch's, kept while the next ones share it
 
     def _autocast(self) -> Any:
@@ -168,7 +168,7 @@ class Generator:
         with the next batch's prompts (`upcoming`), so that it can be kept, else what this
         batch's rows share among themselves.
         """
-        if self.prefix_blocker is not None or not hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+        if self.prefix_blocker is not None or not prompt_prefix.kwargs_allow_prefix(hf_kwargs):
             return None
         if self._prefix is not None and self._prefix.fits(rows):
             return self._prefix
@@ -176,8 +176,8 @@ class Generator:
         if len(rows) > 1:
             candidates.append(list(rows))
         for group in candidates:
-            prefix = hf_prompt_prefix.common_prefix(group)
-            if len(prefix) >= hf_prompt_prefix.MIN_SHARED_TOKENS and hf_prompt_prefix.starts_all(prefix, rows):
+            prefix = prompt_prefix.common_prefix(group)
+            if len(prefix) >= prompt_prefix.MIN_SHARED_TOKENS and prompt_prefix.starts_all(prefix, rows):
                 with torch.no_grad(), self._autocast():
                     self._prefix = PrefixCache(self.model, prefix, device=self.device)
                 return self._prefix
@@ -275,8 +275,8 @@ class Generator:
             kwargs.update(prefix.batch_cache(len(rows), max_length))
         else:
             ids, mask = ids.to(self.device), mask.to(self.device)
-            if self.prefix_blocker is None and hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
-                kwargs.update(hf_prompt_prefix.static_cache_kwargs(self.model, max_length))
+            if self.prefix_blocker is None and prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+                kwargs.update(prompt_prefix.static_cache_kwargs(self.model, max_length))
         start = ids.shape[1] if self.backend == "causal" else 1
         stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
         with torch.no_grad(), self._autocast():

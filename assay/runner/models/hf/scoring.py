@@ -10,7 +10,7 @@ What Assay does differently, for speed only: the LM head runs on the continuatio
 positions alone where the model supports `logits_to_keep`, and log-softmax runs on the
 scored positions only — the same per-position arithmetic on far fewer rows; requests that
 share a whole context (a multiple-choice document's choices) run it once, on a KV cache
-(`hf_shared`), where the model's cache allows that.
+(`shared_context`), where the model's cache allows that.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models import hf_shared
+from assay.runner.models.hf import shared_context
 from assay.runner.models.instance import LoglikelihoodResult
 
 TokenPair = tuple[list[int], list[int]]
@@ -125,8 +125,8 @@ class Scorer:
         self.mixed_precision_dtype = mixed_precision_dtype
         self._keep_logits = backend == "causal" and _accepts(model, "logits_to_keep")
         # why each context cannot run once for all its continuations (None: it can)
-        self.share_blocker = hf_shared.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
-        self.shared = None if self.share_blocker is not None else hf_shared.SharedContextScorer(
+        self.share_blocker = shared_context.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
+        self.shared = None if self.share_blocker is not None else shared_context.SharedContextScorer(
             model, device=device, softmax_dtype=softmax_dtype, autocast=self._autocast, keep_logits=self._keep_logits
         )
 
@@ -191,7 +191,7 @@ class Scorer:
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
         if self.shared is not None:
-            planned, reps = hf_shared.plan_shared(reps, pairs, self.max_length)
+            planned, reps = shared_context.plan_shared(reps, pairs, self.max_length)
             try:
                 for group, prefix in planned:
                     self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)

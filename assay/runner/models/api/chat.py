@@ -14,7 +14,7 @@ import os
 from typing import Any, Sequence
 
 from assay.errors import UserError
-from assay.runner.models.api_completions import CompletionsLM, _choices
+from assay.runner.models.api.completions import CompletionsLM, _choices
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 
 
