@@ -4,8 +4,9 @@ Requests are grouped by their generation kwargs (first-seen order), sorted withi
 by (−context tokens, context) and cut into batches; contexts are left-padded and
 left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
 output is cut at each stop string in turn, and an optional think_end_token strips the
-reasoning trace first. The prompt prefix a batch's prompts share (few-shot examples) runs
-once and batches start from its cache (`prompt_prefix`).
+reasoning trace first (`assay.runner.models.stops`: every backend's rules). The prompt
+prefix a batch's prompts share (few-shot examples) runs once and batches start from its
+cache (`prompt_prefix`).
 
 Deliberate differences, both about *when generation stops*, never about the tokens chosen:
 - each row stops as soon as its own text holds a stop string (lm-eval runs the whole batch
@@ -26,6 +27,7 @@ import torch
 import transformers
 
 from assay.errors import UserError
+from assay.runner.models import stops
 from assay.runner.models.encoding import Encoder
 from assay.runner.models.hf import prompt_prefix
 from assay.runner.models.hf.prompt_prefix import PrefixCache
@@ -35,7 +37,6 @@ from assay.runner.models.instance import GenerationRequest
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_GEN_TOKS = 256
-_MAX_TOKEN_ALIASES = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
 
 
 def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
@@ -45,18 +46,8 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: in
     temperature > 0; do_sample False → temperature 0 (then dropped, greedy decoding).
     """
     kwargs = copy.deepcopy(dict(gen_kwargs))
-    until = kwargs.pop("until", None)
-    if until is None:
-        until = []
-    elif isinstance(until, str):
-        until = [until]
-    elif isinstance(until, (list, tuple)):
-        until = list(until)
-    else:
-        raise UserError(f"generation kwarg until={until!r} must be a string or a list of strings.")
-    budgets = [kwargs.pop(name, None) for name in _MAX_TOKEN_ALIASES]
-    given = [b for b in budgets if b is not None]
-    max_gen_toks = int(given[0]) if given else default_max_gen_toks
+    until = stops.until_list(kwargs.pop("until", None))
+    max_gen_toks = stops.pop_max_gen_toks(kwargs, default_max_gen_toks)
     do_sample = kwargs.get("do_sample")
     temperature = float(kwargs.get("temperature", 0.0))
     if do_sample is None:
@@ -69,16 +60,6 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: in
     return until, max_gen_toks, kwargs
 
 
-def cut_at_stops(text: str, stops: Sequence[str], think_end: str | None) -> str:
-    """Drop the reasoning trace (if any), then cut at each stop string in turn (lm-eval order)."""
-    if think_end:
-        text = text.split(think_end)[-1].lstrip()
-    for stop in stops:
-        if stop:
-            text = text.split(stop)[0]
-    return text
-
-
 def _group_key(gen_kwargs: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), repr(v)) for k, v in gen_kwargs.items()))
 
@@ -86,9 +67,9 @@ def _group_key(gen_kwargs: Mapping[str, Any]) -> str:
 class _RowStops(transformers.StoppingCriteria):
     """Marks a row finished once a stop string appears in its generated text."""
 
-    def __init__(self, encoder: Encoder, stops: list[str], start: int, think_end: str | int | None) -> None:
+    def __init__(self, encoder: Encoder, stop_strings: list[str], start: int, think_end: str | int | None) -> None:
         self.encoder = encoder
-        self.stops = [s for s in stops if s]
+        self.stops = [s for s in stop_strings if s]
         self.start = start
         self.think_end = think_end
         # byte-level tokens can be a single byte: 4 bytes per character bounds the lookback
@@ -209,8 +190,7 @@ class Generator:
         for indices in groups.values():
             indices.sort(key=lambda i: (-len(prompts[i]), requests[i].context))
             until, max_gen_toks, hf_kwargs = normalize_gen_kwargs(requests[indices[0]].gen_kwargs, DEFAULT_MAX_GEN_TOKS)
-            if eos_text not in until:
-                until.append(eos_text)
+            until = stops.with_eos(until, eos_text)
             if self.backend == "causal":
                 max_ctx = self.max_length - max_gen_toks
                 if max_ctx <= 0:
@@ -295,5 +275,5 @@ class Generator:
                 text = self.encoder.decode(tokens)
                 if isinstance(self.think_end_token, int):
                     text = text.lstrip()
-            texts.append(cut_at_stops(text, until, think_str))
+            texts.append(stops.cut_at_stops(text, until, think_str))
         return texts

@@ -19,14 +19,15 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.encoding import Encoder
+from assay.runner.models import encoding
 from assay.runner.models.hf import loading
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.hf.generation import Generator
 from assay.runner.models.hf.rolling import RollingScorer, split_model
-from assay.runner.models.hf.scoring import BatchPlan, Scorer, detect_batch_size, rolling_windows
+from assay.runner.models.hf.scoring import BatchPlan, Scorer, detect_batch_size
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.models.lm import LM
+from assay.runner.models.lm import LM, with_run_settings
+from assay.runner.models.token_pairs import TokenPair, rolling_windows
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +51,8 @@ class HFLM(LM):
     def from_run(
         cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
     ) -> "HFLM":
-        run_level = {"batch_size": batch_size, "max_batch_size": max_batch_size, "device": device}
-        return cls.from_args(HFArgs.from_model_args({**model_args, **{k: v for k, v in run_level.items() if v is not None}}))
+        given = with_run_settings(model_args, batch_size=batch_size, max_batch_size=max_batch_size, device=device)
+        return cls.from_args(HFArgs.from_model_args(given))
 
     def _setup(self, args: HFArgs) -> None:
         self.args = args
@@ -78,7 +79,7 @@ class HFLM(LM):
         self.add_bos_token = args.add_bos_token
         loading.configure_pad_token(self.tokenizer, config)
         self.max_length = loading.resolve_max_length(self.model.config, self.tokenizer, args.max_length)
-        self.encoder = Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        self.encoder = encoding.Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
         self.scorer = Scorer(
             self.model, backend=self.backend, max_length=self.max_length, device=self._device,
             logits_cache=args.logits_cache, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
@@ -201,9 +202,9 @@ class HFLM(LM):
 
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
         token_lists = self.encoder.encode_many([r.text for r in requests])
-        windows: list[tuple[int, tuple[list[int], list[int]]]] = []
+        windows: list[tuple[int, TokenPair]] = []
         for index, tokens in enumerate(token_lists):
-            for window in rolling_windows(tokens, prefix_token=self.prefix_token_id, max_length=self.max_length):
+            for window in rolling_windows(tokens, prefix_token=self.prefix_token_id, max_seq_len=self.max_length):
                 windows.append((index, window))
         if self.batch_plan.fixed is not None:
             size = self.batch_plan.fixed
@@ -328,11 +329,4 @@ class HFLM(LM):
         return {key: "on" if blocker is None else f"off: {blocker}" for key, blocker in blockers.items()}
 
     def tokenizer_info(self) -> dict[str, Any]:
-        tok = self.tokenizer
-        return {
-            "tokenizer_pad_token": [tok.pad_token, str(tok.pad_token_id)],
-            "tokenizer_eos_token": [tok.eos_token, str(tok.eos_token_id)],
-            "tokenizer_bos_token": [tok.bos_token, str(tok.bos_token_id)],
-            "eot_token_id": self.eot_token_id,
-            "max_length": self.max_length,
-        }
+        return encoding.tokenizer_info(self.tokenizer, eot_token_id=self.eot_token_id, max_length=self.max_length)

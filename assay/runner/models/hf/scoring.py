@@ -27,8 +27,8 @@ from assay.batch_size import BatchSize
 from assay.errors import UserError
 from assay.runner.models.hf import shared_context
 from assay.runner.models.instance import LoglikelihoodResult
+from assay.runner.models.token_pairs import TokenPair
 
-TokenPair = tuple[list[int], list[int]]
 #: told each batch's finished (index in the pairs, result) pairs: progress bars, answer sinks
 OnDone = Callable[[Sequence[tuple[int, LoglikelihoodResult]]], None]
 
@@ -347,25 +347,6 @@ class Scorer:
             selected = F.log_softmax(logits[b, : len(cont)], dim=-1, dtype=self.softmax_dtype)
             out.append((selected, selected.argmax(dim=-1)))
         return out
-
-
-def rolling_windows(tokens: list[int], *, prefix_token: int, max_length: int) -> list[TokenPair]:
-    """Disjoint windows covering `tokens`, each scored with up to max_length tokens of input.
-
-    The first window predicts the first max_length tokens from the prefix token; each later
-    window predicts the next (up to) max_length tokens, conditioned on the tokens before
-    them so that the model input stays max_length long (lm-eval's context_len=1 windows).
-    """
-    if not tokens:
-        return []
-    first = min(max_length, len(tokens))
-    windows: list[TokenPair] = [([prefix_token], tokens[:first])]
-    done = first
-    while done < len(tokens):
-        end = min(len(tokens), done + max_length)
-        windows.append((tokens[max(0, end - max_length - 1) : done], tokens[done:end]))
-        done = end
-    return windows
 
 
 def _accepts(model: Any, name: str) -> bool:
