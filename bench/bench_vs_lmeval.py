@@ -160,7 +160,7 @@ def worker(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     if args.side == "assay":
         from assay.runner.evaluator import simple_evaluate
-        from assay.runner.models.hf import HFLM
+        from assay.runner.models.hf.model import HFLM
 
         lm: Any = HFLM(**model_args)
         counters = Counters(lm)

@@ -57,14 +57,14 @@ def head_jsonl(path: Path, n: int) -> list[dict[str, Any]]:
 
 def count_prompt_prefixes(monkeypatch: Any) -> list[int]:
     """The length of every generation PrefixCache built from now on (the real class still runs)."""
-    from assay.runner.models import hf_prompt_prefix
+    from assay.runner.models.hf import prompt_prefix
 
     built: list[int] = []
-    real_init = hf_prompt_prefix.PrefixCache.__init__
+    real_init = prompt_prefix.PrefixCache.__init__
 
     def counting_init(self: Any, model: Any, prefix: list[int], **kwargs: Any) -> None:
         built.append(len(prefix))
         real_init(self, model, prefix, **kwargs)
 
-    monkeypatch.setattr(hf_prompt_prefix.PrefixCache, "__init__", counting_init)
+    monkeypatch.setattr(prompt_prefix.PrefixCache, "__init__", counting_init)
     return built

@@ -15,7 +15,7 @@ import pytest
 
 from assay.errors import UserError
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
-from assay.runner.models.hf import HFLM
+from assay.runner.models.hf.model import HFLM
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 
 
@@ -310,14 +310,14 @@ def test_dtype_and_device_args(gpt2_dir: Path) -> None:  # noqa: F811
 def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
     from lm_eval import utils as lm_utils
 
-    from assay.runner.models.hf_scoring import rolling_windows
+    from assay.runner.models.token_pairs import rolling_windows
 
     tokens = list(range(100, 100 + n_tokens))
     ref = [
         lm_utils.make_disjoint_window(w)
         for w in lm_utils.get_rolling_token_windows(token_list=tokens, prefix_token=7, max_seq_len=8, context_len=1)
     ]
-    assert rolling_windows(tokens, prefix_token=7, max_length=8) == [tuple(w) for w in ref]
+    assert rolling_windows(tokens, prefix_token=7, max_seq_len=8) == [tuple(w) for w in ref]
 
 
 def test_create_from_arg_string_and_passthrough(gpt2_dir: Path) -> None:  # noqa: F811

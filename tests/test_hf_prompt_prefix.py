@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 import torch
 
-from assay.runner.models import hf_prompt_prefix
-from assay.runner.models.hf import HFLM
-from assay.runner.models.hf_prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
+from assay.runner.models.hf import prompt_prefix
+from assay.runner.models.hf.model import HFLM
+from assay.runner.models.hf.prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
 from assay.runner.models.instance import GenerationRequest
 from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
 from test_hf_backend import gen_both, lm_eval_hf
@@ -72,7 +72,7 @@ def test_shared_prefix_runs_once_and_generations_equal_lm_evals(
 def test_without_a_static_cache_the_repeated_dynamic_one_gives_the_same(
     long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(hf_prompt_prefix, "static_cache_kwargs", lambda model, max_length: {})
+    monkeypatch.setattr(prompt_prefix, "static_cache_kwargs", lambda model, max_length: {})
     built = count_prompt_prefixes(monkeypatch)
     ours, theirs = _pair(long_models["llama"], 4)
     reqs = [(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 8}) for q in QUESTIONS]

@@ -14,9 +14,9 @@ from typing import Any, Callable, Sequence
 
 import pytest
 
-from assay.runner.models import hf_generation, hf_rolling, hf_scoring, hf_shared
 from assay.runner.models.caching import CachingLM, request_key
-from assay.runner.models.hf import HFLM
+from assay.runner.models.hf import generation, rolling, scoring, shared_context
+from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
@@ -51,10 +51,10 @@ CASES = {"loglikelihood": LL_REQUESTS, "loglikelihood_rolling": ROLLING_REQUESTS
 
 # the functions that run one forward batch (or, for generation, one generated batch)
 BATCH_FUNCTIONS = [
-    (hf_scoring.Scorer, "_forward_chunk"),
-    (hf_shared.SharedContextScorer, "score_group"),
-    (hf_rolling.RollingScorer, "score"),
-    (hf_generation.Generator, "_generate"),
+    (scoring.Scorer, "_forward_chunk"),
+    (shared_context.SharedContextScorer, "score_group"),
+    (rolling.RollingScorer, "score"),
+    (generation.Generator, "_generate"),
 ]
 
 

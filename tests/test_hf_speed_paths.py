@@ -16,9 +16,9 @@ import pytest
 import torch
 import transformers
 
-from assay.runner.models import hf_rolling
-from assay.runner.models.hf import HFLM
-from assay.runner.models.hf_shared import sharing_blocker
+from assay.runner.models.hf import rolling
+from assay.runner.models.hf.model import HFLM
+from assay.runner.models.hf.shared_context import sharing_blocker
 from assay.runner.models.instance import RollingRequest
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
 from test_hf_backend import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
@@ -89,7 +89,7 @@ def test_results_config_reports_shared_context(gpt2_dir: Path, tmp_path: Path) -
 def test_rolling_uses_chunked_head_and_matches(model_dirs: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=4)
     assert ours._rolling_scorer() is not None
-    monkeypatch.setattr(hf_rolling, "CHUNK", 7)  # several head chunks per window
+    monkeypatch.setattr(rolling, "CHUNK", 7)  # several head chunks per window
     texts = ["A document long enough for three windows of the tiny model. " * 9, "short", "Two windows here. " * 8]
     mine = ours.loglikelihood_rolling([RollingRequest(t) for t in texts], disable_tqdm=True)
     ref = theirs.loglikelihood_rolling(
@@ -107,13 +107,13 @@ def test_rolling_falls_back_when_head_is_not_the_model() -> None:
         num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.5, max_position_embeddings=64,
     )
     torch.manual_seed(0)
-    assert hf_rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is None
+    assert rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is None
     config.final_logit_softcapping = None
-    assert hf_rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is not None
+    assert rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is not None
 
 
 def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_their_own_tokens() -> None:
-    from assay.runner.models.hf_shared import MIN_SHARED_PREFIX, by_prefix
+    from assay.runner.models.hf.shared_context import MIN_SHARED_PREFIX, by_prefix
 
     shots, other = list(range(100, 100 + MIN_SHARED_PREFIX + 4)), list(range(500, 500 + MIN_SHARED_PREFIX + 4))
     pairs = [

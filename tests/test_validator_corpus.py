@@ -18,9 +18,9 @@ import yaml
 
 from assay import cli
 from assay.errors import UsageError, UserError
-from assay.runner.models.api_args import APIArgs
-from assay.runner.models.hf_args import HFArgs
-from assay.runner.models.vllm_args import VLLMArgs
+from assay.runner.models.api.args import APIArgs
+from assay.runner.models.hf.args import HFArgs
+from assay.runner.models.vllm.args import VLLMArgs
 from assay.runner.options import EvalOptions
 from assay.spec import parse_spec
 from tests.operator.conftest import CRD_PATH, CrdValidator

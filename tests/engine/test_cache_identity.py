@@ -19,9 +19,10 @@ import pytest
 
 from assay import cli
 from assay.errors import UserError
+from assay.runner.models import get_model
 from assay.runner.models.cache_identity import fingerprint, identify
 from assay.runner.models.caching import CachingLM
-from assay.runner.models.hf import HFLM
+from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM
 from tests.helpers import copy_tasks
@@ -172,6 +173,25 @@ def test_secrets_and_placement_are_never_written_to_the_file(gpt2_dir: Path, tmp
         meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     assert "hf_secret" not in json.dumps(meta) and meta["schema"] == "2"
     assert json.loads(meta["model"])["backend"] == "assay.runner.models.hf.HFLM"
+
+
+# The names response caches were first written under; a class that moves must keep its name,
+# or every existing cache of that backend would be refused as another model's.
+FIRST_NAMES = {
+    "hf": "assay.runner.models.hf.HFLM",
+    "dummy": "assay.runner.models.dummy.DummyLM",
+    "vllm": "assay.runner.models.vllm_engine.VLLMLM",
+    "local-completions": "assay.runner.models.api_completions.CompletionsLM",
+    "openai-completions": "assay.runner.models.api_completions.OpenAICompletionsLM",
+    "local-chat-completions": "assay.runner.models.api_chat.ChatCompletionsLM",
+    "openai-chat-completions": "assay.runner.models.api_chat.OpenAIChatCompletionsLM",
+}
+
+
+@pytest.mark.parametrize("name", sorted(FIRST_NAMES))
+def test_built_in_backends_keep_the_name_their_caches_were_written_under(name: str) -> None:
+    backend = get_model(name)
+    assert identify(backend.__new__(backend), {}).backend == FIRST_NAMES[name]
 
 
 class Explodes:

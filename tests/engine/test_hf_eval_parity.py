@@ -107,7 +107,7 @@ def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
     task_dir: Path, long_models: dict[str, Path], model: str, batch_size: int, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     """Every prompt of p_gsm_first starts with the same shots: Assay runs them once per run of batches."""
-    from assay.runner.models import hf_prompt_prefix
+    from assay.runner.models.hf import prompt_prefix
 
     built = count_prompt_prefixes(monkeypatch)
     chat = dict(apply_chat_template=True, fewshot_as_multiturn=True) if model == "llama" else {}
@@ -115,7 +115,7 @@ def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
                         bootstrap_iters=100, gen_kwargs="max_gen_toks=10", **chat)
     _assert_equal(ours, theirs)
     # one prefix (the shots, at least) serves all 7 prompts; a second only if a batch's rows share more
-    assert built and min(built) >= hf_prompt_prefix.MIN_SHARED_TOKENS and len(built) <= 2, built
+    assert built and min(built) >= prompt_prefix.MIN_SHARED_TOKENS and len(built) <= 2, built
 
 
 @pytest.mark.parity
@@ -124,10 +124,10 @@ def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
     task_dir: Path, long_models: dict[str, Path], model: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """p_arc_first's contexts share their shots (p_arc's do not): the shots run once for all its documents."""
-    from assay.runner.models import hf_shared
+    from assay.runner.models.hf import shared_context
 
     prefixes: list[int] = []
-    real = hf_shared.SharedContextScorer._after_prefix
+    real = shared_context.SharedContextScorer._after_prefix
 
     def counting(self: Any, ctx: list[int], prefix: list[int]) -> Any:
         before = self._prefix
@@ -136,7 +136,7 @@ def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
             prefixes.append(len(prefix))
         return out
 
-    monkeypatch.setattr(hf_shared.SharedContextScorer, "_after_prefix", counting)
+    monkeypatch.setattr(shared_context.SharedContextScorer, "_after_prefix", counting)
     ours, theirs = _run(task_dir, long_models[model], ["p_arc", "p_arc_first"], 4, num_fewshot=3, limit=7, bootstrap_iters=100)
     _assert_equal(ours, theirs)
-    assert len(prefixes) == 1 and prefixes[0] >= hf_shared.MIN_SHARED_PREFIX, prefixes
+    assert len(prefixes) == 1 and prefixes[0] >= shared_context.MIN_SHARED_PREFIX, prefixes

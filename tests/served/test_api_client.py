@@ -18,7 +18,7 @@ import pytest
 
 from assay import cli
 from assay.errors import UserError
-from assay.runner.models.api_client import APIClient, EndpointError, backoff_seconds
+from assay.runner.models.api.client import APIClient, EndpointError, backoff_seconds
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
 from tests.served.vllm_server import free_port
 
@@ -129,7 +129,7 @@ def test_refused_key_names_the_secret_never_the_key(serve: Callable[..., _Server
 
 
 def _lm(url: str, shared_data: Path, **extra: Any) -> Any:
-    from assay.runner.models.api_completions import CompletionsLM
+    from assay.runner.models.api.completions import CompletionsLM
 
     return CompletionsLM(base_url=url, model="m", tokenizer=str(shared_data / "gpt2_tokenizer"), tokenizer_backend="huggingface",
                          max_retries=1, **extra)
@@ -180,7 +180,7 @@ def test_cli_unreachable_endpoint_exits_3_with_one_sentence(shared_data: Path, t
 
 
 def test_unknown_model_arg_and_chat_loglikelihood_are_one_sentence(shared_data: Path) -> None:
-    from assay.runner.models.api_chat import ChatCompletionsLM
+    from assay.runner.models.api.chat import ChatCompletionsLM
 
     with pytest.raises(UserError, match="Unknown model_arg 'num_concurent'.*num_concurrent"):
         _lm("http://127.0.0.1:1/v1/completions", shared_data, num_concurent=2)

@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.runner.models.api_args import APIArgs
-from assay.runner.models.api_client import APIClient
+from assay.runner.models.api.args import APIArgs
+from assay.runner.models.api.client import APIClient
 
 KEY = "sk-" + "7fQ" * 10
 Route = Callable[[str, bytes], tuple[int, dict[str, str], bytes]]

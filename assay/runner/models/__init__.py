@@ -13,14 +13,14 @@ from assay.errors import UserError, suggest
 from assay.runner.models.lm import LM
 
 _BUILTIN: dict[str, str] = {
-    "hf": "assay.runner.models.hf:HFLM",
-    "huggingface": "assay.runner.models.hf:HFLM",
+    "hf": "assay.runner.models.hf.model:HFLM",
+    "huggingface": "assay.runner.models.hf.model:HFLM",
     "dummy": "assay.runner.models.dummy:DummyLM",
-    "vllm": "assay.runner.models.vllm_engine:VLLMLM",
-    "local-completions": "assay.runner.models.api_completions:CompletionsLM",
-    "openai-completions": "assay.runner.models.api_completions:OpenAICompletionsLM",
-    "local-chat-completions": "assay.runner.models.api_chat:ChatCompletionsLM",
-    "openai-chat-completions": "assay.runner.models.api_chat:OpenAIChatCompletionsLM",
+    "vllm": "assay.runner.models.vllm.engine:VLLMLM",
+    "local-completions": "assay.runner.models.api.completions:CompletionsLM",
+    "openai-completions": "assay.runner.models.api.completions:OpenAICompletionsLM",
+    "local-chat-completions": "assay.runner.models.api.chat:ChatCompletionsLM",
+    "openai-chat-completions": "assay.runner.models.api.chat:OpenAIChatCompletionsLM",
 }
 _REGISTERED: dict[str, type[LM]] = {}
 

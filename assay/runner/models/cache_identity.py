@@ -4,7 +4,8 @@ A response cache's keys are lm-eval's, the request alone; the model is not in th
 each cache file records the one model it was written for, and a run of any other model
 refuses it (`assay.runner.models.caching`). The identity has three parts:
 
-- the backend: the LM class (so the `hf` and `huggingface` aliases are one backend);
+- the backend: the LM class (so the `hf` and `huggingface` aliases are one backend), by the
+  `module.Class` it was first written under: a built-in class that moved keeps its name;
 - the model_args that change answers: all of them but the short list below. Counting an
   argument Assay does not know is the safe side: at worst a cache that would have been right
   is refused, never a wrong one served. Left out are arguments that only decide where or
@@ -52,6 +53,19 @@ _PIECES = 32
 _PIECE_BYTES = 4096
 _MAX_FILES = 256
 
+# Built-in backends that moved into packages by family (hf/, api/, vllm/), by the name their
+# caches were written under before: a moved class computes the same answers.
+_FIRST_NAMES = {
+    "assay.runner.models.hf.model.HFLM": "assay.runner.models.hf.HFLM",
+    "assay.runner.models.vllm.engine.VLLMLM": "assay.runner.models.vllm_engine.VLLMLM",
+    **{
+        f"assay.runner.models.api.{module}.{name}": f"assay.runner.models.api_{module}.{name}"
+        for module, names in (("completions", ("CompletionsLM", "OpenAICompletionsLM")),
+                              ("chat", ("ChatCompletionsLM", "OpenAIChatCompletionsLM")))
+        for name in names
+    },
+}  # fmt: skip
+
 
 @dataclasses.dataclass(frozen=True)
 class ModelIdentity:
@@ -86,7 +100,8 @@ def identify(lm: object, model_args: Mapping[str, Any] | None) -> ModelIdentity:
     given = dict(model_args or {})
     args = {k: _json_value(v) for k, v in given.items() if k not in NOT_ANSWERS and k not in SECRETS}
     checkpoints = _checkpoints(args, cache_dir=given.get("cache_dir"))
-    return ModelIdentity(backend=f"{kind.__module__}.{kind.__qualname__}", args=args, checkpoints=checkpoints)
+    backend = f"{kind.__module__}.{kind.__qualname__}"
+    return ModelIdentity(backend=_FIRST_NAMES.get(backend, backend), args=args, checkpoints=checkpoints)
 
 
 def _checkpoints(args: Mapping[str, Any], *, cache_dir: Any) -> dict[str, str]:

@@ -20,6 +20,15 @@ from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
 AnswerSink = Callable[[Sequence[tuple[int, Any]]], None]
 
 
+def with_run_settings(model_args: Mapping[str, Any], **settings: Any) -> dict[str, Any]:
+    """model_args with the run's settings (`--batch_size`, `--device`, ...) on top; None ones left out.
+
+    For `from_run` overrides: each backend passes the settings it takes, as lm-eval hands
+    them to its model's constructor with the model_args.
+    """
+    return {**model_args, **{key: value for key, value in settings.items() if value is not None}}
+
+
 class LM(abc.ABC):
     """A language model as the evaluator sees it."""
 

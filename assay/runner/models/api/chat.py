@@ -14,7 +14,8 @@ import os
 from typing import Any, Sequence
 
 from assay.errors import UserError
-from assay.runner.models.api_completions import CompletionsLM, _choices
+from assay.runner.models import stops
+from assay.runner.models.api.completions import CompletionsLM, _choices
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 
 
@@ -52,10 +53,7 @@ class ChatCompletionsLM(CompletionsLM):
         texts: list[str] = []
         for choice in sorted(_choices(answer, self.args.base_url), key=lambda c: int(c.get("index", 0))):
             content = (choice.get("message") or {}).get("content")
-            text = "" if content is None else str(content)
-            if self.args.think_end_token:
-                text = text.split(self.args.think_end_token)[-1].lstrip()
-            texts.append(text)
+            texts.append(stops.after_thinking("" if content is None else str(content), self.args.think_end_token))
         return texts
 
     def chat_template(self, chat_template: bool | str = False) -> str | None:

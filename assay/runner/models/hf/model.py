@@ -1,9 +1,9 @@
 """The `hf` backend: Hugging Face transformers models, giving lm-eval's HFLM numbers.
 
-The class is a thin adapter: `hf_args` checks model_args into one record, `hf_loading`
-turns that into a model and tokenizer,
-`hf_encoding` reproduces lm-eval's tokenisation, `hf_scoring` runs loglikelihood and
-rolling windows, `hf_generation` runs generate_until. It accepts lm-eval's HFLM model_args
+The class is a thin adapter: `args` checks model_args into one record, `loading` turns
+that into a model and tokenizer, `assay.runner.models.encoding` reproduces lm-eval's
+tokenisation, `scoring` runs loglikelihood and rolling windows, `generation` runs
+generate_until. It accepts lm-eval's HFLM model_args
 by name; an unknown one is a `UserError` that names it.
 """
 
@@ -19,14 +19,15 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
+from assay.runner.models import encoding
+from assay.runner.models.hf import loading
+from assay.runner.models.hf.args import HFArgs
+from assay.runner.models.hf.generation import Generator
+from assay.runner.models.hf.rolling import RollingScorer, split_model
+from assay.runner.models.hf.scoring import BatchPlan, Scorer, detect_batch_size
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.models.lm import LM
-from assay.runner.models import hf_loading
-from assay.runner.models.hf_args import HFArgs
-from assay.runner.models.hf_encoding import Encoder
-from assay.runner.models.hf_generation import Generator
-from assay.runner.models.hf_rolling import RollingScorer, split_model
-from assay.runner.models.hf_scoring import BatchPlan, Scorer, detect_batch_size, rolling_windows
+from assay.runner.models.lm import LM, with_run_settings
+from assay.runner.models.token_pairs import TokenPair, rolling_windows
 
 log = logging.getLogger(__name__)
 
@@ -50,20 +51,20 @@ class HFLM(LM):
     def from_run(
         cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
     ) -> "HFLM":
-        run_level = {"batch_size": batch_size, "max_batch_size": max_batch_size, "device": device}
-        return cls.from_args(HFArgs.from_model_args({**model_args, **{k: v for k, v in run_level.items() if v is not None}}))
+        given = with_run_settings(model_args, batch_size=batch_size, max_batch_size=max_batch_size, device=device)
+        return cls.from_args(HFArgs.from_model_args(given))
 
     def _setup(self, args: HFArgs) -> None:
         self.args = args
         self.batch_plan = BatchPlan.of(args.batch_size, args.max_batch_size)
-        self.softmax_dtype = hf_loading.parse_dtype(args.softmax_dtype, arg="softmax_dtype")
-        self.mixed_precision_dtype = hf_loading.parse_dtype(args.mixed_precision_dtype, arg="mixed_precision_dtype")
+        self.softmax_dtype = loading.parse_dtype(args.softmax_dtype, arg="softmax_dtype")
+        self.mixed_precision_dtype = loading.parse_dtype(args.mixed_precision_dtype, arg="mixed_precision_dtype")
         self.revision = args.revision
         self.pretrained = args.pretrained
         self.peft, self.delta = args.peft, args.delta
-        dtype = hf_loading.parse_dtype(args.dtype)
+        dtype = loading.parse_dtype(args.dtype)
         placement, config = self._placement_and_config(args)
-        self.backend = hf_loading.choose_backend(config, args.backend)
+        self.backend = loading.choose_backend(config, args.backend)
         self._config = config
         self._device = placement.device
         self.rank, self.world_size = (0, 1) if args.tp_plan is not None else (placement.rank, placement.world_size)
@@ -76,9 +77,9 @@ class HFLM(LM):
             self.chat_template_args["enable_thinking"] = args.enable_thinking
         self.truncation = args.truncation
         self.add_bos_token = args.add_bos_token
-        hf_loading.configure_pad_token(self.tokenizer, config)
-        self.max_length = hf_loading.resolve_max_length(self.model.config, self.tokenizer, args.max_length)
-        self.encoder = Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        loading.configure_pad_token(self.tokenizer, config)
+        self.max_length = loading.resolve_max_length(self.model.config, self.tokenizer, args.max_length)
+        self.encoder = encoding.Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
         self.scorer = Scorer(
             self.model, backend=self.backend, max_length=self.max_length, device=self._device,
             logits_cache=args.logits_cache, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
@@ -91,18 +92,18 @@ class HFLM(LM):
         )
 
     @staticmethod
-    def _placement_and_config(args: HFArgs) -> tuple[hf_loading.Placement, Any]:
+    def _placement_and_config(args: HFArgs) -> tuple[loading.Placement, Any]:
         pretrained = args.pretrained
         if isinstance(pretrained, str):
-            placement = hf_loading.resolve_placement(args.device, parallelize=args.parallelize)
-            config = hf_loading.load_config(
+            placement = loading.resolve_placement(args.device, parallelize=args.parallelize)
+            config = loading.load_config(
                 pretrained, revision=args.revision, trust_remote_code=args.trust_remote_code,
                 subfolder=args.subfolder, gguf_file=args.gguf_file,
             )
             return placement, config
         # an already-built transformers model (Python API)
         model_device = getattr(pretrained, "device", torch.device("cpu"))
-        return hf_loading.Placement(torch.device(model_device), 0, 1, 0), pretrained.config
+        return loading.Placement(torch.device(model_device), 0, 1, 0), pretrained.config
 
     @staticmethod
     def _tokenizer(args: HFArgs) -> Any:
@@ -110,13 +111,13 @@ class HFLM(LM):
         if not (isinstance(tokenizer, str) or tokenizer is None):
             return tokenizer
         name = tokenizer or (pretrained if isinstance(pretrained, str) else pretrained.name_or_path)
-        return hf_loading.load_tokenizer(
+        return loading.load_tokenizer(
             name, revision=args.revision, subfolder=args.subfolder, trust_remote_code=args.trust_remote_code,
             use_fast_tokenizer=args.use_fast_tokenizer, gguf_file=args.gguf_file, add_bos_token=args.add_bos_token,
             explicit=bool(tokenizer),
         )
 
-    def _model(self, args: HFArgs, placement: hf_loading.Placement, config: Any, dtype: Any) -> Any:
+    def _model(self, args: HFArgs, placement: loading.Placement, config: Any, dtype: Any) -> Any:
         model = args.pretrained
         if isinstance(model, str):
             auto_class = transformers.AutoModelForCausalLM if self.backend == "causal" else transformers.AutoModelForSeq2SeqLM
@@ -124,19 +125,19 @@ class HFLM(LM):
             if args.tp_plan is not None:
                 placement_kwargs: dict[str, Any] = {"tp_plan": args.tp_plan}
             else:
-                placement_kwargs = hf_loading.device_map_args(
+                placement_kwargs = loading.device_map_args(
                     placement=placement, parallelize=args.parallelize, device_map=extra.pop("device_map", None),
                     max_memory_per_gpu=args.max_memory_per_gpu, max_cpu_memory=args.max_cpu_memory, offload_folder=args.offload_folder,
                 )
-            model = hf_loading.load_model(
+            model = loading.load_model(
                 auto_class, model, revision=args.revision, subfolder=args.subfolder, dtype=dtype,
                 trust_remote_code=args.trust_remote_code, gguf_file=args.gguf_file, config=config,
                 placement_kwargs=placement_kwargs, autogptq=args.autogptq, gptqmodel=args.gptqmodel, extra=extra,
             )
             if args.peft:
-                model = hf_loading.apply_peft(model, self.tokenizer, args.peft, revision=args.revision)
+                model = loading.apply_peft(model, self.tokenizer, args.peft, revision=args.revision)
             elif args.delta:
-                hf_loading.apply_delta(
+                loading.apply_delta(
                     model, auto_class, args.delta, revision=args.revision, dtype=dtype, trust_remote_code=args.trust_remote_code
                 )
         if isinstance(model, torch.nn.Module):
@@ -201,9 +202,9 @@ class HFLM(LM):
 
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
         token_lists = self.encoder.encode_many([r.text for r in requests])
-        windows: list[tuple[int, tuple[list[int], list[int]]]] = []
+        windows: list[tuple[int, TokenPair]] = []
         for index, tokens in enumerate(token_lists):
-            for window in rolling_windows(tokens, prefix_token=self.prefix_token_id, max_length=self.max_length):
+            for window in rolling_windows(tokens, prefix_token=self.prefix_token_id, max_seq_len=self.max_length):
                 windows.append((index, window))
         if self.batch_plan.fixed is not None:
             size = self.batch_plan.fixed
@@ -314,12 +315,12 @@ class HFLM(LM):
             "model_num_parameters": params,
             "model_dtype": str(getattr(model, "dtype", "")),
             "model_revision": self.revision,
-            "model_sha": hf_loading.model_sha(self.pretrained, self.config),
+            "model_sha": loading.model_sha(self.pretrained, self.config),
         }
         if self.peft:
-            info["peft_sha"] = hf_loading.model_sha(self.peft, None)
+            info["peft_sha"] = loading.model_sha(self.peft, None)
         if self.delta:
-            info["delta_sha"] = hf_loading.model_sha(self.delta, None)
+            info["delta_sha"] = loading.model_sha(self.delta, None)
         return info
 
     def speed_info(self) -> dict[str, Any]:
@@ -328,11 +329,4 @@ class HFLM(LM):
         return {key: "on" if blocker is None else f"off: {blocker}" for key, blocker in blockers.items()}
 
     def tokenizer_info(self) -> dict[str, Any]:
-        tok = self.tokenizer
-        return {
-            "tokenizer_pad_token": [tok.pad_token, str(tok.pad_token_id)],
-            "tokenizer_eos_token": [tok.eos_token, str(tok.eos_token_id)],
-            "tokenizer_bos_token": [tok.bos_token, str(tok.bos_token_id)],
-            "eot_token_id": self.eot_token_id,
-            "max_length": self.max_length,
-        }
+        return encoding.tokenizer_info(self.tokenizer, eot_token_id=self.eot_token_id, max_length=self.max_length)

@@ -4,8 +4,9 @@ Requests are grouped by their generation kwargs (first-seen order), sorted withi
 by (−context tokens, context) and cut into batches; contexts are left-padded and
 left-truncated to max_length − max_gen_toks. The decoded EOS joins the stop strings, the
 output is cut at each stop string in turn, and an optional think_end_token strips the
-reasoning trace first. The prompt prefix a batch's prompts share (few-shot examples) runs
-once and batches start from its cache (`hf_prompt_prefix`).
+reasoning trace first (`assay.runner.models.stops`: every backend's rules). The prompt
+prefix a batch's prompts share (few-shot examples) runs once and batches start from its
+cache (`prompt_prefix`).
 
 Deliberate differences, both about *when generation stops*, never about the tokens chosen:
 - each row stops as soon as its own text holds a stop string (lm-eval runs the whole batch
@@ -26,16 +27,16 @@ import torch
 import transformers
 
 from assay.errors import UserError
+from assay.runner.models import stops
+from assay.runner.models.encoding import Encoder
+from assay.runner.models.hf import prompt_prefix
+from assay.runner.models.hf.prompt_prefix import PrefixCache
+from assay.runner.models.hf.scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import GenerationRequest
-from assay.runner.models.hf_encoding import Encoder
-from assay.runner.models import hf_prompt_prefix
-from assay.runner.models.hf_prompt_prefix import PrefixCache
-from assay.runner.models.hf_scoring import BatchPlan, detect_batch_size, free_memory, is_oom
 
 log = logging.getLogger(__name__)
 
 DEFAULT_MAX_GEN_TOKS = 256
-_MAX_TOKEN_ALIASES = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
 
 
 def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
@@ -45,18 +46,8 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: in
     temperature > 0; do_sample False → temperature 0 (then dropped, greedy decoding).
     """
     kwargs = copy.deepcopy(dict(gen_kwargs))
-    until = kwargs.pop("until", None)
-    if until is None:
-        until = []
-    elif isinstance(until, str):
-        until = [until]
-    elif isinstance(until, (list, tuple)):
-        until = list(until)
-    else:
-        raise UserError(f"generation kwarg until={until!r} must be a string or a list of strings.")
-    budgets = [kwargs.pop(name, None) for name in _MAX_TOKEN_ALIASES]
-    given = [b for b in budgets if b is not None]
-    max_gen_toks = int(given[0]) if given else default_max_gen_toks
+    until = stops.until_list(kwargs.pop("until", None))
+    max_gen_toks = stops.pop_max_gen_toks(kwargs, default_max_gen_toks)
     do_sample = kwargs.get("do_sample")
     temperature = float(kwargs.get("temperature", 0.0))
     if do_sample is None:
@@ -69,16 +60,6 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: in
     return until, max_gen_toks, kwargs
 
 
-def cut_at_stops(text: str, stops: Sequence[str], think_end: str | None) -> str:
-    """Drop the reasoning trace (if any), then cut at each stop string in turn (lm-eval order)."""
-    if think_end:
-        text = text.split(think_end)[-1].lstrip()
-    for stop in stops:
-        if stop:
-            text = text.split(stop)[0]
-    return text
-
-
 def _group_key(gen_kwargs: Mapping[str, Any]) -> str:
     return repr(sorted((str(k), repr(v)) for k, v in gen_kwargs.items()))
 
@@ -86,9 +67,9 @@ def _group_key(gen_kwargs: Mapping[str, Any]) -> str:
 class _RowStops(transformers.StoppingCriteria):
     """Marks a row finished once a stop string appears in its generated text."""
 
-    def __init__(self, encoder: Encoder, stops: list[str], start: int, think_end: str | int | None) -> None:
+    def __init__(self, encoder: Encoder, stop_strings: list[str], start: int, think_end: str | int | None) -> None:
         self.encoder = encoder
-        self.stops = [s for s in stops if s]
+        self.stops = [s for s in stop_strings if s]
         self.start = start
         self.think_end = think_end
         # byte-level tokens can be a single byte: 4 bytes per character bounds the lookback
@@ -151,7 +132,7 @@ class Generator:
         self.pad_token_id = pad_token_id
         self.think_end_token = think_end_token
         self.mixed_precision_dtype = mixed_precision_dtype
-        self.prefix_blocker = hf_prompt_prefix.prefix_blocker(model, backend=backend)
+        self.prefix_blocker = prompt_prefix.prefix_blocker(model, backend=backend)
         self._prefix: PrefixCache | None = None  # the last batch's, kept while the next ones share it
 
     def _autocast(self) -> Any:
@@ -168,7 +149,7 @@ class Generator:
         with the next batch's prompts (`upcoming`), so that it can be kept, else what this
         batch's rows share among themselves.
         """
-        if self.prefix_blocker is not None or not hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+        if self.prefix_blocker is not None or not prompt_prefix.kwargs_allow_prefix(hf_kwargs):
             return None
         if self._prefix is not None and self._prefix.fits(rows):
             return self._prefix
@@ -176,8 +157,8 @@ class Generator:
         if len(rows) > 1:
             candidates.append(list(rows))
         for group in candidates:
-            prefix = hf_prompt_prefix.common_prefix(group)
-            if len(prefix) >= hf_prompt_prefix.MIN_SHARED_TOKENS and hf_prompt_prefix.starts_all(prefix, rows):
+            prefix = prompt_prefix.common_prefix(group)
+            if len(prefix) >= prompt_prefix.MIN_SHARED_TOKENS and prompt_prefix.starts_all(prefix, rows):
                 with torch.no_grad(), self._autocast():
                     self._prefix = PrefixCache(self.model, prefix, device=self.device)
                 return self._prefix
@@ -209,8 +190,7 @@ class Generator:
         for indices in groups.values():
             indices.sort(key=lambda i: (-len(prompts[i]), requests[i].context))
             until, max_gen_toks, hf_kwargs = normalize_gen_kwargs(requests[indices[0]].gen_kwargs, DEFAULT_MAX_GEN_TOKS)
-            if eos_text not in until:
-                until.append(eos_text)
+            until = stops.with_eos(until, eos_text)
             if self.backend == "causal":
                 max_ctx = self.max_length - max_gen_toks
                 if max_ctx <= 0:
@@ -275,8 +255,8 @@ class Generator:
             kwargs.update(prefix.batch_cache(len(rows), max_length))
         else:
             ids, mask = ids.to(self.device), mask.to(self.device)
-            if self.prefix_blocker is None and hf_prompt_prefix.kwargs_allow_prefix(hf_kwargs):
-                kwargs.update(hf_prompt_prefix.static_cache_kwargs(self.model, max_length))
+            if self.prefix_blocker is None and prompt_prefix.kwargs_allow_prefix(hf_kwargs):
+                kwargs.update(prompt_prefix.static_cache_kwargs(self.model, max_length))
         start = ids.shape[1] if self.backend == "causal" else 1
         stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
         with torch.no_grad(), self._autocast():
@@ -295,5 +275,5 @@ class Generator:
                 text = self.encoder.decode(tokens)
                 if isinstance(self.think_end_token, int):
                     text = text.lstrip()
-            texts.append(cut_at_stops(text, until, think_str))
+            texts.append(stops.cut_at_stops(text, until, think_str))
         return texts

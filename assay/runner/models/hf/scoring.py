@@ -10,7 +10,7 @@ What Assay does differently, for speed only: the LM head runs on the continuatio
 positions alone where the model supports `logits_to_keep`, and log-softmax runs on the
 scored positions only — the same per-position arithmetic on far fewer rows; requests that
 share a whole context (a multiple-choice document's choices) run it once, on a KV cache
-(`hf_shared`), where the model's cache allows that.
+(`shared_context`), where the model's cache allows that.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ import torch.nn.functional as F
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models import hf_shared
+from assay.runner.models.hf import shared_context
 from assay.runner.models.instance import LoglikelihoodResult
+from assay.runner.models.token_pairs import TokenPair
 
-TokenPair = tuple[list[int], list[int]]
 #: told each batch's finished (index in the pairs, result) pairs: progress bars, answer sinks
 OnDone = Callable[[Sequence[tuple[int, LoglikelihoodResult]]], None]
 
@@ -125,8 +125,8 @@ class Scorer:
         self.mixed_precision_dtype = mixed_precision_dtype
         self._keep_logits = backend == "causal" and _accepts(model, "logits_to_keep")
         # why each context cannot run once for all its continuations (None: it can)
-        self.share_blocker = hf_shared.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
-        self.shared = None if self.share_blocker is not None else hf_shared.SharedContextScorer(
+        self.share_blocker = shared_context.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
+        self.shared = None if self.share_blocker is not None else shared_context.SharedContextScorer(
             model, device=device, softmax_dtype=softmax_dtype, autocast=self._autocast, keep_logits=self._keep_logits
         )
 
@@ -191,7 +191,7 @@ class Scorer:
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
         if self.shared is not None:
-            planned, reps = hf_shared.plan_shared(reps, pairs, self.max_length)
+            planned, reps = shared_context.plan_shared(reps, pairs, self.max_length)
             try:
                 for group, prefix in planned:
                     self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
@@ -347,25 +347,6 @@ class Scorer:
             selected = F.log_softmax(logits[b, : len(cont)], dim=-1, dtype=self.softmax_dtype)
             out.append((selected, selected.argmax(dim=-1)))
         return out
-
-
-def rolling_windows(tokens: list[int], *, prefix_token: int, max_length: int) -> list[TokenPair]:
-    """Disjoint windows covering `tokens`, each scored with up to max_length tokens of input.
-
-    The first window predicts the first max_length tokens from the prefix token; each later
-    window predicts the next (up to) max_length tokens, conditioned on the tokens before
-    them so that the model input stays max_length long (lm-eval's context_len=1 windows).
-    """
-    if not tokens:
-        return []
-    first = min(max_length, len(tokens))
-    windows: list[TokenPair] = [([prefix_token], tokens[:first])]
-    done = first
-    while done < len(tokens):
-        end = min(len(tokens), done + max_length)
-        windows.append((tokens[max(0, end - max_length - 1) : done], tokens[done:end]))
-        done = end
-    return windows
 
 
 def _accepts(model: Any, name: str) -> bool:

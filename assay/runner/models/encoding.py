@@ -1,5 +1,8 @@
 """Text → token ids exactly as lm-eval's HFLM produces them (LMEVAL_FACTS §6).
 
+Shared by the `hf` and `vllm` backends (lm-eval's VLLM tokenises with HFLM's rules too), as
+is what the results report of their tokenizer (`tokenizer_info`).
+
 Scores depend on token boundaries, so these rules are reproduced on purpose, quirks included:
 trailing context whitespace moves to the continuation; a causal pair is split by encoding
 the whole text and cutting at the context's length; an empty context becomes the prefix
@@ -8,9 +11,12 @@ token; a text that already starts with the BOS string is encoded without special
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-import torch
+from assay.runner.models.token_pairs import TokenPair
+
+if TYPE_CHECKING:  # only annotations: the vllm backend's module imports this without torch
+    import torch
 
 
 class Encoder:
@@ -59,7 +65,7 @@ class Encoder:
                 out[index] = list(row)
         return [row if row is not None else [] for row in out]
 
-    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[list[int], list[int]]]:
+    def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[TokenPair]:
         """lm-eval's `_encode_pair` for each (context, continuation), with the empty-context rule."""
         plan: list[tuple[str, str, str]] = []  # (kind, context, continuation) after whitespace moves
         for context, continuation in pairs:
@@ -79,7 +85,7 @@ class Encoder:
             conts_alone = self.encode_many([cont for kind, _, cont in plan if kind == "pair"], add_special_tokens=False)
         ctx_encs = self.encode_many(contexts)
         empty_encs = self.encode_many(empties, add_special_tokens=False)
-        result: list[tuple[list[int], list[int]]] = []
+        result: list[TokenPair] = []
         pair_i = empty_i = 0
         for kind, _, _ in plan:
             if kind == "empty":
@@ -124,3 +130,14 @@ class Encoder:
 
     def decode(self, tokens: Sequence[int], *, skip_special_tokens: bool = True) -> str:
         return str(self.tokenizer.decode(list(tokens), skip_special_tokens=skip_special_tokens))
+
+
+def tokenizer_info(tokenizer: Any, *, eot_token_id: int, max_length: int) -> dict[str, Any]:
+    """The results' tokenizer keys for a transformers tokenizer (lm-eval's add_tokenizer_info)."""
+    return {
+        "tokenizer_pad_token": [tokenizer.pad_token, str(tokenizer.pad_token_id)],
+        "tokenizer_eos_token": [tokenizer.eos_token, str(tokenizer.eos_token_id)],
+        "tokenizer_bos_token": [tokenizer.bos_token, str(tokenizer.bos_token_id)],
+        "eot_token_id": eot_token_id,
+        "max_length": max_length,
+    }

@@ -22,7 +22,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-TokenPair = tuple[list[int], list[int]]
+from assay.runner.models.token_pairs import TokenPair
+
 CHUNK = 256  # positions per LM-head call: 256 × 50k fp32 logits is 51 MB
 
 

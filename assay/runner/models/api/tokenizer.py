@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from assay.errors import UserError
-from assay.runner.models.api_args import APIArgs
+from assay.runner.models.api.args import APIArgs
 
 
 class APITokenizer:

@@ -22,13 +22,13 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.api_args import APIArgs
-from assay.runner.models.api_client import APIClient
-from assay.runner.models.api_tokenizer import APITokenizer
+from assay.runner.models import stops
+from assay.runner.models.api.args import APIArgs
+from assay.runner.models.api.client import APIClient
+from assay.runner.models.api.tokenizer import APITokenizer
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.models.lm import LM
-
-TokenPair = tuple[list[int], list[int]]
+from assay.runner.models.lm import LM, with_run_settings
+from assay.runner.models.token_pairs import TokenPair, left_truncated, rolling_windows
 
 NO_PROMPT_LOGPROBS = (
     "The server at {url} returned no prompt logprobs: loglikelihood and multiple-choice tasks need a server that"
@@ -48,11 +48,8 @@ class CompletionsLM(LM):
     def from_run(
         cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
     ) -> "CompletionsLM":
-        given = dict(model_args)
-        if batch_size is not None:
-            given["batch_size"] = batch_size
         lm = cls.__new__(cls)
-        lm._setup(APIArgs.from_model_args(cls.kind, given))
+        lm._setup(APIArgs.from_model_args(cls.kind, with_run_settings(model_args, batch_size=batch_size)))
         return lm
 
     def _setup(self, args: APIArgs) -> None:
@@ -96,10 +93,8 @@ class CompletionsLM(LM):
 
     def score_tokens(self, pairs: Sequence[TokenPair], *, desc: str, disable_tqdm: bool) -> list[LoglikelihoodResult]:
         """Each (context, continuation) pair's summed logprob and greediness, in order."""
-        inputs, ctxlens = [], []
-        for ctx, cont in pairs:
-            inputs.append((ctx + cont)[-self.max_length:])
-            ctxlens.append(len(ctx) - max(0, len(ctx) + len(cont) - self.max_length))
+        truncated = [left_truncated(pair, self.max_length) for pair in pairs]
+        inputs, ctxlens = [tokens for tokens, _ in truncated], [ctxlen for _, ctxlen in truncated]
         # longest first, as lm-eval orders them: batches hold similar lengths
         order = sorted(range(len(pairs)), key=lambda i: (-len(inputs[i]), tuple(inputs[i])))
         batches = [order[s : s + self.args.batch_size] for s in range(0, len(order), self.args.batch_size)]
@@ -142,7 +137,7 @@ class CompletionsLM(LM):
         owners: list[int] = []
         windows: list[TokenPair] = []
         for index, request in enumerate(requests):
-            for window in disjoint_windows(tok.encode(request.text), tok.prefix_token_id, self.max_length - 1):
+            for window in rolling_windows(tok.encode(request.text), prefix_token=tok.prefix_token_id, max_seq_len=self.max_length - 1):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
@@ -195,11 +190,8 @@ class CompletionsLM(LM):
 
     def stop_sequences(self, until: Any) -> list[str]:
         """The task's `until` as a list, plus the EOS string (lm-eval's handle_stop_sequences)."""
-        stops = [until] if isinstance(until, str) else list(until or [])
         eos = self.tokenizer.eos_string if self.tokenizer is not None else self.args.eos_string
-        if eos is not None and eos not in stops:
-            stops.append(eos)
-        return stops
+        return stops.with_eos(stops.until_list(until), eos)
 
     def parse_generations(self, answer: Any) -> list[str]:
         choices = sorted(_choices(answer, self.args.base_url), key=lambda c: int(c.get("index", 0)))
@@ -246,24 +238,6 @@ class OpenAICompletionsLM(CompletionsLM):
         if not key:
             raise UserError("openai-completions needs an API key: set the OPENAI_API_KEY environment variable.")
         return key
-
-
-def disjoint_windows(tokens: list[int], prefix_token: int, max_seq_len: int) -> list[TokenPair]:
-    """lm-eval's rolling windows (context_len=1) made disjoint: every token predicted once.
-
-    The first window predicts up to max_seq_len tokens after the prefix token; each later
-    one the next max_seq_len, conditioned on enough preceding tokens to fill max_seq_len.
-    """
-    if not tokens:
-        return []
-    first = min(max_seq_len, len(tokens))
-    windows: list[TokenPair] = [([prefix_token], tokens[:first])]
-    done = first
-    while done < len(tokens):
-        end = min(len(tokens), done + max_seq_len)
-        windows.append((tokens[max(0, end - max_seq_len - 1) : done], tokens[done:end]))
-        done = end
-    return windows
 
 
 def _choices(answer: Any, url: str) -> list[dict[str, Any]]:

@@ -1,7 +1,7 @@
 """`--model vllm`: vLLM's engine in this process, giving lm-eval's `vllm` backend numbers.
 
 lm-eval's VLLM rules, kept because they decide the numbers:
-- tokenisation is HFLM's (`hf_encoding.Encoder`): the BOS-prefix rule, add_bos_token;
+- tokenisation is HFLM's (`assay.runner.models.encoding.Encoder`): the BOS-prefix rule, add_bos_token;
 - loglikelihood sends context+continuation left-truncated to max_length-1 tokens with
   `SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1)` and sums the prompt
   logprobs of the continuation tokens; is_greedy: each is its position's top-1;
@@ -25,10 +25,11 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.api_completions import disjoint_windows
+from assay.runner.models import encoding, stops
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
-from assay.runner.models.lm import LM
-from assay.runner.models.vllm_args import VLLMArgs
+from assay.runner.models.lm import LM, with_run_settings
+from assay.runner.models.token_pairs import TokenPair, left_truncated, rolling_windows
+from assay.runner.models.vllm.args import VLLMArgs, normalize_gen_kwargs
 
 INSTALL_HINT = (
     "--model vllm needs the vllm package in this Python: pip install vllm (GPU) or, on CPU, build the venv with"
@@ -52,9 +53,7 @@ class VLLMLM(LM):
     def from_run(
         cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
     ) -> "VLLMLM":
-        given = dict(model_args)
-        if batch_size is not None:
-            given["batch_size"] = batch_size
+        given = with_run_settings(model_args, batch_size=batch_size)
         if max_batch_size is not None:
             given.setdefault("max_batch_size", max_batch_size)
         lm = cls.__new__(cls)
@@ -63,8 +62,6 @@ class VLLMLM(LM):
 
     def _setup(self, args: VLLMArgs) -> None:
         vllm = _import_vllm()
-        from assay.runner.models.hf_encoding import Encoder
-
         self.args = args
         self._vllm = vllm
         self.rank, self.world_size = _rank_and_world()
@@ -75,7 +72,7 @@ class VLLMLM(LM):
             )
         self.model = vllm.LLM(**args.engine_kwargs())
         self.tokenizer = self.model.get_tokenizer()
-        self.encoder = Encoder(self.tokenizer, backend="causal", add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        self.encoder = encoding.Encoder(self.tokenizer, backend="causal", add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
         self.max_length = args.max_length or int(self.model.llm_engine.model_config.max_model_len)
         self.lora_request = None
         if args.lora_local_path:
@@ -93,12 +90,10 @@ class VLLMLM(LM):
             kwargs["lora_request"] = self.lora_request
         return list(self.model.generate(inputs, sampling_params=params, **kwargs))
 
-    def score_tokens(self, pairs: Sequence[tuple[list[int], list[int]]], desc: str, disable_tqdm: bool) -> list[LoglikelihoodResult]:
+    def score_tokens(self, pairs: Sequence[TokenPair], desc: str, disable_tqdm: bool) -> list[LoglikelihoodResult]:
         limit = self.max_length - 1  # vLLM needs room for one generated token
-        inputs, ctxlens = [], []
-        for ctx, cont in pairs:
-            inputs.append((ctx + cont)[-limit:])
-            ctxlens.append(len(ctx) - max(0, len(ctx) + len(cont) - limit))
+        truncated = [left_truncated(pair, limit) for pair in pairs]
+        inputs, ctxlens = [tokens for tokens, _ in truncated], [ctxlen for _, ctxlen in truncated]
         params = self._vllm.SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1, detokenize=False)
         results: list[LoglikelihoodResult] = []
         bar = tqdm(total=len(inputs), desc=desc, disable=disable_tqdm or self.rank != 0)
@@ -121,7 +116,7 @@ class VLLMLM(LM):
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
         owners, windows = [], []
         for index, tokens in enumerate(self.encoder.encode_many([r.text for r in requests])):
-            for window in disjoint_windows(tokens, self.encoder.prefix_token_id, self.max_length - 2):
+            for window in rolling_windows(tokens, prefix_token=self.encoder.prefix_token_id, max_seq_len=self.max_length - 2):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
@@ -132,28 +127,25 @@ class VLLMLM(LM):
     # -- generation -------------------------------------------------------------------------
 
     def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
-        from assay.runner.models.vllm_args import normalize_gen_kwargs
-
         eos = str(self.tokenizer.decode(self.eot_token_id)) or str(getattr(self.tokenizer, "eos_token", "") or "")
         encoded = self.encoder.encode_many([r.context for r in requests])
-        prompts, params, stops = [], [], []
+        prompts, params, untils = [], [], []
         for tokens, request in zip(encoded, requests):
             until, budget, kwargs = normalize_gen_kwargs(request.gen_kwargs, self.args.max_gen_toks)
-            if eos and eos not in until:
-                until.append(eos)
+            until = stops.with_eos(until, eos or None)  # an empty EOS text is no stop string
             if len(tokens) + budget > self.max_length:
                 tokens = tokens[-(self.max_length - budget):] if self.max_length > budget else []
             stop = [s for s in until if s == eos] if self.args.think_end_token else until
             prompts.append(tokens)
             params.append(self._vllm.SamplingParams(max_tokens=budget, stop=stop, **kwargs))
-            stops.append(until)
+            untils.append(until)
         bar = tqdm(total=len(requests), desc="Running generate_until requests", disable=disable_tqdm or self.rank != 0)
         try:
             outputs = self._generate(prompts, params)
             bar.update(len(requests))
         finally:
             bar.close()
-        return [_cut(out.outputs[0].text, until, self.args.think_end_token) for out, until in zip(outputs, stops)]
+        return [stops.cut_at_stops(out.outputs[0].text, until, self.args.think_end_token) for out, until in zip(outputs, untils)]
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -189,13 +181,7 @@ class VLLMLM(LM):
         self.model = None
 
     def tokenizer_info(self) -> dict[str, Any]:
-        tok = self.tokenizer
-        return {
-            "tokenizer_pad_token": [tok.pad_token, str(tok.pad_token_id)],
-            "tokenizer_eos_token": [tok.eos_token, str(tok.eos_token_id)],
-            "tokenizer_bos_token": [tok.bos_token, str(tok.bos_token_id)],
-            "eot_token_id": self.eot_token_id, "max_length": self.max_length,
-        }
+        return encoding.tokenizer_info(self.tokenizer, eot_token_id=self.eot_token_id, max_length=self.max_length)
 
 
 def _parse_prompt_logprobs(tokens: list[int], prompt_logprobs: Any, ctxlen: int) -> LoglikelihoodResult:
@@ -206,15 +192,6 @@ def _parse_prompt_logprobs(tokens: list[int], prompt_logprobs: Any, ctxlen: int)
         if greedy and max(values, key=lambda t: values[t]) != token:
             greedy = False
     return LoglikelihoodResult(total, greedy)
-
-
-def _cut(text: str, stops: Sequence[str], think_end: str | None) -> str:
-    if think_end:
-        text = text.split(think_end)[-1].lstrip()
-    for stop in stops:
-        if stop:
-            text = text.split(stop)[0]
-    return text
 
 
 def _rank_and_world() -> tuple[int, int]:

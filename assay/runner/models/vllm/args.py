@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError
+from assay.runner.models import stops
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
 ENGINE_PASSTHROUGH = frozenset({
@@ -21,7 +22,6 @@ ENGINE_PASSTHROUGH = frozenset({
     "disable_custom_all_reduce", "pipeline_parallel_size", "download_dir", "load_format", "hf_overrides",
 })
 _IGNORED = frozenset({"device", "truncation_side"})
-_MAX_TOKEN_ALIASES = ("max_gen_toks", "max_new_tokens", "max_tokens", "max_completion_tokens")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,11 +113,8 @@ def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: in
     0) means temperature 0; do_sample is dropped; special tokens are kept in the text.
     """
     kwargs = copy.deepcopy(dict(gen_kwargs))
-    until = kwargs.pop("until", None)
-    until = [] if until is None else [until] if isinstance(until, str) else list(until)
-    budgets = [kwargs.pop(name, None) for name in _MAX_TOKEN_ALIASES]
-    given = [b for b in budgets if b is not None]
-    max_gen_toks = int(given[0]) if given else default_max_gen_toks
+    until = stops.until_list(kwargs.pop("until", None))
+    max_gen_toks = stops.pop_max_gen_toks(kwargs, default_max_gen_toks)
     do_sample = kwargs.pop("do_sample", None)
     temperature = float(kwargs.get("temperature", 0.0))
     if do_sample is False or (do_sample is None and temperature <= 0.0):

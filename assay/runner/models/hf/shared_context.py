@@ -30,7 +30,8 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
-TokenPair = tuple[list[int], list[int]]
+from assay.runner.models.token_pairs import TokenPair
+
 # below this many shared tokens a prefix pass saves less than it costs
 MIN_SHARED_PREFIX = 16
 # (log-probs [contlen, vocab], argmax [contlen]) for one request

@@ -30,18 +30,18 @@ from typing import Any, Sequence
 import torch
 import transformers
 
-from assay.runner.models import hf_shared
+from assay.runner.models.hf import shared_context
 
 log = logging.getLogger(__name__)
 
-MIN_SHARED_TOKENS = hf_shared.MIN_SHARED_PREFIX  # one threshold for scoring and generation
+MIN_SHARED_TOKENS = shared_context.MIN_SHARED_PREFIX  # one threshold for scoring and generation
 # generate kwargs under which one prompt is one row and the logits processors see only tokens
 _ROW_PRESERVING_KWARGS = frozenset({"do_sample", "temperature", "top_k", "top_p", "min_p"})
 
 
 def prefix_blocker(model: Any, *, backend: str) -> str | None:
     """Why this model's prompts cannot start from a shared prefix's cache, or None."""
-    blocker = hf_shared.sharing_blocker(model, backend=backend)
+    blocker = shared_context.sharing_blocker(model, backend=backend)
     if blocker is not None:
         return blocker
     if "position_ids" not in inspect.signature(model.forward).parameters:
@@ -56,7 +56,7 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> list[int]:
     if not rows:
         return []
     first = rows[0]
-    length = min([len(row) - 1 for row in rows] + [hf_shared.common_length(first, row) for row in rows[1:]])
+    length = min([len(row) - 1 for row in rows] + [shared_context.common_length(first, row) for row in rows[1:]])
     return list(first[:max(length, 0)])
 
 
@@ -124,7 +124,7 @@ class PrefixCache:
 
 def cache_kwarg(model: Any) -> str:
     """The name under which the model's forward (and so generate) takes a cache."""
-    return hf_shared.cache_arg(inspect.signature(model.forward).parameters) or "past_key_values"
+    return shared_context.cache_arg(inspect.signature(model.forward).parameters) or "past_key_values"
 
 
 def static_cache_kwargs(model: Any, max_length: int) -> dict[str, Any]:
