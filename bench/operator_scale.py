@@ -1,6 +1,6 @@
 """The operator under a burst of Evaluations, on a real control plane (no node): a table.
 
-    python bench/operator_scale.py [--n 100 300] [--workers 8]
+    python bench/operator_scale.py [--n 100 300] [--workers 8] [--spec-kib K]
 
 Starts etcd, kube-apiserver and kube-controller-manager (tests/e2e/cluster, binaries built
 by tests/e2e/cluster/build.sh) with an audit log, runs `assay operator` as a local
@@ -9,7 +9,8 @@ and prints per N:
 
 - apply-to-Job p50/p99: from an Evaluation's create call returning to its Job appearing
   on a watch;
-- operator peak RSS (VmHWM);
+- operator peak RSS (VmHWM) and RSS after the burst settles (VmRSS); `--spec-kib K` gives
+  every Evaluation a `samples` list of about K KiB, for the memory that large specs cost;
 - API requests per Evaluation (the operator's user in the audit log; its watches too);
 - duplicate reconciles: Evaluations whose run was decided more than once
   (the operator's own log lines, which name their Evaluation);
@@ -71,9 +72,19 @@ class AuditedControlPlane(cp.ControlPlane):
         return self.workdir / "audit.log"
 
 
+SPEC_KIB = 0
+"""--spec-kib: each Evaluation's spec carries a `samples` list of about this many KiB (0: none)."""
+
+
 def evaluation(name: str) -> dict[str, Any]:
-    spec = {"model": "dummy", "tasks": ["arc_easy"], "limit": 4, "resources": {"nodes": 1, "gpusPerNode": 0},
-            "cache": {"offline": True}, "backoffLimit": 0}  # fmt: skip
+    spec: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "limit": 4, "resources": {"nodes": 1, "gpusPerNode": 0},
+                            "cache": {"offline": True}, "backoffLimit": 0}  # fmt: skip
+    if SPEC_KIB:
+        del spec["limit"]  # the CRD takes `limit` or `samples`, not both
+        # 7 bytes an index, split over two tasks: the CRD takes 100,000 indices a task at most
+        half = SPEC_KIB * 1024 // 14
+        spec["tasks"] = ["arc_easy", "arc_challenge"]
+        spec["samples"] = {task: list(range(100_000, 100_000 + half)) for task in spec["tasks"]}
     return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name}, "spec": spec}
 
 
@@ -82,9 +93,9 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def peak_rss_mb(pid: int) -> float:
+def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return float("nan")
 
@@ -192,7 +203,7 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
         latencies, seconds = burst(plane, namespace, n, workers)
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         time.sleep(10)  # the status writes that follow the Jobs settle before counting
-        scrape, rss = scrape_ms(metrics_port), peak_rss_mb(operator.pid)
+        scrape, rss, settled_rss = scrape_ms(metrics_port), peak_rss_mb(operator.pid), peak_rss_mb(operator.pid, "VmRSS")
     finally:
         if profiler is not None:
             profiler.wait(timeout=60)
@@ -222,7 +233,7 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
         "by_kind": {kind: round(count / n, 2) for kind, count in kinds.most_common()},
         "p50": statistics.median(latencies) if latencies else float("nan"),
         "p99": percentile(latencies, 0.99) if latencies else float("nan"),
-        "rss_mb": rss, "requests_per_eval": len(ours) / n,
+        "rss_mb": rss, "settled_rss_mb": settled_rss, "requests_per_eval": len(ours) / n,
         "duplicates": sum(1 for count in handler_runs.values() if count > 1),
         "status_writes_per_s": len(status_writes) / seconds if seconds > 0 else float("nan"),
         "scrape_ms": scrape,
@@ -234,9 +245,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 300])
     parser.add_argument("--workers", type=int, default=8, help="threads creating the Evaluations")
+    parser.add_argument("--spec-kib", type=int, default=0, help="give each Evaluation a `samples` list of about "
+                        "this many KiB (the operator's memory with large specs)")  # fmt: skip
     parser.add_argument("--profile", metavar="PREFIX", help="sample the operator with py-spy during each burst "
                         "into PREFIX.<N>.txt (collapsed stacks)")  # fmt: skip
     args = parser.parse_args()
+    global SPEC_KIB
+    SPEC_KIB = args.spec_kib
     bin_dir = cp.cache_dir() / cp.k8s_version() / "bin"
     if not (bin_dir / ".complete").is_file():
         print(f"No Kubernetes binaries in {bin_dir}: run tests/e2e/cluster/build.sh first.", file=sys.stderr)
@@ -250,10 +265,10 @@ def main() -> int:
             rows = [run_one(plane, n, args.workers, workdir, args.profile) for n in args.n]
         finally:
             plane.stop()
-    print(f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'req/eval':>9} {'dup':>4} "
+    print(f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} {'dup':>4} "
           f"{'status/s':>9} {'scrape ms':>10} {'unnamed':>8}")  # fmt: skip
     for r in rows:
-        print(f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} "
+        print(f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} {r['settled_rss_mb']:>7.0f} "
               f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
               f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}")  # fmt: skip
     for r in rows:
