@@ -176,6 +176,12 @@ def labels(ref: EvaluationRef) -> dict[str, str]:
     }
 
 
+def children_selector(evaluation: str) -> str:
+    """The label selector of an Evaluation's children. A long name's label is shortened, so two
+    Evaluations could share one: `kube.list_children` then keeps those its ownerReference names."""
+    return f"{LABEL_EVALUATION}={label_value(evaluation)},app.kubernetes.io/managed-by={MANAGED_BY}"
+
+
 def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
     return {
         "name": name,

@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, kube, observe, policy, reconcile, refusals, secret_consent
+from assay.operator import builders, conditions, observe, policy, reconcile, secret_consent
+from assay.operator.kube import kube, refusals
 from assay.operator.periodic import OnError, PeriodicSweep
 
 logger = logging.getLogger(__name__)
@@ -52,8 +53,9 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
     # An Evaluation that never named a Job has none: status.jobName is written before its
     # first child is created. A new Evaluation so costs no lists.
     if (evaluation.get("status") or {}).get("jobName"):
-        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
-        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
+        selector, owner = builders.children_selector(name), meta["uid"]
+        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
+        services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
@@ -156,7 +158,7 @@ def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, defaul
         # Accepted before, but the admin's policy may have changed since: it still holds.
         policy.check(spec, admin)
         secret_consent.check(spec, label=admin.secret_consent_label, namespace=meta["namespace"],
-                             get=secret_consent.reader(meta["namespace"]))  # fmt: skip
+                             get=kube.secret_metadata(meta["namespace"]))  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         reject(evaluation, str(error), now=now, emit=emit, written=written)

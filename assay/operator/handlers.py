@@ -37,8 +37,9 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, large_specs, observe,
-                            policy, reconcile, secret_consent, validation)
+from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, large_specs, observe, policy,
+                            reconcile, secret_consent, validation)
+from assay.operator.kube import kube
 from assay.operator.watched import Watched
 
 logger = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
         policy.check(spec, admin)  # before the task index sees a path it would walk
         namespace = meta["namespace"]
         secret_consent.check(spec, label=admin.secret_consent_label, namespace=namespace,
-                             get=secret_consent.reader(namespace))  # fmt: skip
+                             get=kube.secret_metadata(namespace))  # fmt: skip
         sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
             "ConfigMap", "v1", namespace=namespace, name=config_map), allow_task_code=admin.allow_task_code)  # fmt: skip
         spec = policy.enforce(spec, admin)

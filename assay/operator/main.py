@@ -152,7 +152,7 @@ def main(argv: Sequence[str]) -> int:
     import kopf
 
     from assay.operator import handlers  # registers the handlers
-    from assay.operator import kube
+    from assay.operator.kube import kube
     from assay.operator.policy import AdminPolicy
     from assay.operator.metrics import EvaluationMetrics
 

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, converge, kube
+from assay.operator import builders, conditions, converge
+from assay.operator.kube import kube
 from assay.operator.policy import AdminPolicy
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.operator import event_correlation, kube
+from assay.operator import event_correlation
+from assay.operator.kube import kube
 from assay.operator.event_correlation import Correlated, EventCorrelator
 
 

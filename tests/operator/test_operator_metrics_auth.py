@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.operator import api_session, kube
+from assay.operator.kube import api_session, kube
 from assay.operator.metrics import EvaluationMetrics
 from assay.operator.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
 from assay.operator.metrics_server import TlsFiles

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.operator import conditions, handlers, kube, observe
+from assay.operator import conditions, handlers, observe
+from assay.operator.kube import kube
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

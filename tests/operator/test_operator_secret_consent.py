@@ -20,8 +20,9 @@ import pytest
 import yaml
 
 from assay.errors import UserError
-from assay.operator import handlers, kube, secret_consent, validation
-from assay.operator.api_session import Session
+from assay.operator import handlers, secret_consent, validation
+from assay.operator.kube import kube
+from assay.operator.kube.api_session import Session
 from assay.operator.policy import AdminPolicy
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, needs_helm
