@@ -37,7 +37,8 @@ import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers, failure_policy, names, placement_policy, policy, task_sources
+from assay.operator import containers, failure_policy, names
+from assay.operator.admission import placement_policy, policy, task_sources
 from assay.operator.names import child_name, digest, label_value
 from assay.operator.runner_images import runner_image
 from assay.spec import Evaluation

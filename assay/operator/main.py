@@ -14,7 +14,7 @@ it over HTTPS with a mounted certificate (`metrics_server`).
 
 The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
 GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
-`assay.operator.policy`.
+`assay.operator.admission.policy`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from typing import Sequence
 
 from assay.errors import UsageError, UserError
-from assay.operator.policy import HF_TOKEN_RE
+from assay.operator.admission.policy import HF_TOKEN_RE
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
@@ -153,7 +153,7 @@ def main(argv: Sequence[str]) -> int:
 
     from assay.operator import handlers  # registers the handlers
     from assay.operator.kube import kube
-    from assay.operator.policy import AdminPolicy
+    from assay.operator.admission.policy import AdminPolicy
     from assay.operator.metrics import EvaluationMetrics
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()

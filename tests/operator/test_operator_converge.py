@@ -14,7 +14,7 @@ import pytest
 from assay import spec as spec_module
 from assay.operator import builders, conditions, converge
 from assay.operator.kube import kube
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.policy import AdminPolicy
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}

@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, handlers, large_specs, observe, policy, validation
-from assay.operator.policy import AdminPolicy
+from assay.operator import builders, handlers, large_specs, observe
+from assay.operator.admission import policy, validation
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.watched import Watched
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)

@@ -12,8 +12,8 @@ import pytest
 from assay import spec as spec_module
 from assay.operator import builders, diagnosis, observe, peer_failures
 from assay.operator.kube import kube
-from assay.operator.placement_policy import Placement
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.placement_policy import Placement
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.watched import Watched
 from tests.operator.test_operator_observe import FakeApi, _evaluation, at, load
 

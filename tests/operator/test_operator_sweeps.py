@@ -19,7 +19,7 @@ import pytest
 from assay import spec as spec_module
 from assay.operator import conditions, converge, periodic
 from assay.operator.kube import kube
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.policy import AdminPolicy
 from tests.operator.local_apiserver import LocalApiServer, status
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
