@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
 from assay.operator import outcome
-from assay.operator.builders import KUEUE_QUEUE_LABEL
+from assay.operator.build.builders import KUEUE_QUEUE_LABEL
 from assay.operator.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.diagnosis import Problem
 

@@ -26,7 +26,8 @@ import concurrent.futures
 import logging
 from typing import Any, Callable, Mapping
 
-from assay.operator import builders, conditions
+from assay.operator import conditions
+from assay.operator.build import builders
 
 logger = logging.getLogger(__name__)
 

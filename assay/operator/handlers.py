@@ -37,7 +37,8 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, converge, decisions, diagnosis, events, large_specs, observe, reconcile
+from assay.operator import conditions, converge, decisions, diagnosis, events, large_specs, observe, reconcile
+from assay.operator.build import builders
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.kube import kube
 from assay.operator.watched import Watched

@@ -31,7 +31,7 @@ from assay import scores
 from assay.errors import UserError
 from assay.operator import conditions, metrics_server
 from assay.operator.controller_metrics import ControllerMetrics
-from assay.operator.metric_labels import bounded
+from assay.operator.build.metric_labels import bounded
 from assay.operator.metrics_auth import TokenAuthorizer
 from assay.operator.metrics_server import TlsFiles
 from assay.spec import parse_spec

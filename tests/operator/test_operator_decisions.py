@@ -12,7 +12,8 @@ import threading
 import time
 from typing import Any
 
-from assay.operator import builders, conditions, decisions
+from assay.operator import conditions, decisions
+from assay.operator.build import builders
 
 Body = dict[str, Any]
 

@@ -108,7 +108,7 @@ def test_cluster_wide_render() -> None:
     # Read: spec.taskSources, by name. Written: the operator's own per-run spec ConfigMaps, each by
     # name (applied before the Job, deleted with a superseded one); never listed or watched.
     assert verbs[("", "configmaps")] == {"get", "create", "patch", "delete"}
-    from assay.operator import builders
+    from assay.operator.build import builders
     from assay.spec import parse_spec
 
     config_map = builders.spec_config_map(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),

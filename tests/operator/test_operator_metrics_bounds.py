@@ -9,7 +9,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from assay.errors import UserError
-from assay.operator.metric_labels import MAX_LENGTH, bounded
+from assay.operator.build.metric_labels import MAX_LENGTH, bounded
 from assay.operator.metrics import DEFAULT_MAX_SERIES, EvaluationMetrics, max_series_from_env
 
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from assay.errors import UserError
-from assay.operator import builders
+from assay.operator.build import builders
 from assay.operator.admission import policy
 from assay.operator.admission.policy import AdminPolicy
 from assay.spec import parse_spec

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, decisions, reconcile
-from assay.operator.names import DNS1035_LABEL
+from assay.operator import conditions, decisions, reconcile
+from assay.operator.build import builders
+from assay.operator.build.names import DNS1035_LABEL
 from assay.spec import parse_spec
 from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
 

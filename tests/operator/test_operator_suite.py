@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.operator import builders
+from assay.operator.build import builders
 from assay.operator.admission import validation
 from assay.spec import parse_spec
 

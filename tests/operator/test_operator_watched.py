@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from assay.operator import builders, conditions, converge, diagnosis, observe
+from assay.operator import conditions, converge, diagnosis, observe
+from assay.operator.build import builders
 from assay.operator.kube import kube
 from assay.operator.watched import Watched, WatchedObjects
 from assay import spec as spec_module
