@@ -27,7 +27,8 @@ from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import conditions, observe, reconcile
+from assay.operator import observe
+from assay.operator.decide import conditions, reconcile
 from assay.operator.build import builders
 from assay.operator.admission import policy, secret_consent
 from assay.operator.kube import kube, refusals

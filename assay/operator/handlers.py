@@ -1,7 +1,7 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
 - Any Evaluation event → its Prometheus gauges follow its status (deletion drops them), and
-  when its run needs deciding (`decisions`: new, spec changed, `evaluations.assay.dev/rerun`
+  when its run needs deciding (`trigger`: new, spec changed, `evaluations.assay.dev/rerun`
   bumped, or unfinished when first seen after a start) → `decide_run`: parse, check the
   admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan
   out. Idempotent: a retry or a restart re-plans from what exists and creates nothing twice.
@@ -20,7 +20,7 @@ Handlers that call the API are sync on purpose: the kubernetes client is synchro
 kopf runs sync handlers in its thread pool. Those that only keep memory (the index
 handlers, the metrics) are async and run in kopf's event loop, saving a thread hop on
 every watch event. No kopf create/update/resume handler is registered: those would make
-kopf store its progress and a copy of each spec in annotations (see `decisions`).
+kopf store its progress and a copy of each spec in annotations (see `trigger`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import conditions, converge, decisions, diagnosis, events, large_specs, observe, reconcile
+from assay.operator import converge, decisions, events, observe
+from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
 from assay.operator.build import builders
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.kube import kube
@@ -340,7 +341,7 @@ def _newest_evaluation(memo: Any, evaluation: Mapping[str, Any]) -> Mapping[str,
     watched = observe.watched_of(memo)
     if watched is None:
         return evaluation
-    namespace, name = decisions.key_of(evaluation)
+    namespace, name = trigger.key_of(evaluation)
     return watched.evaluations.get(namespace, name) or evaluation
 
 

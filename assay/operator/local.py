@@ -23,7 +23,7 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UsageError, UserError
-from assay.operator import conditions
+from assay.operator.decide import conditions
 from assay.operator.admission import validation
 from assay.runner import api as engine
 

@@ -29,7 +29,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from assay import scores
 from assay.errors import UserError
-from assay.operator import conditions, metrics_server
+from assay.operator import metrics_server
+from assay.operator.decide import conditions
 from assay.operator.controller_metrics import ControllerMetrics
 from assay.operator.build.metric_labels import bounded
 from assay.operator.metrics_auth import TokenAuthorizer

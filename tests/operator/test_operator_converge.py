@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import conditions, converge
+from assay.operator import converge
+from assay.operator.decide import conditions
 from assay.operator.build import builders
 from assay.operator.kube import kube
 from assay.operator.admission.policy import AdminPolicy

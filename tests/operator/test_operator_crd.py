@@ -12,7 +12,7 @@ import yaml
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.runner.results.status_sink import condense_results
-from assay.operator import conditions
+from assay.operator.decide import conditions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)

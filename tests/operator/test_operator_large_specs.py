@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import handlers, large_specs, observe
+from assay.operator import handlers, observe
+from assay.operator.decide import large_specs
 from assay.operator.build import builders
 from assay.operator.admission import policy, validation
 from assay.operator.admission.policy import AdminPolicy

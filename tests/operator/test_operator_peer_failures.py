@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import diagnosis, observe, peer_failures
+from assay.operator import observe
+from assay.operator.decide import diagnosis, peer_failures
 from assay.operator.build import builders
 from assay.operator.kube import kube
 from assay.operator.admission.placement_policy import Placement

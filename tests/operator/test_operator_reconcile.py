@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from assay.operator import conditions, reconcile
+from assay.operator.decide import conditions, reconcile
 from assay.operator.build import builders
 from assay.spec import parse_spec
 

@@ -17,7 +17,8 @@ from typing import Any, Callable
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import conditions, converge, periodic
+from assay.operator import converge, periodic
+from assay.operator.decide import conditions
 from assay.operator.kube import kube
 from assay.operator.admission.policy import AdminPolicy
 from tests.operator.local_apiserver import LocalApiServer, status

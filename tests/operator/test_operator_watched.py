@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from assay.operator import conditions, converge, diagnosis, observe
+from assay.operator import converge, observe
+from assay.operator.decide import conditions, diagnosis
 from assay.operator.build import builders
 from assay.operator.kube import kube
 from assay.operator.watched import Watched, WatchedObjects

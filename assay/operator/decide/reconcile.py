@@ -24,7 +24,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
-from assay.operator import conditions
+from assay.operator.decide import conditions
 from assay.operator.build import builders, names
 from assay.spec import Evaluation
 
