@@ -6,7 +6,7 @@
 With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
 decides; unset means all namespaces. kopf runs standalone (no peering objects); with
 --leader-election LEASE, replicas elect one leader through that Lease in their own
-namespace and the others stand by (`assay.operator.leader`). The Helm chart does so.
+namespace and the others stand by (`assay.operator.runtime.leader`). The Helm chart does so.
 
 With --metrics-secure (the chart's default), /metrics answers only bearer tokens the API
 server authenticates and allows to get /metrics (`metrics_auth`); --metrics-cert-dir serves
@@ -154,15 +154,15 @@ def main(argv: Sequence[str]) -> int:
     from assay.operator import handlers  # registers the handlers
     from assay.operator.kube import kube
     from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.metrics import EvaluationMetrics
+    from assay.operator.runtime.metrics import EvaluationMetrics
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     admin_policy = AdminPolicy.from_env()
-    from assay.operator.metrics import SCORE_SERIES_ENV, max_series_from_env
-    from assay.operator.metrics_server import TlsFiles
+    from assay.operator.runtime.metrics import SCORE_SERIES_ENV, max_series_from_env
+    from assay.operator.runtime.metrics_server import TlsFiles
 
     # Settings first: a bad one is named before the credentials are looked at.
     metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
@@ -176,14 +176,14 @@ def main(argv: Sequence[str]) -> int:
         ) from None
 
     if args.metrics_port:
-        from assay.operator.metrics_auth import TokenAuthorizer
+        from assay.operator.runtime.metrics_auth import TokenAuthorizer
 
         metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
     clusterwide, namespaces = scope(args)
     lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     metrics.controller.set_leader(not args.leader_election)  # a replica alone leads
     if args.leader_election:
-        from assay.operator import leader
+        from assay.operator.runtime import leader
 
         lock = leader.LeaseLock(leader.own_namespace(), args.leader_election, leader.own_identity())
         lead = leader.leading(lock, health_port=args.health_port, on_change=metrics.controller.set_leader)

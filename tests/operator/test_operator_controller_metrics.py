@@ -13,9 +13,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from assay.operator import decisions, handlers
-from assay.operator.leader import LeaseLock, leading
-from assay.operator.metrics import EvaluationMetrics
+from assay.operator import handlers
+from assay.operator.runtime import decisions
+from assay.operator.runtime.leader import LeaseLock, leading
+from assay.operator.runtime.metrics import EvaluationMetrics
 
 
 def _value(metrics: EvaluationMetrics, name: str, **labels: str) -> float:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import converge
+from assay.operator.runtime import converge
 from assay.operator.decide import conditions
 from assay.operator.build import builders
 from assay.operator.kube import kube

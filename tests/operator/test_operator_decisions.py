@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Any
 
-from assay.operator import decisions
+from assay.operator.runtime import decisions
 from assay.operator.decide import conditions, trigger
 from assay.operator.build import builders
 

@@ -39,7 +39,7 @@ def test_dashboard_plots_scores_per_task_and_model() -> None:
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     assert any("assay_evaluation_score{" in e and "task" in e and "model" in e for e in exprs)
     assert {v["name"] for v in dashboard["templating"]["list"]} >= {"namespace", "model", "task"}
-    from assay.operator.metrics import EvaluationMetrics
+    from assay.operator.runtime.metrics import EvaluationMetrics
 
     exported = {m.name for m in EvaluationMetrics().registry.collect()}
     for expr in exprs:

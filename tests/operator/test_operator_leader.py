@@ -11,8 +11,8 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from assay.operator import leader
-from assay.operator.leader import LeaseLock
+from assay.operator.runtime import leader
+from assay.operator.runtime.leader import LeaseLock
 from tests.operator.local_apiserver import LocalApiServer
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"

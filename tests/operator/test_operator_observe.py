@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.operator import handlers, observe
+from assay.operator import handlers
+from assay.operator.runtime import observe
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
 

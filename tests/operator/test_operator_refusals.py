@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import converge
+from assay.operator.runtime import converge
 from assay.operator.decide import conditions, trigger
 from assay.operator.kube import kube, refusals
 from assay.operator.admission.policy import AdminPolicy

@@ -17,7 +17,7 @@ from typing import Any, Callable
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import converge, periodic
+from assay.operator.runtime import converge, periodic
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
 from assay.operator.admission.policy import AdminPolicy
@@ -28,7 +28,7 @@ T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOB = "/apis/batch/v1/namespaces/evals/jobs/tiny-g1"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
-PERIODIC = "assay.operator.periodic"
+PERIODIC = "assay.operator.runtime.periodic"
 
 
 def _accepted_run(api: LocalApiServer) -> dict[str, Any]:

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from assay.operator import converge, observe
+from assay.operator.runtime import converge, observe
 from assay.operator.decide import conditions, diagnosis
 from assay.operator.build import builders
 from assay.operator.kube import kube
-from assay.operator.watched import Watched, WatchedObjects
+from assay.operator.runtime.watched import Watched, WatchedObjects
 from assay import spec as spec_module
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -202,7 +202,7 @@ def test_an_event_is_copied_once_the_index_handlers_copy_is_reused_for_the_same_
 def test_a_periodic_sweep_runs_on_its_clock_until_stopped() -> None:
     import threading
 
-    from assay.operator.periodic import PeriodicSweep
+    from assay.operator.runtime.periodic import PeriodicSweep
 
     ran = threading.Event()
     count: list[int] = []

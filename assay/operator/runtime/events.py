@@ -18,7 +18,7 @@ import queue
 import threading
 from typing import Any, Mapping, Protocol
 
-from assay.operator import event_correlation
+from assay.operator.runtime import event_correlation
 from assay.operator.kube import kube
 
 logger = logging.getLogger(__name__)

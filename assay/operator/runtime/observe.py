@@ -20,9 +20,9 @@ from assay.operator.decide import conditions, diagnosis, large_specs, outcome, p
 from assay.operator.build import builders
 from assay.operator.admission import placement_policy
 from assay.operator.kube import kube
-from assay.operator.metrics import EvaluationMetrics
-from assay.operator.periodic import PeriodicSweep
-from assay.operator.watched import Watched, WatchedObjects
+from assay.operator.runtime.metrics import EvaluationMetrics
+from assay.operator.runtime.periodic import PeriodicSweep
+from assay.operator.runtime.watched import Watched, WatchedObjects
 
 logger = logging.getLogger(__name__)
 

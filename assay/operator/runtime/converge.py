@@ -27,12 +27,12 @@ from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import observe
+from assay.operator.runtime import observe
 from assay.operator.decide import conditions, reconcile
 from assay.operator.build import builders
 from assay.operator.admission import policy, secret_consent
 from assay.operator.kube import kube, refusals
-from assay.operator.periodic import OnError, PeriodicSweep
+from assay.operator.runtime.periodic import OnError, PeriodicSweep
 
 logger = logging.getLogger(__name__)
 RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
