@@ -37,8 +37,8 @@ import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator.build import containers, failure_policy, names
 from assay.operator.admission import placement_policy, policy, task_sources
+from assay.operator.build import containers, failure_policy, names
 from assay.operator.build.names import child_name, digest, label_value
 from assay.operator.build.runner_images import runner_image
 from assay.spec import Evaluation
@@ -175,12 +175,6 @@ def labels(ref: EvaluationRef) -> dict[str, str]:
         "app.kubernetes.io/managed-by": MANAGED_BY,
         LABEL_EVALUATION: value,
     }
-
-
-def children_selector(evaluation: str) -> str:
-    """The label selector of an Evaluation's children. A long name's label is shortened, so two
-    Evaluations could share one: `kube.list_children` then keeps those its ownerReference names."""
-    return f"{LABEL_EVALUATION}={label_value(evaluation)},app.kubernetes.io/managed-by={MANAGED_BY}"
 
 
 def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:

@@ -3,7 +3,7 @@
 Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths over this
 thread's connection (`api_session`). Every call is synchronous: handlers run them in
 kopf's thread pool. Nothing here knows the operator's labels or names: callers pass
-selectors (`builders.children_selector`), so the client sits below everything that decides.
+selectors (`converge`), so the client sits below everything that decides.
 """
 
 from __future__ import annotations
@@ -167,8 +167,8 @@ def apply(manifest: Manifest) -> bool:
 
 def list_children(kind: str, api_version: str, *, namespace: str, label_selector: str,
                   owner_uid: str | None = None) -> list[Manifest]:  # fmt: skip
-    """Children of one owner: by label (`builders.children_selector`: labels may be shared by
-    two owners), then by the controller ownerReference when `owner_uid` is given."""
+    """Children of one owner: by label (two owners may share a label), then by the controller
+    ownerReference when `owner_uid` is given."""
     found = list_objects(kind, api_version, namespace=namespace, label_selector=label_selector)
     if owner_uid is None:
         return found

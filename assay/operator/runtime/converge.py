@@ -29,7 +29,7 @@ from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator.runtime import observe
 from assay.operator.decide import conditions, reconcile
-from assay.operator.build import builders
+from assay.operator.build import builders, names
 from assay.operator.admission import policy, secret_consent
 from assay.operator.kube import kube, refusals
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
@@ -45,6 +45,12 @@ JOB_NOT_CREATED = "JobNotCreated"
 operator's RBAC, an API server error): its Job never existed, so it is not reported lost."""
 
 
+def _children_selector(evaluation: str) -> str:
+    """An Evaluation's children by label. A long name's label is shortened, so two Evaluations
+    could share one: `kube.list_children` keeps those its ownerReference names."""
+    return f"{builders.LABEL_EVALUATION}={names.label_value(evaluation)},{RUNNER_JOB_SELECTOR}"
+
+
 def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
               default_image: str | None, emit: Emit, task_sources: list[dict[str, Any]] | None = None,
               written: Written = lambda _: None) -> reconcile.Plan:  # fmt: skip
@@ -56,7 +62,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
     # An Evaluation that never named a Job has none: status.jobName is written before its
     # first child is created. A new Evaluation so costs no lists.
     if (evaluation.get("status") or {}).get("jobName"):
-        selector, owner = builders.children_selector(name), meta["uid"]
+        selector, owner = _children_selector(name), meta["uid"]
         jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
         services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
