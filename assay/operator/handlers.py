@@ -37,11 +37,11 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator.runtime import converge, decisions, events, observe
-from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
-from assay.operator.build import builders
 from assay.operator.admission import policy, secret_consent, validation
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
 from assay.operator.kube import kube
+from assay.operator.runtime import converge, decisions, events, observe
 from assay.operator.runtime.watched import Watched
 
 logger = logging.getLogger(__name__)

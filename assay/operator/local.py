@@ -23,8 +23,8 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UsageError, UserError
-from assay.operator.decide import conditions
 from assay.operator.admission import validation
+from assay.operator.decide import conditions
 from assay.runner import api as engine
 
 DEFAULT_OUTPUT_ROOT = "assay-output"

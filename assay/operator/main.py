@@ -152,8 +152,8 @@ def main(argv: Sequence[str]) -> int:
     import kopf
 
     from assay.operator import handlers  # registers the handlers
-    from assay.operator.kube import kube
     from assay.operator.admission.policy import AdminPolicy
+    from assay.operator.kube import kube
     from assay.operator.runtime.metrics import EvaluationMetrics
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()

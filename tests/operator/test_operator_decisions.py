@@ -12,9 +12,9 @@ import threading
 import time
 from typing import Any
 
-from assay.operator.runtime import decisions
-from assay.operator.decide import conditions, trigger
 from assay.operator.build import builders
+from assay.operator.decide import conditions, trigger
+from assay.operator.runtime import decisions
 
 Body = dict[str, Any]
 

@@ -13,11 +13,11 @@ import pytest
 
 from assay import spec as spec_module
 from assay.operator import handlers
-from assay.operator.runtime import observe
-from assay.operator.decide import large_specs
-from assay.operator.build import builders
 from assay.operator.admission import policy, validation
 from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
+from assay.operator.decide import large_specs
+from assay.operator.runtime import observe
 from assay.operator.runtime.watched import Watched
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)

@@ -16,9 +16,9 @@ import pytest
 
 from assay.errors import UserError
 from assay.operator import handlers
-from assay.operator.runtime import observe
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
+from assay.operator.runtime import observe
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

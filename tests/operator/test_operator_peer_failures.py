@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator.runtime import observe
-from assay.operator.decide import diagnosis, peer_failures
-from assay.operator.build import builders
-from assay.operator.kube import kube
 from assay.operator.admission.placement_policy import Placement
 from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
+from assay.operator.decide import diagnosis, peer_failures
+from assay.operator.kube import kube
+from assay.operator.runtime import observe
 from assay.operator.runtime.watched import Watched
 from tests.operator.test_operator_observe import FakeApi, _evaluation, at, load
 

@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator.runtime import converge
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.decide import conditions, trigger
 from assay.operator.kube import kube, refusals
-from assay.operator.admission.policy import AdminPolicy
+from assay.operator.runtime import converge
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator.decide import conditions, reconcile, trigger
 from assay.operator.build import builders
 from assay.operator.build.names import DNS1035_LABEL
+from assay.operator.decide import conditions, reconcile, trigger
 from assay.spec import parse_spec
 from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
 

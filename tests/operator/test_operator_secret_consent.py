@@ -22,9 +22,9 @@ import yaml
 from assay.errors import UserError
 from assay.operator import handlers
 from assay.operator.admission import secret_consent, validation
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.kube import kube
 from assay.operator.kube.api_session import Session
-from assay.operator.admission.policy import AdminPolicy
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, needs_helm
 

@@ -17,10 +17,10 @@ from typing import Any, Callable
 import pytest
 
 from assay import spec as spec_module
-from assay.operator.runtime import converge, periodic
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
-from assay.operator.admission.policy import AdminPolicy
+from assay.operator.runtime import converge, periodic
 from tests.operator.local_apiserver import LocalApiServer, status
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from assay.operator.runtime import converge, observe
-from assay.operator.decide import conditions, diagnosis
-from assay.operator.build import builders
-from assay.operator.kube import kube
-from assay.operator.runtime.watched import Watched, WatchedObjects
 from assay import spec as spec_module
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis
+from assay.operator.kube import kube
+from assay.operator.runtime import converge, observe
+from assay.operator.runtime.watched import Watched, WatchedObjects
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

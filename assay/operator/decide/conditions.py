@@ -35,8 +35,8 @@ import datetime
 from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
-from assay.operator.decide import outcome
 from assay.operator.build.builders import KUEUE_QUEUE_LABEL
+from assay.operator.decide import outcome
 from assay.operator.decide.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.decide.diagnosis import Problem
 

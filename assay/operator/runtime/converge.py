@@ -27,11 +27,11 @@ from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator.runtime import observe
-from assay.operator.decide import conditions, reconcile
-from assay.operator.build import builders, names
 from assay.operator.admission import policy, secret_consent
+from assay.operator.build import builders, names
+from assay.operator.decide import conditions, reconcile
 from assay.operator.kube import kube, refusals
+from assay.operator.runtime import observe
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
-from assay.operator.build import builders
 from assay.operator.admission import placement_policy
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
 from assay.operator.kube import kube
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.periodic import PeriodicSweep
