@@ -155,6 +155,7 @@ def main(argv: Sequence[str]) -> int:
     from assay.operator.admission.policy import AdminPolicy
     from assay.operator.kube import kube
     from assay.operator.runtime.metrics import EvaluationMetrics
+    from assay.operator.runtime.state import OperatorState
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
@@ -194,7 +195,7 @@ def main(argv: Sequence[str]) -> int:
             # An elected leader is the only replica at work: no kopf peering either way.
             standalone=(args.standalone or bool(args.leader_election)) or None,
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-            memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout,
-                           policy=admin_policy),
+            memo=kopf.Memo(state=OperatorState(policy=admin_policy, metrics=metrics, default_image=args.runner_image,
+                                               image_pull_timeout=pull_timeout)),
         )
     return 0

@@ -22,7 +22,6 @@ import datetime
 import logging
 import threading
 import time
-import types
 from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
@@ -33,6 +32,7 @@ from assay.operator.decide import conditions, reconcile
 from assay.operator.kube import kube, refusals
 from assay.operator.runtime import observe
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
+from assay.operator.runtime.state import OperatorState
 
 logger = logging.getLogger(__name__)
 RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
@@ -235,11 +235,12 @@ class LostJobSweeper(PeriodicSweep):
 
     def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
                  on_error: OnError, emit: Emit = kube.create_event, interval: float = LOST_JOB_SWEEP_INTERVAL,
-                 memo: Any = None) -> None:  # fmt: skip
-        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error)
+                 state: OperatorState | None = None) -> None:  # fmt: skip
+        self.state = state if state is not None else OperatorState()
+        """The operator's state (`observe`: the watches' objects, metrics); a bare one in tests."""
+        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error,
+                         stop=self.state.stopping)  # fmt: skip
         self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
-        self.memo = memo if memo is not None else types.SimpleNamespace()
-        """The operator's memo (`observe`: the watches' objects, metrics); a bare one in tests."""
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -264,9 +265,9 @@ class LostJobSweeper(PeriodicSweep):
         if ended and _seconds_since(state.completion_time, now) < self.interval:
             return  # just ended: its watch event is `mirror_job`'s, and both would post the end's Event
         # An ended Job is read against the Evaluation as it is now, as `mirror_job` does.
-        evaluation = observe.evaluation_of(job, memo=self.memo, fresh=ended)
+        evaluation = observe.evaluation_of(job, state=self.state, fresh=ended)
         if evaluation is not None and (ended or (evaluation.get("status") or {}).get("phase") == conditions.RUNNING):
-            observe.observe_run(evaluation, memo=self.memo, emit=self.emit, job=job, now=now)
+            observe.observe_run(evaluation, state=self.state, emit=self.emit, job=job, now=now)
 
 
 def _seconds_since(timestamp: str | None, now: datetime.datetime) -> float:
