@@ -1,7 +1,7 @@
 """kopf handlers: the operator's reactions, each a thin shell around a pure function.
 
 - Any Evaluation event → its Prometheus gauges follow its status (deletion drops them), and
-  when its run needs deciding (`decisions`: new, spec changed, `evaluations.assay.dev/rerun`
+  when its run needs deciding (`trigger`: new, spec changed, `evaluations.assay.dev/rerun`
   bumped, or unfinished when first seen after a start) → `decide_run`: parse, check the
   admin's policy (`policy`), validate, `reconcile.plan`, write status, then carry the plan
   out. Idempotent: a retry or a restart re-plans from what exists and creates nothing twice.
@@ -20,7 +20,7 @@ Handlers that call the API are sync on purpose: the kubernetes client is synchro
 kopf runs sync handlers in its thread pool. Those that only keep memory (the index
 handlers, the metrics) are async and run in kopf's event loop, saving a thread hop on
 every watch event. No kopf create/update/resume handler is registered: those would make
-kopf store its progress and a copy of each spec in annotations (see `decisions`).
+kopf store its progress and a copy of each spec in annotations (see `trigger`).
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime
 import logging
 import os
@@ -37,9 +38,14 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import (builders, conditions, converge, decisions, diagnosis, events, kube, large_specs, observe,
-                            policy, reconcile, secret_consent, validation)
-from assay.operator.watched import Watched
+from assay.operator.admission import policy, secret_consent, validation
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
+from assay.operator.kube import kube
+from assay.operator.runtime import converge, decisions, events, observe
+from assay.operator.runtime.metrics import EvaluationMetrics
+from assay.operator.runtime.state import OperatorState
+from assay.operator.runtime.watched import Watched
 
 logger = logging.getLogger(__name__)
 
@@ -78,10 +84,13 @@ def image_pull_timeout(env: Mapping[str, str] | None = None) -> float:
     return value
 
 
-def _policy(memo: Any) -> policy.AdminPolicy:
-    """The admin's policy `main` read from ASSAY_POLICY; the safe defaults without one."""
-    value = getattr(memo, "policy", None)
-    return value if isinstance(value, policy.AdminPolicy) else policy.AdminPolicy()
+def state_of(memo: kopf.Memo) -> OperatorState:
+    """The operator's state `main` put in kopf's memo; a bare one, kept there, when kopf runs
+    these handlers without `main`."""
+    state = getattr(memo, "state", None)
+    if not isinstance(state, OperatorState):
+        state = memo.state = OperatorState()
+    return state
 
 
 class NoDiffBase(kopf.DiffBaseStorage):
@@ -111,43 +120,38 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     settings.execution.max_workers = HANDLER_WORKERS
     # Namespaces are given explicitly (or all); no need to watch Namespaces or CRDs.
     settings.scanning.disabled = True
-    observe.metrics_of(memo)
-    memo.watched = Watched(job_label=builders.LABEL_JOB)
-    memo.executor = settings.execution.executor
-    memo.mirror_executor = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
-    memo.decisions = decisions.RunDecisions(
-        decide=lambda evaluation: _timed_decision(evaluation, memo), on_error=_decision_failed(memo),
-        latest=lambda key: memo.watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
-    observe.metrics_of(memo).controller.watch_queue(memo.decisions.depth)
+    given = state_of(memo)
+    watched = Watched(job_label=builders.LABEL_JOB)
+    state: OperatorState  # made below; the decisions read it when they run
+    run_decisions = decisions.RunDecisions(
+        decide=lambda evaluation: _timed_decision(evaluation, state), on_error=_decision_failed(given.metrics),
+        latest=lambda key: watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
+    given.metrics.controller.watch_queue(run_decisions.depth)
     kube.load_config()
-    memo.pending = observe.PendingEvaluations()
-    memo.events = events.EventPoster().start()
-    memo.sweeper = observe.PendingSweeper(memo)
-    memo.sweeper.start()
-    memo.unfinished = converge.UnfinishedRuns()
-    memo.lost_job_sweeper = converge.LostJobSweeper(
-        runs=memo.unfinished, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
-        emit=observe.emitter(memo), on_error=observe.metrics_of(memo).record_sweep_error, memo=memo)  # fmt: skip
-    memo.lost_job_sweeper.start()
+    mirror = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
+    unfinished = converge.UnfinishedRuns()
+    state = memo.state = dataclasses.replace(
+        given, watched=watched, executor=settings.execution.executor, mirror_executor=mirror, decisions=run_decisions,
+        pending=observe.PendingEvaluations(), events=events.EventPoster().start(), unfinished=unfinished)
+    observe.PendingSweeper(state).start()
+    converge.LostJobSweeper(runs=unfinished, admin=state.policy, default_image=state.default_image,
+                            emit=observe.emitter(state), on_error=state.metrics.record_sweep_error, state=state).start()
 
 
 @kopf.on.cleanup()
 def stop_sweeper(memo: kopf.Memo, **_: Any) -> None:
-    for sweeper in (getattr(memo, "sweeper", None), getattr(memo, "lost_job_sweeper", None)):
-        if sweeper is not None:
-            sweeper.stop()
-    mirror = getattr(memo, "mirror_executor", None)
-    if mirror is not None:
-        mirror.shutdown(wait=False, cancel_futures=True)
-    poster = getattr(memo, "events", None)
-    if poster is not None and not poster.close(timeout=5.0):
+    state = state_of(memo)
+    state.stopping.set()  # the sweeps end
+    if state.mirror_executor is not None:
+        state.mirror_executor.shutdown(wait=False, cancel_futures=True)
+    if state.events is not None and not state.events.close(timeout=5.0):
         logger.warning("Some Events were not posted before the operator stopped.")
 
 
 @kopf.on.probe(id="evaluations")
 def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
     """Liveness/readiness: answers once handlers run; reports Evaluations with metrics."""
-    return observe.metrics_of(memo).observed()
+    return state_of(memo).metrics.observed()
 
 
 # Index handlers, for what they make kopf do: run them on every listed object before any
@@ -155,31 +159,31 @@ def evaluations_probe(memo: kopf.Memo, **_: Any) -> int:
 # newest bodies (`watched`); kopf's own index stays empty (None is never indexed).
 @kopf.index(*EVALUATIONS)
 async def evaluations_seen(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    observe.seen(memo, "evaluations", body)
+    observe.seen(state_of(memo), "evaluations", body)
 
 
 @kopf.index("batch", "v1", "jobs", labels=RUNNER_JOBS)
 async def runner_jobs_seen(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    observe.seen(memo, "jobs", body)
+    observe.seen(state_of(memo), "jobs", body)
 
 
 @kopf.index("", "v1", "pods", labels=RUNNER_PODS)
 async def runner_pods_seen(body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    observe.seen(memo, "pods", body)
+    observe.seen(state_of(memo), "pods", body)
 
 
-def _status_written(memo: Any) -> Callable[[Mapping[str, Any]], None]:
+def _status_written(state: OperatorState) -> Callable[[Mapping[str, Any]], None]:
     """Keeps the Evaluation a status write returned, so the next handler does not read the one from before."""
-    return lambda evaluation: observe.seen(memo, "evaluations", evaluation)
+    return lambda evaluation: observe.seen(state, "evaluations", evaluation)
 
 
-def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
+def decide_run(evaluation: Mapping[str, Any], *, state: OperatorState) -> None:
     """Decide an Evaluation's run and carry the decision out (in a handler thread; see `decisions`).
 
     Parse, check the admin's policy, validate, plan from what exists, write status, create
     the children. Idempotent: a retry or a restart re-plans and creates nothing twice."""
     now = _now()
-    admin = _policy(memo)
+    admin = state.policy
     meta = evaluation["metadata"]
     whole = large_specs.whole(evaluation, read=lambda: kube.get_evaluation(namespace=meta["namespace"], name=meta["name"]))
     if whole is None:
@@ -191,26 +195,26 @@ def decide_run(evaluation: Mapping[str, Any], *, memo: Any) -> None:
         policy.check(spec, admin)  # before the task index sees a path it would walk
         namespace = meta["namespace"]
         secret_consent.check(spec, label=admin.secret_consent_label, namespace=namespace,
-                             get=secret_consent.reader(namespace))  # fmt: skip
+                             get=kube.secret_metadata(namespace))  # fmt: skip
         sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
             "ConfigMap", "v1", namespace=namespace, name=config_map), allow_task_code=admin.allow_task_code)  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:
-            _status_written(memo)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
+            _status_written(state)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
                                                                status=status))  # fmt: skip
-            observe.emitter(memo)(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
+            observe.emitter(state)(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
         log.info("Refused: %s", error)
         return
-    steps = converge.carry_out(evaluation, spec, now=now, default_image=getattr(memo, "default_image", None),
-                               emit=observe.emitter(memo), task_sources=sources, written=_status_written(memo))  # fmt: skip
+    steps = converge.carry_out(evaluation, spec, now=now, default_image=state.default_image,
+                               emit=observe.emitter(state), task_sources=sources, written=_status_written(state))  # fmt: skip
     log.info("Run decided: %s", steps.summary())
 
 
-def _timed_decision(evaluation: Mapping[str, Any], memo: Any) -> None:
-    with observe.metrics_of(memo).controller.timing("reconcile"):  # assay_reconcile_duration_seconds
-        decide_run(evaluation, memo=memo)
+def _timed_decision(evaluation: Mapping[str, Any], state: OperatorState) -> None:
+    with state.metrics.controller.timing("reconcile"):  # assay_reconcile_duration_seconds
+        decide_run(evaluation, state=state)
 
 
 def _object_logger(meta: Mapping[str, Any]) -> logging.LoggerAdapter[logging.Logger]:
@@ -218,9 +222,9 @@ def _object_logger(meta: Mapping[str, Any]) -> logging.LoggerAdapter[logging.Log
     return logging.LoggerAdapter(logger, {"k8s_ref": {"namespace": meta.get("namespace"), "name": meta.get("name")}})
 
 
-def _decision_failed(memo: Any) -> Callable[[tuple[str, str], BaseException], None]:
+def _decision_failed(metrics: EvaluationMetrics) -> Callable[[tuple[str, str], BaseException], None]:
     def report(key: tuple[str, str], error: BaseException) -> None:
-        observe.metrics_of(memo).record_error("reconcile")
+        metrics.record_error("reconcile")
         _object_logger({"namespace": key[0], "name": key[1]}).warning(
             "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, kube.ApiError))
     return report
@@ -228,32 +232,33 @@ def _decision_failed(memo: Any) -> Callable[[tuple[str, str], BaseException], No
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
 async def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
-    job = observe.latest(memo, "jobs", body)
+    state = state_of(memo)
+    job = observe.latest(state, "jobs", body)
     loop = asyncio.get_running_loop()
     if event.get("type") == "DELETED":
-        observe.seen(memo, "jobs", job, deleted=True)
+        observe.seen(state, "jobs", job, deleted=True)
         # Creating the Job again is a run's work: the deciding threads, not the mirroring ones.
-        await loop.run_in_executor(getattr(memo, "executor", None), _job_deleted, job, memo)
+        await loop.run_in_executor(state.executor, _job_deleted, job, state)
         return
-    await loop.run_in_executor(getattr(memo, "mirror_executor", None), _mirror_job_run, job, memo)
+    await loop.run_in_executor(state.mirror_executor, _mirror_job_run, job, state)
 
 
-def _mirror_job_run(job: Mapping[str, Any], memo: Any) -> None:
-    with _counting_errors(memo, "mirror_job"):
+def _mirror_job_run(job: Mapping[str, Any], state: OperatorState) -> None:
+    with _counting_errors(state, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
-        evaluation = observe.evaluation_of(job, memo=memo, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
+        evaluation = observe.evaluation_of(job, state=state, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
         if evaluation is not None:
-            observe.observe_run(evaluation, job=job, memo=memo, emit=observe.emitter(memo))
+            observe.observe_run(evaluation, job=job, state=state, emit=observe.emitter(state))
 
 
-def _job_deleted(job: Mapping[str, Any], memo: Any) -> None:
+def _job_deleted(job: Mapping[str, Any], state: OperatorState) -> None:
     """A runner Job is gone: if it was an unfinished run's current Job (deleted by hand), create it again."""
-    with _counting_errors(memo, "recreate_job"):
-        evaluation = observe.evaluation_of(job, memo=memo, fresh=True)
+    with _counting_errors(state, "recreate_job"):
+        evaluation = observe.evaluation_of(job, state=state, fresh=True)
         if evaluation is not None and converge.awaits_job(evaluation, job["metadata"]["name"]):
-            converge.recreate(evaluation, admin=_policy(memo), default_image=getattr(memo, "default_image", None),
-                              emit=observe.emitter(memo), now=_now(), written=_status_written(memo))  # fmt: skip
+            converge.recreate(evaluation, admin=state.policy, default_image=state.default_image,
+                              emit=observe.emitter(state), now=_now(), written=_status_written(state))  # fmt: skip
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
@@ -262,47 +267,48 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
 
     Decided in the event loop from what the watches showed; only a pod with something to
     say costs a handler thread (and API calls)."""
-    pod = observe.latest(memo, "pods", body)
+    state = state_of(memo)
+    pod = observe.latest(state, "pods", body)
     if event.get("type") == "DELETED":
-        observe.seen(memo, "pods", pod, deleted=True)
+        observe.seen(state, "pods", pod, deleted=True)
         return
     job_name = (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB)
     if not job_name:
         return
-    watched = observe.watched_of(memo)
+    watched = state.watched
     evaluation_name = builders.evaluation_name(pod)
     cached = watched.evaluations.get(pod["metadata"]["namespace"], evaluation_name) \
         if watched is not None and evaluation_name else None  # fmt: skip
     # A pod of another run than the one the watch shows is looked up in the API, in the thread.
     if cached is not None and (cached.get("status") or {}).get("jobName") == job_name \
-            and not _pod_has_news(pod, cached, memo=memo):  # fmt: skip
+            and not _pod_has_news(pod, cached, state=state):  # fmt: skip
         return
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(getattr(memo, "mirror_executor", None), _mirror_pod_run, pod, memo)
+    await loop.run_in_executor(state.mirror_executor, _mirror_pod_run, pod, state)
 
 
-def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, memo: Any) -> bool:
+def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, state: OperatorState) -> bool:
     """Whether a pod of the Evaluation's current run shows a problem, or one its status shows has ended."""
     status = evaluation.get("status") or {}
     if status.get("jobName") != (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB):
         return False
     # A healthy pod of a run without a problem: the Job's own events tell the rest.
-    has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=observe.pull_timeout(memo)) \
+    has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=state.image_pull_timeout) \
         or diagnosis.terminated_problem(pod)  # fmt: skip
     return bool(has_problem) or status.get("reason") in diagnosis.REASONS
 
 
-def _mirror_pod_run(pod: Mapping[str, Any], memo: Any) -> None:
-    with _counting_errors(memo, "mirror_pod"):
-        evaluation = observe.evaluation_of(pod, memo=memo)
-        if evaluation is not None and _pod_has_news(pod, evaluation, memo=memo):
-            observe.observe_run(evaluation, memo=memo, emit=observe.emitter(memo))
+def _mirror_pod_run(pod: Mapping[str, Any], state: OperatorState) -> None:
+    with _counting_errors(state, "mirror_pod"):
+        evaluation = observe.evaluation_of(pod, state=state)
+        if evaluation is not None and _pod_has_news(pod, evaluation, state=state):
+            observe.observe_run(evaluation, state=state, emit=observe.emitter(state))
 
 
 @contextlib.contextmanager
-def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
+def _counting_errors(state: OperatorState, handler: str) -> Iterator[None]:
     """Count a handler run that raised (assay_operator_reconcile_errors_total) and let kopf retry it; time it."""
-    metrics = observe.metrics_of(memo)
+    metrics = state.metrics
     with metrics.controller.timing(handler):
         try:
             yield
@@ -317,28 +323,27 @@ def _counting_errors(memo: Any, handler: str) -> Iterator[None]:
 async def evaluation_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     meta = body.get("metadata") or {}
     deleted = event.get("type") == "DELETED"
-    evaluation = observe.latest(memo, "evaluations", body)
-    for tracker in (getattr(memo, "pending", None), getattr(memo, "unfinished", None)):
+    state = state_of(memo)
+    evaluation = observe.latest(state, "evaluations", body)
+    for tracker in (state.pending, state.unfinished):
         if tracker is not None:
             tracker.observe(evaluation, deleted=deleted)
     if deleted:
         # Children go with the Evaluation through ownerReferences; only memory is ours.
-        observe.seen(memo, "evaluations", body, deleted=True)
-        observe.metrics_of(memo).forget(str(meta.get("namespace")), str(meta.get("name")))
+        observe.seen(state, "evaluations", body, deleted=True)
+        state.metrics.forget(str(meta.get("namespace")), str(meta.get("name")))
     else:
-        observe.metrics_of(memo).observe(evaluation)
-    run_decisions = getattr(memo, "decisions", None)
-    if isinstance(run_decisions, decisions.RunDecisions):
+        state.metrics.observe(evaluation)
+    if state.decisions is not None:
         # The newest body known (the operator's own status writes included), not only this event's.
-        newest = _newest_evaluation(memo, evaluation)
-        await run_decisions.observe(newest, deleted=deleted)
+        await state.decisions.observe(_newest_evaluation(state, evaluation), deleted=deleted)
 
 
-def _newest_evaluation(memo: Any, evaluation: Mapping[str, Any]) -> Mapping[str, Any]:
-    watched = observe.watched_of(memo)
+def _newest_evaluation(state: OperatorState, evaluation: Mapping[str, Any]) -> Mapping[str, Any]:
+    watched = state.watched
     if watched is None:
         return evaluation
-    namespace, name = decisions.key_of(evaluation)
+    namespace, name = trigger.key_of(evaluation)
     return watched.evaluations.get(namespace, name) or evaluation
 
 

@@ -1,7 +1,7 @@
 """`assay apply -f eval.yaml --local`: run an Evaluation manifest on this machine.
 
 The same manifest that goes to a cluster runs here with the same parsing and the same
-checks (assay.spec, assay.operator.validation); instead of a Job, the engine runs
+checks (assay.spec, assay.operator.admission.validation); instead of a Job, the engine runs
 in-process, or under torchrun when `resources` ask for several devices (nodes ×
 gpusPerNode processes on this one machine). The outcome is printed as the Evaluation's
 `status` would read in the cluster, as YAML.
@@ -23,7 +23,8 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UsageError, UserError
-from assay.operator import conditions, validation
+from assay.operator.admission import validation
+from assay.operator.decide import conditions
 from assay.runner import api as engine
 
 DEFAULT_OUTPUT_ROOT = "assay-output"

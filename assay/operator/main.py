@@ -6,7 +6,7 @@
 With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
 decides; unset means all namespaces. kopf runs standalone (no peering objects); with
 --leader-election LEASE, replicas elect one leader through that Lease in their own
-namespace and the others stand by (`assay.operator.leader`). The Helm chart does so.
+namespace and the others stand by (`assay.operator.runtime.leader`). The Helm chart does so.
 
 With --metrics-secure (the chart's default), /metrics answers only bearer tokens the API
 server authenticates and allows to get /metrics (`metrics_auth`); --metrics-cert-dir serves
@@ -14,7 +14,7 @@ it over HTTPS with a mounted certificate (`metrics_server`).
 
 The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
 GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
-`assay.operator.policy`.
+`assay.operator.admission.policy`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import re
 from typing import Sequence
 
 from assay.errors import UsageError, UserError
-from assay.operator.policy import HF_TOKEN_RE
+from assay.operator.admission.policy import HF_TOKEN_RE
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
@@ -152,17 +152,18 @@ def main(argv: Sequence[str]) -> int:
     import kopf
 
     from assay.operator import handlers  # registers the handlers
-    from assay.operator import kube
-    from assay.operator.policy import AdminPolicy
-    from assay.operator.metrics import EvaluationMetrics
+    from assay.operator.admission.policy import AdminPolicy
+    from assay.operator.kube import kube
+    from assay.operator.runtime.metrics import EvaluationMetrics
+    from assay.operator.runtime.state import OperatorState
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     admin_policy = AdminPolicy.from_env()
-    from assay.operator.metrics import SCORE_SERIES_ENV, max_series_from_env
-    from assay.operator.metrics_server import TlsFiles
+    from assay.operator.runtime.metrics import SCORE_SERIES_ENV, max_series_from_env
+    from assay.operator.runtime.metrics_server import TlsFiles
 
     # Settings first: a bad one is named before the credentials are looked at.
     metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
@@ -176,14 +177,14 @@ def main(argv: Sequence[str]) -> int:
         ) from None
 
     if args.metrics_port:
-        from assay.operator.metrics_auth import TokenAuthorizer
+        from assay.operator.runtime.metrics_auth import TokenAuthorizer
 
         metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
     clusterwide, namespaces = scope(args)
     lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     metrics.controller.set_leader(not args.leader_election)  # a replica alone leads
     if args.leader_election:
-        from assay.operator import leader
+        from assay.operator.runtime import leader
 
         lock = leader.LeaseLock(leader.own_namespace(), args.leader_election, leader.own_identity())
         lead = leader.leading(lock, health_port=args.health_port, on_change=metrics.controller.set_leader)
@@ -194,7 +195,7 @@ def main(argv: Sequence[str]) -> int:
             # An elected leader is the only replica at work: no kopf peering either way.
             standalone=(args.standalone or bool(args.leader_election)) or None,
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-            memo=kopf.Memo(metrics=metrics, default_image=args.runner_image, image_pull_timeout=pull_timeout,
-                           policy=admin_policy),
+            memo=kopf.Memo(state=OperatorState(policy=admin_policy, metrics=metrics, default_image=args.runner_image,
+                                               image_pull_timeout=pull_timeout)),
         )
     return 0

@@ -194,7 +194,7 @@ def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any
     metadata = {**dict(spec.model_args), **dict(spec.metadata or {})}
     task_code = os.environ.get(ENV_TASK_CODE)
     if include_path and task_code is not None:
-        # a runner pod's task sources: a tenant's files (see assay.operator.task_sources)
+        # a runner pod's task sources: a tenant's files (see assay.operator.admission.task_sources)
         return TaskManager(include_path, metadata=metadata, include_code=task_code == "allowed", include_may_shadow=False)
     return TaskManager(include_path, metadata=metadata)
 

@@ -129,7 +129,7 @@ def test_a_runner_without_credentials_writes_its_files_and_fails(task_dir: Path,
 
 
 def test_the_job_fails_at_once_on_the_exit_code_for_lost_scores() -> None:
-    from assay.operator import failure_policy
+    from assay.operator.build import failure_policy
 
     rules = failure_policy.pod_failure_policy()["rules"]
     matching = [r for r in rules if 74 in (r.get("onExitCodes") or {}).get("values", ())]

@@ -89,7 +89,7 @@ def test_operator_image_has_no_torch_and_runs_restricted(built: dict[str, str]) 
     probe = (
         "import importlib.util as u, os, sys\n"
         "import assay.operator.main, assay.operator.handlers\n"
-        "from assay.operator import validation\n"
+        "from assay.operator.admission import validation\n"
         "validation.resolve_tasks(['arc_easy', 'mmlu'])\n"  # the task library ships in the operator too
         "print(os.getuid(), os.getgid(), [m for m in ('torch', 'transformers', 'datasets', 'accelerate') if u.find_spec(m)])\n"
     )
@@ -147,7 +147,7 @@ def test_chart_defaults_name_these_images(built: dict[str, str]) -> None:
     assert f"{values['image']['repository']}:{values['image']['tag'] or app_version}" == built["operator"]
     runner = values["runnerImage"]
     assert f"{runner['repository']}:{runner['tag'] or app_version}" == built["runner"]
-    from assay.operator.runner_images import DEFAULT_IMAGE, DEFAULT_VLLM_IMAGE
+    from assay.operator.build.runner_images import DEFAULT_IMAGE, DEFAULT_VLLM_IMAGE
 
     assert DEFAULT_IMAGE == built["runner"]
     vllm = values["runnerVllmImage"]  # built by test_vllm_image.py under its CPU tag

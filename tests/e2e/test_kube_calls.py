@@ -1,4 +1,4 @@
-"""The operator's API calls (`assay.operator.kube`) against the real API server.
+"""The operator's API calls (`assay.operator.kube.kube`) against the real API server.
 
 They send plain dicts to fixed REST paths through the kubernetes package's dynamic client
 without its discovery; each call's answer and error mapping is checked here, where a
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator import kube
+from assay.operator.kube import kube
 from tests.e2e.cluster import control_plane as cp
 
 REPO = Path(__file__).resolve().parents[2]

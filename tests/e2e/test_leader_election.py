@@ -14,7 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator.leader import LeaseLock, leading
+from assay.operator.runtime.leader import LeaseLock, leading
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.conftest import CHART, OPERATOR_NAMESPACE, RELEASE, Cluster, chart_values, evaluation_manifest, helm
 from tests.e2e.helpers import dummy_spec

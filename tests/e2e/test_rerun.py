@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.operator.builders import EvaluationRef, job_name
+from assay.operator.build.builders import EvaluationRef, job_name
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import dummy_spec
 

@@ -36,7 +36,7 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
-# As a runner pod runs it (operator/containers.py): /dev/shm is a memory emptyDir there, where
+# As a runner pod runs it (operator/build/containers.py): /dev/shm is a memory emptyDir there, where
 # vLLM's engine and workers share their message queues (160 MiB; podman's default is 64).
 RESTRICTED = ["--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--user", "1000:1000",
               "--tmpfs", "/tmp:rw,size=1g", "--shm-size=1g", "--network", "none"]  # fmt: skip

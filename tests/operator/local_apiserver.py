@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from assay.operator import api_session, kube
+from assay.operator.kube import api_session, kube
 
 Status = tuple[int, dict[str, Any]]
 """(HTTP code, Status body)."""

@@ -16,8 +16,8 @@ import yaml
 
 from assay import endpoint_urls
 from assay.errors import UserError
-from assay.operator import policy
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission import policy
+from assay.operator.admission.policy import AdminPolicy
 from assay.spec import API_MODELS, parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, needs_helm
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator import api_session
+from assay.operator.kube import api_session
 
 
 @pytest.fixture(scope="module")
@@ -203,7 +203,8 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     by an earlier create or by hand, are replaced rather than refused as a conflict)."""
     import urllib.parse
 
-    from assay.operator import builders, kube
+    from assay.operator.build import builders
+    from assay.operator.kube import kube
 
     session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     monkeypatch.setattr(kube, "session", lambda: session)

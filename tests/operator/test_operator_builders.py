@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from assay.operator import builders
+from assay.operator.build import builders
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
@@ -238,7 +238,7 @@ def test_spec_hash_ignores_suspend_only() -> None:
 
 
 def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    from assay.operator import runner_images
+    from assay.operator.build import runner_images
 
     def image(spec: Any, configured: str | None = None) -> str:
         return builders.job(REF, spec, default_image=configured)["spec"]["template"]["spec"]["containers"][0]["image"]

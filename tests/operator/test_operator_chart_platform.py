@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from assay.operator import builders, containers
+from assay.operator.build import builders, containers
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
 

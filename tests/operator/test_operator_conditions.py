@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from assay.operator import conditions as c
+from assay.operator.decide import conditions as c
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(minutes=5)

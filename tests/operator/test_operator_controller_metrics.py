@@ -6,16 +6,17 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
-import types
 from typing import Any
 
 import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from assay.operator import decisions, handlers
-from assay.operator.leader import LeaseLock, leading
-from assay.operator.metrics import EvaluationMetrics
+from assay.operator import handlers
+from assay.operator.runtime import decisions
+from assay.operator.runtime.leader import LeaseLock, leading
+from assay.operator.runtime.metrics import EvaluationMetrics
+from assay.operator.runtime.state import OperatorState
 
 
 def _value(metrics: EvaluationMetrics, name: str, **labels: str) -> float:
@@ -24,10 +25,10 @@ def _value(metrics: EvaluationMetrics, name: str, **labels: str) -> float:
 
 def test_handler_runs_are_timed_and_their_errors_counted_by_kind() -> None:
     metrics = EvaluationMetrics()
-    memo = types.SimpleNamespace(metrics=metrics)
-    with handlers._counting_errors(memo, "mirror_job"):
+    state = OperatorState(metrics=metrics)
+    with handlers._counting_errors(state, "mirror_job"):
         pass
-    with pytest.raises(RuntimeError), handlers._counting_errors(memo, "mirror_pod"):
+    with pytest.raises(RuntimeError), handlers._counting_errors(state, "mirror_pod"):
         raise RuntimeError("the API server went away")
     assert _value(metrics, "assay_reconcile_duration_seconds_count", kind="Job") == 1
     assert _value(metrics, "assay_reconcile_duration_seconds_count", kind="Pod") == 1

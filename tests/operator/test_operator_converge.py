@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, converge, kube
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
+from assay.operator.decide import conditions
+from assay.operator.kube import kube
+from assay.operator.runtime import converge
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}

@@ -11,8 +11,8 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.operator.decide import conditions
 from assay.runner.results.status_sink import condense_results
-from assay.operator import conditions
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)

@@ -1,4 +1,4 @@
-"""When a run is decided (`decisions`): a level read from the newest body, once at a time, retried.
+"""When a run is decided (`trigger`, `decisions`): a level read from the newest body, once at a time, retried.
 
 Real asyncio and a real thread pool; the decision itself is a recording function (the
 e2e suite runs the operator's own against a real API server).
@@ -12,7 +12,9 @@ import threading
 import time
 from typing import Any
 
-from assay.operator import builders, conditions, decisions
+from assay.operator.build import builders
+from assay.operator.decide import conditions, trigger
+from assay.operator.runtime import decisions
 
 Body = dict[str, Any]
 
@@ -28,31 +30,31 @@ def _decided(generation: int = 1, phase: str = conditions.PENDING) -> dict[str, 
 
 
 def test_the_trigger_is_the_status_against_the_spec() -> None:
-    assert decisions.needs_decision(_body(), first_sight=False)  # new: no status yet
-    assert not decisions.needs_decision(_body(status=_decided()), first_sight=False)
-    assert decisions.needs_decision(_body(generation=2, status=_decided()), first_sight=False)
+    assert trigger.needs_decision(_body(), first_sight=False)  # new: no status yet
+    assert not trigger.needs_decision(_body(status=_decided()), first_sight=False)
+    assert trigger.needs_decision(_body(generation=2, status=_decided()), first_sight=False)
     # First seen after a start: an unfinished run is looked at again, a finished one is not.
-    assert decisions.needs_decision(_body(status=_decided()), first_sight=True)
-    assert not decisions.needs_decision(_body(status=_decided(phase=conditions.SUCCEEDED)), first_sight=True)
+    assert trigger.needs_decision(_body(status=_decided()), first_sight=True)
+    assert not trigger.needs_decision(_body(status=_decided(phase=conditions.SUCCEEDED)), first_sight=True)
     # A refused spec is finished too (Failed at its generation): a restart does not refuse it again.
-    assert not decisions.needs_decision(_body(status=_decided(phase=conditions.FAILED)), first_sight=True)
-    assert not decisions.needs_decision(_body(generation=2, deletionTimestamp="2026-01-01T00:00:00Z"),
+    assert not trigger.needs_decision(_body(status=_decided(phase=conditions.FAILED)), first_sight=True)
+    assert not trigger.needs_decision(_body(generation=2, deletionTimestamp="2026-01-01T00:00:00Z"),
                                         first_sight=True)  # fmt: skip
     rerun = _body(status=_decided(phase=conditions.SUCCEEDED), annotations={builders.ANNOTATION_RERUN: "t1"})
-    assert decisions.needs_decision(rerun, first_sight=False)
+    assert trigger.needs_decision(rerun, first_sight=False)
 
 
 class Store:
     """The newest bodies, as the watches and the operator's own writes keep them."""
 
     def __init__(self) -> None:
-        self.bodies: dict[decisions.Key, Body] = {}
+        self.bodies: dict[trigger.Key, Body] = {}
 
     def put(self, body: Body) -> Body:
-        self.bodies[decisions.key_of(body)] = body
+        self.bodies[trigger.key_of(body)] = body
         return body
 
-    def get(self, key: decisions.Key) -> Body | None:
+    def get(self, key: trigger.Key) -> Body | None:
         return self.bodies.get(key)
 
 

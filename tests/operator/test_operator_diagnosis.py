@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from assay.operator import conditions, diagnosis
-from assay.operator.diagnosis import Problem
+from assay.operator.decide import conditions, diagnosis
+from assay.operator.decide.diagnosis import Problem
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

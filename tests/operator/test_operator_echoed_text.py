@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from assay import echoed_text
-from assay.operator import conditions as c
+from assay.operator.decide import conditions as c
 from assay.runner.results.status_sink import MAX_MESSAGE_CHARS, FileStatusSink
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders
+from assay.operator.build import builders
 
 REF = builders.EvaluationRef(name="served", namespace="evals", uid="uid-1", generation=1)
 ENDPOINT = {

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from assay.operator import event_correlation, kube
-from assay.operator.event_correlation import Correlated, EventCorrelator
+from assay.operator.kube import kube
+from assay.operator.runtime import event_correlation
+from assay.operator.runtime.event_correlation import Correlated, EventCorrelator
 
 
 class Clock:

@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from assay.operator import events
+from assay.operator.runtime import events
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.operator import conditions
+from assay.operator.decide import conditions
 from tests.argocd_health import argocd_health
 
 RECORDED = Path(__file__).parent / "recorded"

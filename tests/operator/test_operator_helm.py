@@ -39,7 +39,7 @@ def test_dashboard_plots_scores_per_task_and_model() -> None:
     exprs = [t["expr"] for panel in dashboard["panels"] for t in panel["targets"]]
     assert any("assay_evaluation_score{" in e and "task" in e and "model" in e for e in exprs)
     assert {v["name"] for v in dashboard["templating"]["list"]} >= {"namespace", "model", "task"}
-    from assay.operator.metrics import EvaluationMetrics
+    from assay.operator.runtime.metrics import EvaluationMetrics
 
     exported = {m.name for m in EvaluationMetrics().registry.collect()}
     for expr in exprs:
@@ -108,7 +108,7 @@ def test_cluster_wide_render() -> None:
     # Read: spec.taskSources, by name. Written: the operator's own per-run spec ConfigMaps, each by
     # name (applied before the Job, deleted with a superseded one); never listed or watched.
     assert verbs[("", "configmaps")] == {"get", "create", "patch", "delete"}
-    from assay.operator import builders
+    from assay.operator.build import builders
     from assay.spec import parse_spec
 
     config_map = builders.spec_config_map(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),

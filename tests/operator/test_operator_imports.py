@@ -19,7 +19,7 @@ def test_importing_the_operator_loads_no_ml_stack_and_no_engine() -> None:
         import importlib, pkgutil, sys
         import assay.operator
         names = ["assay.spec", "assay.cli", "assay.runner.api"]
-        names += [m.name for m in pkgutil.iter_modules(assay.operator.__path__, "assay.operator.")]
+        names += [m.name for m in pkgutil.walk_packages(assay.operator.__path__, "assay.operator.")]
         for name in names:
             importlib.import_module(name)
         heavy = ("torch", "transformers", "datasets", "accelerate")
@@ -30,4 +30,4 @@ def test_importing_the_operator_loads_no_ml_stack_and_no_engine() -> None:
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO)
     assert done.returncode == 0, done.stderr
-    assert int(done.stdout) >= 10
+    assert int(done.stdout) >= 40  # every module, those in the role folders too

@@ -6,7 +6,8 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from assay.operator import builders, conditions, reconcile
+from assay.operator.build import builders
+from assay.operator.decide import conditions, reconcile
 from assay.spec import parse_spec
 
 NOW = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

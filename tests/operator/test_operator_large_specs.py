@@ -6,15 +6,19 @@ from __future__ import annotations
 
 import json
 import sys
-import types
 from typing import Any
 
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, handlers, large_specs, observe, policy, validation
-from assay.operator.policy import AdminPolicy
-from assay.operator.watched import Watched
+from assay.operator import handlers
+from assay.operator.admission import policy, validation
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
+from assay.operator.decide import large_specs
+from assay.operator.runtime import observe
+from assay.operator.runtime.state import OperatorState
+from assay.operator.runtime.watched import Watched
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
@@ -65,15 +69,15 @@ def _deep_size(value: Any, seen: set[int] | None = None) -> int:
 
 def test_evaluations_of_the_largest_size_cost_the_watch_cache_a_bounded_amount() -> None:
     """Twenty 1.4 MB specs, decoded as a watch decodes them, then kept: what stays is their small fields."""
-    memo = types.SimpleNamespace(watched=Watched(job_label=builders.LABEL_JOB))
+    state = OperatorState(watched=Watched(job_label=builders.LABEL_JOB))
     raw = json.dumps(_evaluation("x", samples=LARGEST_SAMPLES))
     decoded = json.loads(raw)
     assert _deep_size(decoded) > 7_000_000  # one such body as Python objects
     for i in range(20):
         body = json.loads(raw)
         body["metadata"]["name"] = f"big-{i}"
-        observe.seen(memo, "evaluations", body)
-    kept = [memo.watched.evaluations.get("evals", f"big-{i}") for i in range(20)]
+        observe.seen(state, "evaluations", body)
+    kept = [state.watched.evaluations.get("evals", f"big-{i}") for i in range(20)]
     assert all(k is not None and large_specs.is_elided(k) for k in kept)
     assert _deep_size(kept) < 200_000
 
@@ -89,12 +93,12 @@ def test_a_run_is_decided_from_the_whole_spec_read_from_the_api_server(api: Loca
     body = _evaluation("big", model="dummy", samples={"arc_easy": SAMPLES[:20_000]}, systemInstruction="s" * 65_536)
     del body["spec"]["modelArgs"]
     api.put(body, f"{EVALUATIONS}/big")
-    memo = types.SimpleNamespace(policy=AdminPolicy(), watched=Watched(job_label=builders.LABEL_JOB))
-    observe.seen(memo, "evaluations", body)
-    kept = memo.watched.evaluations.get("evals", "big")
+    state = OperatorState(policy=AdminPolicy(), watched=Watched(job_label=builders.LABEL_JOB))
+    observe.seen(state, "evaluations", body)
+    kept = state.watched.evaluations.get("evals", "big")
     assert large_specs.is_elided(kept)
 
-    handlers.decide_run(kept, memo=memo)
+    handlers.decide_run(kept, state=state)
 
     assert ("GET", f"{EVALUATIONS}/big") in api.requests
     jobs = [o for p, o in api.objects.items() if "/jobs/" in p]
@@ -105,7 +109,7 @@ def test_a_run_is_decided_from_the_whole_spec_read_from_the_api_server(api: Loca
 
 @pytest.mark.usefixtures("known_tasks")
 def test_an_evaluation_deleted_before_its_decision_decides_nothing(api: LocalApiServer) -> None:
-    memo = types.SimpleNamespace(policy=AdminPolicy(), watched=Watched(job_label=builders.LABEL_JOB))
-    observe.seen(memo, "evaluations", _evaluation("gone", model="dummy", samples={"arc_easy": SAMPLES}))
-    handlers.decide_run(memo.watched.evaluations.get("evals", "gone"), memo=memo)
+    state = OperatorState(policy=AdminPolicy(), watched=Watched(job_label=builders.LABEL_JOB))
+    observe.seen(state, "evaluations", _evaluation("gone", model="dummy", samples={"arc_easy": SAMPLES}))
+    handlers.decide_run(state.watched.evaluations.get("evals", "gone"), state=state)
     assert not [o for p, o in api.objects.items() if "/jobs/" in p or "/events/" in p]

@@ -11,8 +11,8 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from assay.operator import leader
-from assay.operator.leader import LeaseLock
+from assay.operator.kube import leases
+from assay.operator.runtime.leader import LeaseLock
 from tests.operator.local_apiserver import LocalApiServer
 
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -29,7 +29,7 @@ def server() -> Iterator[LocalApiServer]:
 
 def _lock(server: LocalApiServer, identity: str) -> LeaseLock:
     configuration = client.Configuration(host=f"http://127.0.0.1:{server.httpd.server_address[1]}")
-    return LeaseLock("ns", "assay-leader", identity, api=leader.lease_api(configuration), **FAST)
+    return LeaseLock("ns", "assay-leader", identity, api=leases.api(configuration), **FAST)
 
 
 def _holder(server: LocalApiServer) -> str | None:

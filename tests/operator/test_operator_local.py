@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from assay.errors import UsageError, UserError
-from assay.operator import local, validation
+from assay.operator import local
+from assay.operator.admission import validation
 from assay.spec import parse_spec
 
 REPO = Path(__file__).resolve().parents[2]

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from assay.operator.metrics import EvaluationMetrics
+from assay.operator.runtime.metrics import EvaluationMetrics
 
 
 def _evaluation(name: str = "ev", *, phase: str = "Succeeded", results: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -21,10 +21,10 @@ from typing import Any, Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.operator import api_session, kube
-from assay.operator.metrics import EvaluationMetrics
-from assay.operator.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
-from assay.operator.metrics_server import TlsFiles
+from assay.operator.kube import api_session, kube
+from assay.operator.runtime.metrics import EvaluationMetrics
+from assay.operator.runtime.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
+from assay.operator.runtime.metrics_server import TlsFiles
 
 READER, STRANGER = "reader-token", "stranger-token"
 USERS = {READER: "system:serviceaccount:monitoring:prometheus", STRANGER: "system:serviceaccount:team:default"}

@@ -9,8 +9,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from assay.errors import UserError
-from assay.operator.metric_labels import MAX_LENGTH, bounded
-from assay.operator.metrics import DEFAULT_MAX_SERIES, EvaluationMetrics, max_series_from_env
+from assay.operator.build.metric_labels import MAX_LENGTH, bounded
+from assay.operator.runtime.metrics import DEFAULT_MAX_SERIES, EvaluationMetrics, max_series_from_env
 
 
 def test_short_printable_values_are_kept_as_they_are() -> None:

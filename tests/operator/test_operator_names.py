@@ -13,8 +13,8 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator import builders
-from assay.operator.names import label_value
+from assay.operator.build import builders
+from assay.operator.build.names import label_value
 from assay.spec import parse_spec
 
 DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

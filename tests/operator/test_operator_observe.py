@@ -15,7 +15,11 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.operator import conditions, handlers, kube, observe
+from assay.operator import handlers
+from assay.operator.decide import conditions
+from assay.operator.kube import kube
+from assay.operator.runtime import observe
+from assay.operator.runtime.state import OperatorState
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -66,10 +70,6 @@ class FakeApi:
         self.posted.append((type, reason, message))
 
 
-class Memo:
-    image_pull_timeout = 300.0
-
-
 def _evaluation(status: dict[str, Any] | None = None) -> dict[str, Any]:
     accepted = conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True)
     return {
@@ -87,31 +87,31 @@ def test_a_pull_back_off_is_reported_once_then_fails_and_ends_the_job(monkeypatc
     api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")], load("events_pod_image_pull")["items"])
     api.install(monkeypatch)
     evaluation = _evaluation()
-    patch = observe.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(2))
+    patch = observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(2))
     assert patch["reason"] == "ImagePullBackOff" and "phase" not in patch  # still Pending
     assert ("events", "Pod", "tiny-g1-7xk2p") in api.reads and not api.ended
     assert [p[:2] for p in api.posted] == [("Warning", "ImagePullBackOff")]
     evaluation["status"] = {**evaluation["status"], **patch}
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(3)) == {}
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(3)) == {}
     assert len(api.posted) == 1 and len(api.status_patches) == 1
 
-    patch = observe.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(6))
+    patch = observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(6))
     assert patch["phase"] == "Failed" and patch["reason"] == "ImagePullFailed"
     assert api.ended == ["tiny-g1"]
     assert api.posted[-1][:2] == ("Warning", "Failed") and "could not be pulled for 5 minutes" in api.posted[-1][2]
     # If ending the Job did not take, the next look ends it again; a failed Job is left alone.
     evaluation["status"] = {**evaluation["status"], **patch}
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(7)) == {}
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(7)) == {}
     assert api.ended == ["tiny-g1", "tiny-g1"]
     api.job = load("job_failed_deadline_exceeded")
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, now=at(8)) == {}
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(8)) == {}
     assert api.ended == ["tiny-g1", "tiny-g1"]
 
 
 def test_an_oom_killed_runner_fails_with_oom_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_failed_backoff_limit"), [load("pod_oomkilled")])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=api.job, now=at(4))
+    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=api.job, now=at(4))
     assert patch["phase"] == "Failed" and patch["reason"] == "OOMKilled" and "16Gi" in patch["message"]
     assert not api.ended  # the Job failed by itself
     assert api.posted == [("Warning", "Failed", patch["message"])]
@@ -121,7 +121,7 @@ def test_an_oom_killed_runner_fails_with_oom_killed(monkeypatch: pytest.MonkeyPa
 def test_quota_is_read_from_the_jobs_events(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_no_pods"), [], load("events_job_failed_create_quota")["items"])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), memo=Memo(), emit=api.emit, now=at(7))
+    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
     assert patch["reason"] == "FailedCreate" and "exceeded quota: gpu-quota" in patch["message"]
     assert ("events", "Job", "tiny-g1") in api.reads
 
@@ -131,7 +131,7 @@ def test_a_healthy_running_job_lists_no_pods(monkeypatch: pytest.MonkeyPatch) ->
     job["status"]["ready"] = 1
     api = FakeApi(job, [load("pod_running")])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=job, now=at(1))
+    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=job, now=at(1))
     assert patch["phase"] == "Running" and not api.reads
     assert api.posted == [("Normal", "Running", "1 runner pod(s) running.")]
 
@@ -141,9 +141,9 @@ def test_a_superseded_or_finished_run_is_left_alone(monkeypatch: pytest.MonkeyPa
     api.install(monkeypatch)
     other = load("job_pods_pending")
     other["metadata"]["name"] = "tiny-g0"
-    assert observe.observe_run(_evaluation(), memo=Memo(), emit=api.emit, job=other, now=at(1)) == {}
+    assert observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=other, now=at(1)) == {}
     done = {**_evaluation()["status"], "phase": "Succeeded", "reason": "JobComplete"}
-    assert observe.observe_run(_evaluation(done), memo=Memo(), emit=api.emit, now=at(1)) == {}
+    assert observe.observe_run(_evaluation(done), state=OperatorState(), emit=api.emit, now=at(1)) == {}
     assert not api.reads and not api.status_patches
 
 
@@ -156,10 +156,10 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
     old["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
     evaluation = _evaluation()
     evaluation["status"]["rerunToken"] = "b"  # same Job name: the tokens' hashes collide
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1)) == {}
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1)) == {}
     evaluation["status"]["rerunToken"] = "a"
     evaluation["status"]["results"] = {"arc_easy": {}}  # the runner's scores
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=old, now=at(1))["phase"] == "Succeeded"
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1))["phase"] == "Succeeded"
 
 
 def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,14 +171,9 @@ def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     assert pending.snapshot() == [("evals", "tiny")]
     seen: list[str] = []
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluation)
-    monkeypatch.setattr(observe, "observe_run", lambda ev, *, memo, emit: seen.append(ev["metadata"]["name"]) or {})
+    monkeypatch.setattr(observe, "observe_run", lambda ev, *, state, emit: seen.append(ev["metadata"]["name"]) or {})
 
-    class SweepMemo(Memo):
-        pass
-
-    memo = SweepMemo()
-    memo.pending = pending
-    observe.PendingSweeper(memo).sweep()
+    observe.PendingSweeper(OperatorState(pending=pending)).sweep()
     assert seen == ["tiny"]
     pending.observe(evaluation, deleted=True)
     assert pending.snapshot() == []
@@ -203,7 +198,7 @@ def test_a_rejected_spec_is_not_overwritten_by_the_previous_runs_job(monkeypatch
     rejected = {**accepted, **conditions.rejected(accepted, message="Unknown task 'x'.", generation=2, now=at(1))}
     job = load("job_pods_pending")
     job["status"]["ready"] = 1
-    assert observe.observe_run(_evaluation(rejected), memo=Memo(), emit=api.emit, job=job, now=at(2)) == {}
+    assert observe.observe_run(_evaluation(rejected), state=OperatorState(), emit=api.emit, job=job, now=at(2)) == {}
     assert not api.status_patches
 
 
@@ -221,7 +216,7 @@ def test_a_complete_job_is_judged_by_the_status_as_it_is_now(monkeypatch: pytest
     cached = _evaluation()
     now = {**cached, "status": {**cached["status"], "results": {"arc_easy": {}}, "runnerMessage": "Evaluated 1 tasks."}}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: now)
-    patch = observe.observe_run(cached, memo=Memo(), emit=api.emit, job=api.job, now=at(9))
+    patch = observe.observe_run(cached, state=OperatorState(), emit=api.emit, job=api.job, now=at(9))
     assert patch["phase"] == "Succeeded" and patch["message"] == "Evaluated 1 tasks."
     assert api.posted == [("Normal", "Succeeded", "Evaluated 1 tasks.")]
 
@@ -232,12 +227,12 @@ def test_a_complete_job_without_scores_fails_the_run_with_a_warning(monkeypatch:
     evaluation = _evaluation()
     reads: list[str] = []
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: reads.append(name) or evaluation)
-    patch = observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=api.job, now=at(9))
+    patch = observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=api.job, now=at(9))
     assert patch["phase"] == "Failed" and patch["reason"] == "ResultsNotRecorded" and reads == ["tiny"]
     assert api.posted == [("Warning", "Failed", patch["message"])] and "emptyDir" in patch["message"]
     assert not api.ended  # the Job ended by itself
     # Another run by the time of the second look: nothing is written over it.
     newer = {**evaluation, "status": {**evaluation["status"], "jobName": "tiny-g2"}}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: newer)
-    assert observe.observe_run(evaluation, memo=Memo(), emit=api.emit, job=api.job, now=at(9)) == {}
+    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=api.job, now=at(9)) == {}
     assert len(api.status_patches) == 1

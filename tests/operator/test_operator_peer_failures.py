@@ -10,10 +10,14 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, diagnosis, kube, observe, peer_failures
-from assay.operator.placement_policy import Placement
-from assay.operator.policy import AdminPolicy
-from assay.operator.watched import Watched
+from assay.operator.admission.placement_policy import Placement
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
+from assay.operator.decide import diagnosis, peer_failures
+from assay.operator.kube import kube
+from assay.operator.runtime import observe
+from assay.operator.runtime.state import OperatorState
+from assay.operator.runtime.watched import Watched
 from tests.operator.test_operator_observe import FakeApi, _evaluation, at, load
 
 
@@ -64,21 +68,17 @@ def test_only_exit_75_counts_per_rank_and_one_pod_jobs_are_rank_0() -> None:
     assert problem is not None and problem.message.startswith("Rank 0 of Job tiny-g1 stopped 2 times")
 
 
-class Memo:
-    image_pull_timeout = 300.0
-
-    def __init__(self, max_retries: int, *, watched: bool = False) -> None:
-        self.policy = AdminPolicy(placement=Placement(max_peer_failure_retries=max_retries))
-        if watched:
-            self.watched = Watched(job_label=builders.LABEL_JOB)
+def _state(max_retries: int, *, watched: bool = False) -> OperatorState:
+    return OperatorState(policy=AdminPolicy(placement=Placement(max_peer_failure_retries=max_retries)),
+                         watched=Watched(job_label=builders.LABEL_JOB) if watched else None)  # fmt: skip
 
 
 def test_the_run_fails_and_its_job_ends_once_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(_job(), [_stopped(1, n=n) for n in range(3)] + [load("pod_running")])
     api.install(monkeypatch)
-    assert observe.observe_run(_evaluation(), memo=Memo(3), emit=api.emit, now=at(5)).get("phase") != "Failed"
+    assert observe.observe_run(_evaluation(), state=_state(3), emit=api.emit, now=at(5)).get("phase") != "Failed"
     assert not api.ended
-    patch = observe.observe_run(_evaluation(), memo=Memo(2), emit=api.emit, now=at(5))
+    patch = observe.observe_run(_evaluation(), state=_state(2), emit=api.emit, now=at(5))
     assert patch["phase"] == "Failed" and patch["reason"] == diagnosis.PEER_FAILURES_EXCEEDED
     assert api.ended == ["tiny-g1"] and api.posted[-1][:2] == ("Warning", "Failed")
 
@@ -93,16 +93,13 @@ def test_the_bound_holds_while_every_rank_runs_again(monkeypatch: pytest.MonkeyP
         return {**_evaluation(), "status": status}  # the watches keep what a status write returns
 
     monkeypatch.setattr(kube, "patch_evaluation_status", written)
-    memo = Memo(1, watched=True)
+    state = _state(1, watched=True)
     for pod in [_stopped(0, n=n) for n in range(3)]:
-        memo.watched.pods.observe(pod)
-    patch = observe.observe_run(_evaluation(), memo=memo, job=api.job, emit=api.emit, now=at(5))
+        state.watched.pods.observe(pod)
+    patch = observe.observe_run(_evaluation(), state=state, job=api.job, emit=api.emit, now=at(5))
     assert patch["reason"] == diagnosis.PEER_FAILURES_EXCEEDED and api.ended == ["tiny-g1"]
     assert not [r for r in api.reads if r[0] == "list"]  # from the watch, not the API
 
 
 def test_without_a_policy_the_default_bound_applies() -> None:
-    class Bare:
-        pass
-
-    assert observe.peer_failure_bound(Bare()) == Placement().max_peer_failure_retries == 3
+    assert OperatorState().policy.placement.max_peer_failure_retries == Placement().max_peer_failure_retries == 3

@@ -10,9 +10,10 @@ import pytest
 from kubernetes import client
 
 from assay.errors import UserError
-from assay.operator import builders, placement_policy, policy
-from assay.operator.placement_policy import GPU_TOLERATION, Placement, Toleration
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission import placement_policy, policy
+from assay.operator.admission.placement_policy import GPU_TOLERATION, Placement, Toleration
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import _render, needs_helm
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from assay.errors import UserError
-from assay.operator import builders, policy
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission import policy
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, _render, needs_helm
 

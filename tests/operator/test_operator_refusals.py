@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import conditions, converge, decisions, kube, refusals
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.decide import conditions, trigger
+from assay.operator.kube import kube, refusals
+from assay.operator.runtime import converge
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
@@ -98,7 +100,7 @@ def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api:
     assert [e["message"] for e in _events(api, "InvalidSpec")] == [status["message"]]
     assert api.get(f"{JOBS}/tiny-g1") is None and not _events(api, "JobCreated")
     # Decided: no retry, no lost Job for the sweep, no second Event when told again.
-    assert decisions.finished(stored) and not converge.awaits_job(stored)
+    assert trigger.finished(stored) and not converge.awaits_job(stored)
     runs = converge.UnfinishedRuns()
     runs.observe(stored)
     assert runs.snapshot() == {}

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import builders, conditions, decisions, reconcile
-from assay.operator.names import DNS1035_LABEL
+from assay.operator.build import builders
+from assay.operator.build.names import DNS1035_LABEL
+from assay.operator.decide import conditions, reconcile, trigger
 from assay.spec import parse_spec
 from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
 
@@ -136,15 +137,15 @@ def test_rerun_names_are_valid_and_apart(name: str) -> None:
 
 
 def test_a_bumped_token_asks_for_a_decision_and_a_removed_one_does_not() -> None:
-    """The trigger is a level (`decisions`): the token on the object against the one its status ran."""
+    """The trigger is a level (`trigger`): the token on the object against the one its status ran."""
     _, status = _first_run()
     finished = _body(SPEC, generation=1, status={**status, "observedGeneration": 1})
-    assert not decisions.needs_decision(finished, first_sight=True)
+    assert not trigger.needs_decision(finished, first_sight=True)
     bumped = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1}), "2026-12-01")
-    assert decisions.needs_decision(bumped, first_sight=False)
+    assert trigger.needs_decision(bumped, first_sight=False)
     ran = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1,
                                                         "rerunToken": "2026-12-01"}), "2026-12-01")  # fmt: skip
-    assert not decisions.needs_decision(ran, first_sight=True)
+    assert not trigger.needs_decision(ran, first_sight=True)
     # The annotation removed after that run: its token stays the one asked for; nothing to do.
     removed = _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"})
-    assert builders.rerun_token(removed) == "2026-12-01" and not decisions.needs_decision(removed, first_sight=True)
+    assert builders.rerun_token(removed) == "2026-12-01" and not trigger.needs_decision(removed, first_sight=True)

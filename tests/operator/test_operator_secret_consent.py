@@ -13,16 +13,18 @@ import json
 import re
 import subprocess
 import threading
-import types
 from typing import Any, Iterator
 
 import pytest
 import yaml
 
 from assay.errors import UserError
-from assay.operator import handlers, kube, secret_consent, validation
-from assay.operator.api_session import Session
-from assay.operator.policy import AdminPolicy
+from assay.operator import handlers
+from assay.operator.admission import secret_consent, validation
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.kube import kube
+from assay.operator.kube.api_session import Session
+from assay.operator.runtime.state import OperatorState
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, needs_helm
 
@@ -211,8 +213,8 @@ def known_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("known_tasks")
 def test_an_unlabelled_secret_fails_the_evaluation_before_any_child_exists(api: FakeApiServer) -> None:
     api.add_secret("hf")
-    memo = types.SimpleNamespace(policy=AdminPolicy())
-    handlers.decide_run(_evaluation(api, "tiny", _spec(hfTokenSecret={"name": "hf"})), memo=memo)
+    state = OperatorState(policy=AdminPolicy())
+    handlers.decide_run(_evaluation(api, "tiny", _spec(hfTokenSecret={"name": "hf"})), state=state)
     status = api.evaluations["tiny"]["status"]
     accepted = {c["type"]: c for c in status["conditions"]}["Accepted"]
     assert status["phase"] == "Failed" and accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
@@ -225,8 +227,8 @@ def test_an_unlabelled_secret_fails_the_evaluation_before_any_child_exists(api: 
 @pytest.mark.usefixtures("known_tasks")
 def test_a_labelled_secret_is_used(api: FakeApiServer) -> None:
     api.add_secret("hf", CONSENT)
-    memo = types.SimpleNamespace(policy=AdminPolicy())
-    handlers.decide_run(_evaluation(api, "tiny", _spec(hfTokenSecret={"name": "hf"})), memo=memo)
+    state = OperatorState(policy=AdminPolicy())
+    handlers.decide_run(_evaluation(api, "tiny", _spec(hfTokenSecret={"name": "hf"})), state=state)
     assert api.evaluations["tiny"]["status"]["phase"] != "Failed"
     (job,) = [c for c in api.created if c["kind"] == "Job"]
     env = job["spec"]["template"]["spec"]["containers"][0]["env"]

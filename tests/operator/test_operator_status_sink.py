@@ -241,7 +241,7 @@ def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
 
 
 def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    from assay.operator import builders
+    from assay.operator.build import builders
     from assay.spec import ENV_JOB_NAME, parse_spec
 
     ref = builders.EvaluationRef(namespace="ns", name="ev", uid="u", generation=1)

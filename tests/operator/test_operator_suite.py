@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.operator import builders, validation
+from assay.operator.admission import validation
+from assay.operator.build import builders
 from assay.spec import parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

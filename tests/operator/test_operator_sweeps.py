@@ -17,8 +17,10 @@ from typing import Any, Callable
 import pytest
 
 from assay import spec as spec_module
-from assay.operator import conditions, converge, kube, periodic
-from assay.operator.policy import AdminPolicy
+from assay.operator.admission.policy import AdminPolicy
+from assay.operator.decide import conditions
+from assay.operator.kube import kube
+from assay.operator.runtime import converge, periodic
 from tests.operator.local_apiserver import LocalApiServer, status
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
@@ -26,7 +28,7 @@ T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOB = "/apis/batch/v1/namespaces/evals/jobs/tiny-g1"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
-PERIODIC = "assay.operator.periodic"
+PERIODIC = "assay.operator.runtime.periodic"
 
 
 def _accepted_run(api: LocalApiServer) -> dict[str, Any]:

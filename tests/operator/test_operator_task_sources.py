@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.operator import builders, task_sources, validation
+from assay.operator.admission import task_sources, validation
+from assay.operator.build import builders
 from assay.runner.job import ENV_INCLUDE_PATH
 from assay.runner.tasks.index import TaskManager
 from assay.spec import parse_spec

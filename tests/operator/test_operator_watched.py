@@ -16,9 +16,13 @@ from typing import Any
 
 import pytest
 
-from assay.operator import builders, conditions, converge, diagnosis, kube, observe
-from assay.operator.watched import Watched, WatchedObjects
 from assay import spec as spec_module
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis
+from assay.operator.kube import kube
+from assay.operator.runtime import converge, observe
+from assay.operator.runtime.state import OperatorState
+from assay.operator.runtime.watched import Watched, WatchedObjects
 
 RECORDED = Path(__file__).parent / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -105,11 +109,8 @@ class NoReads:
         return written
 
 
-class Memo:
-    image_pull_timeout = 300.0
-
-    def __init__(self) -> None:
-        self.watched = Watched(job_label=builders.LABEL_JOB)
+def _state() -> OperatorState:
+    return OperatorState(watched=Watched(job_label=builders.LABEL_JOB))
 
 
 def _evaluation(job_name: str, **status: Any) -> dict[str, Any]:
@@ -127,29 +128,29 @@ def test_a_job_event_reads_the_evaluation_and_pods_from_the_watches_and_writes_o
     job_name = job["metadata"]["name"]
     evaluation = _evaluation(job_name)
     api.evaluation = evaluation
-    memo = Memo()
-    memo.watched.evaluations.observe(evaluation)
-    memo.watched.pods.observe(pod)
-    found = observe.evaluation_of(job, memo=memo)
+    state = _state()
+    state.watched.evaluations.observe(evaluation)
+    state.watched.pods.observe(pod)
+    found = observe.evaluation_of(job, state=state)
     assert found is not None and api.reads == []  # from the watch: its status names this Job
-    patch = observe.observe_run(found, job=job, memo=memo, emit=lambda *a, **k: None, now=T0)
+    patch = observe.observe_run(found, job=job, state=state, emit=lambda *a, **k: None, now=T0)
     assert patch["reason"] == "ImagePullBackOff"
     assert api.reads == ["list_events"]  # the pull's Events: what no status carries
     # The status write's answer is what the next event reads, not the body from before it.
-    assert memo.watched.evaluations.get("evals", "tiny")["status"]["reason"] == "ImagePullBackOff"
+    assert state.watched.evaluations.get("evals", "tiny")["status"]["reason"] == "ImagePullBackOff"
 
 
 def test_the_api_is_read_when_the_watch_shows_another_run_or_a_fresh_read_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     api = NoReads(monkeypatch)
     job = load("job_pods_pending")
     job["kind"] = "Job"
-    memo = Memo()
-    memo.watched.evaluations.observe(_evaluation("an-older-run"))
+    state = _state()
+    state.watched.evaluations.observe(_evaluation("an-older-run"))
     api.evaluation = _evaluation(job["metadata"]["name"])
-    assert observe.evaluation_of(job, memo=memo)["status"]["jobName"] == job["metadata"]["name"]
+    assert observe.evaluation_of(job, state=state)["status"]["jobName"] == job["metadata"]["name"]
     assert api.reads == ["get_evaluation"]
-    assert observe.evaluation_of(job, memo=memo) is not None and api.reads == ["get_evaluation"]  # now cached
-    observe.evaluation_of(job, memo=memo, fresh=True)
+    assert observe.evaluation_of(job, state=state) is not None and api.reads == ["get_evaluation"]  # now cached
+    observe.evaluation_of(job, state=state, fresh=True)
     assert api.reads == ["get_evaluation", "get_evaluation"]
 
 
@@ -161,12 +162,12 @@ def test_a_new_jobs_first_events_write_nothing(monkeypatch: pytest.MonkeyPatch) 
     job["status"] = {}  # as created: the Job controller has not synced it yet
     evaluation = _evaluation(job["metadata"]["name"])
     api.evaluation = evaluation
-    memo = Memo()
-    memo.watched.evaluations.observe(evaluation)
-    assert observe.observe_run(evaluation, job=job, memo=memo, emit=lambda *a, **k: None, now=T0) == {}
+    state = _state()
+    state.watched.evaluations.observe(evaluation)
+    assert observe.observe_run(evaluation, job=job, state=state, emit=lambda *a, **k: None, now=T0) == {}
     assert api.patches == [] and api.reads == []  # nor reads its Events in its first seconds
     later = T0 + datetime.timedelta(seconds=diagnosis.JOB_EVENTS_GRACE + 1)
-    observe.observe_run(evaluation, job=job, memo=memo, emit=lambda *a, **k: None, now=later)
+    observe.observe_run(evaluation, job=job, state=state, emit=lambda *a, **k: None, now=later)
     assert api.reads == ["list_events"]  # a Job still without pods: FailedCreate would say why
 
 
@@ -186,20 +187,20 @@ def test_a_new_evaluation_lists_no_children_and_one_that_named_a_job_does(monkey
 
 
 def test_an_event_is_copied_once_the_index_handlers_copy_is_reused_for_the_same_version() -> None:
-    memo = Memo()
+    state = _state()
     pod = _versioned(load("pod_running"), 20)
     kept = observe.plain(pod)
-    memo.watched.pods.observe(kept)
-    assert observe.latest(memo, "pods", pod) is kept  # what the index handler just stored
+    state.watched.pods.observe(kept)
+    assert observe.latest(state, "pods", pod) is kept  # what the index handler just stored
     newer = _versioned(pod, 21, labels={"x": "y"})
-    copied = observe.latest(memo, "pods", newer)  # not stored yet (a DELETED event never is)
+    copied = observe.latest(state, "pods", newer)  # not stored yet (a DELETED event never is)
     assert copied is not kept and copied["metadata"]["labels"] == {"x": "y"}
 
 
 def test_a_periodic_sweep_runs_on_its_clock_until_stopped() -> None:
     import threading
 
-    from assay.operator.periodic import PeriodicSweep
+    from assay.operator.runtime.periodic import PeriodicSweep
 
     ran = threading.Event()
     count: list[int] = []

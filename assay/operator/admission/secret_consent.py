@@ -17,11 +17,10 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping
 
 from assay.errors import UserError
-from assay.operator import kube
 from assay.spec import Evaluation
 
 MetadataGetter = Callable[[str], Mapping[str, Any] | None]
-"""Secret name → its metadata; None when the namespace has no such Secret."""
+"""Secret name → its metadata; None when the namespace has no such Secret (`kube.secret_metadata`)."""
 
 
 def references(spec: Evaluation) -> list[tuple[str, str]]:
@@ -32,11 +31,6 @@ def references(spec: Evaluation) -> list[tuple[str, str]]:
     if spec.endpoint is not None and spec.endpoint.api_key_secret is not None:
         found.append(("spec.endpoint.apiKeySecret", spec.endpoint.api_key_secret.name))
     return found
-
-
-def reader(namespace: str) -> MetadataGetter:
-    """The metadata of the namespace's Secrets, read from the API server."""
-    return lambda name: kube.get_metadata("Secret", "v1", namespace=namespace, name=name)
 
 
 def check(spec: Evaluation, *, label: str, namespace: str, get: MetadataGetter) -> None:

@@ -67,10 +67,12 @@ class PeriodicSweep:
     """Calls `sweep()` every `interval` seconds until `stop()`; subclasses say what a sweep does."""
 
     def __init__(self, *, interval: float, name: str, label: str | None = None,
-                 on_error: OnError = lambda sweep, kind: None) -> None:  # fmt: skip
+                 on_error: OnError = lambda sweep, kind: None, stop: threading.Event | None = None) -> None:  # fmt: skip
+        """`stop`: an event that ends this sweep when set (the operator's `OperatorState.stopping`
+        ends them all); its own one by default."""
         self.interval = interval
         self.errors = SweepErrors(label or name, on_error=on_error)
-        self._stop = threading.Event()
+        self._stop = stop if stop is not None else threading.Event()
         self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
 
     def start(self) -> None:

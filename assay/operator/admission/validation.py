@@ -17,7 +17,7 @@ import logging
 from typing import Any, Callable, Sequence
 
 from assay.errors import UserError, suggest
-from assay.operator import task_sources
+from assay.operator.admission import task_sources
 from assay.runner import api as engine
 from assay.spec import Evaluation
 

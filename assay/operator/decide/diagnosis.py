@@ -29,7 +29,7 @@ import datetime
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
-from assay.operator import pod_start
+from assay.operator.decide import pod_start
 
 DEFAULT_IMAGE_PULL_TIMEOUT = 300.0
 """Seconds a runner image may fail to pull before the Evaluation fails (the kubelet's

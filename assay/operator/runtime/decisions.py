@@ -1,17 +1,8 @@
-"""When an Evaluation's run must be decided, and deciding it one at a time per Evaluation, with retries.
+"""Deciding Evaluations' runs: one at a time per Evaluation, in parallel across them, with retries.
 
-Why not kopf's create/update/resume handlers: kopf keeps each object's last handled spec
-and its handler progress in annotations. Under a burst that was one more PATCH per
-Evaluation (and one more watch event to process), and on every watch event of every
-Evaluation a deep copy of its whole body to compare with: a fifth of the operator's CPU
-(py-spy, 300 Evaluations in one burst). The status already records what was decided —
-`observedGeneration` and `rerunToken` name the spec and the token of the current run — so
-the trigger is a level, read from the newest body the watches showed:
-
-- its generation differs from `status.observedGeneration` (new, or its spec changed), or
-- its `evaluations.assay.dev/rerun` annotation differs from `status.rerunToken`, or
-- the operator sees it for the first time since it started and its run is unfinished (what
-  kopf's resume handler was for: a child lost while no operator ran is made again).
+Each watch event of an Evaluation asks `trigger.needs_decision` of the newest body the
+watches showed (a level: no kopf create/update/resume handlers, see `trigger`); a run that
+needs deciding is decided on the handler threads.
 
 A decision that raised is tried again after a back-off (`RETRY_DELAYS`) for as long as the
 run is unfinished: plans are idempotent, so a retry after a partial success creates only
@@ -24,46 +15,16 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import Any, Callable, Mapping
+from typing import Callable
 
-from assay.operator import builders, conditions
+from assay.operator.decide import trigger
 
 logger = logging.getLogger(__name__)
 
-Body = Mapping[str, Any]
-Key = tuple[str, str]
+Body = trigger.Body
+Key = trigger.Key
 RETRY_DELAYS = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 """Seconds before each retry of a decision that raised; the last one repeats."""
-
-
-def key_of(body: Body) -> Key:
-    meta = body.get("metadata") or {}
-    return str(meta.get("namespace")), str(meta.get("name"))
-
-
-def finished(body: Body) -> bool:
-    """Whether the run its spec and token ask for has ended (succeeded, failed, or was refused)."""
-    meta = body.get("metadata") or {}
-    status = body.get("status") or {}
-    return (
-        status.get("observedGeneration") == int(meta.get("generation", 1))
-        and status.get("phase") in conditions.TERMINAL_PHASES
-        and status.get("rerunToken") == builders.rerun_token(body)
-    )
-
-
-def needs_decision(body: Body, *, first_sight: bool) -> bool:
-    """Whether the newest `body` asks for a run decision (see the module's docstring)."""
-    meta = body.get("metadata") or {}
-    if meta.get("deletionTimestamp"):
-        return False
-    status = body.get("status") or {}
-    if status.get("observedGeneration") != int(meta.get("generation", 1)):
-        return True
-    # rerun_token falls back to the status's token: a removed annotation asks for nothing.
-    if builders.rerun_token(body) != status.get("rerunToken"):
-        return True
-    return first_sight and not finished(body)
 
 
 class RunDecisions:
@@ -89,14 +50,14 @@ class RunDecisions:
 
     async def observe(self, body: Body, *, deleted: bool = False) -> None:
         """One watch event of an Evaluation (in kopf's event loop)."""
-        key = key_of(body)
+        key = trigger.key_of(body)
         if deleted:
             self._forget(key)
             return
         first_sight = key not in self._seen
         self._seen.add(key)
-        if needs_decision(body, first_sight=first_sight):
-            await self._run(key, wanted=lambda newest: needs_decision(newest, first_sight=first_sight))
+        if trigger.needs_decision(body, first_sight=first_sight):
+            await self._run(key, wanted=lambda newest: trigger.needs_decision(newest, first_sight=first_sight))
 
     def pending_retries(self) -> list[Key]:
         return sorted(self._retries)
@@ -140,7 +101,7 @@ class RunDecisions:
     def _retry(self, key: Key) -> None:
         self._retries.pop(key, None)
         # Forced: the status may already record the decision whose carrying-out failed.
-        task = asyncio.ensure_future(self._run(key, wanted=_unfinished))
+        task = asyncio.ensure_future(self._run(key, wanted=trigger.unfinished))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -153,7 +114,3 @@ class RunDecisions:
         lock = self._locks.get(key)
         if lock is not None and not lock.locked():
             del self._locks[key]
-
-
-def _unfinished(body: Body) -> bool:
-    return not (body.get("metadata") or {}).get("deletionTimestamp") and not finished(body)

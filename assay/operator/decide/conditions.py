@@ -35,10 +35,10 @@ import datetime
 from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
-from assay.operator import outcome
-from assay.operator.builders import KUEUE_QUEUE_LABEL
-from assay.operator.diagnosis import REASONS as PROBLEM_REASONS
-from assay.operator.diagnosis import Problem
+from assay.operator.build.builders import KUEUE_QUEUE_LABEL
+from assay.operator.decide import outcome
+from assay.operator.decide.diagnosis import REASONS as PROBLEM_REASONS
+from assay.operator.decide.diagnosis import Problem
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL_PHASES = (SUCCEEDED, FAILED)

@@ -2,7 +2,8 @@
 
 Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths over this
 thread's connection (`api_session`). Every call is synchronous: handlers run them in
-kopf's thread pool.
+kopf's thread pool. Nothing here knows the operator's labels or names: callers pass
+selectors (`converge`), so the client sits below everything that decides.
 """
 
 from __future__ import annotations
@@ -11,11 +12,10 @@ import functools
 import json
 import logging
 import urllib.parse
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
-from assay.operator import api_session, builders, refusals
-from assay.operator.names import label_value
+from assay.operator.kube import api_session, refusals
 
 logger = logging.getLogger(__name__)
 
@@ -23,8 +23,11 @@ Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; JSON is YAML, so the body is sent as JSON."""
-FIELD_MANAGER = builders.MANAGED_BY
-"""The operator's name in the managedFields of what it applies."""
+CLIENT_NAME = "assay-operator"
+"""The operator's name to the API server: its User-Agent, the component of its Events, and
+(FIELD_MANAGER) its name in the managedFields of what it applies. The same name as the
+managed-by label of its children (`builders.MANAGED_BY`), which builds no request."""
+FIELD_MANAGER = CLIENT_NAME
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Asks the API server for an object's metadata alone (no fallback to the whole object)."""
 
@@ -105,7 +108,7 @@ def request(method: str, url: str, *, body: Any = None, label_selector: str | No
     if query:
         url += "?" + urllib.parse.urlencode(query)
     api = session()
-    headers = {"Accept": accept, "User-Agent": "assay-operator", **api.auth_headers()}
+    headers = {"Accept": accept, "User-Agent": CLIENT_NAME, **api.auth_headers()}
     payload = None
     if body is not None:
         payload = json.dumps(body).encode()
@@ -162,13 +165,11 @@ def apply(manifest: Manifest) -> bool:
     return True
 
 
-def list_children(kind: str, api_version: str, *, namespace: str, evaluation: str,
+def list_children(kind: str, api_version: str, *, namespace: str, label_selector: str,
                   owner_uid: str | None = None) -> list[Manifest]:  # fmt: skip
-    """Children of one Evaluation: by label (a long name's label is shortened, so two
-    Evaluations could share one), then by the controller ownerReference when `owner_uid` is given."""
-    label = label_value(evaluation)
-    selector = f"{builders.LABEL_EVALUATION}={label},app.kubernetes.io/managed-by={builders.MANAGED_BY}"
-    found = list_objects(kind, api_version, namespace=namespace, label_selector=selector)
+    """Children of one owner: by label (two owners may share a label), then by the controller
+    ownerReference when `owner_uid` is given."""
+    found = list_objects(kind, api_version, namespace=namespace, label_selector=label_selector)
     if owner_uid is None:
         return found
     return [o for o in found if any(r.get("uid") == owner_uid for r in (o.get("metadata") or {}).get("ownerReferences") or ())]
@@ -195,6 +196,12 @@ def get_metadata(kind: str, api_version: str, *, namespace: str, name: str) -> M
         raise
     metadata: Manifest = dict((found or {}).get("metadata") or {})
     return metadata
+
+
+def secret_metadata(namespace: str) -> Callable[[str], Manifest | None]:
+    """Secret name → its metadata (`get_metadata`: the values never reach the operator); None
+    when the namespace has no such Secret. What `secret_consent.check` reads."""
+    return lambda name: get_metadata("Secret", "v1", namespace=namespace, name=name)
 
 
 def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
@@ -252,8 +259,8 @@ def event_body(obj: Mapping[str, Any], *, type: str, reason: str, message: str) 
         "type": type,
         "reason": reason,
         "message": message[:1024],
-        "source": {"component": builders.MANAGED_BY},
-        "reportingComponent": builders.MANAGED_BY,
+        "source": {"component": CLIENT_NAME},
+        "reportingComponent": CLIENT_NAME,
         "reportingInstance": socket.gethostname()[:128],
         "firstTimestamp": now,
         "lastTimestamp": now,

@@ -34,8 +34,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from assay.operator.kube import leases
 
 log = logging.getLogger(__name__)
 
@@ -71,15 +70,6 @@ def check_margins(*, lease_seconds: int, renew_deadline_seconds: float, retry_se
                          f"times retry_seconds ({retry_seconds}).")  # fmt: skip
 
 
-def lease_api(configuration: Any = None) -> Any:
-    """A CoordinationV1Api (on the default credentials, or `configuration`) with urllib3's
-    retries off: by default it sends a GET or PUT that timed out three more times, which
-    would stretch one Lease call to four timeouts. The renew loop retries on its own clock."""
-    configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
-    configuration.retries = False
-    return client.CoordinationV1Api(client.ApiClient(configuration))
-
-
 class LeaseLock:
     """One replica's view of the Lease `namespace/name`, as `identity`."""
 
@@ -93,7 +83,7 @@ class LeaseLock:
         self.retry_seconds = retry_seconds
         self.request_timeout = renew_deadline_seconds / 2
         """Seconds one Lease request may take: a hung call fails in time for another try within the deadline."""
-        self.api = api if api is not None else lease_api()
+        self.api = api if api is not None else leases.api()
         self._seen: tuple[str, float] | None = None  # (resourceVersion, monotonic time first seen)
         self._renewed_at: float | None = None
         """Monotonic time this replica's last successful write was *sent*: the API server stored it
@@ -113,7 +103,7 @@ class LeaseLock:
         """Take or renew the Lease once; True while this replica holds it."""
         try:
             lease: Any = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout())
-        except ApiException as error:
+        except leases.ApiException as error:
             if error.status != 404:
                 raise
             return self._create()
@@ -135,7 +125,7 @@ class LeaseLock:
         try:
             updated: Any = self.api.replace_namespaced_lease(self.name, self.namespace, lease,  # conditional on resourceVersion
                                                              _request_timeout=self._timeout())  # fmt: skip
-        except ApiException as error:
+        except leases.ApiException as error:
             if error.status == 409:  # another replica wrote first
                 return False
             raise
@@ -152,15 +142,12 @@ class LeaseLock:
 
     def _create(self) -> bool:
         now = _now()
-        body = client.V1Lease(
-            metadata=client.V1ObjectMeta(name=self.name, namespace=self.namespace),
-            spec=client.V1LeaseSpec(holder_identity=self.identity, lease_duration_seconds=self.lease_seconds,
-                                    acquire_time=now, renew_time=now, lease_transitions=0),  # fmt: skip
-        )
+        body = leases.new_lease(namespace=self.namespace, name=self.name, identity=self.identity,
+                                lease_seconds=self.lease_seconds, now=now)  # fmt: skip
         sent = time.monotonic()
         try:
             created: Any = self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self._timeout())
-        except ApiException as error:
+        except leases.ApiException as error:
             if error.status == 409:
                 return False
             raise

@@ -29,11 +29,12 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from assay import scores
 from assay.errors import UserError
-from assay.operator import conditions, metrics_server
-from assay.operator.controller_metrics import ControllerMetrics
-from assay.operator.metric_labels import bounded
-from assay.operator.metrics_auth import TokenAuthorizer
-from assay.operator.metrics_server import TlsFiles
+from assay.operator.build.metric_labels import bounded
+from assay.operator.decide import conditions
+from assay.operator.runtime import metrics_server
+from assay.operator.runtime.controller_metrics import ControllerMetrics
+from assay.operator.runtime.metrics_auth import TokenAuthorizer
+from assay.operator.runtime.metrics_server import TlsFiles
 from assay.spec import parse_spec
 
 _EVAL = ("namespace", "evaluation")

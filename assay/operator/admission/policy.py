@@ -28,7 +28,7 @@ from typing import Any, Mapping
 
 from assay import endpoint_urls
 from assay.errors import UserError
-from assay.operator import placement_policy
+from assay.operator.admission import placement_policy
 from assay.spec import API_MODELS, Evaluation
 
 POLICY_ENV = placement_policy.POLICY_ENV

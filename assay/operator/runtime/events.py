@@ -18,7 +18,8 @@ import queue
 import threading
 from typing import Any, Mapping, Protocol
 
-from assay.operator import event_correlation, kube
+from assay.operator.kube import kube
+from assay.operator.runtime import event_correlation
 
 logger = logging.getLogger(__name__)
 

@@ -37,9 +37,10 @@ import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator import containers, failure_policy, names, placement_policy, policy, task_sources
-from assay.operator.names import child_name, digest, label_value
-from assay.operator.runner_images import runner_image
+from assay.operator.admission import placement_policy, policy, task_sources
+from assay.operator.build import containers, failure_policy, names
+from assay.operator.build.names import child_name, digest, label_value
+from assay.operator.build.runner_images import runner_image
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]

@@ -21,7 +21,7 @@ import re
 from typing import Any, Mapping
 
 from assay import echoed_text
-from assay.operator import containers
+from assay.operator.build import containers
 from assay.spec import RESULTS_NOT_RECORDED_EXIT_CODE
 
 RESULTS_NOT_RECORDED = "ResultsNotRecorded"

@@ -24,7 +24,8 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
-from assay.operator import builders, conditions, names
+from assay.operator.build import builders, names
+from assay.operator.decide import conditions
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]

@@ -26,7 +26,7 @@ import prometheus_client
 from prometheus_client import CollectorRegistry
 
 from assay.errors import UserError
-from assay.operator.metrics_auth import TokenAuthorizer, Verdict
+from assay.operator.runtime.metrics_auth import TokenAuthorizer, Verdict
 
 logger = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import collections
 from typing import Any, Mapping, Sequence
 
-from assay.operator.diagnosis import PEER_FAILURES_EXCEEDED, Problem
+from assay.operator.decide.diagnosis import PEER_FAILURES_EXCEEDED, Problem
 from assay.spec import PEER_FAILED_EXIT_CODE
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"

@@ -16,10 +16,12 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
-from assay.operator import builders, conditions, diagnosis, kube, large_specs, outcome, peer_failures, placement_policy
-from assay.operator.metrics import EvaluationMetrics
-from assay.operator.periodic import PeriodicSweep
-from assay.operator.watched import Watched, WatchedObjects
+from assay.operator.build import builders
+from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
+from assay.operator.kube import kube
+from assay.operator.runtime.periodic import PeriodicSweep
+from assay.operator.runtime.state import OperatorState
+from assay.operator.runtime.watched import WatchedObjects
 
 logger = logging.getLogger(__name__)
 
@@ -50,38 +52,13 @@ def plain(value: Any) -> Any:
     return out
 
 
-def metrics_of(memo: Any) -> EvaluationMetrics:
-    metrics = getattr(memo, "metrics", None)
-    if metrics is None:
-        metrics = memo.metrics = EvaluationMetrics()
-    return metrics
-
-
-def emitter(memo: Any) -> Emit:
+def emitter(state: OperatorState) -> Emit:
     """Posts an Event: through the operator's poster (`events`) once it runs, else at once."""
-    poster = getattr(memo, "events", None)
-    return poster.post if poster is not None else kube.create_event
+    return state.events.post if state.events is not None else kube.create_event
 
 
-def pull_timeout(memo: Any) -> float:
-    value = getattr(memo, "image_pull_timeout", None)
-    return float(value) if value else diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
-
-
-def peer_failure_bound(memo: Any) -> int:
-    """policy.maxPeerFailureRetries of the admin's policy, which `main` keeps in memo.policy."""
-    placement = getattr(getattr(memo, "policy", None), "placement", None)
-    return (placement if isinstance(placement, placement_policy.Placement) else placement_policy.Placement()) \
-        .max_peer_failure_retries  # fmt: skip
-
-
-def watched_of(memo: Any) -> Watched | None:
-    value = getattr(memo, "watched", None)
-    return value if isinstance(value, Watched) else None
-
-
-def seen(memo: Any, kind: str, body: Mapping[str, Any], *, deleted: bool = False) -> None:
-    watched = watched_of(memo)
+def seen(state: OperatorState, kind: str, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+    watched = state.watched
     if watched is not None:
         objects = getattr(watched, kind)
         if deleted:
@@ -90,10 +67,10 @@ def seen(memo: Any, kind: str, body: Mapping[str, Any], *, deleted: bool = False
             objects.observe(large_specs.kept(plain(body)) if kind == "evaluations" else plain(body))
 
 
-def latest(memo: Any, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
+def latest(state: OperatorState, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
     """`body` as a plain dict, copied once per event: the copy its index handler just kept when
     that is this version (read it, do not change it), else a new copy."""
-    watched = watched_of(memo)
+    watched = state.watched
     meta = body.get("metadata") or {}
     if watched is not None:
         objects: WatchedObjects = getattr(watched, kind)
@@ -104,7 +81,7 @@ def latest(memo: Any, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
     return copied
 
 
-def evaluation_of(child: Mapping[str, Any], *, memo: Any, fresh: bool = False) -> Mapping[str, Any] | None:
+def evaluation_of(child: Mapping[str, Any], *, state: OperatorState, fresh: bool = False) -> Mapping[str, Any] | None:
     """The Evaluation a runner Job or pod belongs to (by its label), if it still exists.
 
     As the watch last showed it, when that is its run of this child; read from the API when
@@ -115,18 +92,18 @@ def evaluation_of(child: Mapping[str, Any], *, memo: Any, fresh: bool = False) -
     namespace = child["metadata"]["namespace"]
     meta = child["metadata"]
     job_name = meta["name"] if child.get("kind") == "Job" else (meta.get("labels") or {}).get(builders.LABEL_JOB)
-    watched = watched_of(memo)
+    watched = state.watched
     if watched is not None and not fresh:
         cached = watched.evaluations.get(namespace, name)
         if cached is not None and (cached.get("status") or {}).get("jobName") == job_name:
             return cached
     found = kube.get_evaluation(namespace=namespace, name=name)
     if found is not None:
-        seen(memo, "evaluations", found)
+        seen(state, "evaluations", found)
     return found
 
 
-def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Mapping[str, Any] | None = None,
+def observe_run(evaluation: Mapping[str, Any], *, state: OperatorState, emit: Emit, job: Mapping[str, Any] | None = None,
                 now: datetime.datetime | None = None) -> Mapping[str, Any]:  # fmt: skip
     """Mirror the current run (its Job, pods and their Events) into the Evaluation's status.
 
@@ -146,7 +123,7 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     accepted = conditions.get_condition(status, conditions.ACCEPTED)
     if accepted and accepted.get("status") == "False":
         return {}  # the current spec was rejected; an earlier run's Job must not overwrite that
-    watched = watched_of(memo)
+    watched = state.watched
     if job is None:
         job = watched.jobs.get(namespace, job_name) if watched is not None else None
         job = job or kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
@@ -164,20 +141,20 @@ def observe_run(evaluation: Mapping[str, Any], *, memo: Any, emit: Emit, job: Ma
     all_ready = job_phase == conditions.RUNNING and job_ready >= int((job.get("spec") or {}).get("parallelism") or 1)
     problem = None
     if not terminal and job_phase != conditions.SUCCEEDED:
-        problem = _problem(job, namespace=namespace, memo=memo, now=now, all_ready=all_ready)
+        problem = _problem(job, namespace=namespace, state=state, now=now, all_ready=all_ready)
     if (status := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
         return {}
     generation = int(status.get("observedGeneration") or meta.get("generation", 1))
     patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
     if not patch:
         return {}
-    seen(memo, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
+    seen(state, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
     finished = conditions.finished_now(status, patch)
     if finished == conditions.FAILED and job_phase not in conditions.TERMINAL_PHASES:
         # The operator failed the run (a fatal problem): end its Job, or its pod would wait forever.
         kube.end_job(namespace=namespace, name=job_name)
     if finished:
-        metrics_of(memo).record_completion(namespace, finished.lower())
+        state.metrics.record_completion(namespace, finished.lower())
         message = patch.get("message") or status.get("message") or f"Job {job_name} finished."
         emit(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning", reason=finished,
              message=message)  # fmt: skip
@@ -202,23 +179,23 @@ def _with_the_runners_last_write(evaluation: Mapping[str, Any], status: Mapping[
     return fresh_status if fresh_status.get("jobName") == status.get("jobName") else None
 
 
-def _problem(job: Mapping[str, Any], *, namespace: str, memo: Any, now: datetime.datetime,
+def _problem(job: Mapping[str, Any], *, namespace: str, state: OperatorState, now: datetime.datetime,
              all_ready: bool) -> diagnosis.Problem | None:  # fmt: skip
     """What keeps an unfinished run from going on: ranks stopping for a peer past the admin's
     bound, else (while a pod is not ready) its pods as watched, and Events where needed."""
     job_name = job["metadata"]["name"]
-    watched = watched_of(memo)
+    watched = state.watched
     if watched is None and all_ready:
         return None  # without the watches, a healthy run's pods would cost a list on every look
     pods = watched.pods.in_group(namespace, job_name) if watched is not None else \
         kube.list_objects("Pod", "v1", namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
-    bound = peer_failures.exceeded(job, pods, max_retries=peer_failure_bound(memo))
+    bound = peer_failures.exceeded(job, pods, max_retries=state.policy.placement.max_peer_failure_retries)
     if bound is not None or all_ready:
         return bound
     events: list[Mapping[str, Any]] = []
     for kind, object_name in diagnosis.events_to_read(job, pods, now=now):
         events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
-    return diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=pull_timeout(memo))
+    return diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=state.image_pull_timeout)
 
 
 def _rerun_token(job: Mapping[str, Any]) -> str | None:
@@ -248,20 +225,21 @@ class PendingEvaluations:
 
 
 class PendingSweeper(PeriodicSweep):
-    """Observes every Pending Evaluation's run again every `interval` seconds."""
+    """Observes every Pending Evaluation's run again every `interval` seconds, until the operator stops."""
 
-    def __init__(self, memo: Any, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
+    def __init__(self, state: OperatorState, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
         super().__init__(interval=interval, name="assay-pending-sweeper", label="pending",
-                         on_error=metrics_of(memo).record_sweep_error)  # fmt: skip
-        self.memo = memo
+                         on_error=state.metrics.record_sweep_error, stop=state.stopping)  # fmt: skip
+        self.state = state
 
     def sweep(self) -> None:
-        for namespace, name in self.memo.pending.snapshot():
+        pending = self.state.pending.snapshot() if self.state.pending is not None else []
+        for namespace, name in pending:
             if self.stopping:
                 return
             with self.guarded(f"Evaluation {namespace}/{name}"):  # one Evaluation's trouble does not stop the pass
-                watched = watched_of(self.memo)
+                watched = self.state.watched
                 evaluation = watched.evaluations.get(namespace, name) if watched is not None else None
                 evaluation = evaluation or kube.get_evaluation(namespace=namespace, name=name)
                 if evaluation is not None:
-                    observe_run(evaluation, memo=self.memo, emit=emitter(self.memo))
+                    observe_run(evaluation, state=self.state, emit=emitter(self.state))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from assay.operator import task_sources
+from assay.operator.admission import task_sources
 from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
 Manifest = dict[str, Any]

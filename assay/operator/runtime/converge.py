@@ -22,13 +22,17 @@ import datetime
 import logging
 import threading
 import time
-import types
 from typing import Any, Callable, Mapping
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import builders, conditions, kube, observe, policy, reconcile, refusals, secret_consent
-from assay.operator.periodic import OnError, PeriodicSweep
+from assay.operator.admission import policy, secret_consent
+from assay.operator.build import builders, names
+from assay.operator.decide import conditions, reconcile
+from assay.operator.kube import kube, refusals
+from assay.operator.runtime import observe
+from assay.operator.runtime.periodic import OnError, PeriodicSweep
+from assay.operator.runtime.state import OperatorState
 
 logger = logging.getLogger(__name__)
 RUNNER_JOB_SELECTOR = f"app.kubernetes.io/managed-by={builders.MANAGED_BY}"
@@ -39,6 +43,12 @@ Written = Callable[[Mapping[str, Any]], None]
 JOB_NOT_CREATED = "JobNotCreated"
 """status.reason while the current run's children could not be created yet (a quota, the
 operator's RBAC, an API server error): its Job never existed, so it is not reported lost."""
+
+
+def _children_selector(evaluation: str) -> str:
+    """An Evaluation's children by label. A long name's label is shortened, so two Evaluations
+    could share one: `kube.list_children` keeps those its ownerReference names."""
+    return f"{builders.LABEL_EVALUATION}={names.label_value(evaluation)},{RUNNER_JOB_SELECTOR}"
 
 
 def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
@@ -52,8 +62,9 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
     # An Evaluation that never named a Job has none: status.jobName is written before its
     # first child is created. A new Evaluation so costs no lists.
     if (evaluation.get("status") or {}).get("jobName"):
-        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
-        services = kube.list_children("Service", "v1", namespace=namespace, evaluation=name, owner_uid=meta["uid"])
+        selector, owner = _children_selector(name), meta["uid"]
+        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
+        services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
@@ -156,7 +167,7 @@ def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, defaul
         # Accepted before, but the admin's policy may have changed since: it still holds.
         policy.check(spec, admin)
         secret_consent.check(spec, label=admin.secret_consent_label, namespace=meta["namespace"],
-                             get=secret_consent.reader(meta["namespace"]))  # fmt: skip
+                             get=kube.secret_metadata(meta["namespace"]))  # fmt: skip
         spec = policy.enforce(spec, admin)
     except UserError as error:
         reject(evaluation, str(error), now=now, emit=emit, written=written)
@@ -224,11 +235,12 @@ class LostJobSweeper(PeriodicSweep):
 
     def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
                  on_error: OnError, emit: Emit = kube.create_event, interval: float = LOST_JOB_SWEEP_INTERVAL,
-                 memo: Any = None) -> None:  # fmt: skip
-        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error)
+                 state: OperatorState | None = None) -> None:  # fmt: skip
+        self.state = state if state is not None else OperatorState()
+        """The operator's state (`observe`: the watches' objects, metrics); a bare one in tests."""
+        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error,
+                         stop=self.state.stopping)  # fmt: skip
         self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
-        self.memo = memo if memo is not None else types.SimpleNamespace()
-        """The operator's memo (`observe`: the watches' objects, metrics); a bare one in tests."""
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -253,9 +265,9 @@ class LostJobSweeper(PeriodicSweep):
         if ended and _seconds_since(state.completion_time, now) < self.interval:
             return  # just ended: its watch event is `mirror_job`'s, and both would post the end's Event
         # An ended Job is read against the Evaluation as it is now, as `mirror_job` does.
-        evaluation = observe.evaluation_of(job, memo=self.memo, fresh=ended)
+        evaluation = observe.evaluation_of(job, state=self.state, fresh=ended)
         if evaluation is not None and (ended or (evaluation.get("status") or {}).get("phase") == conditions.RUNNING):
-            observe.observe_run(evaluation, memo=self.memo, emit=self.emit, job=job, now=now)
+            observe.observe_run(evaluation, state=self.state, emit=self.emit, job=job, now=now)
 
 
 def _seconds_since(timestamp: str | None, now: datetime.datetime) -> float:

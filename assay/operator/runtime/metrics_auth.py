@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from assay.operator import kube
+from assay.operator.kube import kube
 
 REVIEW_TTL = 10.0
 """Seconds an answer about one token is reused: shorter than a 15 s scrape interval, so each scrape
