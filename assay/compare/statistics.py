@@ -49,6 +49,9 @@ class PairedTest:
     p_value: float
     mde: float
     """Smallest |delta| detectable at level alpha with 80% power, from the paired variance."""
+    tost_low: float
+    tost_high: float
+    """The (1 − 2α) interval, which decides equivalence (TOST) against a margin."""
     gained: int | None = None
     """0/1 metrics: documents the baseline got wrong and the candidate right."""
     lost: int | None = None
@@ -111,10 +114,11 @@ def _mean_test(test: str, baseline: np.ndarray, candidate: np.ndarray, p_value: 
     se = paired_se(differences)
     delta = float(differences.mean())
     low, high = t_interval(delta, se, n, alpha=alpha)
+    tost_low, tost_high = t_interval(delta, se, n, alpha=2 * alpha)
     return PairedTest(
         test=test, n=n, baseline=float(baseline.mean()), candidate=float(candidate.mean()), delta=delta, se=se,
-        ci_low=low, ci_high=high, interval="t", p_value=p_value,
-        mde=minimum_detectable_effect(se, alpha=alpha), gained=gained, lost=lost,
+        ci_low=low, ci_high=high, interval="t", p_value=p_value, mde=minimum_detectable_effect(se, alpha=alpha),
+        tost_low=tost_low, tost_high=tost_high, gained=gained, lost=lost,
     )  # fmt: skip
 
 
@@ -133,14 +137,14 @@ def paired_bootstrap(baseline: Sequence[Any], candidate: Sequence[Any], aggregat
     for i in range(iterations):
         indices = rng.integers(0, n, size=n)
         replicates[i] = float(aggregate(_take(candidate, indices))) - float(aggregate(_take(baseline, indices)))
-    low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2]) if n else (math.nan, math.nan)
+    low, high, tost_low, tost_high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha]) if n else [math.nan] * 4
     se = float(replicates.std(ddof=1)) if iterations > 1 and n else math.nan
     below = (int(np.count_nonzero(replicates <= 0)) + 1) / (iterations + 1)
     above = (int(np.count_nonzero(replicates >= 0)) + 1) / (iterations + 1)
     return PairedTest(
         test="bootstrap", n=n, baseline=base_value, candidate=cand_value, delta=cand_value - base_value, se=se,
         ci_low=float(low), ci_high=float(high), interval="bootstrap percentile", p_value=min(1.0, 2 * min(below, above)),
-        mde=minimum_detectable_effect(se, alpha=alpha),
+        mde=minimum_detectable_effect(se, alpha=alpha), tost_low=float(tost_low), tost_high=float(tost_high),
     )  # fmt: skip
 
 
