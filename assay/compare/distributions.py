@@ -9,6 +9,7 @@ tests/compare check every function here against scipy.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 
@@ -49,6 +50,7 @@ def t_two_sided_p(statistic: float, df: float) -> float:
     return _regularized_beta(x, df / 2.0, 0.5)
 
 
+@functools.lru_cache(maxsize=256)  # every task of a suite asks for the same few (level, n) pairs
 def t_quantile(probability: float, df: float) -> float:
     """t such that P(T ≤ t) = probability (scipy: `t.ppf`), by bisection on the tail."""
     if df <= 0:

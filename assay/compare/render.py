@@ -30,13 +30,20 @@ def _summary(comparison: Comparison) -> list[str]:
     settings = comparison.settings
     level = f"{100 * (1 - settings.alpha):g}%"
     sentences = [
-        "Paired on doc_hash: " + ", ".join(f"{t.task} {t.paired} documents" for t in comparison.tasks) + ".",
+        _paired_sentence(comparison),
         f"CI: {level} interval of candidate − baseline (t with n−1 df; bootstrap percentile, {settings.iterations} "
         f"iterations, seed {settings.seed}). MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
     ]  # fmt: skip
     return sentences
+
+
+def _paired_sentence(comparison: Comparison) -> str:
+    tasks = comparison.tasks
+    if len(tasks) <= 6:
+        return "Paired on doc_hash: " + ", ".join(f"{t.task} {t.paired} documents" for t in tasks) + "."
+    return f"Paired on doc_hash: {sum(t.paired for t in tasks)} documents over {len(tasks)} tasks."
 
 
 def _table(comparison: Comparison, *, markdown: bool) -> str:
