@@ -65,7 +65,8 @@ def max_drop_for(tolerances: list[Tolerance], task: str, metric: str) -> float:
         t for t in tolerances
         if (t.task is None or fnmatch.fnmatchcase(task, t.task)) and (t.metric is None or t.metric == metric)
     ]  # fmt: skip
-    return max(matching, key=lambda t: t.specificity, default=Tolerance(0.0)).value if matching else 0.0
+    # max() keeps the first of equals, so look from the end: the later flag wins a tie.
+    return max(reversed(matching), key=lambda t: t.specificity).value if matching else 0.0
 
 
 def verdict(result: PairedTest, *, higher_is_better: bool, alpha: float, max_drop: float,

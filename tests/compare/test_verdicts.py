@@ -51,6 +51,7 @@ def test_max_drop_forms_and_the_most_specific_match() -> None:
     assert verdicts.max_drop_for(tolerances, "mmlu_law", "acc") == 0.05
     assert verdicts.max_drop_for(tolerances, "mmlu_law", "acc_norm") == 0.02
     assert verdicts.max_drop_for([], "t", "acc") == 0.0
+    assert verdicts.max_drop_for([verdicts.parse_max_drop("0.1"), verdicts.parse_max_drop("0.2")], "t", "acc") == 0.2
     for bad in ("x", "mmlu=-1", "=0.1", "mmlu:acc=nan"):
         with pytest.raises(UsageError):
             verdicts.parse_max_drop(bad)
