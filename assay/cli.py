@@ -20,6 +20,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
 from assay.run_flags import add_run_arguments, resolve_run_config, run_options, summary_line
 
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
               assay run --model hf --model_args pretrained=gpt2 --tasks hellaswag
               assay ls tasks
               assay validate --tasks hellaswag,arc_easy
+              assay compare out/baseline out/candidate
               assay apply -f eval.yaml --local
 
             As with lm-eval, `assay --model hf --tasks hellaswag` means `assay run ...`.
@@ -78,6 +80,16 @@ def build_parser() -> argparse.ArgumentParser:
     validate = sub.add_parser("validate", help="Check that task names resolve", description="Check that task names resolve; exit 1 if some do not.")
     validate.add_argument("--tasks", "-t", required=True, type=str, metavar="TASK1,TASK2", help="Comma-separated task names")
     validate.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
+
+    compare = sub.add_parser(
+        "compare",
+        help="Compare two runs: a regression, or noise? (paired tests)",
+        description=compare_command.DESCRIPTION,
+        epilog=compare_command.EPILOG,
+        usage=f"{PROG} compare BASELINE CANDIDATE [options] | {PROG} compare --plan BASELINE [--mde D]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare_command.add_arguments(compare)
 
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
@@ -327,6 +339,8 @@ def _main(argv: list[str]) -> int:
             return cmd_validate(args)
         if args.command == "data":
             return cmd_data(args, parser)
+        if args.command == "compare":
+            return compare_command.run(args)
         raise UsageError(f"Unknown command {args.command!r}; see `{PROG} --help`.")
     except UserError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

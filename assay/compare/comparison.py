@@ -1,0 +1,157 @@
+"""Two runs in, one `Comparison` out: every task, metric and filter both runs have.
+
+For each, the test follows the metric's aggregation (corpus.py): a mean of 0/1 values →
+exact McNemar, another mean → paired t, a corpus-level aggregation → paired bootstrap.
+Groups are not compared themselves (their value is a weighted mean over subtasks that are
+compared one by one); the report says so when either run has groups.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping
+
+import numpy as np
+
+from assay.compare import corpus, outputs, pairing, statistics, verdicts
+from assay.errors import UsageError
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    alpha: float = 0.05
+    iterations: int = 1000
+    seed: int = 1234
+    tolerances: tuple[verdicts.Tolerance, ...] = ()
+    margin: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    task: str
+    metric: str
+    filter: str
+    higher_is_better: bool
+    result: statistics.PairedTest
+    max_drop: float
+    verdict: str
+    p_holm: float = float("nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+    baseline: str
+    candidate: str
+    settings: Settings
+    rows: tuple[Row, ...]
+    tasks: tuple[pairing.TaskPairing, ...]
+    verdict: str
+    notes: tuple[str, ...]
+
+
+def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, settings: Settings) -> Comparison:
+    notes = [*baseline.notes, *candidate.notes, *_run_notes(baseline.results, candidate.results)]
+    rows: list[Row] = []
+    tasks: list[pairing.TaskPairing] = []
+    for task in _shared_tasks(baseline, candidate, notes):
+        pairs = pairing.pair_task(
+            task, outputs.read_samples(baseline.samples_paths[task], label="baseline"),
+            outputs.read_samples(candidate.samples_paths[task], label="candidate"),
+            configs=(_config(baseline, task), _config(candidate, task)),
+            higher_is_better={**_directions(candidate, task), **_directions(baseline, task)},
+        )  # fmt: skip
+        tasks.append(pairs)
+        notes.extend(pairing.prompt_notes(task, pairs, (baseline.results, candidate.results)))
+        notes.extend(_pairing_notes(pairs))
+        rows.extend(row for metric in pairs.metrics if (row := _row(metric, settings, notes)) is not None)
+    if not rows:
+        raise UsageError(f"Nothing to compare: {baseline.label} and {candidate.label} have no task, metric and document "
+                         "in common with samples (run both with --log_samples).")  # fmt: skip
+    rows = _with_holm(rows, settings)
+    overall = verdicts.overall([_holm_verdict(row, settings) for row in rows])
+    return Comparison(str(baseline.results_path), str(candidate.results_path), settings, tuple(rows), tuple(tasks), overall, tuple(notes))
+
+
+def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:
+    groups = set(baseline.results.get("groups", {})) | set(candidate.results.get("groups", {}))
+    if groups:
+        notes.append(f"Groups ({', '.join(sorted(groups))}) are not compared as such; their tasks are, one by one.")
+    shared = [task for task in baseline.results["results"] if task in candidate.results["results"] and task not in groups]
+    for task in shared:
+        missing = [run.label for run in (baseline, candidate) if task not in run.samples_paths]
+        if missing:
+            notes.append(f"{task}: left out, no samples file in the {' and '.join(missing)} (run with --log_samples).")
+    only = sorted(set(baseline.results["results"]) ^ set(candidate.results["results"]))
+    if only:
+        notes.append(f"In one run only, left out: {', '.join(only)}.")
+    return [task for task in shared if task in baseline.samples_paths and task in candidate.samples_paths]
+
+
+def _config(run: outputs.RunOutput, task: str) -> Mapping[str, Any]:
+    config = run.results.get("configs", {}).get(task, {})
+    return config if isinstance(config, dict) else {}
+
+
+def _directions(run: outputs.RunOutput, task: str) -> Mapping[str, Any]:
+    directions = run.results.get("higher_is_better", {}).get(task, {})
+    return directions if isinstance(directions, dict) else {}
+
+
+def _run_notes(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+    keys = ("system_instruction_sha", "chat_template_sha", "fewshot_as_multiturn")
+    changed = [key.removesuffix("_sha") for key in keys if baseline.get(key) != candidate.get(key)]
+    return [f"The runs' prompts differ in {', '.join(changed)}."] if changed else []
+
+
+def _pairing_notes(pairs: pairing.TaskPairing) -> list[str]:
+    notes = []
+    if pairs.only_baseline or pairs.only_candidate:
+        notes.append(f"{pairs.task}: {pairs.paired} documents paired; left out {pairs.only_baseline} in the baseline only "
+                     f"and {pairs.only_candidate} in the candidate only.")  # fmt: skip
+    if pairs.doc_id_mismatches:
+        notes.append(f"{pairs.task}: {pairs.doc_id_mismatches} paired documents have different doc_ids (another order?).")
+    return notes
+
+
+def _row(metric: pairing.MetricPairs, settings: Settings, notes: list[str]) -> Row | None:
+    result = _test(metric, settings)
+    if result is None:
+        notes.append(f"{metric.task} {metric.metric} ({metric.filter}): aggregation {metric.aggregation!r} is not "
+                     "one assay compare knows; left out.")  # fmt: skip
+        return None
+    max_drop = verdicts.max_drop_for(list(settings.tolerances), metric.task, metric.metric)
+    verdict = verdicts.verdict(result, higher_is_better=metric.higher_is_better, alpha=settings.alpha,
+                               max_drop=max_drop, margin=settings.margin)  # fmt: skip
+    return Row(metric.task, metric.metric, metric.filter, metric.higher_is_better, result, max_drop, verdict)
+
+
+def _test(metric: pairing.MetricPairs, settings: Settings) -> statistics.PairedTest | None:
+    if metric.aggregation == "brier_score":
+        baseline = np.array([corpus.brier_per_document(item) for item in metric.baseline])
+        candidate = np.array([corpus.brier_per_document(item) for item in metric.candidate])
+        return statistics.paired_t(baseline, candidate, alpha=settings.alpha)
+    if metric.aggregation in corpus.CORPUS:
+        aggregate, prepare = corpus.CORPUS[metric.aggregation]
+        return statistics.paired_bootstrap(prepare(metric.baseline), prepare(metric.candidate), aggregate,
+                                           alpha=settings.alpha, iterations=settings.iterations, seed=settings.seed)  # fmt: skip
+    if metric.aggregation != corpus.MEAN:
+        return None
+    try:
+        baseline, candidate = np.asarray(metric.baseline, dtype=float), np.asarray(metric.candidate, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    if baseline.ndim != 1:
+        return None
+    binary = np.isin(baseline, (0.0, 1.0)).all() and np.isin(candidate, (0.0, 1.0)).all()
+    test = statistics.mcnemar if binary else statistics.paired_t
+    return test(baseline, candidate, alpha=settings.alpha)
+
+
+def _with_holm(rows: list[Row], settings: Settings) -> list[Row]:
+    adjusted = statistics.holm([row.result.p_value for row in rows])
+    return [dataclasses.replace(row, p_holm=p) for row, p in zip(rows, adjusted)]
+
+
+def _holm_verdict(row: Row, settings: Settings) -> str:
+    return verdicts.verdict(row.result, higher_is_better=row.higher_is_better, alpha=settings.alpha,
+                            max_drop=row.max_drop, margin=settings.margin, p_value=row.p_holm)  # fmt: skip

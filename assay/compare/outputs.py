@@ -1,0 +1,124 @@
+"""Finding and reading one run's lm-eval-format output: the results JSON and its samples.
+
+Assay and lm-eval 0.4.x write the same files (assay/runner/results/output.py): under
+`--output_path DIR`, `DIR/<model>/results_<date_id>.json` with `samples_<task>_<date_id>.jsonl`
+beside it; under `--output_path FILE.json`, `FILE_<date_id>.json` with the samples in
+FILE's folder. A run is given as either folder or as the results file itself; the samples
+that belong to a results file are the ones with its date_id.
+
+Only the fields a comparison needs are kept from each sample line (the document, prompt
+and responses are dropped as soon as a line is parsed), so that two MMLU-sized runs fit
+in little memory.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from pathlib import Path
+from typing import Any, Mapping
+
+from assay.errors import UsageError
+
+DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
+_SAMPLES = re.compile(rf"samples_(?P<task>.+)_(?P<date>{DATE_ID})\.jsonl")
+_KEPT = ("doc_id", "doc_hash", "prompt_hash", "filter")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sample:
+    """One document's line for one filter: its identity and its per-document metric values."""
+
+    doc_id: int
+    doc_hash: str
+    prompt_hash: str
+    filter: str
+    values: Mapping[str, Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOutput:
+    """One run: its results JSON and, per task, the samples file written with it."""
+
+    label: str
+    """The path as the user gave it."""
+    results_path: Path
+    results: Mapping[str, Any]
+    samples_paths: Mapping[str, Path]
+    notes: tuple[str, ...] = ()
+
+
+def read_run(path: str | Path, *, label: str) -> RunOutput:
+    """The run at `path` (an output folder or a results JSON); UsageError if there is none."""
+    location = Path(path)
+    notes: list[str] = []
+    if location.is_dir():
+        results_path = _newest_results(location, label=label, notes=notes)
+    elif location.is_file():
+        results_path = location
+    else:
+        raise UsageError(f"{label} {path} does not exist; give an output folder or a results JSON written by `assay run` or `lm_eval`.")
+    results = _load_results(results_path, label=label)
+    return RunOutput(label=label, results_path=results_path, results=results,
+                     samples_paths=_samples_beside(results_path), notes=tuple(notes))  # fmt: skip
+
+
+def _newest_results(folder: Path, *, label: str, notes: list[str]) -> Path:
+    found = sorted(folder.rglob("results_*.json"), key=lambda p: (_date_id(p) or "", str(p)))
+    if not found:
+        raise UsageError(f"{label} {folder} holds no results_*.json; run with --output_path and --log_samples.")
+    if len(found) > 1:
+        notes.append(f"{label}: {len(found)} results files under {folder}; using the newest, {found[-1]}.")
+    return found[-1]
+
+
+def _date_id(path: Path) -> str | None:
+    match = re.search(rf"_({DATE_ID})$", path.stem)
+    return match.group(1) if match else None
+
+
+def _load_results(path: Path, *, label: str) -> Mapping[str, Any]:
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{label} {path} is not a readable results JSON ({error}).") from None
+    if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
+        raise UsageError(f"{label} {path} has no `results` object; is it a results JSON from `assay run` or `lm_eval`?")
+    return results
+
+
+def _samples_beside(results_path: Path) -> dict[str, Path]:
+    date_id = _date_id(results_path)
+    found: dict[str, Path] = {}
+    for candidate in sorted(results_path.parent.glob("samples_*.jsonl")):
+        match = _SAMPLES.fullmatch(candidate.name)
+        if match and (date_id is None or match.group("date") == date_id):
+            found[match.group("task")] = candidate
+    return found
+
+
+def read_samples(path: Path, *, label: str) -> list[Sample]:
+    """Every line of one samples JSONL, reduced to what pairing needs."""
+    samples = []
+    try:
+        with open(path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, start=1):
+                if line.strip():
+                    samples.append(_sample(json.loads(line), path=path, number=number, label=label))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise UsageError(f"{label} {path} is not a readable samples JSONL ({error}).") from None
+    return samples
+
+
+def _sample(record: Any, *, path: Path, number: int, label: str) -> Sample:
+    if not isinstance(record, dict) or any(key not in record for key in ("doc_id", "doc_hash")):
+        raise UsageError(f"{label} {path} line {number} has no doc_id and doc_hash; was it written by lm-eval 0.4 or Assay?")
+    names = record.get("metrics") or [k for k in record if k not in _KEPT and k not in _NOT_METRICS]
+    return Sample(
+        doc_id=int(record["doc_id"]), doc_hash=str(record["doc_hash"]), prompt_hash=str(record.get("prompt_hash", "")),
+        filter=str(record.get("filter", "none")), values={name: record[name] for name in names if name in record},
+    )  # fmt: skip
+
+
+_NOT_METRICS = frozenset({"doc", "target", "arguments", "resps", "filtered_resps", "metrics", "target_hash"})

@@ -1,0 +1,130 @@
+"""Pairing the documents of two runs, per task, filter and metric.
+
+Documents pair on `doc_hash` (sha256 of the document), so two runs over the same data pair
+even when their doc_ids differ (another order, another shard); a hash that occurs several
+times in one run (duplicate documents) pairs occurrence by occurrence in doc_id order.
+Documents in one run only are counted and left out. Pairs whose doc_ids differ are
+counted too: usually a different dataset order, sometimes a different dataset.
+
+Different prompts are allowed (comparing 0-shot with 5-shot is a fair question); they are
+named in the report: the n-shot of each side and how many paired documents' prompts differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from assay.compare import outputs
+from assay.compare.corpus import aggregation_of
+
+Key = tuple[str, str, int]
+"""(filter, doc_hash, occurrence of that hash in the run)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class MetricPairs:
+    """One metric of one task under one filter: per-document values of both runs, paired."""
+
+    task: str
+    metric: str
+    filter: str
+    aggregation: str
+    higher_is_better: bool
+    baseline: list[Any]
+    candidate: list[Any]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskPairing:
+    task: str
+    paired: int
+    """Documents in both runs (counted once, over all filters)."""
+    only_baseline: int
+    only_candidate: int
+    doc_id_mismatches: int
+    prompt_differences: int
+    metrics: tuple[MetricPairs, ...]
+
+
+def pair_task(task: str, baseline: list[outputs.Sample], candidate: list[outputs.Sample], *,
+              configs: tuple[Mapping[str, Any], Mapping[str, Any]],
+              higher_is_better: Mapping[str, Any]) -> TaskPairing:  # fmt: skip
+    """Pairs one task's samples; `configs` are the task's config in each results JSON."""
+    left, right = _keyed(baseline), _keyed(candidate)
+    shared = [key for key in left if key in right]
+    metrics = []
+    for filter_name, metric in _metric_names(left, right, shared):
+        keys = [key for key in shared if key[0] == filter_name and metric in left[key].values and metric in right[key].values]
+        if keys:
+            metrics.append(MetricPairs(
+                task=task, metric=metric, filter=filter_name,
+                aggregation=_aggregation(metric, configs),
+                higher_is_better=bool(higher_is_better.get(metric, True)),
+                baseline=[left[key].values[metric] for key in keys],
+                candidate=[right[key].values[metric] for key in keys],
+            ))  # fmt: skip
+    return TaskPairing(
+        task=task, paired=len(_documents(shared)), only_baseline=len(_documents(left) - _documents(right)),
+        only_candidate=len(_documents(right) - _documents(left)),
+        doc_id_mismatches=len({(k[1], k[2]) for k in shared if left[k].doc_id != right[k].doc_id}),
+        prompt_differences=len({(k[1], k[2]) for k in shared if left[k].prompt_hash != right[k].prompt_hash}),
+        metrics=tuple(metrics),
+    )  # fmt: skip
+
+
+def _documents(keys: Iterable[Key]) -> set[tuple[str, int]]:
+    """The documents behind some keys, whatever their filter."""
+    return {(key[1], key[2]) for key in keys}
+
+
+def _keyed(samples: Iterable[outputs.Sample]) -> dict[Key, outputs.Sample]:
+    seen: dict[tuple[str, str], int] = defaultdict(int)
+    keyed = {}
+    for sample in sorted(samples, key=lambda s: (s.filter, s.doc_id)):
+        occurrence = seen[(sample.filter, sample.doc_hash)]
+        seen[(sample.filter, sample.doc_hash)] += 1
+        keyed[(sample.filter, sample.doc_hash, occurrence)] = sample
+    return keyed
+
+
+def _metric_names(left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample],
+                  shared: list[Key]) -> list[tuple[str, str]]:  # fmt: skip
+    """(filter, metric) pairs with a value in both runs, in first-seen order."""
+    names: dict[tuple[str, str], None] = {}
+    for key in shared:
+        for metric in left[key].values:
+            if metric in right[key].values:
+                names[(key[0], metric)] = None
+    return sorted(names, key=lambda pair: (pair[1], pair[0]))
+
+
+def _aggregation(metric: str, configs: tuple[Mapping[str, Any], Mapping[str, Any]]) -> str:
+    """The baseline's aggregation for `metric` (the candidate's if the baseline names none)."""
+    for config in configs:
+        for entry in config.get("metric_list") or []:
+            if isinstance(entry, dict) and entry.get("metric") == metric and isinstance(entry.get("aggregation"), str):
+                return str(entry["aggregation"])
+    return aggregation_of(metric, None)
+
+
+def prompt_notes(task: str, pairing: TaskPairing, results: tuple[Mapping[str, Any], Mapping[str, Any]]) -> list[str]:
+    """Sentences naming how the two runs' prompts for `task` differ (none if they agree)."""
+    notes = []
+    shots = [run.get("n-shot", {}).get(task) for run in results]
+    if shots[0] != shots[1]:
+        notes.append(f"{task}: {shots[0]}-shot baseline, {shots[1]}-shot candidate.")
+    configs = [run.get("configs", {}).get(task, {}) for run in results]
+    changed = sorted(key for key in PROMPT_KEYS if configs[0].get(key) != configs[1].get(key))
+    if changed:
+        notes.append(f"{task}: the task configs differ in {', '.join(changed)}.")
+    if pairing.prompt_differences:
+        notes.append(f"{task}: {pairing.prompt_differences} of {pairing.paired} paired documents have different prompts.")
+    return notes
+
+
+PROMPT_KEYS = ("description", "doc_to_text", "doc_to_choice", "doc_to_target", "target_delimiter", "fewshot_delimiter",
+               "gen_prefix", "generation_kwargs")  # fmt: skip
+"""Task config keys that change a prompt (or what is asked of the model). Not fewshot_config:
+lm-eval writes its defaults where Assay leaves it out; n-shot and prompt_hash show its effect."""

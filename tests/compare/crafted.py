@@ -1,0 +1,40 @@
+"""Writes crafted runs in lm-eval's output layout (results JSON + samples JSONL) for tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+DATE = "2026-01-02T03-04-05.000001"
+
+
+def doc_hash(doc: Any) -> str:
+    return hashlib.sha256(json.dumps(doc, indent=2, ensure_ascii=False).encode()).hexdigest()
+
+
+def write_run(folder: Path, tasks: Mapping[str, Sequence[Mapping[str, Any]]], *, n_shot: int = 0,
+              directions: Mapping[str, bool] | None = None, doc_text: str = "") -> Path:  # fmt: skip
+    """`tasks`: per task, sample dicts with doc_id, doc (hashed) and metric values (filter "none")."""
+    model = folder / "model"
+    model.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {"results": {}, "configs": {}, "n-shot": {}, "higher_is_better": {}}
+    for task, samples in tasks.items():
+        metrics = [k for k in samples[0] if k not in ("doc_id", "doc", "filter")]
+        results["results"][task] = {"alias": task, **{f"{m},none": 0.0 for m in metrics}}
+        results["configs"][task] = {"task": task, "metric_list": [{"metric": m} for m in metrics]}
+        results["n-shot"][task] = n_shot
+        results["higher_is_better"][task] = {m: (directions or {}).get(m, True) for m in metrics}
+        with open(model / f"samples_{task}_{DATE}.jsonl", "w") as handle:
+            for sample in samples:
+                doc = sample["doc"]
+                record = {"doc_id": sample["doc_id"], "doc": {"q": doc, "text": doc_text}, "target": "0",
+                          "arguments": {"gen_args_0": {"arg_0": doc_text, "arg_1": " A"}}, "resps": [], "filtered_resps": [],
+                          "filter": sample.get("filter", "none"), "metrics": metrics,
+                          "doc_hash": doc_hash({"q": doc, "text": doc_text}), "prompt_hash": doc_hash(f"{n_shot}{doc}"),
+                          "target_hash": "", **{m: sample[m] for m in metrics}}  # fmt: skip
+                handle.write(json.dumps(record) + "\n")
+    path = model / f"results_{DATE}.json"
+    path.write_text(json.dumps(results))
+    return path
