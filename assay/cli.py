@@ -18,14 +18,11 @@ import os
 import sys
 import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
-from assay.run_flags import add_run_arguments, resolve_run_config, run_options, summary_line
-
-if TYPE_CHECKING:
-    from assay.runner.options import EvalOptions
+from assay.run_flags import RunFlags, add_run_arguments, resolve_run_config, summary_line
 
 PROG = "assay"
 # Subcommands handed to another module's main(argv) untouched.
@@ -123,14 +120,13 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    config = resolve_run_config(args)
-    options = run_options(config)
-    if config["output_path"]:
+    flags = resolve_run_config(args)
+    if flags.output_path:
         from assay.runner.results import output
 
         # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
-        output.check_writable(config["output_path"], name="--output_path")
-    _set_verbosity(config["verbosity"])
+        output.check_writable(flags.output_path, name="--output_path")
+    _set_verbosity(flags.verbosity)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
     from assay.runner import distributed
@@ -138,27 +134,27 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Under torchrun every rank joins one process group: each runs its share of the
     # requests and rank 0 alone aggregates, writes files and prints the table.
     with distributed.process_group():
-        return _run_on_this_rank(config, options, is_rank0=distributed.rank_and_world()[0] == 0)
+        return _run_on_this_rank(flags, is_rank0=distributed.rank_and_world()[0] == 0)
 
 
-def _run_on_this_rank(config: dict[str, Any], options: EvalOptions, *, is_rank0: bool) -> int:
+def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
     from assay.runner.results import output
     from assay.runner.results.loggers import HubLogger, WandbLogger
 
-    wandb_logger = WandbLogger(config["wandb_args"], config["wandb_config_args"]) if config["wandb_args"] and is_rank0 else None
-    hub_logger = HubLogger(config["hf_hub_log_args"]) if config["hf_hub_log_args"] and is_rank0 else None
-    tracker = output.EvaluationTracker(config["output_path"])
+    wandb_logger = WandbLogger(flags.wandb_args, flags.wandb_config_args) if flags.wandb_args and is_rank0 else None
+    hub_logger = HubLogger(flags.hf_hub_log_args) if flags.hf_hub_log_args and is_rank0 else None
+    tracker = output.EvaluationTracker(flags.output_path)
 
     from assay.runner import evaluator
     from assay.runner.tasks.index import TaskManager
 
-    task_manager = TaskManager(include_path=config["include_path"], metadata=config["metadata"])
-    tasks = task_manager.match_tasks(config["tasks"])
-    results = evaluator.run(dataclasses.replace(options, tasks=tuple(tasks), task_manager=task_manager), evaluation_tracker=tracker)
+    task_manager = TaskManager(include_path=flags.include_path, metadata=flags.metadata)
+    options = dataclasses.replace(flags.run_options(), tasks=tuple(task_manager.match_tasks(flags.tasks)))
+    results = evaluator.run(options, task_manager=task_manager, evaluation_tracker=tracker)
     if results is None:  # not rank 0
         return 0
-    samples = results.pop("samples", None) if config["log_samples"] else None
-    if config["show_config"]:
+    samples = results.pop("samples", None) if flags.log_samples else None
+    if flags.show_config:
         print(output.dumps(results))
     batch_sizes = results.get("config", {}).get("batch_sizes", [])
     if wandb_logger is not None:
@@ -172,16 +168,16 @@ def _run_on_this_rank(config: dict[str, Any], options: EvalOptions, *, is_rank0:
     saved = tracker.save(
         results,
         samples,
-        model_source=config["model"],
-        model_args=config["model_args"],
-        system_instruction=config["system_instruction"],
+        model_source=flags.model,
+        model_args=flags.model_args,
+        system_instruction=flags.system_instruction,
         chat_template=None,
-        fewshot_as_multiturn=config["fewshot_as_multiturn"],
+        fewshot_as_multiturn=flags.fewshot_as_multiturn,
     )
 
     from assay.runner.results.table import make_table
 
-    print(summary_line(config, batch_sizes))
+    print(summary_line(flags, batch_sizes))
     print(make_table(results))
     if "groups" in results:
         print(make_table(results, "groups"))

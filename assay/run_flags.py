@@ -1,66 +1,96 @@
 """`assay run`'s flags: lm-eval 0.4.13's names, defaults, YAML precedence and rules.
 
 `resolve_run_config` gives the same configuration lm-eval's `EvaluatorConfig` does for
-the same argv (tests/test_cli.py compares them); `run_options` turns it into the run's one
-`EvalOptions` record, which checks the values (batch size, limit vs samples) once.
+the same argv (tests/test_cli.py compares them), as a typed `RunFlags` whose values are
+checked (batch size parsed, limit vs samples, ...) with the rules every entry point shares;
+`RunFlags.run_options` builds the run's one `EvalOptions` record from it.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
-import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UsageError
+from assay.run_options import EvalOptions
 
-if TYPE_CHECKING:
-    from assay.runner.options import EvalOptions
-
-DEFAULT_SEED = [0, 1234, 1234, 1234]
+DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
 # Keys lm-eval's config accepts as `k=v` strings or mappings.
 DICT_KEYS = ("wandb_args", "wandb_config_args", "hf_hub_log_args", "metadata", "model_args", "gen_kwargs", "trackio_args")
-# lm-eval's EvaluatorConfig defaults, except `device`: lm-eval defaults it to "cuda:0" and
-# its HF backend silently falls back to CPU; Assay leaves it unset so the backend chooses
-# (a GPU when there is one) and an explicit `--device cuda:0` on a CPU machine is an error.
-RUN_DEFAULTS: dict[str, Any] = {
-    "config": None,
-    "model": "hf",
-    "model_args": {},
-    "tasks": [],
-    "num_fewshot": None,
-    "batch_size": 1,
-    "max_batch_size": None,
-    "device": None,
-    "limit": None,
-    "samples": None,
-    "use_cache": None,
-    "cache_requests": {},
-    "check_integrity": False,
-    "write_out": False,
-    "log_samples": False,
-    "output_path": None,
-    "predict_only": False,
-    "system_instruction": None,
-    "apply_chat_template": False,
-    "fewshot_as_multiturn": None,
-    "show_config": False,
-    "include_path": None,
-    "gen_kwargs": {},
-    "verbosity": None,
-    "wandb_args": {},
-    "wandb_config_args": {},
-    "hf_hub_log_args": {},
-    "trackio_args": {},
-    "seed": list(DEFAULT_SEED),
-    "trust_remote_code": False,
-    "confirm_run_unsafe_code": False,
-    "metadata": {},
-}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunFlags:
+    """`assay run`'s flags after defaults < --config YAML < command line, checked.
+
+    Names and defaults are lm-eval's EvaluatorConfig's, except `device`: lm-eval defaults it
+    to "cuda:0" and its HF backend silently falls back to CPU; Assay leaves it unset so the
+    backend chooses (a GPU when there is one) and an explicit `--device cuda:0` on a CPU
+    machine is an error. Values lm-eval keeps as lists and dicts stay so, to compare equal.
+    """
+
+    config: str | None = None
+    """The --config YAML file the rest was read from, if any."""
+    model: str = "hf"
+    model_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    tasks: list[str] = dataclasses.field(default_factory=list)
+    num_fewshot: int | None = None
+    batch_size: BatchSize = BatchSize(1)
+    max_batch_size: int | None = None
+    device: str | None = None
+    limit: int | float | None = None
+    samples: dict[str, list[int]] | None = None
+    use_cache: str | None = None
+    cache_requests: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    """`parse_cache_requests`' three switches; empty when the flag is not given."""
+    check_integrity: bool = False
+    write_out: bool = False
+    log_samples: bool = False
+    output_path: str | None = None
+    predict_only: bool = False
+    system_instruction: str | None = None
+    apply_chat_template: bool | str = False
+    fewshot_as_multiturn: bool | None = None
+    show_config: bool = False
+    include_path: str | None = None
+    gen_kwargs: dict[str, Any] = dataclasses.field(default_factory=dict)
+    verbosity: str | None = None
+    wandb_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    wandb_config_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    hf_hub_log_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    trackio_args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seed: list[int | None] | None = dataclasses.field(default_factory=lambda: list(DEFAULT_SEED))
+    trust_remote_code: bool = False
+    confirm_run_unsafe_code: bool = False
+    metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def run_options(self) -> EvalOptions:
+        """The run's one options record (the values were checked when the flags were resolved)."""
+        seed = self.seed
+        return EvalOptions(
+            model=self.model, model_args=self.model_args, parsed_model_args=dict(self.model_args), tasks=tuple(self.tasks),
+            num_fewshot=self.num_fewshot, batch_size=self.batch_size, max_batch_size=self.max_batch_size,
+            device=self.device, use_cache=self.use_cache,
+            cache_requests=self.cache_requests.get("cache_requests", False),
+            rewrite_requests_cache=self.cache_requests.get("rewrite_requests_cache", False),
+            delete_requests_cache=self.cache_requests.get("delete_requests_cache", False),
+            limit=self.limit, samples=self.samples, check_integrity=self.check_integrity, write_out=self.write_out,
+            log_samples=self.log_samples, system_instruction=self.system_instruction,
+            apply_chat_template=self.apply_chat_template, fewshot_as_multiturn=self.fewshot_as_multiturn,
+            gen_kwargs=self.gen_kwargs, predict_only=self.predict_only,
+            random_seed=seed[0] if seed else None, numpy_random_seed=seed[1] if seed else None,
+            torch_random_seed=seed[2] if seed else None, fewshot_random_seed=seed[3] if seed else None,
+            confirm_run_unsafe_code=self.confirm_run_unsafe_code, metadata=self.metadata, include_path=self.include_path,
+        )  # fmt: skip
+
+
+_FLAG_NAMES = frozenset(field.name for field in dataclasses.fields(RunFlags))
 
 
 # --- argparse pieces --------------------------------------------------------------------
@@ -207,21 +237,9 @@ def _add_output_and_logging_flags(parser: argparse.ArgumentParser) -> None:
 # --- the run configuration --------------------------------------------------------------
 
 
-def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
+def resolve_run_config(args: argparse.Namespace) -> RunFlags:
     """Merge defaults < YAML (--config) < command line, then validate, as lm-eval does."""
-    config: dict[str, Any] = {key: (list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else value)
-              for key, value in RUN_DEFAULTS.items()}
-    yaml_path = getattr(args, "config", None)
-    if yaml_path:
-        config.update(load_yaml_config(yaml_path))
-    # `--batch_size ""` is kept (its default is SUPPRESS, so it is here only when given), so that
-    # it is refused as spec.batchSize: "" is, not replaced by the default 1.
-    cli = {k: v for k, v in vars(args).items() if (v or v == 0 or k == "batch_size") and k not in ("command", "func")}
-    config.update(cli)
-    unknown = sorted(set(config) - set(RUN_DEFAULTS))
-    if unknown:
-        raise UsageError(f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names.")
-
+    config = _merged(args)
     from assay.runner.models.model_args import parse_model_args
 
     for key in DICT_KEYS:
@@ -236,10 +254,10 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
     config["log_samples"] = run_rules.log_samples(log_samples=config["log_samples"], predict_only=config["predict_only"])
     if config["log_samples"] and not config["output_path"]:
         raise UsageError("Specify --output_path if providing --log_samples or --predict_only.")
-    if config["fewshot_as_multiturn"] is None and config["apply_chat_template"]:
-        config["fewshot_as_multiturn"] = True
-    elif config["fewshot_as_multiturn"] is True and not config["apply_chat_template"]:
-        raise UsageError("--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.")
+    config["fewshot_as_multiturn"] = run_rules.fewshot_as_multiturn(
+        config["fewshot_as_multiturn"], apply_chat_template=config["apply_chat_template"],
+        refusal="--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.",
+    )  # fmt: skip
     _check_counts(config)
     config["samples"] = _load_samples(config["samples"])
     config["seed"] = _normalize_seed(config["seed"])
@@ -251,30 +269,44 @@ def resolve_run_config(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError("--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead).")
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
+    run_rules.check_limit_or_samples(config["limit"], config["samples"])
+    return RunFlags(**config)
+
+
+def _merged(args: argparse.Namespace) -> dict[str, Any]:
+    """Defaults < YAML (--config) < command line, by flag name, before any check."""
+    defaults = RunFlags()
+    config: dict[str, Any] = {name: getattr(defaults, name) for name in _FLAG_NAMES}
+    yaml_path = getattr(args, "config", None)
+    if yaml_path:
+        config.update(load_yaml_config(yaml_path))
+    # `--batch_size ""` is kept (its default is SUPPRESS, so it is here only when given), so that
+    # it is refused as spec.batchSize: "" is, not replaced by the default 1.
+    cli = {k: v for k, v in vars(args).items() if (v or v == 0 or k == "batch_size") and k not in ("command", "func")}
+    config.update(cli)
+    unknown = sorted(set(config) - _FLAG_NAMES)
+    if unknown:
+        raise UsageError(f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names.")
     return config
 
 
 def _check_counts(config: dict[str, Any]) -> None:
-    """Refuse what lm-eval runs silently: `--limit 0` or below evaluates nothing and prints an
-    empty table; a negative `--num_fewshot` builds prompts nobody asked for."""
+    """Refuse what lm-eval runs silently (see `run_rules`): no documents, or a negative count of examples."""
     limit, shots = config["limit"], config["num_fewshot"]
-    if limit is not None and (not _is_number(limit) or not 0 < limit < math.inf):
+    if limit is not None and not run_rules.limit_is_valid(limit):
         raise UsageError(f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
                          "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document.")  # fmt: skip
-    if shots is not None and (not _is_number(shots) or int(shots) != shots or shots < 0):
+    if shots is not None and not run_rules.num_fewshot_is_valid(shots):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
     # The same parser as spec.batchSize and every backend's model_args batch_size, so a value
     # the CRD refuses (`08`, `auto:01`) is refused here too; a --config YAML value included.
-    BatchSize.parse(config["batch_size"], source="--batch_size", error=UsageError)
-    parse_max(config["max_batch_size"], source="--max_batch_size", error=UsageError)
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
+    # Parsed here, once: the record carries the BatchSize to the model.
+    config["batch_size"] = BatchSize.parse(config["batch_size"], source="--batch_size", error=UsageError)
+    config["max_batch_size"] = parse_max(config["max_batch_size"], source="--max_batch_size", error=UsageError)
 
 
 def _shown(value: Any) -> str:
-    return f"{value:g}" if _is_number(value) else repr(value)
+    return f"{value:g}" if run_rules.is_number(value) else repr(value)
 
 
 def load_yaml_config(path: str) -> dict[str, Any]:
@@ -332,50 +364,12 @@ def _normalize_seed(seed: Any) -> list[int | None] | None:
     return parsed
 
 
-def summary_line(config: dict[str, Any], batch_sizes: Sequence[Any]) -> str:
+def summary_line(flags: RunFlags, batch_sizes: Sequence[Any]) -> str:
     """lm-eval's line above the tables (model_args shown without trust_remote_code)."""
-    model_args = {k: v for k, v in config["model_args"].items() if k != "trust_remote_code"}
+    model_args = {k: v for k, v in flags.model_args.items() if k != "trust_remote_code"}
     sizes = ",".join(map(str, batch_sizes))
     return (
-        f"{config['model']} ({model_args}), gen_kwargs: ({config['gen_kwargs']}), "
-        f"limit: {config['limit']}, num_fewshot: {config['num_fewshot']}, "
-        f"batch_size: {config['batch_size']}{f' ({sizes})' if sizes else ''}"
-    )
-
-
-def run_options(config: dict[str, Any]) -> EvalOptions:
-    """The resolved flags as the run's one options record (checked here, before any task loads)."""
-    from assay.runner.options import EvalOptions
-
-    cache = config["cache_requests"] or {}
-    seed = config["seed"]
-    return EvalOptions.build(
-        model=config["model"],
-        model_args=config["model_args"],
-        tasks=config["tasks"],
-        num_fewshot=config["num_fewshot"],
-        batch_size=config["batch_size"],
-        max_batch_size=config["max_batch_size"],
-        device=config["device"],
-        use_cache=config["use_cache"],
-        cache_requests=cache.get("cache_requests", False),
-        rewrite_requests_cache=cache.get("rewrite_requests_cache", False),
-        delete_requests_cache=cache.get("delete_requests_cache", False),
-        limit=config["limit"],
-        samples=config["samples"],
-        check_integrity=config["check_integrity"],
-        write_out=config["write_out"],
-        log_samples=config["log_samples"],
-        system_instruction=config["system_instruction"],
-        apply_chat_template=config["apply_chat_template"],
-        fewshot_as_multiturn=config["fewshot_as_multiturn"],
-        gen_kwargs=config["gen_kwargs"],
-        predict_only=config["predict_only"],
-        random_seed=seed[0] if seed else None,
-        numpy_random_seed=seed[1] if seed else None,
-        torch_random_seed=seed[2] if seed else None,
-        fewshot_random_seed=seed[3] if seed else None,
-        confirm_run_unsafe_code=config["confirm_run_unsafe_code"],
-        metadata=config["metadata"],
-        include_path=config["include_path"],
+        f"{flags.model} ({model_args}), gen_kwargs: ({flags.gen_kwargs}), "
+        f"limit: {flags.limit}, num_fewshot: {flags.num_fewshot}, "
+        f"batch_size: {flags.batch_size}{f' ({sizes})' if sizes else ''}"
     )

@@ -77,8 +77,9 @@ def lm_eval_config(argv: list[str]) -> dict:
 def assay_config(argv: list[str]) -> dict:
     parser = cli.build_parser()
     args = parser.parse_args(cli.normalize_argv(argv, parser))
-    config = cli.resolve_run_config(args)
-    return {key: config[key] for key in COMPARED}
+    flags = cli.resolve_run_config(args)
+    # the batch size arrives parsed; lm-eval's config holds it as written
+    return {key: getattr(flags, key) for key in COMPARED} | {"batch_size": flags.batch_size.given}
 
 
 @pytest.mark.parametrize("argv", ARGVS, ids=[" ".join(a) for a in ARGVS])

@@ -78,7 +78,7 @@ def test_sliding_window_model_keeps_full_passes() -> None:
 
 def test_results_config_reports_shared_context(gpt2_dir: Path, tmp_path: Path) -> None:
     from assay.runner.evaluator import run_config
-    from assay.runner.options import EvalOptions
+    from assay.run_options import EvalOptions
 
     lm = HFLM(pretrained=str(gpt2_dir), device="cpu")
     config = run_config(EvalOptions(model="hf", tasks=["x"]), lm)

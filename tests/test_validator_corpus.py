@@ -21,7 +21,6 @@ from assay.errors import UsageError, UserError
 from assay.runner.models.api.args import APIArgs
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.vllm.args import VLLMArgs
-from assay.runner.options import EvalOptions
 from assay.spec import parse_spec
 from tests.operator.conftest import CRD_PATH, CrdValidator
 
@@ -70,7 +69,19 @@ def _run_flags(argv: list[str]) -> None:
     """`assay run`'s parsing, start to end, without running: argparse, resolution, the options record."""
     parser = cli.build_parser()
     args = parser.parse_args(cli.normalize_argv(["run", "--tasks", "x", *argv], parser))
-    cli.run_options(cli.resolve_run_config(args))
+    cli.resolve_run_config(args).run_options()
+
+
+def _simple_evaluate_options(**kwargs: Any) -> None:
+    """simple_evaluate's checks of its keywords, start to end, with the engine's `run` stubbed out."""
+    from assay.runner import evaluator
+
+    real = evaluator.run
+    evaluator.run = lambda *args, **kw: None  # type: ignore[assignment]
+    try:
+        evaluator.simple_evaluate("hf", tasks=["x"], **kwargs)
+    finally:
+        evaluator.run = real
 
 
 def _flag_text(value: Any) -> str | None:
@@ -87,7 +98,7 @@ def _validators(value: Any, tmp_path: Path) -> dict[str, tuple[bool, str]]:
                                    {"base_url": "http://127.0.0.1:9/v1/completions", "model": "m", "batch_size": value}),
         "chat api model_args": _accepts(APIArgs.from_model_args, "local-chat-completions",
                                         {"base_url": "http://127.0.0.1:9/v1/chat/completions", "batch_size": value}),
-        "simple_evaluate": _accepts(EvalOptions.build, batch_size=value),
+        "simple_evaluate": _accepts(_simple_evaluate_options, batch_size=value),
     }
     config = tmp_path / "run.yaml"
     config.write_text(yaml.safe_dump({"tasks": ["x"], "batch_size": value}))
@@ -123,8 +134,8 @@ def test_a_refused_batch_size_is_named_where_it_came_from(tmp_path: Path) -> Non
 
 
 def test_an_accepted_batch_size_means_the_same_everywhere() -> None:
-    assert parse_spec(_spec(batchSize="8")).batch_size == 8
-    assert parse_spec(_spec(batchSize="auto:4")).batch_size == "auto:4"
+    assert parse_spec(_spec(batchSize="8")).batch_size.given == 8  # the spec holds the parsed record
+    assert parse_spec(_spec(batchSize="auto:4")).batch_size.given == "auto:4"
     assert VLLMArgs.from_model_args({"pretrained": "m", "batch_size": "auto:4"}).batch_size is None
     assert APIArgs.from_model_args("local-completions", {"base_url": "http://h/v1/completions", "model": "m",
                                                          "batch_size": "auto"}).batch_size == 1

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
+from assay.run_options import EvalOptions
 from assay.runner.jsonutil import json_default, sha256_text
 from assay.runner.models.instance import Instance
 from assay.runner.models.lm import LM
-from assay.runner.options import EvalOptions, ProgressFn
 from assay.runner.scoring.records import DocScores
 from assay.runner.tasks.documents import Doc
 from assay.runner.tasks.prompt_builder import PromptSettings
 from assay.runner.tasks.task import Task
+
+ProgressFn = Callable[[int, int], None]
+"""Called with (done, total) requests for status reporting (rank 0 only)."""
 
 
 class DocWork:

@@ -8,7 +8,6 @@ aggregates exactly as a single process would.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import random
@@ -17,10 +16,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from assay import run_rules
+from assay.batch_size import BatchSize
 from assay.errors import UsageError, UserError
+from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
 from assay.runner import distributed, doc_work, preflight
+from assay.runner.doc_work import ProgressFn
 from assay.runner.models.lm import LM
-from assay.runner.options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions, ProgressFn
 from assay.runner.results.assemble import results_dict
 from assay.runner.tasks.index import LoadedTasks, TaskManager
 from assay.runner.tasks.prompt_builder import PromptSettings
@@ -64,29 +66,50 @@ def simple_evaluate(
     *,
     progress: ProgressFn | None = None,
 ) -> dict[str, Any] | None:
-    """Evaluate `model` on `tasks`; lm-eval 0.4.13's signature and results dict.
+    """Evaluate `model` on `tasks`; lm-eval 0.4.13's signature and results dict (None on ranks but 0).
 
-    Kept for callers written against lm-eval; Assay's own entry points build an
-    `EvalOptions` and call `run`. Returns the results on rank 0 and None on other ranks.
+    Kept for callers written against lm-eval: the one edge that builds `EvalOptions` from keywords.
     """
     del verbosity  # lm-eval deprecated it too; logging is configured by the caller
-    options = EvalOptions.build(
-        model=model, model_args=model_args, tasks=tasks, num_fewshot=num_fewshot,
-        batch_size=batch_size, max_batch_size=max_batch_size, device=device, use_cache=use_cache,
+    from assay.runner.models.model_args import parse_model_args
+
+    run_rules.check_limit_or_samples(limit, samples)
+    lm, name = _built_or_named(model)
+    options = EvalOptions(
+        model=name, model_args=model_args, tasks=tuple(tasks or ()), num_fewshot=num_fewshot,
+        parsed_model_args=parse_model_args(model_args) if isinstance(model_args, str) else dict(model_args or {}),
+        batch_size=None if batch_size is None else BatchSize.parse(batch_size, source="--batch_size", error=UsageError),
+        max_batch_size=max_batch_size, device=device, use_cache=use_cache,
         cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
         delete_requests_cache=delete_requests_cache, limit=limit, samples=samples,
         bootstrap_iters=bootstrap_iters, check_integrity=check_integrity, write_out=write_out,
-        log_samples=log_samples, system_instruction=system_instruction, apply_chat_template=apply_chat_template,
-        fewshot_as_multiturn=fewshot_as_multiturn, gen_kwargs=gen_kwargs, task_manager=task_manager,
+        log_samples=run_rules.log_samples(log_samples=log_samples, predict_only=predict_only),
+        system_instruction=system_instruction, apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn,
+        gen_kwargs=parse_model_args(gen_kwargs, flag="--gen_kwargs") or None if isinstance(gen_kwargs, str) else gen_kwargs,
         predict_only=predict_only, random_seed=random_seed, numpy_random_seed=numpy_random_seed,
         torch_random_seed=torch_random_seed, fewshot_random_seed=fewshot_random_seed,
-        confirm_run_unsafe_code=confirm_run_unsafe_code, metadata=metadata, progress=progress,
+        confirm_run_unsafe_code=confirm_run_unsafe_code, metadata=metadata,
     )  # fmt: skip
-    return run(options, evaluation_tracker=evaluation_tracker)
+    return run(options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker)
 
 
-def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, Any] | None:
-    """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info."""
+def _built_or_named(model: object) -> tuple[LM | None, str | None]:
+    """simple_evaluate's `model`: the caller's instance, or a registered name."""
+    if isinstance(model, LM):
+        return model, None
+    if isinstance(model, str):
+        return None, model
+    raise UserError(f"model must be a registered model name or an assay LM instance, not {type(model).__name__}.")
+
+
+def run(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager | None = None,
+        progress: ProgressFn | None = None, evaluation_tracker: Any = None) -> dict[str, Any] | None:  # fmt: skip
+    """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info.
+
+    Beside the record, what only this process has: a model the caller built (then
+    `options.model` is None and the caller closes it), a task index to reuse (else one is
+    built from `options.include_path`), and a (done, total) progress callback for rank 0.
+    """
     start = time.time()
     if options.delete_requests_cache:
         from assay.runner.models.caching import delete_request_cache
@@ -95,36 +118,35 @@ def run(options: EvalOptions, *, evaluation_tracker: Any = None) -> dict[str, An
     _seed_everything(options.random_seed, options.numpy_random_seed, options.torch_random_seed)
     if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
-    if options.task_manager is None:
-        options = dataclasses.replace(options, task_manager=TaskManager(
-            options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})}))  # fmt: skip
+    if task_manager is None:
+        task_manager = TaskManager(options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})})
     # What can be known without the model fails now, in seconds, not after the model loaded.
-    preflight.check(model=options.model, model_args=options.parsed_model_args, tasks=options.tasks,
-                    task_manager=options.task_manager)  # fmt: skip
-    lm = build_lm(options)
+    preflight.check(model=lm if lm is not None else options.model, model_args=options.parsed_model_args,
+                    tasks=options.tasks, task_manager=task_manager)  # fmt: skip
+    model = build_lm(options, lm)
     try:
-        return _run_with(lm, options, start, evaluation_tracker)
+        return _run_with(model, options, task_manager, progress, start, evaluation_tracker)
     finally:
-        if isinstance(options.model, str):
-            lm.close()
+        if lm is None:
+            model.close()
 
 
-def _run_with(lm: LM, options: EvalOptions, start: float, evaluation_tracker: Any) -> dict[str, Any] | None:
+def _run_with(lm: LM, options: EvalOptions, task_manager: TaskManager, progress: ProgressFn | None, start: float,
+              evaluation_tracker: Any) -> dict[str, Any] | None:  # fmt: skip
     """Tasks, overrides, evaluate and run info on a model that is already built."""
-    task_manager: TaskManager = options.task_manager  # `run` built one if the caller gave none
     loaded = task_manager.load(list(options.tasks))
     configure_tasks(loaded, options)
     if options.check_integrity:
         check_tasks(loaded)
     if evaluation_tracker is not None:
         evaluation_tracker.general_config_tracker.log_experiment_args(
-            model_source=options.model if isinstance(options.model, str) else "CUSTOM",
+            model_source=options.model if options.model is not None else "CUSTOM",
             model_args=options.model_args or "",
             system_instruction=options.system_instruction,
             chat_template=lm.chat_template(options.apply_chat_template) if options.apply_chat_template else None,
             fewshot_as_multiturn=options.fewshot_as_multiturn,
         )
-    results = evaluate(lm, loaded, options)
+    results = evaluate(lm, loaded, options, progress=progress)
     if results is None:
         return None
     results["config"] = run_config(options, lm)
@@ -137,24 +159,24 @@ def _run_with(lm: LM, options: EvalOptions, start: float, evaluation_tracker: An
     return results
 
 
-def build_lm(options: EvalOptions) -> LM:
-    """The model: a registered backend built from the options, or the caller's instance."""
+def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
+    """The model: the caller's instance, else the registered backend built from the options."""
     from assay.runner.models import get_model
 
-    if isinstance(options.model, str):
+    if given is not None:
+        lm = given
+    elif options.model is not None:
         lm = get_model(options.model).from_run(
             options.parsed_model_args, batch_size=options.batch_size, max_batch_size=options.max_batch_size, device=options.device
         )
-    elif isinstance(options.model, LM):
-        lm = options.model
     else:
-        raise UserError(f"model must be a registered model name or an assay LM instance, not {type(options.model).__name__}.")
+        raise UserError("model must be a registered model name or an assay LM instance, not None.")
     if options.use_cache is not None:
         from assay.runner.models.cache_identity import identify
         from assay.runner.models.caching import CachingLM
 
         path = f"{options.use_cache}_rank{distributed.rank_and_world()[0]}.db"
-        built_here = isinstance(options.model, str)
+        built_here = given is None
         try:
             # a caller's own instance is known by its class alone: its model_args are not ours to see
             identity = identify(lm, options.parsed_model_args if built_here else None)
@@ -188,7 +210,7 @@ def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
     found = getattr(lm, "batch_sizes", None)
     speed_info = getattr(lm, "speed_info", None)
     return {
-        "model": options.model if isinstance(options.model, str) else type(options.model).__name__,
+        "model": options.model if options.model is not None else type(lm).__name__,
         "model_args": options.model_args,
         **_safe(lm.model_info),
         "batch_size": options.batch_size.given if options.batch_size is not None else None,
@@ -240,7 +262,7 @@ def sample_size(task: Task, limit: int | float | None) -> int | None:
     return int(math.ceil(len(task.eval_docs) * limit)) if limit < 1.0 else int(limit)
 
 
-def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions) -> dict[str, Any] | None:
+def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: ProgressFn | None = None) -> dict[str, Any] | None:
     """Build, shard, answer and score every task's requests; the results dict on rank 0."""
     for task in loaded.tasks.values():
         if task.config.unsafe_code and not options.confirm_run_unsafe_code:
@@ -251,7 +273,7 @@ def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions) -> dict[str, Any
     settings = PromptSettings(
         system_instruction=options.system_instruction,
         chat_template=lm.apply_chat_template if options.apply_chat_template else None,
-        fewshot_as_multiturn=options.fewshot_as_multiturn,
+        fewshot_as_multiturn=bool(options.fewshot_as_multiturn),
     )
     samples = options.samples or {}
     work: list[doc_work.DocWork] = []
@@ -266,8 +288,8 @@ def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions) -> dict[str, Any
     shards = distributed.balanced_shards([item.cost for item in work], world_size)
     mine = [work[i] for i in shards[rank]]
     global_total = sum(inst.repeats for item in work for inst in item.instances)
-    progress = options.progress if rank == 0 else None
-    doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], progress, global_total=global_total)
+    doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None,
+                          global_total=global_total)  # fmt: skip
 
     gathered = distributed.gather_to_rank0(doc_work.score(mine, log_samples=options.log_samples, samples=samples))
     if rank != 0 or gathered is None:

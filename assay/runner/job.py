@@ -59,7 +59,7 @@ from assay.runner.spec_file import load_spec
 from assay.runner.results import status_sink
 
 if TYPE_CHECKING:
-    from assay.runner.options import EvalOptions
+    from assay.run_options import EvalOptions
 
 log = logging.getLogger("assay.runner")
 
@@ -216,7 +216,6 @@ def run_spec(
     on ranks other than 0. `sink` defaults to the environment's status sink on rank 0.
     """
     from assay.runner import evaluator
-    from assay.runner.options import EvalOptions
 
     if not isinstance(spec, spec_module.Evaluation):
         spec = spec_module.parse_spec(spec)
@@ -225,13 +224,11 @@ def run_spec(
         sink = _sink(rank)
     if rank == 0 and output_dir is not None:
         _check_output_dir(output_dir)
-    options = EvalOptions.from_spec(
-        spec, use_cache=use_cache, task_manager=_task_manager(spec, include_path),
-        progress=ProgressReporter(sink) if rank == 0 else None,
-    )  # fmt: skip
+    options = spec.run_options(use_cache=use_cache)
+    task_manager = _task_manager(spec, include_path)
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()
-    results = evaluator.run(options)
+    results = evaluator.run(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)
     if results is None:
         return None
     samples = results.pop("samples", None)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Mapping, Sequence, Union
+from typing import Any, Mapping, Sequence
 
 from assay import endpoint_urls, run_rules
+from assay.batch_size import BatchSize
+from assay.errors import UserError
+from assay.run_options import EvalOptions
 
 GROUP = "assay.dev"
 VERSION = "v1alpha1"
@@ -42,7 +45,8 @@ ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
 ENV_USE_CACHE = "ASSAY_USE_CACHE"
 ENV_TASK_CODE = "ASSAY_TASK_CODE"
 
-BatchSize = Union[int, str]
+FEWSHOT_AS_MULTITURN_REFUSAL = "spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval)."
+
 JSON = Any
 
 _SEED_SLOT_RE = r"(None|none|null|-?[0-9]+)"
@@ -172,7 +176,8 @@ class Evaluation:
     """Below 1.0, a fraction of each task's docs; else a count (lm-eval's --limit)."""
     samples: Mapping[str, tuple[int, ...]] | None = None
     """Per task, the doc indices to evaluate (lm-eval's --samples); exclusive with limit."""
-    batch_size: BatchSize = 1
+    batch_size: BatchSize = BatchSize(1)
+    """Parsed once, by `parsing`; `given` is what `to_dict()` writes back (a digit string as its int)."""
     max_batch_size: int | None = None
     gen_kwargs: Mapping[str, JSON] | None = None
     seed: Seed = Seed()
@@ -229,39 +234,51 @@ class Evaluation:
                 return value
         return self.model
 
-    def to_run_kwargs(self) -> dict[str, JSON]:
-        """Keyword arguments of lm-eval-style `simple_evaluate` for this spec."""
+    def run_options(self, *, use_cache: str | None = None) -> EvalOptions:
+        """The run's one options record; `use_cache` is the runner pod's (spec.cache.pvc)."""
+        model_args = self.run_model_args()
+        # parsing refused `true` without a chat template; the runner Job's results always said true or false
+        fewshot_as_multiturn = bool(run_rules.fewshot_as_multiturn(
+            self.fewshot_as_multiturn, apply_chat_template=self.chat_template_option,
+            refusal=FEWSHOT_AS_MULTITURN_REFUSAL, error=UserError))  # fmt: skip
+        return EvalOptions(
+            model=self.model,
+            model_args=model_args,
+            parsed_model_args=model_args,
+            tasks=self.tasks,
+            num_fewshot=self.num_fewshot,
+            batch_size=self.batch_size,
+            max_batch_size=self.max_batch_size,
+            use_cache=use_cache,
+            limit=self.limit,
+            samples={task: list(ids) for task, ids in self.samples.items()} if self.samples else None,
+            log_samples=run_rules.log_samples(log_samples=self.log_samples, predict_only=self.predict_only),
+            system_instruction=self.system_instruction,
+            apply_chat_template=self.chat_template_option,
+            fewshot_as_multiturn=fewshot_as_multiturn,
+            gen_kwargs=dict(self.gen_kwargs) if self.gen_kwargs else None,
+            predict_only=self.predict_only,
+            random_seed=self.seed.random,
+            numpy_random_seed=self.seed.numpy,
+            torch_random_seed=self.seed.torch,
+            fewshot_random_seed=self.seed.fewshot,
+            confirm_run_unsafe_code=self.allow_unsafe_code,
+            metadata=dict(self.metadata) if self.metadata else None,
+        )
+
+    def run_model_args(self) -> dict[str, JSON]:
+        """model_args as the model backend gets them: the endpoint's and trustRemoteCode's added."""
         model_args = dict(self.model_args)
         if self.endpoint is not None:
             model_args.update(self.endpoint.model_args())
         if self.trust_remote_code:
             # lm-eval's --trust_remote_code also sets it in model_args.
             model_args["trust_remote_code"] = True
-        apply_chat_template: bool | str = False
-        if self.apply_chat_template:
-            apply_chat_template = self.chat_template or True
-        fewshot_as_multiturn = self.fewshot_as_multiturn
-        if fewshot_as_multiturn is None:
-            fewshot_as_multiturn = bool(apply_chat_template)
-        return {
-            "model": self.model,
-            "model_args": model_args,
-            "tasks": list(self.tasks),
-            "num_fewshot": self.num_fewshot,
-            "limit": self.limit,
-            "samples": {task: list(ids) for task, ids in self.samples.items()} if self.samples else None,
-            "batch_size": self.batch_size,
-            "max_batch_size": self.max_batch_size,
-            "gen_kwargs": dict(self.gen_kwargs) if self.gen_kwargs else None,
-            "random_seed": self.seed.random,
-            "numpy_random_seed": self.seed.numpy,
-            "torch_random_seed": self.seed.torch,
-            "fewshot_random_seed": self.seed.fewshot,
-            "apply_chat_template": apply_chat_template,
-            "fewshot_as_multiturn": fewshot_as_multiturn,
-            "system_instruction": self.system_instruction,
-            "log_samples": run_rules.log_samples(log_samples=self.log_samples, predict_only=self.predict_only),
-            "predict_only": self.predict_only,
-            "metadata": dict(self.metadata) if self.metadata else None,
-            "confirm_run_unsafe_code": self.allow_unsafe_code,
-        }
+        return model_args
+
+    @property
+    def chat_template_option(self) -> bool | str:
+        """lm-eval's --apply_chat_template value: False, True, or the named template."""
+        if not self.apply_chat_template:
+            return False
+        return self.chat_template or True

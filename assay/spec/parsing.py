@@ -7,7 +7,6 @@ accepts is one the API server accepts too (tests/test_validator_corpus.py holds 
 
 from __future__ import annotations
 
-import math
 from typing import Mapping, Sequence
 
 from assay import batch_size, run_rules
@@ -15,7 +14,7 @@ from assay.errors import UserError
 from assay.spec import kube_names, scheduling
 from assay.spec.reader import Reader, kind
 from assay.spec.model import (
-    API_MODELS, API_VERSION, JSON, KIND, SEED_STRING_RE, BatchSize, Cache, ConfigMapKey, Endpoint,
+    API_MODELS, API_VERSION, FEWSHOT_AS_MULTITURN_REFUSAL, JSON, KIND, SEED_STRING_RE, Cache, ConfigMapKey, Endpoint,
     Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
 )  # fmt: skip
 
@@ -64,8 +63,8 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     if chat_template is not None and not apply_chat_template:
         raise UserError("spec.chatTemplate needs spec.applyChatTemplate: true.")
     fewshot_as_multiturn = r.boolean("fewshotAsMultiturn", None)
-    if fewshot_as_multiturn and not apply_chat_template:
-        raise UserError("spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval).")
+    run_rules.fewshot_as_multiturn(fewshot_as_multiturn, apply_chat_template=apply_chat_template,
+                                   refusal=FEWSHOT_AS_MULTITURN_REFUSAL, error=UserError)  # fmt: skip
     model_args = r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or {}
     endpoint = _endpoint(r, model, model_args)
     resources = _resources(r)
@@ -75,7 +74,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         model=model,
         tasks=tasks,
         model_args=dict(model_args),
-        num_fewshot=r.integer("numFewshot", None, minimum=0),
+        num_fewshot=r.integer("numFewshot", None, minimum=run_rules.MIN_NUM_FEWSHOT),
         limit=limit,
         samples=samples,
         batch_size=_batch_size(r),
@@ -141,7 +140,7 @@ def _limit(r: Reader) -> int | float | None:
     value = r.get("limit")
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+    if not run_rules.limit_is_valid(value):
         raise UserError(f"spec.limit must be a number above 0 (below 1.0: a fraction of the docs), not {value!r}.")
     return int(value) if value >= 1 and value == int(value) else float(value)
 
@@ -166,14 +165,15 @@ def _samples(r: Reader) -> dict[str, tuple[int, ...]] | None:
     return out
 
 
-def _batch_size(r: Reader) -> BatchSize:
+def _batch_size(r: Reader) -> batch_size.BatchSize:
     value = r.get("batchSize")
     if value is None:
-        return 1
+        return batch_size.BatchSize(1)
     # The shared parser accepts exactly the CRD's forms (its CEL rule), so --local agrees with the API server.
     parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
-    # kept as written (a digit string as its int), so that to_dict() round-trips
-    return parsed.fixed if parsed.fixed is not None else str(value)
+    # a digit string given as its int, so that to_dict() round-trips and the results echo 8, not "8"
+    fixed = parsed.fixed
+    return parsed if fixed is None else batch_size.BatchSize(fixed, 1, fixed)
 
 
 def _seed(r: Reader) -> Seed:

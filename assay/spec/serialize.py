@@ -22,7 +22,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "numFewshot": e.num_fewshot,
         "limit": e.limit,
         "samples": {t: list(ids) for t, ids in e.samples.items()} if e.samples is not None else None,
-        "batchSize": e.batch_size,
+        "batchSize": e.batch_size.given,
         "maxBatchSize": e.max_batch_size,
         "genKwargs": dict(e.gen_kwargs) if e.gen_kwargs is not None else None,
         "seed": seed_value,

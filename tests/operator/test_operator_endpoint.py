@@ -41,9 +41,9 @@ def test_endpoint_spec_is_valid_for_both_and_round_trips(crd_validator: Any, mak
     assert parsed.model_label == "llama-3-8b"
 
 
-def test_run_kwargs_carry_lm_eval_model_args(make_evaluation: Any) -> None:
+def test_run_options_carry_lm_eval_model_args(make_evaluation: Any) -> None:
     parsed = spec_module.parse_spec(_manifest(make_evaluation, endpoint=ENDPOINT)["spec"])
-    assert parsed.to_run_kwargs()["model_args"] == {
+    assert parsed.run_options().parsed_model_args == {
         "num_concurrent": 4, "base_url": ENDPOINT["url"], "model": "llama-3-8b", "tokenizer": "meta-llama/Meta-Llama-3-8B",
         "tokenizer_backend": "huggingface", "ca_cert_path": f"{spec_module.ENDPOINT_CA_MOUNT}/ca.crt",
     }

@@ -1,4 +1,4 @@
-"""assay.spec: parsing the Evaluation spec, its errors, and the simple_evaluate arguments it gives."""
+"""assay.spec: parsing the Evaluation spec, its errors, and the run options it gives."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import inspect
 import pytest
 
 from assay import spec as spec_module
+from assay.batch_size import BatchSize
 from assay.errors import UserError
 from assay.spec import Seed, parse_manifest, parse_spec
 
@@ -15,21 +16,14 @@ MINIMAL = {"model": "hf", "tasks": ["arc_easy"]}
 
 def test_defaults_follow_lm_eval() -> None:
     spec = parse_spec(MINIMAL)
-    kwargs = spec.to_run_kwargs()
-    assert kwargs["batch_size"] == 1
-    assert (kwargs["random_seed"], kwargs["numpy_random_seed"], kwargs["torch_random_seed"],
-            kwargs["fewshot_random_seed"]) == (0, 1234, 1234, 1234)  # fmt: skip
-    assert kwargs["num_fewshot"] is None and kwargs["limit"] is None
-    assert kwargs["apply_chat_template"] is False and kwargs["fewshot_as_multiturn"] is False
-    assert kwargs["confirm_run_unsafe_code"] is False and kwargs["log_samples"] is False
+    options = spec.run_options()
+    assert options.batch_size == BatchSize(1) and options.batch_size.given == 1
+    assert (options.random_seed, options.numpy_random_seed, options.torch_random_seed,
+            options.fewshot_random_seed) == (0, 1234, 1234, 1234)  # fmt: skip
+    assert options.num_fewshot is None and options.limit is None
+    assert options.apply_chat_template is False and options.fewshot_as_multiturn is False
+    assert options.confirm_run_unsafe_code is False and options.log_samples is False
     assert spec.resources.nodes == 1 and spec.resources.gpus_per_node == 1
-
-
-def test_run_kwargs_are_simple_evaluates_parameters() -> None:
-    from assay.runner.options import EvalOptions
-
-    fields = {f.name for f in __import__("dataclasses").fields(EvalOptions)}
-    assert set(parse_spec(MINIMAL).to_run_kwargs()) <= fields
 
 
 def test_every_field_maps_through() -> None:
@@ -40,19 +34,26 @@ def test_every_field_maps_through() -> None:
         "systemInstruction": "Be brief.", "predictOnly": True, "metadata": {"max_seq_lengths": [2048]},
         "trustRemoteCode": True, "allowUnsafeCode": True,
     })  # fmt: skip
-    kwargs = spec.to_run_kwargs()
-    assert kwargs["model_args"] == {"pretrained": "org/m", "dtype": "bfloat16", "trust_remote_code": True}
-    assert kwargs["tasks"] == ["a", "b"] and kwargs["num_fewshot"] == 5 and kwargs["limit"] == 0.5
-    assert kwargs["batch_size"] == "auto:2" and kwargs["max_batch_size"] == 32
-    assert kwargs["gen_kwargs"] == {"temperature": 0}
-    assert {kwargs[k] for k in ("random_seed", "numpy_random_seed", "torch_random_seed", "fewshot_random_seed")} == {7}
+    options = spec.run_options(use_cache="/cache/requests")
+    assert options.model_args == options.parsed_model_args == {"pretrained": "org/m", "dtype": "bfloat16", "trust_remote_code": True}
+    assert list(options.tasks) == ["a", "b"] and options.num_fewshot == 5 and options.limit == 0.5
+    assert options.batch_size == BatchSize(None, 2, "auto:2") and options.max_batch_size == 32
+    assert options.gen_kwargs == {"temperature": 0} and options.use_cache == "/cache/requests"
+    assert {options.random_seed, options.numpy_random_seed, options.torch_random_seed, options.fewshot_random_seed} == {7}
     # A named template is passed by name; few-shot as multiturn defaults on with a chat template.
-    assert kwargs["apply_chat_template"] == "default" and kwargs["fewshot_as_multiturn"] is True
-    assert kwargs["system_instruction"] == "Be brief."
-    assert kwargs["predict_only"] is True and kwargs["log_samples"] is True  # predict_only implies log_samples
-    assert kwargs["metadata"] == {"max_seq_lengths": [2048]}
-    assert kwargs["confirm_run_unsafe_code"] is True
+    assert options.apply_chat_template == "default" and options.fewshot_as_multiturn is True
+    assert options.system_instruction == "Be brief."
+    assert options.predict_only is True and options.log_samples is True  # predict_only implies log_samples
+    assert options.metadata == {"max_seq_lengths": [2048]}
+    assert options.confirm_run_unsafe_code is True
     assert spec.model_label == "org/m"
+
+
+def test_batch_size_is_the_record_and_round_trips() -> None:
+    # a digit string is kept as its int: the results echo 8, and to_dict() writes 8
+    spec = parse_spec({**MINIMAL, "batchSize": "8"})
+    assert spec.batch_size == BatchSize(8, 1, 8) and spec.to_dict()["batchSize"] == 8
+    assert parse_spec(spec.to_dict()) == spec
 
 
 def test_seed_slots_and_integer_limit() -> None:
