@@ -188,7 +188,9 @@ def test_a_frozen_leader_is_replaced_within_30_s_with_no_duplicate_job_and_no_lo
             return int(pod["status"]["containerStatuses"][0].get("restartCount", 0)) > 0
 
         cluster.wait_for("the old leader to exit and restart as a standby", restarted, timeout=90)
-        assert "Lost the lead" in operator.kubectl("logs", leader, "--previous").stdout
+        # The kubelet may answer for the exited container's log a moment after its restart.
+        cluster.wait_for("the old leader's last log to say why it exited", lambda: "Lost the lead" in operator.kubectl(
+            "logs", leader, "--previous", check=False).stdout, timeout=30, interval=2)  # fmt: skip
         assert _lease_holder(cluster, lease) == successor
     finally:
         if frozen is not None:

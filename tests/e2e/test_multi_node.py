@@ -60,8 +60,9 @@ def test_one_ranks_failure_costs_one_retry_not_one_per_rank(cluster: Cluster) ->
     rank 0's exit counted too, two failures would exceed the limit and fail the run."""
     cluster.apply(evaluation_manifest("one-fault", **hf_spec(**LONG_RUN, resources={"nodes": 2, "gpusPerNode": 0},
                                                              backoffLimit=1)))  # fmt: skip
+    # Progress is reported between the model's calls (4,096 requests each): a slow machine takes minutes.
     cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation("one-fault").get("status") or {})
-                     .get("progress") or {}).get("requestsDone"), timeout=240)  # fmt: skip
+                     .get("progress") or {}).get("requestsDone"), timeout=420)  # fmt: skip
     pid = cluster.wait_for("rank 1's worker process", lambda: _worker_pid("one-fault", 1), timeout=30)
     os.kill(pid, signal.SIGINT)
 
