@@ -55,8 +55,7 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
     tasks: list[pairing.TaskPairing] = []
     for task in _shared_tasks(baseline, candidate, notes):
         pairs = pairing.pair_task(
-            task, outputs.read_samples(baseline.samples_paths[task], label="baseline"),
-            outputs.read_samples(candidate.samples_paths[task], label="candidate"),
+            task, baseline.samples(task), candidate.samples(task),
             configs=(_config(baseline, task), _config(candidate, task)),
             higher_is_better={**_directions(candidate, task), **_directions(baseline, task)},
         )  # fmt: skip
@@ -78,13 +77,13 @@ def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, not
         notes.append(f"Groups ({', '.join(sorted(groups))}) are not compared as such; their tasks are, one by one.")
     shared = [task for task in baseline.results["results"] if task in candidate.results["results"] and task not in groups]
     for task in shared:
-        missing = [run.label for run in (baseline, candidate) if task not in run.samples_paths]
+        missing = [run.label for run in (baseline, candidate) if task not in run.tasks_with_samples()]
         if missing:
             notes.append(f"{task}: left out, no samples file in the {' and '.join(missing)} (run with --log_samples).")
     only = sorted(set(baseline.results["results"]) ^ set(candidate.results["results"]))
     if only:
         notes.append(f"In one run only, left out: {', '.join(only)}.")
-    return [task for task in shared if task in baseline.samples_paths and task in candidate.samples_paths]
+    return [task for task in shared if task in baseline.tasks_with_samples() and task in candidate.tasks_with_samples()]
 
 
 def _config(run: outputs.RunOutput, task: str) -> Mapping[str, Any]:

@@ -6,6 +6,11 @@ beside it; under `--output_path FILE.json`, `FILE_<date_id>.json` with the sampl
 FILE's folder. A run is given as either folder or as the results file itself; the samples
 that belong to a results file are the ones with its date_id.
 
+A runner Job also writes `scores_<task>_<date_id>.jsonl` beside its results, whatever
+`logSamples` says: each samples line reduced to its identity and metric values (no
+document, prompt or responses), so that any finished Evaluation can be a baseline. A task
+with both files is read from its samples.
+
 Only the fields a comparison needs are kept from each sample line (the document, prompt
 and responses are dropped as soon as a line is parsed), so that two MMLU-sized runs fit
 in little memory.
@@ -22,7 +27,7 @@ from typing import Any, Mapping
 from assay.errors import UsageError
 
 DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
-_SAMPLES = re.compile(rf"samples_(?P<task>.+)_(?P<date>{DATE_ID})\.jsonl")
+_SAMPLES = re.compile(rf"(?P<kind>samples|scores)_(?P<task>.+)_(?P<date>{DATE_ID})\.jsonl")
 _KEPT = ("doc_id", "doc_hash", "prompt_hash", "filter")
 
 
@@ -47,6 +52,24 @@ class RunOutput:
     results: Mapping[str, Any]
     samples_paths: Mapping[str, Path]
     notes: tuple[str, ...] = ()
+    in_memory: Mapping[str, list[Sample]] | None = None
+    """Per task, samples already in memory (a run that has not written its files yet)."""
+
+    def tasks_with_samples(self) -> set[str]:
+        return set(self.in_memory or ()) | set(self.samples_paths)
+
+    def samples(self, task: str) -> list[Sample]:
+        if self.in_memory is not None and task in self.in_memory:
+            return self.in_memory[task]
+        return read_samples(self.samples_paths[task], label=self.label)
+
+
+def run_in_memory(results: Mapping[str, Any], samples: Mapping[str, Any], *, label: str) -> RunOutput:
+    """A run from its results dict and its samples records (lm-eval's `samples` member)."""
+    loaded = {task: [_sample(record, path=Path(label), number=number, label=label)
+                     for number, record in enumerate(records, start=1)]
+              for task, records in samples.items()}  # fmt: skip
+    return RunOutput(label=label, results_path=Path(label), results=results, samples_paths={}, in_memory=loaded)
 
 
 def read_run(path: str | Path, *, label: str) -> RunOutput:
@@ -91,11 +114,24 @@ def _load_results(path: Path, *, label: str) -> Mapping[str, Any]:
 def _samples_beside(results_path: Path) -> dict[str, Path]:
     date_id = _date_id(results_path)
     found: dict[str, Path] = {}
-    for candidate in sorted(results_path.parent.glob("samples_*.jsonl")):
-        match = _SAMPLES.fullmatch(candidate.name)
-        if match and (date_id is None or match.group("date") == date_id):
-            found[match.group("task")] = candidate
+    # scores_ before samples_: a task's samples file, when there is one, wins.
+    for pattern in ("scores_*.jsonl", "samples_*.jsonl"):
+        for candidate in sorted(results_path.parent.glob(pattern)):
+            match = _SAMPLES.fullmatch(candidate.name)
+            if match and (date_id is None or match.group("date") == date_id):
+                found[match.group("task")] = candidate
     return found
+
+
+SCORE_FIELDS = ("doc_id", "doc_hash", "prompt_hash", "filter", "metrics")
+"""What a scores_ line keeps of a samples line, besides the metric values it names."""
+
+
+def score_line(sample: Mapping[str, Any]) -> dict[str, Any]:
+    """A samples-JSONL record reduced to a scores_ line."""
+    kept = {key: sample[key] for key in SCORE_FIELDS if key in sample}
+    kept.update((name, sample[name]) for name in sample.get("metrics") or () if name in sample)
+    return kept
 
 
 def read_samples(path: Path, *, label: str) -> list[Sample]:
