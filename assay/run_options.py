@@ -51,6 +51,9 @@ class EvalOptions:
     write_out: bool = False
     log_samples: bool = True
     """Already true when predict_only is (lm-eval's rule, see `run_rules`)."""
+    score_records: bool = False
+    """Keep each document's identity and metric values without log_samples: the runner Job's
+    `scores_` files, which make any finished Evaluation a baseline to compare with."""
     system_instruction: str | None = None
     apply_chat_template: bool | str = False
     fewshot_as_multiturn: bool | None = True

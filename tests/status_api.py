@@ -21,6 +21,8 @@ class ApiServer:
 
         self.object: dict[str, Any] = {"metadata": {"name": "ev", "namespace": "team", "generation": generation},
                                        "status": {"jobName": job_name}}  # fmt: skip
+        self.others: dict[str, dict[str, Any]] = {}
+        """Other Evaluations of the namespace (a baseline), by name; GET of any other is a 404."""
         self.refuse: int | None = None
         self.invalid = False
         self.requests: list[tuple[str, str | None]] = []
@@ -33,7 +35,13 @@ class ApiServer:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's naming
                 server.requests.append(("GET", None))
-                self._answer(200, server.object)
+                name = self.path.rstrip("/").rsplit("/", 1)[-1]
+                if name == "ev":
+                    self._answer(200, server.object)
+                elif name in server.others:
+                    self._answer(200, server.others[name])
+                else:
+                    self._answer(404, _status_body(404, f'evaluations.assay.dev "{name}" not found'))
 
             def do_PATCH(self) -> None:  # noqa: N802
                 kind = self.headers["Content-Type"]

@@ -458,6 +458,30 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
         {"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone"}}]}}}}, True),  # fmt: skip
     ("pod weighted no term", {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
         {"weight": 50}]}}}}, False),  # fmt: skip
+    # baseline and gate
+    ("baseline evaluation", {"baseline": {"evaluation": "model-v1"}}, True),
+    ("baseline path", {"baseline": {"path": "runs/v1/g1"}}, True),
+    ("baseline both", {"baseline": {"evaluation": "v1", "path": "runs"}}, False),
+    ("baseline neither", {"baseline": {}}, False),
+    ("baseline Name", {"baseline": {"evaluation": "Model_V1"}}, False),
+    ("baseline path ..", {"baseline": {"path": "runs/../../etc"}}, False),
+    ("baseline path /", {"baseline": {"path": "/etc"}}, False),
+    ("baseline path 1024", {"baseline": {"path": "p" * 1024}}, True),
+    ("baseline path 1025", {"baseline": {"path": "p" * 1025}}, False),
+    ("gate alone", {"gate": {"maxDrop": 0.01}}, False),
+    ("gate full", {"baseline": {"evaluation": "v1"}, "gate": {"maxDrop": 0.01, "maxDropFor": {"mmlu*:acc": 0.02, "arc_easy": 0},
+                                                            "alpha": 0.1, "equivalenceMargin": 0.01, "strict": True}}, True),  # fmt: skip
+    ("gate maxDrop -0.1", {"baseline": {"evaluation": "v1"}, "gate": {"maxDrop": -0.1}}, False),
+    ("gate alpha 0", {"baseline": {"evaluation": "v1"}, "gate": {"alpha": 0}}, False),
+    ("gate alpha 0.5", {"baseline": {"evaluation": "v1"}, "gate": {"alpha": 0.5}}, False),
+    ("gate alpha 0.49", {"baseline": {"evaluation": "v1"}, "gate": {"alpha": 0.49}}, True),
+    ("gate maxDropFor a=b", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {"a=b": 0.1}}}, False),
+    ("gate maxDropFor a:b:c", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {"a:b:c": 0.1}}}, False),
+    ("gate maxDropFor :acc", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {":acc": 0.1}}}, False),
+    ("gate maxDropFor -1", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {"mmlu": -1}}}, False),
+    ("gate maxDropFor 257", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {f"t{i}": 0 for i in range(257)}}}, False),
+    ("gate margin -1", {"baseline": {"evaluation": "v1"}, "gate": {"equivalenceMargin": -1}}, False),
+    ("gate strict 'yes'", {"baseline": {"evaluation": "v1"}, "gate": {"strict": "yes"}}, False),
 ]
 for key, ok in LABEL_KEYS:
     FIELDS += [(f"label key {key!r:.20} ({len(key)}) {place.__name__}", place(key), ok) for place in KEY_PLACES]

@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from typing import Any, Callable, Mapping, Sequence
 
+from assay.compare.outputs import score_line
 from assay.run_options import EvalOptions
 from assay.runner.jsonutil import json_default, sha256_text
 from assay.runner.models.instance import Instance
@@ -100,8 +101,11 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
                 progress(min(global_total, round(done * global_total / total)), global_total)
 
 
-def score(mine: list[DocWork], *, log_samples: bool, samples: Mapping[str, Sequence[int]]) -> list[DocScores]:
-    """Each of this rank's documents scored under each of its task's filter pipelines."""
+def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequence[int]]) -> list[DocScores]:
+    """Each of this rank's documents scored under each of its task's filter pipelines.
+
+    `keep`: "full" keeps each document's samples-JSONL record (--log_samples), "scores"
+    only its identity and metric values (a `scores_` line, see `assay.compare.outputs`), None nothing."""
     by_task: dict[str, list[DocWork]] = defaultdict(list)
     for item in mine:
         by_task[item.task.name].append(item)
@@ -116,7 +120,10 @@ def score(mine: list[DocWork], *, log_samples: bool, samples: Mapping[str, Seque
             for item in items:
                 requests = sorted(item.instances, key=lambda inst: inst.idx)
                 metrics = task.process_results(item.doc, [inst.filtered_resps[key] for inst in requests])
-                sample = _log_sample(task, item, requests, key, metrics, samples.get(name)) if log_samples else None
+                sample = None
+                if keep is not None:
+                    sample = _log_sample(task, item, requests, key, metrics, samples.get(name))
+                    sample = sample if keep == "full" else score_line(sample)
                 records.append(DocScores(name, filter_index, item.position, metrics, sample))
     return records
 

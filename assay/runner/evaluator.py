@@ -291,7 +291,8 @@ def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: Pro
     doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None,
                           global_total=global_total)  # fmt: skip
 
-    gathered = distributed.gather_to_rank0(doc_work.score(mine, log_samples=options.log_samples, samples=samples))
+    keep = "full" if options.log_samples else "scores" if options.score_records else None
+    gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
     if rank != 0 or gathered is None:
         return None
-    return results_dict(loaded, gathered, bootstrap_iters=options.bootstrap_iters, log_samples=options.log_samples)
+    return results_dict(loaded, gathered, bootstrap_iters=options.bootstrap_iters, log_samples=keep is not None)

@@ -56,7 +56,7 @@ from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
 from assay.runner.spec_file import load_spec
-from assay.runner.results import status_sink
+from assay.runner.results import status_sink, versus_baseline
 
 if TYPE_CHECKING:
     from assay.run_options import EvalOptions
@@ -231,14 +231,15 @@ def run_spec(
     results = evaluator.run(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)
     if results is None:
         return None
-    samples = results.pop("samples", None)
-    save = functools.partial(_save, results, samples if options.log_samples else None, spec, options, output_dir, started)
-    _record(results, save, sink, output_dir)
+    records = results.pop("samples", None) or {}
+    comparison = versus_baseline.status_of(spec, results, records, sink=sink, output_root=os.environ.get(spec_module.ENV_OUTPUT_ROOT))
+    save = functools.partial(_save, results, records, spec, options, output_dir, started)
+    _record(results, save, sink, output_dir, comparison=comparison)
     return results
 
 
 def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
-            output_dir: str | os.PathLike[str] | None) -> None:  # fmt: skip
+            output_dir: str | os.PathLike[str] | None, *, comparison: Mapping[str, Any] | None = None) -> None:  # fmt: skip
     """Scores to status first, then the files: status outlives an emptyDir output volume,
     and a full volume must not cost scores already computed.
 
@@ -246,7 +247,7 @@ def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
     deletes its Job and never reads its status, and failing it would only raise a Job-failed
     alert for a run the user replaced. Its files are still written, as its own output."""
     try:
-        recorded = sink.finished(results)
+        recorded = sink.finished(results, comparison=comparison)
     except status_sink.ResultsNotRecorded:
         try:
             path = save()
@@ -271,12 +272,13 @@ def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
 
 def _save(
     results: dict[str, Any],
-    samples: Mapping[str, Any] | None,
+    records: Mapping[str, Any],
     spec: spec_module.Evaluation,
     options: EvalOptions,
     output_dir: str | os.PathLike[str] | None,
     started: float,
 ) -> Path | None:
+    from assay.compare.outputs import score_line
     from assay.runner.results import output
 
     tracker = output.EvaluationTracker(os.fspath(output_dir) if output_dir is not None else None)
@@ -284,7 +286,7 @@ def _save(
     chat_template = options.apply_chat_template
     saved = tracker.save(
         results,
-        samples,
+        records if options.log_samples else None,
         model_source=spec.model,
         model_args=dict(spec.model_args),
         system_instruction=spec.system_instruction,
@@ -295,6 +297,10 @@ def _save(
         log.info("results written to %s", saved.results_path)
     for path in saved.sample_paths:
         log.info("samples written to %s", path)
+    if saved.results_path is not None and records:
+        # Any finished run can be a baseline: its documents' scores, whatever logSamples says.
+        lines = {task: [score_line(record) for record in task_records] for task, task_records in records.items()}
+        output.save_scores(lines, saved.results_path, saved.date_id)
     return saved.results_path
 
 
@@ -319,7 +325,7 @@ class ProgressReporter:
 
 
 def _sink(rank: int) -> Any:
-    from assay.runner.results import status_sink
+    from assay.runner.results import status_sink, versus_baseline
 
     return status_sink.sink_from_env() if rank == 0 else status_sink.NullSink()
 

@@ -15,6 +15,7 @@ from assay import endpoint_urls, run_rules
 from assay.batch_size import BatchSize
 from assay.errors import UserError
 from assay.run_options import EvalOptions
+from assay.spec.gate import Baseline, Gate
 
 GROUP = "assay.dev"
 VERSION = "v1alpha1"
@@ -39,6 +40,8 @@ ENV_NAME = "ASSAY_EVALUATION_NAME"
 ENV_NAMESPACE = "ASSAY_EVALUATION_NAMESPACE"
 ENV_GENERATION = "ASSAY_EVALUATION_GENERATION"
 ENV_OUTPUT_DIR = "ASSAY_OUTPUT_DIR"
+ENV_OUTPUT_ROOT = "ASSAY_OUTPUT_ROOT"
+"""The output volume's mount: spec.baseline.path and a baseline's status.outputDir are read under it."""
 ENV_POD_NAME = "ASSAY_POD_NAME"
 ENV_JOB_NAME = "ASSAY_JOB_NAME"
 ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
@@ -206,6 +209,10 @@ class Evaluation:
     suspend: bool = False
     task_sources: tuple[str, ...] = ()
     """ConfigMaps (spec.taskSources[].configMap) whose keys are task YAMLs, added to the include path."""
+    baseline: Baseline | None = None
+    """The run this one is compared with after scoring (`assay.spec.gate`)."""
+    gate: Gate = Gate()
+    """What counts as a regression against the baseline."""
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, JSON]) -> "Evaluation":
@@ -253,6 +260,7 @@ class Evaluation:
             limit=self.limit,
             samples={task: list(ids) for task, ids in self.samples.items()} if self.samples else None,
             log_samples=run_rules.log_samples(log_samples=self.log_samples, predict_only=self.predict_only),
+            score_records=True,
             system_instruction=self.system_instruction,
             apply_chat_template=self.chat_template_option,
             fewshot_as_multiturn=fewshot_as_multiturn,

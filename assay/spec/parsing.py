@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
-from assay.spec import kube_names, scheduling
+from assay.spec import gate_parsing, kube_names, scheduling
 from assay.spec.reader import Reader, kind
 from assay.spec.model import (
     API_MODELS, API_VERSION, FEWSHOT_AS_MULTITURN_REFUSAL, JSON, KIND, SEED_STRING_RE, Cache, ConfigMapKey, Endpoint,
@@ -25,7 +25,7 @@ _TOP_FIELDS = {
     "fewshotAsMultiturn", "systemInstruction", "logSamples", "predictOnly", "metadata",
     "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "endpoint", "cache",
     "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
-    "taskSources",
+    "taskSources", "baseline", "gate",
 }  # fmt: skip
 
 # The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml): far above any real
@@ -68,6 +68,7 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
     model_args = r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or {}
     endpoint = _endpoint(r, model, model_args)
     resources = _resources(r)
+    baseline = gate_parsing.parse_baseline(r)
     if endpoint is not None and resources.nodes > 1:
         raise UserError("spec.endpoint runs in one pod: set spec.resources.nodes to 1 (modelArgs.num_concurrent sets parallel requests).")
     return Evaluation(
@@ -101,6 +102,8 @@ def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
         active_deadline_seconds=r.integer("activeDeadlineSeconds", None, minimum=1),
         suspend=bool(r.boolean("suspend", False)),
         task_sources=_task_sources(r),
+        baseline=baseline,
+        gate=gate_parsing.parse_gate(r, has_baseline=baseline is not None),
     )
 
 

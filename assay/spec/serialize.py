@@ -6,6 +6,7 @@ would store them.
 
 from __future__ import annotations
 
+from assay.spec import gate
 from assay.spec.model import JSON, Evaluation
 
 
@@ -57,6 +58,8 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "activeDeadlineSeconds": e.active_deadline_seconds,
         "suspend": e.suspend,
         "taskSources": [{"configMap": name} for name in e.task_sources] or None,
+        "baseline": gate.baseline_to_dict(e.baseline) if e.baseline is not None else None,
+        "gate": gate.gate_to_dict(e.gate) if e.baseline is not None else None,
     }
     return _drop_none(out)
 

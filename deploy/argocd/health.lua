@@ -1,6 +1,7 @@
 -- Argo CD health of an assay.dev Evaluation (resource.customizations.health.assay.dev_Evaluation).
 -- An Evaluation is a run, not a service: Healthy once its scores are in, Degraded once it
--- failed for good (the operator never retries a failed run), Suspended while spec.suspend
+-- failed for good (the operator never retries a failed run) or regressed against its
+-- spec.baseline (condition Regressed True: a suite gates a promotion), Suspended while spec.suspend
 -- holds it, Progressing otherwise, including while the operator has not yet seen the
 -- latest spec (a stale status would report the previous run's outcome).
 local hs = {status = "Progressing", message = "Waiting for the Assay operator to accept the Evaluation."}
@@ -32,6 +33,11 @@ end
 if holds("Failed") or holds("Stalled") or status.phase == "Failed" then
   hs.status = "Degraded"
   hs.message = note("The evaluation failed.")
+  return hs
+end
+if holds("Regressed") then
+  hs.status = "Degraded"
+  hs.message = conditions["Regressed"].message or "A metric regressed against the baseline."
   return hs
 end
 if holds("Succeeded") or holds("Ready") then

@@ -42,8 +42,8 @@ def hf_spec(model: str = MODEL_IN_POD, **overrides: Any) -> dict[str, Any]:
 
 
 # ~12,500 requests (arc_easy's 2,376 questions x 4 choices and 3,000 lambada passages):
-# 30-60 s of scoring, long enough for the runner to report progress and an ETA (every 5 s)
-# and for a test to act in the middle of the run.
+# ~10 s of scoring on two cores after ~20 s of start-up, long enough for a test to act in the
+# middle of the run; a test that needs several progress reports (every 5 s) also caps its CPU.
 LONG_RUN: dict[str, Any] = {"tasks": ["arc_easy", "lambada_openai"], "limit": 3000, "batchSize": 8}
 
 

@@ -60,7 +60,10 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
     ns = cluster.namespace
 
     cluster.apply(_in_suite("board-a", **hf_spec()))
-    cluster.apply(_in_suite("board-b", **hf_spec(model=SECOND_MODEL_IN_POD, **LONG_RUN)))
+    # A quarter of a core: the long run's ~10 s of scoring on two cores stretches past several
+    # progress reports (an ETA needs two) and Prometheus scrapes, however fast the engine gets.
+    slow = {"nodes": 1, "gpusPerNode": 0, "cpu": "250m"}
+    cluster.apply(_in_suite("board-b", **hf_spec(model=SECOND_MODEL_IN_POD, **LONG_RUN, resources=slow)))
     cluster.apply(_in_suite("board-refused", **dummy_spec(tasks=["no_such_task"])))
 
     answered: dict[str, list[dict[str, Any]]] = {}

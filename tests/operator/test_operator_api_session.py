@@ -204,13 +204,14 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     import urllib.parse
 
     from assay.operator.build import builders
+    from assay.operator.build import children as run_children
     from assay.operator.kube import kube
 
     session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     monkeypatch.setattr(kube, "session", lambda: session)
     ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
-    for manifest, path in [(builders.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
-                           (builders.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner")]:  # fmt: skip
+    for manifest, path in [(run_children.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
+                           (run_children.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner")]:  # fmt: skip
         assert kube.apply(manifest) is True
         sent = server.requests[-1]
         url = urllib.parse.urlsplit(sent["path"])
@@ -222,7 +223,7 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     assert len(server.requests) == 2  # one request per child, as the create it replaces
     # A namespace being deleted makes nothing more: not an error.
     gone = builders.EvaluationRef(name="tiny", namespace="terminating", uid="u1", generation=1)
-    assert kube.apply(builders.role_binding(gone)) is False
+    assert kube.apply(run_children.role_binding(gone)) is False
     refused = builders.EvaluationRef(name="tiny", namespace="forbidden", uid="u1", generation=1)
     with pytest.raises(kube.ApiError, match="403"):
-        kube.apply(builders.role(refused))  # RBAC's refusal is an error
+        kube.apply(run_children.role(refused))  # RBAC's refusal is an error

@@ -13,6 +13,7 @@ import pytest
 from kubernetes import client
 
 from assay.operator.build import builders
+from assay.operator.build import children as run_children
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
@@ -36,7 +37,7 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("nodes,gpus", [(1, 0), (1, 1), (1, 4), (3, 8)])
 def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus: int) -> None:
-    children = builders.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
+    children = run_children.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
     kinds = [c["kind"] for c in children]
     assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + ["Job"]
     for child in children:
@@ -50,7 +51,7 @@ def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus
 
 def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
     assert builders.job_name(REF) == "pythia-core-g3"
-    assert builders.children(REF, _spec()) == builders.children(REF, _spec())
+    assert run_children.children(REF, _spec()) == run_children.children(REF, _spec())
     long = builders.EvaluationRef(name="x" * 250, namespace="n", uid="u", generation=12345)
     name = builders.job_name(long)
     assert len(name) <= 52 and name.endswith("-g12345")
@@ -58,14 +59,14 @@ def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
 
 
 def test_runner_role_reads_its_own_evaluation_and_patches_only_its_status() -> None:
-    role = builders.role(REF)
+    role = run_children.role(REF)
     # No `patch` on the Evaluation itself: the runner cannot rewrite its spec (image, hfTokenSecret).
     assert role["rules"] == [
         {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": ["pythia-core"], "verbs": ["get"]},
         {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": ["pythia-core"],
          "verbs": ["patch"]},
     ]  # fmt: skip
-    binding = builders.role_binding(REF)
+    binding = run_children.role_binding(REF)
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "pythia-core-runner", "namespace": "evals"}]
 
@@ -155,7 +156,7 @@ def test_environment_carries_the_runner_contract() -> None:
 def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environment() -> None:
     # A long `samples` list: as an environment variable (over 128 KiB) the container would not start.
     spec = _spec(samples={"arc_easy": list(range(40_000))}, resources={"nodes": 2, "gpusPerNode": 2})
-    children = {c["kind"]: c for c in builders.children(REF, spec)}
+    children = {c["kind"]: c for c in run_children.children(REF, spec)}
     config_map, job = children["ConfigMap"], children["Job"]
     assert job["metadata"]["name"] == "pythia-core-g3" and config_map["metadata"]["name"] == "pythia-core-g3-spec"
     assert config_map["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
@@ -163,7 +164,7 @@ def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environ
     (text,) = config_map["data"].values()
     assert len(text) > 200 * 1024 and text == spec.to_json()
     assert parse_spec(json.loads(config_map["data"]["evaluation.json"])) == spec
-    assert "ConfigMap" in builders.APPLIED_KINDS  # there again for a Job made again after it was lost
+    assert "ConfigMap" in run_children.APPLIED_KINDS  # there again for a Job made again after it was lost
     pod = job["spec"]["template"]["spec"]
     volume = {"name": "spec", "configMap": {"name": "pythia-core-g3-spec", "items": [{"key": "evaluation.json",
                                                                                       "path": "evaluation.json"}]}}  # fmt: skip

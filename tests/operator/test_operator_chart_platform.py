@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from assay.operator.build import builders, containers
+from assay.operator.build import children as run_children
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
 
@@ -52,9 +53,9 @@ def test_pull_secrets_reach_the_operator_account_and_every_runner_account(monkey
     assert env[builders.PULL_SECRETS_ENV] == "runner-reg,mirror"
     # What the operator makes of that variable, for each Evaluation's runner account.
     monkeypatch.setenv(builders.PULL_SECRETS_ENV, env[builders.PULL_SECRETS_ENV])
-    assert builders.service_account(REF)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
+    assert run_children.service_account(REF)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
     monkeypatch.delenv(builders.PULL_SECRETS_ENV)
-    assert "imagePullSecrets" not in builders.service_account(REF)
+    assert "imagePullSecrets" not in run_children.service_account(REF)
     assert builders.PULL_SECRETS_ENV not in _env(_render())
 
 

@@ -275,3 +275,51 @@ def test_output_written_reports_the_files_of_a_run_whose_scores_are_in(files: An
     # The next run starts without the previous run's files, word or condition.
     again = _apply(done, c.accepted(done, job_name="ev-g2", generation=2, now=T1, new_run=True))
     assert "OutputWritten" not in _by_type(again) and "outputFiles" not in again and "runnerMessage" not in again
+
+
+# --- Regressed: the run against its baseline ----------------------------------------------
+
+BASELINE_SPEC = {"baseline": {"evaluation": "model-v1"}}
+REGRESSION = {"baseline": "model-v1", "verdict": "regressed",
+              "message": "Regressed against model-v1: arc_easy acc -0.0600 [-0.0900, -0.0300], Holm p = 0.001.", "rows": []}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "comparison,spec,expected",
+    [
+        (REGRESSION, BASELINE_SPEC, ("True", "Regressed", REGRESSION["message"])),
+        ({**REGRESSION, "verdict": "unchanged", "message": "No regression against model-v1 over 2 metrics (unchanged)."},
+         BASELINE_SPEC, ("False", "NoRegression", "No regression against model-v1 over 2 metrics (unchanged).")),
+        ({**REGRESSION, "verdict": "improved", "message": "m."}, BASELINE_SPEC, ("False", "NoRegression", "m.")),
+        ({**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."}, BASELINE_SPEC,
+         ("Unknown", "Inconclusive", "Inconclusive.")),
+        ({**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."}, {**BASELINE_SPEC, "gate": {"strict": True}},
+         ("True", "Inconclusive", "Inconclusive.")),
+        ({"baseline": "model-v1", "error": "The baseline Evaluation model-v1 has not succeeded (it is Running)."},
+         BASELINE_SPEC, ("Unknown", "BaselineUnavailable", "The baseline Evaluation model-v1 has not succeeded (it is Running).")),
+        (None, BASELINE_SPEC, ("Unknown", "BaselineUnavailable", "The runner reported no comparison with the baseline.")),
+        (None, {}, None),
+    ],
+    ids=["regressed", "unchanged", "improved", "inconclusive", "inconclusive-strict", "baseline-unavailable",
+         "not-reported", "no-baseline"],
+)  # fmt: skip
+def test_regressed_says_what_the_comparison_with_the_baseline_found(comparison: Any, spec: Any, expected: Any) -> None:
+    status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS}
+    if comparison is not None:
+        status["comparison"] = comparison
+    done = _finished(status, _job(conds=[("Complete", "", "")]), spec=spec)
+    assert done["phase"] == c.SUCCEEDED  # a regression is a verdict on the model, not a failed run
+    condition = _by_type(done).get("Regressed")
+    assert (condition and (condition["status"], condition["reason"], condition["message"])) == expected
+    # The next run starts without the previous run's comparison or condition.
+    again = _apply(done, c.accepted(done, job_name="ev-g2", generation=2, now=T1, new_run=True))
+    assert "Regressed" not in _by_type(again) and "comparison" not in again
+
+
+def test_a_failed_run_with_a_baseline_compared_nothing() -> None:
+    status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
+    failed = _finished(status, _job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]),
+                       spec=BASELINE_SPEC)  # fmt: skip
+    assert failed["phase"] == c.FAILED
+    regressed = _by_type(failed)["Regressed"]
+    assert (regressed["status"], regressed["reason"]) == ("Unknown", "RunFailed")

@@ -35,8 +35,8 @@ def test_identity_scope_and_printer_columns(crd: dict[str, Any]) -> None:
     assert version["name"] == spec_module.VERSION and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     columns = version["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == ["Model", "Tasks", "Phase", "Reason", "Progress", "Age", "Message"]
-    assert [c.get("priority", 0) for c in columns] == [0, 0, 0, 0, 0, 0, 1]  # Message only with -o wide
+    assert [c["name"] for c in columns] == ["Model", "Tasks", "Phase", "Reason", "Progress", "Regressed", "Age", "Message"]
+    assert [c.get("priority", 0) for c in columns] == [0, 0, 0, 0, 0, 0, 0, 1]  # Message only with -o wide
 
 
 def test_schema_fields_match_the_spec_parser(crd: dict[str, Any]) -> None:

@@ -109,16 +109,17 @@ def test_cluster_wide_render() -> None:
     # name (applied before the Job, deleted with a superseded one); never listed or watched.
     assert verbs[("", "configmaps")] == {"get", "create", "patch", "delete"}
     from assay.operator.build import builders
+    from assay.operator.build import children as run_children
     from assay.spec import parse_spec
 
     config_map = builders.spec_config_map(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),
                                           parse_spec({"model": "hf", "tasks": ["arc_easy"]}), job="e-g1")  # fmt: skip
-    assert config_map["kind"] in builders.APPLIED_KINDS  # a server-side apply: patch, and create when it makes one
+    assert config_map["kind"] in run_children.APPLIED_KINDS  # a server-side apply: patch, and create when it makes one
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
     # What each runner Role grants, the operator must hold (no escalate needed).
     # The Role as builders makes it: applying it is refused unless the operator holds every rule.
-    granted = builders.role(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1))["rules"]
+    granted = run_children.role(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1))["rules"]
     runner = {(r["apiGroups"][0], res): set(r["verbs"]) for r in granted for res in r["resources"]}
     assert runner == {("assay.dev", "evaluations"): {"get"}, ("assay.dev", "evaluations/status"): {"patch"}}
     assert all(needed <= verbs[key] for key, needed in runner.items())

@@ -14,6 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from assay.operator.build import builders
+from assay.operator.build import children as run_children
 from assay.operator.build.names import label_value
 from assay.spec import parse_spec
 
@@ -97,7 +98,7 @@ def _labels(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:
 def test_every_child_name_and_label_is_valid(nodes: int, generation: int) -> None:
     for name in NAMES:
         ref = builders.EvaluationRef(name=name, namespace="ns", uid="u", generation=generation)
-        for child in builders.children(ref, _spec(nodes)):
+        for child in run_children.children(ref, _spec(nodes)):
             child_name, kind = child["metadata"]["name"], child["kind"]
             if kind == "Service":
                 assert is_dns1035_label(child_name), (name, kind, child_name)

@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 from typing import Any
 
 from assay import spec as spec_module
@@ -177,7 +176,7 @@ def labels(ref: EvaluationRef) -> dict[str, str]:
     }
 
 
-def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
+def child_metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
     return {
         "name": name,
         "namespace": ref.namespace,
@@ -186,53 +185,12 @@ def _metadata(ref: EvaluationRef, name: str, **extra_labels: str) -> Manifest:
     }
 
 
-def service_account(ref: EvaluationRef) -> Manifest:
-    account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(ref, runner_account_name(ref))}
-    # Secrets live per namespace: each Evaluation's namespace needs its own copy of them.
-    secrets = [name.strip() for name in os.environ.get(PULL_SECRETS_ENV, "").split(",") if name.strip()]
-    if secrets:
-        account["imagePullSecrets"] = [{"name": name} for name in secrets]
-    return account
-
-
-APPLIED_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding", "ConfigMap"})
-"""Children applied (`kube.apply`) at every decision, to what this operator makes them: the runner's access, and
-the run's spec ConfigMap; the others are created once."""
-
-
-def role(ref: EvaluationRef) -> Manifest:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": _metadata(ref, runner_account_name(ref)),
-        "rules": [
-            # Reading its Evaluation tells the runner whether its run was superseded.
-            {"apiGroups": [spec_module.GROUP], "resources": [spec_module.PLURAL], "resourceNames": [ref.name],
-             "verbs": ["get"]},
-            # Progress and results; a spec patch (another image, another Secret) stays forbidden.
-            {"apiGroups": [spec_module.GROUP], "resources": [f"{spec_module.PLURAL}/status"],
-             "resourceNames": [ref.name], "verbs": ["patch"]},
-        ],  # fmt: skip
-    }
-
-
-def role_binding(ref: EvaluationRef) -> Manifest:
-    name = runner_account_name(ref)
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": _metadata(ref, name),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
-    }
-
-
 def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
     """DNS for the pods of an Indexed Job, so that every node finds rank 0's rendezvous."""
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(ref, job, **{LABEL_GENERATION: str(ref.generation)}),
+        "metadata": child_metadata(ref, job, **{LABEL_GENERATION: str(ref.generation)}),
         "spec": {
             "clusterIP": "None",
             "selector": {LABEL_JOB: job},
@@ -248,7 +206,7 @@ def spec_config_map(ref: EvaluationRef, spec: Evaluation, *, job: str) -> Manife
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": _metadata(ref, names.spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
+        "metadata": child_metadata(ref, names.spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
         "data": {containers.SPEC_KEY: spec.to_json()},
     }
 
@@ -291,6 +249,7 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         {"name": spec_module.ENV_NAMESPACE, "value": ref.namespace},
         {"name": spec_module.ENV_GENERATION, "value": str(ref.generation)},
         {"name": spec_module.ENV_OUTPUT_DIR, "value": output_dir(ref, spec)},
+        {"name": spec_module.ENV_OUTPUT_ROOT, "value": containers.OUTPUT_MOUNT},
         {"name": spec_module.ENV_USE_CACHE, "value": response_cache(ref, spec)},
         {"name": spec_module.ENV_POD_NAME, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         {"name": "HF_HOME", "value": f"{containers.CACHE_MOUNT}/huggingface"},
@@ -373,7 +332,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
     if spec.active_deadline_seconds is not None:
         job_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds
 
-    metadata = _metadata(ref, name, **job_labels)
+    metadata = child_metadata(ref, name, **job_labels)
     metadata["annotations"] = _job_annotations(ref, spec)
     manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
     placement_policy.fill_runner_pod(manifest, placement or placement_policy.from_env())
@@ -386,15 +345,3 @@ def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:
     if ref.rerun is not None:
         annotations[ANNOTATION_RERUN] = ref.rerun
     return annotations
-
-
-def children(ref: EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:  # fmt: skip
-    """Every child, in the order to create them (the Job last, once its identity and its spec exist);
-    those of `APPLIED_KINDS` are applied rather than created."""
-    name = job_name_override or job_name(ref)
-    out = [service_account(ref), role(ref), role_binding(ref), spec_config_map(ref, spec, job=name)]
-    if spec.resources.nodes > 1:
-        out.append(headless_service(ref, job=name))
-    out.append(job(ref, spec, name=name, default_image=default_image, placement=placement))
-    return out

@@ -36,7 +36,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
 from assay.operator.build.builders import KUEUE_QUEUE_LABEL
-from assay.operator.decide import outcome
+from assay.operator.decide import outcome, regression
 from assay.operator.decide.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.decide.diagnosis import Problem
 
@@ -61,14 +61,14 @@ def set_condition(
     conditions: Sequence[Condition] | None,
     *,
     type: str,
-    status: bool,
+    status: bool | None,
     reason: str,
     message: str,
     now: datetime.datetime,
     generation: int,
 ) -> list[Condition]:
-    """A copy of `conditions` with one set; lastTransitionTime moves only when status flips."""
-    value = "True" if status else "False"
+    """A copy of `conditions` with one set (status None: Unknown); lastTransitionTime moves only when status flips."""
+    value = "Unknown" if status is None else "True" if status else "False"
     out: list[Condition] = []
     found = False
     for condition in conditions or ():
@@ -107,7 +107,7 @@ def _with_all(
     *,
     now: datetime.datetime,
     generation: int,
-    values: Mapping[str, tuple[bool, str, str]],
+    values: Mapping[str, tuple[bool | None, str, str]],
 ) -> list[Condition]:
     conditions = list((status or {}).get("conditions") or ())
     for type, (value, reason, message) in values.items():
@@ -160,11 +160,11 @@ def accepted(
         patch.update({
             "phase": PENDING, "reason": PODS_PENDING, "message": message, "startTime": None, "completionTime": None,
             "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
-            "runnerMessage": None, "outputFiles": None,
+            "runnerMessage": None, "outputFiles": None, "comparison": None,
         })  # fmt: skip
-        # The previous run's files are not this run's.
+        # The previous run's files and comparison are not this run's.
         status = {**(status or {}), "conditions": [c for c in (status or {}).get("conditions") or ()
-                                                   if c.get("type") != OUTPUT_WRITTEN]}  # fmt: skip
+                                                   if c.get("type") not in (OUTPUT_WRITTEN, regression.REGRESSED)]}  # fmt: skip
         values = {
             ACCEPTED: (True, "SpecValid", message),
             # What `from_job` says of the new Job, so that its first events change nothing.
@@ -305,12 +305,13 @@ def from_job(
         message = note
     elif note and state.phase == FAILED:
         message = f"{state.message} Runner: {note}"
-    values: dict[str, tuple[bool, str, str]] = {
+    values: dict[str, tuple[bool | None, str, str]] = {
         RUNNING: (state.phase == RUNNING, state.reason, state.message),
         SUCCEEDED: (state.phase == SUCCEEDED, state.reason, message if state.phase == SUCCEEDED else "Not finished."),
         FAILED: (state.phase == FAILED, state.reason, message if state.phase == FAILED else "Not failed."),
         **summary(state.phase, reason=state.reason, message=message),
         **(outcome.output_written(status) if state.phase == SUCCEEDED else {}),
+        **(regression.regressed(status, spec, succeeded=state.phase == SUCCEEDED) if state.phase in TERMINAL_PHASES else {}),
     }
     patch: dict[str, Any] = {
         "phase": state.phase,

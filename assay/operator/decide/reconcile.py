@@ -24,7 +24,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
-from assay.operator.build import builders, names
+from assay.operator.build import builders, children, names
 from assay.operator.decide import conditions
 from assay.spec import Evaluation
 
@@ -86,7 +86,7 @@ def plan(
     current = _current_job(jobs, wanted_hash, ref.rerun)
     new_run = current is None
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
-    manifests = builders.children(ref, spec, job_name_override=job_name, default_image=default_image)
+    manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image)
     if not new_run:
         # The run exists: make sure its helpers do, but never re-create its Job.
         manifests = [m for m in manifests if m["kind"] != "Job"]

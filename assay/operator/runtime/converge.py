@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator.admission import policy, secret_consent
-from assay.operator.build import builders, names
+from assay.operator.build import builders, children, names
 from assay.operator.decide import conditions, reconcile
 from assay.operator.kube import kube, refusals
 from assay.operator.runtime import observe
@@ -77,7 +77,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
         written(evaluation)
     for manifest in steps.create:
         try:
-            if manifest["kind"] in builders.APPLIED_KINDS:
+            if manifest["kind"] in children.APPLIED_KINDS:
                 kube.apply(manifest)  # the runner's access as this operator grants it, whatever an older one made;
                 # and the run's spec, there again for a Job made again
             elif kube.create(manifest) and manifest["kind"] == "Job":

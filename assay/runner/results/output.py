@@ -266,6 +266,21 @@ def save_samples(
     return written
 
 
+def save_scores(
+    scores_by_task: Mapping[str, Iterable[Mapping[str, Any]]], results_path: Path, date_id: str
+) -> list[Path]:
+    """Write `scores_<task>_<date_id>.jsonl` beside the results: per document, its identity and
+    metric values (`assay.compare.outputs.score_line`), so that a later run can pair with this one."""
+    written = []
+    for task, lines in scores_by_task.items():
+        target = results_path.parent / f"scores_{task}_{date_id}.jsonl"
+        with open(target, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line, default=json_default, ensure_ascii=False) + "\n")
+        written.append(target)
+    return written
+
+
 class GeneralConfigTracker:
     """lm-eval's `evaluation_tracker.general_config_tracker`, for evaluators that fill it."""
 

@@ -64,9 +64,10 @@ class ResultsNotRecorded(Exception):
 class StatusSink(Protocol):
     def progress(self, done: int, total: int) -> None: ...
 
-    def finished(self, results: Mapping[str, Any]) -> bool:
-        """True once the scores are in status; False when there is no status to hold them
-        (`assay run`) or a newer run owns it; raises ResultsNotRecorded when they are lost."""
+    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
+        """True once the scores (and the `comparison` with the baseline) are in status; False
+        when there is no status to hold them (`assay run`) or a newer run owns it; raises
+        ResultsNotRecorded when they are lost."""
 
     def output(self, *, written: bool, message: str) -> None:
         """Whether the full results files were written (after `finished`), and where or why not."""
@@ -80,7 +81,7 @@ class NullSink:
     def progress(self, done: int, total: int) -> None:
         pass
 
-    def finished(self, results: Mapping[str, Any]) -> bool:
+    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
         return False
 
     def output(self, *, written: bool, message: str) -> None:
@@ -97,7 +98,7 @@ class UnreachableSink(NullSink):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def finished(self, results: Mapping[str, Any]) -> bool:
+    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
         raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status: {self.reason}.")
 
 
@@ -140,9 +141,10 @@ class _ThrottledSink:
             eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
         self._write({"progress": progress_status(done, total, eta_seconds=eta)}, final=False)
 
-    def finished(self, results: Mapping[str, Any]) -> bool:
+    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
         status = condense_results(results)
-        outcome = self._write({**status, "runnerMessage": status["message"]}, final=True)
+        extra = {"comparison": dict(comparison)} if comparison is not None else {}
+        outcome = self._write({**status, "runnerMessage": status["message"], **extra}, final=True)
         if outcome == DROPPED:
             raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status ({self.last_error}).")
         return outcome == WRITTEN
@@ -248,6 +250,12 @@ class KubernetesStatusSink(_ThrottledSink):
         # `add` replaces a member that exists; the operator wrote /status (jobName) first.
         return [test, *({"op": "add", "path": f"/status/{_pointer(key)}", "value": value}
                         for key, value in status.items() if value is not None)]  # fmt: skip
+
+    def read_evaluation(self, name: str) -> Mapping[str, Any]:
+        """Another Evaluation of this namespace (the baseline), as the runner's Role lets it read."""
+        body = self.api.get_namespaced_custom_object(spec_module.GROUP, spec_module.VERSION, self.namespace,
+                                                     spec_module.PLURAL, name)  # fmt: skip
+        return dict(body)
 
     def _superseded(self) -> bool:
         """Whether the Evaluation now runs another Job. By the run's Job name when known: a

@@ -1,0 +1,166 @@
+"""This run against its `spec.baseline`: rank 0, after scoring, before the scores go to status.
+
+The baseline is a results folder on this run's output volume: named by path, or by an
+Evaluation of the namespace whose last run succeeded (its `status.outputDir`, read through
+the runner's Role, which the operator extends to that one Evaluation). Its documents'
+scores are its `scores_` files (every runner Job writes them) or its samples; this run's
+are still in memory. The statistics are `assay compare`'s, with `spec.gate` as its flags.
+
+The comparison never costs the run its scores: a baseline that is missing, not finished,
+on another volume or unreadable becomes `status.comparison.error`, one sentence, and the
+operator's condition Regressed is Unknown.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from assay import echoed_text
+from assay.compare import comparison, outputs, verdicts
+from assay.errors import UsageError
+from assay.spec import Evaluation
+
+log = logging.getLogger("assay.runner")
+
+MAX_ROWS = 50
+"""Rows kept in status, worst first: the whole comparison is in the log and `assay compare`'s output."""
+MAX_NOTES = 10
+MESSAGE_CHARS = 1024
+NOTE_CHARS = 512
+DEFAULT_OUTPUT_ROOT = "/output"
+_WORST_FIRST = {verdicts.REGRESSED: 0, verdicts.INCONCLUSIVE: 1, verdicts.UNCHANGED: 2, verdicts.EQUIVALENT: 3,
+                verdicts.IMPROVED: 4}  # fmt: skip
+
+
+class BaselineUnavailable(Exception):
+    """One sentence on why the baseline cannot be compared with."""
+
+
+def status_of(spec: Evaluation, results: Mapping[str, Any], records: Mapping[str, Any], *, sink: Any,
+              output_root: str | None) -> dict[str, Any] | None:  # fmt: skip
+    """`status.comparison` for this run, or None without a baseline."""
+    if spec.baseline is None:
+        return None
+    label = spec.baseline.label
+    try:
+        folder = locate(spec, read_evaluation=getattr(sink, "read_evaluation", None),
+                        output_root=Path(output_root or DEFAULT_OUTPUT_ROOT))  # fmt: skip
+        baseline = outputs.read_run(folder, label=f"the baseline {label}")
+        candidate = outputs.run_in_memory(results, records, label="this run")
+        settings = comparison.Settings(alpha=spec.gate.alpha, margin=spec.gate.equivalence_margin,
+                                       tolerances=tuple(verdicts.parse_max_drop(flag) for flag in spec.gate.max_drop_flags()))  # fmt: skip
+        result = comparison.compare_runs(baseline, candidate, settings)
+    except (BaselineUnavailable, UsageError) as error:
+        log.warning("no comparison with the baseline %s: %s", label, error)
+        return {"baseline": label, "error": echoed_text.bounded(str(error), MESSAGE_CHARS)}
+    except (KeyError, TypeError, ValueError, IndexError) as error:
+        note = f"The baseline {label} could not be compared with: its results or scores files have an unexpected shape ({error!r})."
+        log.warning("%s", note)
+        return {"baseline": label, "error": echoed_text.bounded(note, MESSAGE_CHARS)}
+    status = as_status(result, label=label, strict=spec.gate.strict)
+    log.info("against the baseline %s: %s", label, status["message"])
+    return status
+
+
+def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, Any]] | None, output_root: Path) -> Path:
+    """The baseline's results folder (or file) under this run's output volume."""
+    assert spec.baseline is not None
+    if spec.baseline.path is not None:
+        return _existing(output_root / spec.baseline.path, f"spec.baseline.path {spec.baseline.path}")
+    name = str(spec.baseline.evaluation)
+    if read_evaluation is None:
+        raise BaselineUnavailable(f"The baseline Evaluation {name} can be read only on a cluster; "
+                                  "give spec.baseline.path (its results folder) instead.")  # fmt: skip
+    try:
+        body = read_evaluation(name)
+    except Exception as error:  # noqa: BLE001 - any failure to read is one sentence in status
+        status = getattr(error, "status", None)
+        why = "it does not exist" if status == 404 else f"reading it failed ({_first_line(error)})"
+        raise BaselineUnavailable(f"The baseline Evaluation {name} cannot be used: {why}.") from None
+    return _folder_of(name, body, spec, output_root)
+
+
+def _folder_of(name: str, body: Mapping[str, Any], spec: Evaluation, output_root: Path) -> Path:
+    status, their_spec = body.get("status") or {}, body.get("spec") or {}
+    phase = status.get("phase") or "not yet accepted"
+    if phase != "Succeeded":
+        raise BaselineUnavailable(f"The baseline Evaluation {name} has not succeeded (it is {phase}); "
+                                  "compare again with a re-run once it has.")  # fmt: skip
+    theirs = (their_spec.get("output") or {}).get("pvc")
+    if not theirs:
+        raise BaselineUnavailable(f"The baseline Evaluation {name} wrote its results to an emptyDir, gone with its pod; "
+                                  "give it spec.output.pvc and re-run it.")  # fmt: skip
+    if theirs != spec.output.pvc:
+        raise BaselineUnavailable(f"The baseline Evaluation {name} writes to the volume {theirs}, this one to "
+                                  f"{spec.output.pvc or 'an emptyDir'}; set the same spec.output.pvc on both.")  # fmt: skip
+    written = str(status.get("outputDir") or "")
+    relative = written.removeprefix(DEFAULT_OUTPUT_ROOT).strip("/")
+    if not relative or ".." in relative.split("/"):
+        raise BaselineUnavailable(f"The baseline Evaluation {name} names no results folder in its status.")
+    return _existing(output_root / relative, f"The baseline Evaluation {name}'s results folder {written}")
+
+
+def _existing(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise BaselineUnavailable(f"{what} does not exist on this run's output volume.")
+    return path
+
+
+def _first_line(error: Exception) -> str:
+    status = getattr(error, "status", None)
+    if isinstance(status, int) and status > 0:
+        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".rstrip()
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else type(error).__name__
+
+
+def as_status(result: comparison.Comparison, *, label: str, strict: bool) -> dict[str, Any]:
+    """The comparison as status holds it: the verdict, one sentence, the rows worst first."""
+    rows = sorted(result.rows, key=_badness)
+    status: dict[str, Any] = {
+        "baseline": label,
+        "baselineRun": os.fspath(result.baseline),
+        "verdict": result.verdict,
+        "message": echoed_text.bounded(_sentence(result, rows, label=label, strict=strict), MESSAGE_CHARS),
+        "rows": [_row(row) for row in rows[:MAX_ROWS]],
+        "rowsOmitted": max(0, len(rows) - MAX_ROWS),
+    }
+    if result.notes:
+        status["notes"] = [echoed_text.bounded(note, NOTE_CHARS) for note in result.notes[:MAX_NOTES]]
+    return status
+
+
+def _gain(row: comparison.Row) -> float:
+    delta = row.result.delta
+    return (delta if row.higher_is_better else -delta) if math.isfinite(delta) else 0.0
+
+
+def _badness(row: comparison.Row) -> tuple[int, float]:
+    return _WORST_FIRST.get(row.verdict, 5), _gain(row)
+
+
+def _row(row: comparison.Row) -> dict[str, Any]:
+    test = row.result
+    values = {"baseline": test.baseline, "candidate": test.candidate, "delta": test.delta, "ciLow": test.ci_low,
+              "ciHigh": test.ci_high, "pValue": row.p_holm, "mde": test.mde}  # fmt: skip
+    numbers = {key: (float(value) if math.isfinite(value) else None) for key, value in values.items()}
+    return {"task": row.task, "metric": row.metric, "filter": row.filter, "n": test.n, **numbers,
+            "test": test.test, "verdict": row.verdict}  # fmt: skip
+
+
+def _sentence(result: comparison.Comparison, rows: list[comparison.Row], *, label: str, strict: bool) -> str:
+    worst = rows[0]
+    where = (f"{worst.task} {worst.metric} {worst.result.delta:+.4f} "
+             f"[{worst.result.ci_low:+.4f}, {worst.result.ci_high:+.4f}], Holm p = {worst.p_holm:.3g}")  # fmt: skip
+    count = f"{len(rows)} metric{'s' if len(rows) != 1 else ''}"
+    if result.verdict == verdicts.REGRESSED:
+        return f"Regressed against {label}: {where}."
+    if result.verdict == verdicts.INCONCLUSIVE:
+        gate = " (the gate is strict: this fails it)" if strict else ""
+        return (f"Inconclusive against {label}{gate}: too few documents to rule out a drop beyond the tolerance; "
+                f"worst {where}, MDE {worst.result.mde:.4f}.")  # fmt: skip
+    return f"No regression against {label} over {count} ({result.verdict}); worst {where}."
