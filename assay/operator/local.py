@@ -70,11 +70,15 @@ def output_dir_for(metadata: Mapping[str, Any], spec: spec_module.Evaluation, ro
     return Path(root) / (spec.output.path or str(metadata["name"]))
 
 
-def run_in_process(spec: spec_module.Evaluation, output_dir: Path) -> dict[str, Any]:
-    results = engine.run_spec(spec, str(output_dir))
+def run_in_process(spec: spec_module.Evaluation, output_dir: Path, *, output_root: str) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="assay-status-") as tmp:
+        status_file = Path(tmp) / "status.json"
+        results = engine.run_spec(spec, str(output_dir), output_root=output_root, status_file=str(status_file))
+        reported = json.loads(status_file.read_text()) if status_file.is_file() else {}
     if results is None:  # one process is rank 0, which always has the results
         raise RuntimeError("the in-process run returned no results")
-    return engine.condense_results(results)
+    comparison = {"comparison": reported["comparison"]} if "comparison" in reported else {}
+    return {**engine.condense_results(results), **comparison}
 
 
 def torchrun_command(spec: spec_module.Evaluation) -> list[str]:
@@ -84,7 +88,8 @@ def torchrun_command(spec: spec_module.Evaluation) -> list[str]:
     ]  # fmt: skip
 
 
-def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation, output_dir: Path) -> tuple[int, dict[str, Any]]:
+def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation, output_dir: Path,
+                       *, output_root: str) -> tuple[int, dict[str, Any]]:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="assay-status-") as tmp:
         status_file = Path(tmp) / "status.json"
         # A file, as in a pod: an environment variable over 128 KiB (a long `samples` list) fails the exec.
@@ -96,6 +101,7 @@ def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation
             spec_module.ENV_NAME: str(metadata["name"]),
             spec_module.ENV_NAMESPACE: str(metadata.get("namespace") or "default"),
             spec_module.ENV_OUTPUT_DIR: str(output_dir),
+            spec_module.ENV_OUTPUT_ROOT: output_root,
             spec_module.ENV_STATUS_FILE: str(status_file),
         }
         code = subprocess.call(torchrun_command(spec), env=env)
@@ -114,12 +120,12 @@ def run_one(metadata: Mapping[str, Any], spec: spec_module.Evaluation, *, output
     output_dir.mkdir(parents=True, exist_ok=True)
     start = datetime.datetime.now(datetime.timezone.utc)
     if spec.resources.world_size > 1:
-        code, status = run_under_torchrun(metadata, spec, output_dir)
+        code, status = run_under_torchrun(metadata, spec, output_dir, output_root=output_root)
         phase = conditions.SUCCEEDED if code == 0 else conditions.FAILED
         if code != 0:
             status.setdefault("message", f"torchrun exited with code {code}; see the log above.")
     else:
-        status = run_in_process(spec, output_dir)
+        status = run_in_process(spec, output_dir, output_root=output_root)
         phase = conditions.SUCCEEDED
     end = datetime.datetime.now(datetime.timezone.utc)
     return {

@@ -44,11 +44,17 @@ def model_names() -> Sequence[str]:
     return registered()
 
 
-def run_spec(spec: spec_module.Evaluation, output_dir: str) -> dict[str, Any] | None:
-    """Run one Evaluation on this process's share; lm-eval's results dict on rank 0, else None."""
-    from assay.runner.job import run_spec as run
+def run_spec(spec: spec_module.Evaluation, output_dir: str, *, output_root: str | None = None,
+             status_file: str | None = None) -> dict[str, Any] | None:  # fmt: skip
+    """Run one Evaluation on this process's share; lm-eval's results dict on rank 0, else None.
 
-    return run(spec, output_dir)
+    `status_file`: where rank 0 writes the status fields (scores, the comparison with
+    spec.baseline, whose path is read under `output_root`)."""
+    from assay.runner.job import run_spec as run
+    from assay.runner.results.status_sink import FileStatusSink
+
+    sink = FileStatusSink(status_file) if status_file is not None else None
+    return run(spec, output_dir, sink=sink, output_root=output_root)
 
 
 def condense_results(results: Mapping[str, Any]) -> dict[str, Any]:

@@ -209,11 +209,13 @@ def run_spec(
     include_path: str | None = None,
     use_cache: str | None = None,
     sink: Any = None,
+    output_root: str | None = None,
 ) -> dict[str, Any] | None:
     """Evaluate `spec` on this process's share; on rank 0 write outputs and return results.
 
     Call `distributed.init_from_env()` first when running under torchrun. Returns None
-    on ranks other than 0. `sink` defaults to the environment's status sink on rank 0.
+    on ranks other than 0. `sink` defaults to the environment's status sink on rank 0;
+    `output_root` (where spec.baseline.path is read) to ASSAY_OUTPUT_ROOT, then /output.
     """
     from assay.runner import evaluator
 
@@ -232,7 +234,8 @@ def run_spec(
     if results is None:
         return None
     records = results.pop("samples", None) or {}
-    comparison = versus_baseline.status_of(spec, results, records, sink=sink, output_root=os.environ.get(spec_module.ENV_OUTPUT_ROOT))
+    comparison = versus_baseline.status_of(spec, results, records, sink=sink,
+                                          output_root=output_root or os.environ.get(spec_module.ENV_OUTPUT_ROOT))
     save = functools.partial(_save, results, records, spec, options, output_dir, started)
     _record(results, save, sink, output_dir, comparison=comparison)
     return results

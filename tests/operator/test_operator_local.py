@@ -73,7 +73,7 @@ def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process
 
     monkeypatch.setattr(local.subprocess, "call", recording_call)
     (tmp_path / "out").mkdir()
-    code, status = local.run_under_torchrun({"name": "big"}, spec, tmp_path / "out")
+    code, status = local.run_under_torchrun({"name": "big"}, spec, tmp_path / "out", output_root=str(tmp_path))
     assert code == 0 and status == {}
     (env,) = started
     assert max(len(value) for value in env.values()) < 128 * 1024 and "ASSAY_EVALUATION" not in env
@@ -167,3 +167,40 @@ def test_operator_without_credentials_is_one_sentence(tmp_path: Path, monkeypatc
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(UserError, match="No Kubernetes credentials"):
         main.main(["--metrics-port", "0", "--health-port", "0", "--standalone"])
+
+
+GATED = """
+apiVersion: assay.dev/v1alpha1
+kind: Evaluation
+metadata: {name: base}
+spec: {model: dummy, tasks: [arc_easy], limit: 30, seed: 7, resources: {gpusPerNode: 0}}
+---
+apiVersion: assay.dev/v1alpha1
+kind: Evaluation
+metadata: {name: again}
+spec: {model: dummy, tasks: [arc_easy], limit: 30, seed: 7, resources: {gpusPerNode: 0}, baseline: {path: base}}
+---
+apiVersion: assay.dev/v1alpha1
+kind: Evaluation
+metadata: {name: by-name}
+spec: {model: dummy, tasks: [arc_easy], limit: 30, seed: 7, resources: {gpusPerNode: 0}, baseline: {evaluation: base}}
+"""
+
+
+def test_apply_local_compares_with_a_baseline_folder_under_the_output_dir(
+    tmp_path: Path, converted: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import yaml
+
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(converted))
+    path = tmp_path / "gated.yaml"
+    path.write_text(GATED)
+    assert local.main(["-f", str(path), "--local", "--output-dir", str(tmp_path / "out")]) == 0
+    base, again, by_name = [doc["status"] for doc in yaml.safe_load_all(capsys.readouterr().out)]
+    assert "comparison" not in base
+    assert list((tmp_path / "out" / "base").glob("**/scores_arc_easy_*.jsonl"))  # any run can be a baseline
+    # The same seeded answers on the same documents: nothing changed, and a powered "no change".
+    assert again["comparison"]["verdict"] == "unchanged" and again["comparison"]["baseline"] == "path:base"
+    assert {row["n"] for row in again["comparison"]["rows"]} == {30}
+    assert by_name["comparison"] == {"baseline": "base", "error": "The baseline Evaluation base can be read only on a "
+                                     "cluster; give spec.baseline.path (its results folder) instead."}  # fmt: skip
