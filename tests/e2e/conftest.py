@@ -380,6 +380,16 @@ def tiny_model(shared_data: Path, volumes: Path, datasets_dir: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def second_model(volumes: Path, shared_data: Path, tiny_model: Path) -> Path:
+    """Another tiny GPT-2 (other weights) beside the first on the cache volume; pods see it at SECOND_MODEL_IN_POD."""
+    from tests.model_fixtures import tiny_gpt2
+
+    model = tiny_gpt2(volumes / "cache" / "models" / "tiny-gpt2-b", shared_data / "gpt2_tokenizer", seed=4321)
+    give_to_runner(volumes / "cache")
+    return model
+
+
+@pytest.fixture(scope="session")
 def local_results(tiny_model: Path, datasets_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A local `assay run` of the evaluation `helpers.hf_spec` describes: the reference scores."""
     from tests.e2e.helpers import local_assay_run

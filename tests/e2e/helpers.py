@@ -16,6 +16,7 @@ SEED = 1234
 
 
 MODEL_IN_POD = "/cache/models/tiny-gpt2"
+SECOND_MODEL_IN_POD = "/cache/models/tiny-gpt2-b"
 VOLUMES = {
     # The namespace's `cache` claim holds the model and Assay's offline datasets; results
     # go to its `output` claim (both local PersistentVolumes made by the `cluster` fixture).

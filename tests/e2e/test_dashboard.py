@@ -12,27 +12,16 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import REPO, Cluster, evaluation_manifest, give_to_runner
-from tests.e2e.helpers import LONG_RUN, MODEL_IN_POD, dummy_spec, hf_spec
+from tests.e2e.conftest import REPO, Cluster, evaluation_manifest
+from tests.e2e.helpers import LONG_RUN, MODEL_IN_POD, SECOND_MODEL_IN_POD, dummy_spec, hf_spec
 from tests.e2e.prometheus import prometheus, query  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e
 
 DASHBOARD = REPO / "deploy" / "helm" / "assay" / "dashboards" / "assay.json"
 SUITE = "dashboard"
-SECOND_MODEL_IN_POD = "/cache/models/tiny-gpt2-b"
 # Panels whose series exist only while an Evaluation runs.
 WHILE_RUNNING = ("Running evaluations: progress and ETA", "Progress of running evaluations")
-
-
-@pytest.fixture(scope="module")
-def second_model(volumes: Path, shared_data: Path, tiny_model: Path) -> Path:
-    """Another tiny GPT-2 (other weights) beside the first on the cache volume."""
-    from tests.model_fixtures import tiny_gpt2
-
-    model = tiny_gpt2(volumes / "cache" / "models" / "tiny-gpt2-b", shared_data / "gpt2_tokenizer", seed=4321)
-    give_to_runner(volumes / "cache")
-    return model
 
 
 def _in_suite(name: str, **spec: Any) -> dict[str, Any]:

@@ -87,3 +87,24 @@ def test_a_duplicate_evaluation_fails_at_kustomize_not_in_the_cluster(tmp_path: 
     result = _kustomize(copy)
     assert result.returncode != 0
     assert "pythia-160m-arc-easy-qa" in result.stderr and "already registered id" in result.stderr, result.stderr
+
+
+@needs_kubectl
+def test_the_gated_suite_compares_each_candidate_with_its_production_twin() -> None:
+    from assay.operator.build import children
+
+    evaluations = {d["metadata"]["name"]: d for d in _render(EXAMPLES / "suite-gated") if d["kind"] == "Evaluation"}
+    candidates = {name: e for name, e in evaluations.items() if e["metadata"]["labels"]["assay.dev/role"] == "candidate"}
+    assert len(candidates) == 2 and len(evaluations) == 4
+    for name, evaluation in candidates.items():
+        spec = parse_spec(evaluation["spec"])
+        assert spec.baseline is not None and spec.baseline.evaluation is not None
+        baseline = parse_spec(evaluations[spec.baseline.evaluation]["spec"])
+        # The same tasks and output volume (where the runner reads the baseline's scores), another revision.
+        assert baseline.tasks == spec.tasks and baseline.output.pvc == spec.output.pvc
+        assert baseline.model_args["revision"] != spec.model_args["revision"]
+        assert baseline.baseline is None
+        validation.validate(spec)
+        ref = builders.EvaluationRef(name=name, namespace="team-a", uid="u", generation=1)
+        (readable, _) = children.role(ref, spec)["rules"]
+        assert readable["resourceNames"] == [name, spec.baseline.evaluation] and readable["verbs"] == ["get"]
