@@ -1,7 +1,9 @@
 """An own Prometheus for e2e tests: it discovers the operator pod through the real API server,
 as the chart's ServiceMonitor tells a Prometheus Operator to, and scrapes it every second,
 presenting what the ServiceMonitor says (with `bearerTokenFile`: a real token of a service
-account bound to the chart's metrics-reader ClusterRole, as Prometheus's own would be)."""
+account bound to the chart's metrics-reader ClusterRole, as Prometheus's own would be).
+It evaluates the chart's alerting rules every second: the PrometheusRule's `spec.groups` as
+one rule file, as the Prometheus Operator writes it (`alerts` reads what fires)."""
 
 from __future__ import annotations
 
@@ -51,6 +53,13 @@ def _scrape_config(cluster: Cluster, token_file: Path, reader_token_file: Path) 
     }  # fmt: skip
 
 
+def _rule_file(path: Path) -> Path:
+    """The chart's PrometheusRule (metrics.prometheusRule) as a Prometheus rule file at `path`."""
+    (rule,) = [d for d in render_chart("metrics.prometheusRule.enabled=true") if d["kind"] == "PrometheusRule"]
+    path.write_text(yaml.safe_dump({"groups": rule["spec"]["groups"]}))
+    return path
+
+
 @pytest.fixture
 def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
     """An own Prometheus on a loopback port, discovering the operator pod through the API server."""
@@ -63,6 +72,7 @@ def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
     reader_token_file.write_text(metrics_reader_token(cluster.plane))
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                                      "rule_files": [str(_rule_file(tmp_path / "assay-rules.yml"))],
                                       "scrape_configs": [_scrape_config(cluster, token_file, reader_token_file)]}))  # fmt: skip
     port = free_port()
     log = open(tmp_path / "prometheus.log", "wb")
@@ -96,3 +106,8 @@ def query(base: str, promql: str) -> list[dict[str, Any]]:
     answer = json.loads(body)
     assert answer["status"] == "success", answer
     return answer["data"]["result"]
+
+
+def alerts(base: str, state: str = "firing") -> list[dict[str, Any]]:
+    """The `ALERTS` series in `state` (firing or pending): one per alert, its labels in `metric`."""
+    return query(base, f'ALERTS{{alertstate="{state}"}}')

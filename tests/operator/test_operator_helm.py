@@ -48,6 +48,16 @@ def test_dashboard_plots_scores_per_task_and_model() -> None:
             assert base in exported, f"dashboard queries {name}, which the operator does not export"
 
 
+def test_dashboard_panels_have_their_own_ids_and_places() -> None:
+    panels = json.loads((CHART / "dashboards" / "assay.json").read_text())["panels"]
+    assert len({p["id"] for p in panels}) == len(panels) and len({p["title"] for p in panels}) == len(panels)
+    cells = [(p["title"], x, y) for p in panels for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+             for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])]  # fmt: skip
+    owners: dict[tuple[int, int], str] = {}
+    for title, x, y in cells:
+        assert x < 24 and owners.setdefault((x, y), title) == title, f"{title!r} overlaps {owners[(x, y)]!r}"
+
+
 def test_templates_are_balanced() -> None:
     """Without helm: every block opened in a template is closed."""
     for path in (CHART / "templates").glob("*"):

@@ -69,25 +69,25 @@ def _dropped(metrics: EvaluationMetrics) -> float:
 
 
 def test_score_series_are_capped_per_evaluation_and_the_dropped_ones_counted() -> None:
-    metrics = EvaluationMetrics(max_series_per_evaluation=10)
-    metrics.observe(_evaluation(_tasks(8)))  # 16 series: score and stderr of 8 tasks
+    metrics = EvaluationMetrics(max_series_per_evaluation=20)
+    metrics.observe(_evaluation(_tasks(8)))  # 32 series: score, stderr and the interval's two ends of 8 tasks
     names = [(name, labels["task"]) for name, labels, _ in _samples(metrics) if name.startswith("assay_evaluation_score")]
-    assert len(names) == 10 and {task for _, task in names} == {f"task_{i:03}" for i in range(5)}
-    assert _dropped(metrics) == 6
+    assert len(names) == 20 and {task for _, task in names} == {f"task_{i:03}" for i in range(5)}
+    assert _dropped(metrics) == 12
     # The same status seen again (every watch event): the same series dropped, not counted twice.
     metrics.observe(_evaluation(_tasks(8)))
-    assert _dropped(metrics) == 6
-    # Two more tasks: four more series dropped.
+    assert _dropped(metrics) == 12
+    # Two more tasks: eight more series dropped.
     metrics.observe(_evaluation(_tasks(10)))
-    assert _dropped(metrics) == 10
+    assert _dropped(metrics) == 20
     # A second Evaluation has its own cap.
     metrics.observe(_evaluation(_tasks(3), name="other"))
     other = [s for s in _samples(metrics) if s[0] == "assay_evaluation_score" and s[1]["evaluation"] == "other"]
-    assert len(other) == 3 and _dropped(metrics) == 10
+    assert len(other) == 3 and _dropped(metrics) == 20
 
 
 def test_the_cap_keeps_group_scores_first() -> None:
-    metrics = EvaluationMetrics(max_series_per_evaluation=2)
+    metrics = EvaluationMetrics(max_series_per_evaluation=4)
     evaluation = _evaluation(_tasks(5))
     evaluation["status"]["groups"] = {"mmlu": {"acc,none": {"value": 0.4, "stderr": 0.02}}}
     metrics.observe(evaluation)

@@ -9,13 +9,17 @@ operator's own health (reconcile timings, queue depth, leader) is `controller_me
 
 Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of `assay_evaluation_info` (model,
 revision and suite, to join scores with), 1 of progress, 1 of ETA (while running), 1 of
-duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), and 2
-(score and stderr) per metric/filter pair of each task and group it reports. A suite of hundreds of subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds
-of series per Evaluation, so `score_series` limits them: `all`, `headline` (group scores
-when the run has groups, else task scores) or `none`; and `max_series_per_evaluation` caps
-what is left (groups first), counting what it drops in `assay_metric_series_dropped_total`.
+duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), 4
+(score, stderr and the score's 95% interval; 1 without a stderr) per metric/filter pair of
+each task and group it reports, and with a baseline 1 of `assay_evaluation_regressed` plus
+3 (delta and its interval) per compared metric (`evaluation_series`). A suite of hundreds of
+subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds of series per Evaluation, so
+`score_series` limits the scores: `all`, `headline` (group scores when the run has groups,
+else task scores) or `none`; and `max_series_per_evaluation` caps the per-metric series
+left (compared metrics first, worst first, then groups, then tasks), counting what it
+leaves out in `assay_metric_series_dropped_total`.
 
-Model, task, metric, filter, revision and suite names are a tenant's strings: each label
+Model, task, metric, filter, revision, suite and baseline names are a tenant's strings: each label
 value goes through `metric_labels.bounded` (no control characters, at most 128 characters).
 """
 
@@ -27,10 +31,10 @@ from typing import Any, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from assay import scores
 from assay.errors import UserError
 from assay.operator.build.metric_labels import bounded
 from assay.operator.decide import conditions
+from assay.operator.runtime import evaluation_series as series
 from assay.operator.runtime import metrics_server
 from assay.operator.runtime.controller_metrics import ControllerMetrics
 from assay.operator.runtime.metrics_auth import TokenAuthorizer
@@ -42,13 +46,13 @@ SCORE_SERIES = ("all", "headline", "none")
 SCORE_SERIES_ENV = "ASSAY_SCORE_SERIES"
 MAX_SERIES_ENV = "ASSAY_MAX_SERIES_PER_EVALUATION"
 DEFAULT_MAX_SERIES = 500
-"""Score and stderr series one Evaluation may have (the chart's metrics.maxSeriesPerEvaluation)."""
+"""Per-metric series (scores, their stderr and interval, deltas) one Evaluation may have
+(the chart's metrics.maxSeriesPerEvaluation)."""
 _SCORE = (*_EVAL, "model", "task", "metric", "filter")
+_DELTA = (*_EVAL, "baseline", "task", "metric", "filter")
 _INFO = (*_EVAL, "model", "revision", "suite")
 #: The label a suite's kustomization puts on each of its Evaluations (examples/suite).
 SUITE_LABEL = "assay.dev/suite"
-Values = tuple[float | None, float | None]
-"""(score, stderr) of one series' labels."""
 
 
 class EvaluationMetrics:
@@ -65,9 +69,19 @@ class EvaluationMetrics:
         self.max_series = max_series_per_evaluation
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.score = Gauge("assay_evaluation_score", "Aggregated metric of a task or group.", _SCORE, registry=r)
-        self.stderr = Gauge("assay_evaluation_score_stderr", "Standard error of assay_evaluation_score.", _SCORE,
-                            registry=r)  # fmt: skip
+        self.score = Gauge(series.SCORE, "Aggregated metric of a task or group.", _SCORE, registry=r)
+        self.stderr = Gauge(series.STDERR, "Standard error of assay_evaluation_score.", _SCORE, registry=r)
+        self.score_ci_low = Gauge(series.SCORE_CI_LOW, "Lower end of the score's 95% interval, score - 1.96 stderr.",
+                                  _SCORE, registry=r)  # fmt: skip
+        self.score_ci_high = Gauge(series.SCORE_CI_HIGH, "Upper end of the score's 95% interval, score + 1.96 stderr.",
+                                   _SCORE, registry=r)  # fmt: skip
+        self.delta = Gauge(series.DELTA, "Candidate minus baseline score of a compared metric.", _DELTA, registry=r)
+        self.delta_ci_low = Gauge(series.DELTA_CI_LOW, "Lower end of the delta's confidence interval (the comparison's).",
+                                  _DELTA, registry=r)  # fmt: skip
+        self.delta_ci_high = Gauge(series.DELTA_CI_HIGH, "Upper end of the delta's confidence interval (the comparison's).",
+                                   _DELTA, registry=r)  # fmt: skip
+        self.regressed = Gauge("assay_evaluation_regressed", "1 when the comparison with the baseline says regressed, "
+                               "else 0; absent without a comparison.", (*_EVAL, "baseline"), registry=r)  # fmt: skip
         self.progress = Gauge("assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL,
                               registry=r)  # fmt: skip
         self.phase = Gauge("assay_evaluation_phase", "1 for the Evaluation's current phase, else 0.", (*_EVAL, "phase"),
@@ -87,14 +101,20 @@ class EvaluationMetrics:
         self.sweep_errors = Counter("assay_sweep_errors", "Failures in a periodic sweep's pass, by sweep and kind "
                                     "(http_<status> or the error's class); the sweep goes on.", ("sweep", "kind"),
                                     registry=r)  # fmt: skip
-        self.dropped = Counter("assay_metric_series_dropped", "Score series not exported: over the cap per Evaluation.",
-                               ("namespace",), registry=r)  # fmt: skip
+        self.dropped = Counter("assay_metric_series_dropped", "Per-metric series not exported: over the cap per "
+                               "Evaluation.", ("namespace",), registry=r)  # fmt: skip
         self.controller = ControllerMetrics(r)
-        self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._row_gauges = {
+            series.SCORE: self.score, series.STDERR: self.stderr, series.SCORE_CI_LOW: self.score_ci_low,
+            series.SCORE_CI_HIGH: self.score_ci_high, series.DELTA: self.delta, series.DELTA_CI_LOW: self.delta_ci_low,
+            series.DELTA_CI_HIGH: self.delta_ci_high,
+        }  # fmt: skip
+        # The per-metric series each Evaluation has, by gauge name, to remove those its next status lacks.
+        self._series: dict[tuple[str, str], set[series.Series]] = {}
         # The series each Evaluation had dropped, so that each is counted once, not at every event.
-        self._dropped: dict[tuple[str, str], set[tuple[str, ...]]] = {}
-        # The info and failure series of each Evaluation, by id of the gauge: their labels
-        # change with the spec or the reason, and the old series must go when they do.
+        self._dropped: dict[tuple[str, str], set[series.Series]] = {}
+        # The info, failure and regressed series of each Evaluation, by id of the gauge: their labels
+        # change with the spec, the reason or the baseline, and the old series must go when they do.
         self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
@@ -102,83 +122,75 @@ class EvaluationMetrics:
         """Set every gauge of one Evaluation from its current spec and status."""
         meta = body.get("metadata") or {}
         key = _key(meta.get("namespace", ""), meta.get("name", ""))
+        spec = body.get("spec") or {}
         status = body.get("status") or {}
-        model = bounded(status.get("model") or _model_label(body.get("spec") or {}))
+        model = bounded(status.get("model") or _model_label(spec))
+        comparison = status.get("comparison") if isinstance(status.get("comparison"), Mapping) else None
+        rows = [*series.comparison_rows(key, comparison),
+                *series.score_rows(key, model, status, self._score_sections(status))]  # fmt: skip
         with self._lock:
-            observed = self._capped(key, self._scores(key, model, status))
-            for stale in self._series.get(key, set()) - set(observed):
-                self._remove_score(stale)
-            for labels, (value, stderr) in observed.items():
-                if value is not None:
-                    self.score.labels(*labels).set(value)
-                if stderr is not None:
-                    self.stderr.labels(*labels).set(stderr)
-            self._series[key] = set(observed)
-            progress = status.get("progress") or {}
-            total = progress.get("requestsTotal") or 0
-            if total:
-                self.progress.labels(*key).set(min(1.0, (progress.get("requestsDone") or 0) / total))
-            elif status.get("phase") == conditions.SUCCEEDED:
-                self.progress.labels(*key).set(1.0)
-            else:
-                _remove(self.progress, key)  # a new run (its status cleared): no last run's value
-            current = status.get("phase")
-            if current:
-                for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
-                    self.phase.labels(*key, phase).set(1.0 if phase == current else 0.0)
-            seconds = conditions.duration_seconds(status)
-            if seconds is not None:
-                self.duration.labels(*key).set(seconds)
-            else:
-                _remove(self.duration, key)
-            eta = progress.get("etaSeconds")
-            if current == conditions.RUNNING and eta is not None:
-                self.eta.labels(*key).set(eta)
-            else:
-                _remove(self.eta, key)
+            self._set_rows(key, rows)
+            self._observe_run(key, status)
             suite = bounded((meta.get("labels") or {}).get(SUITE_LABEL, ""))
-            self._set_one(self.info, key, (model, bounded(_revision(body.get("spec") or {})), suite))
-            failed = current == conditions.FAILED
+            self._set_one(self.info, key, (model, bounded(_revision(spec)), suite))
+            failed = status.get("phase") == conditions.FAILED
             self._set_one(self.failure, key, (bounded(status.get("reason") or "Unknown"),) if failed else None)
+            regressed = series.regressed(comparison)
+            if regressed is None:
+                self._set_one(self.regressed, key, None)
+            else:
+                baseline, value = regressed
+                self._set_one(self.regressed, key, (baseline,), value=value)
 
-    def _scores(self, key: tuple[str, str], model: str, status: Mapping[str, Any]) -> dict[tuple[str, ...], Values]:
-        """Score and stderr of each reported (task, metric, filter), by its bounded labels."""
-        observed: dict[tuple[str, ...], Values] = {}
-        for section in self._score_sections(status):
-            for task, metrics in (status.get(section) or {}).items():
-                for metric_filter, entry in (metrics or {}).items():
-                    metric, filter_name = scores.split_key(metric_filter)
-                    series = (*key, model, bounded(task), bounded(metric), bounded(filter_name or "none"))
-                    observed[series] = ((entry or {}).get("value"), (entry or {}).get("stderr"))
-        return observed
+    def _observe_run(self, key: tuple[str, str], status: Mapping[str, Any]) -> None:
+        """Progress, phase, duration and ETA of the Evaluation's current run."""
+        progress = status.get("progress") or {}
+        total = progress.get("requestsTotal") or 0
+        current = status.get("phase")
+        if total:
+            self.progress.labels(*key).set(min(1.0, (progress.get("requestsDone") or 0) / total))
+        elif current == conditions.SUCCEEDED:
+            self.progress.labels(*key).set(1.0)
+        else:
+            _remove(self.progress, key)  # a new run (its status cleared): no last run's value
+        if current:
+            for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
+                self.phase.labels(*key, phase).set(1.0 if phase == current else 0.0)
+        seconds = conditions.duration_seconds(status)
+        if seconds is not None:
+            self.duration.labels(*key).set(seconds)
+        else:
+            _remove(self.duration, key)
+        eta = progress.get("etaSeconds")
+        if current == conditions.RUNNING and eta is not None:
+            self.eta.labels(*key).set(eta)
+        else:
+            _remove(self.eta, key)
 
-    def _capped(self, key: tuple[str, str], observed: dict[tuple[str, ...], Values]) -> dict[tuple[str, ...], Values]:
-        """The first `max_series` series of `observed`; each series dropped for the first time is counted."""
-        kept: dict[tuple[str, ...], Values] = {}
-        dropped: set[tuple[str, ...]] = set()
-        count = 0
-        for labels, (value, stderr) in observed.items():
-            wanted = (value is not None) + (stderr is not None)
-            if count + wanted <= self.max_series:
-                kept[labels] = (value, stderr)
-                count += wanted
-                continue
-            dropped |= {(*labels, kind) for kind, v in (("score", value), ("stderr", stderr)) if v is not None}
+    def _set_rows(self, key: tuple[str, str], rows: list[series.Row]) -> None:
+        """Export the rows that fit under the cap, remove this Evaluation's other per-metric series,
+        and count each series left out the first time it is."""
+        kept, dropped = series.capped(rows, self.max_series)
         new = len(dropped - self._dropped.get(key, set()))
         if new:
             self.dropped.labels(key[0]).inc(new)
         self._dropped[key] = dropped
-        return kept
+        wanted = {(name, row.labels): value for row in kept for name, value in row.values.items()}
+        for name, labels in self._series.get(key, set()) - wanted.keys():
+            _remove(self._row_gauges[name], labels)
+        for (name, labels), value in wanted.items():
+            self._row_gauges[name].labels(*labels).set(value)
+        self._series[key] = set(wanted)
 
-    def _set_one(self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None) -> None:
-        """Keep exactly one series of `gauge` for this Evaluation (labels `key + extra`), or none."""
+    def _set_one(self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None, *, value: float = 1.0) -> None:
+        """Keep exactly one series of `gauge` for this Evaluation (labels `key + extra`, at `value`), or none."""
         seen = self._one_series.setdefault(id(gauge), {})
         wanted = None if extra is None else (*key, *extra)
         previous = seen.pop(key, None)
         if previous is not None and previous != wanted:
             _remove(gauge, previous)
         if wanted is not None:
-            gauge.labels(*wanted).set(1.0)
+            gauge.labels(*wanted).set(value)
             seen[key] = wanted
 
     def _score_sections(self, status: Mapping[str, Any]) -> tuple[str, ...]:
@@ -193,11 +205,11 @@ class EvaluationMetrics:
         key = _key(namespace, name)
         with self._lock:
             self._dropped.pop(key, None)
-            for labels in self._series.pop(key, set()):
-                self._remove_score(labels)
+            for name, labels in self._series.pop(key, set()):
+                _remove(self._row_gauges[name], labels)
             for gauge in (self.progress, self.duration, self.eta):
                 _remove(gauge, key)
-            for gauge in (self.info, self.failure):
+            for gauge in (self.info, self.failure, self.regressed):
                 self._set_one(gauge, key, None)
             for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
                 _remove(self.phase, (*key, phase))
@@ -216,10 +228,6 @@ class EvaluationMetrics:
 
     def record_sweep_error(self, sweep: str, kind: str) -> None:
         self.sweep_errors.labels(sweep, kind).inc()
-
-    def _remove_score(self, labels: tuple[str, ...]) -> None:
-        _remove(self.score, labels)
-        _remove(self.stderr, labels)
 
     def start_server(self, port: int, addr: str = "0.0.0.0", *, authorizer: TokenAuthorizer | None = None,
                      tls: TlsFiles | None = None) -> tuple[Any, threading.Thread]:  # fmt: skip
