@@ -1,7 +1,7 @@
 """Regression gates on the real node: Evaluations that name a baseline are compared with it by
 their runner, and say so in status, in the condition Regressed, in `kubectl get`, to
 `kubectl wait`, and to Prometheus, whose copy of the chart's PrometheusRule alerts on a
-regression and on nothing else.
+regression and on nothing else; the dashboard's versus-baseline panels return series.
 
 A baseline run of the tiny GPT-2; the same spec against it (nothing changed: Regressed
 False); another model against it (a real comparison of two models); the same spec against a
@@ -21,6 +21,7 @@ import pytest
 from tests.e2e.conftest import Cluster, evaluation_manifest, give_to_runner
 from tests.e2e.helpers import SECOND_MODEL_IN_POD, hf_spec
 from tests.e2e.prometheus import prometheus, query  # noqa: F401  (fixture)
+from tests.e2e.test_dashboard import DASHBOARD, NEEDS_BASELINE, _panel_series
 
 pytestmark = pytest.mark.e2e
 
@@ -108,3 +109,10 @@ def test_candidates_are_compared_with_their_baseline_and_a_regression_alerts(
     assert {row["metric"]["evaluation"] for row in alerts} <= {"gate-worse", "gate-other"}
     assert "gate-worse" in {row["metric"]["evaluation"] for row in alerts}
     assert "gate-self" not in {row["metric"]["evaluation"] for row in query(prometheus, "ALERTS")}
+
+    # The dashboard's versus-baseline panels, as Grafana would query them.
+    panels = {panel["title"]: panel for panel in json.loads(DASHBOARD.read_text())["panels"]}
+    for title in NEEDS_BASELINE:
+        rows = cluster.wait_for(f"the panel {title!r} to return series", lambda title=title: _panel_series(prometheus, panels[title], ns),
+                                timeout=60)  # fmt: skip
+        assert "gate-worse" in {row["metric"].get("evaluation") for row in rows}, (title, rows[:3])
