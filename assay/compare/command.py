@@ -19,8 +19,9 @@ DESCRIPTION = "Is the candidate run worse than the baseline, or is it noise? Pai
 EPILOG = textwrap.dedent("""
     BASELINE and CANDIDATE are output folders (or results JSONs) of `assay run` or `lm_eval`
     run with --log_samples. Documents pair on doc_hash. Tests: exact McNemar (0/1 metrics),
-    paired t (other means), paired bootstrap (perplexity, BLEU and other corpus metrics);
-    the overall verdict is Holm-corrected over all metrics. See docs/compare.md.
+    paired t (other means), paired bootstrap (perplexity, BLEU and other corpus metrics),
+    clustered z (a task whose YAML names metadata.cluster_key), stratified z (groups, as a
+    whole); the overall verdict is Holm-corrected over all rows. See docs/compare.md.
 
     exit codes: 0 no regression, 1 a regression, 2 bad input, 3 inconclusive with --strict
 

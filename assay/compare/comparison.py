@@ -1,9 +1,16 @@
 """Two runs in, one `Comparison` out: every task, metric and filter both runs have.
 
 For each, the test follows the metric's aggregation (corpus.py): a mean of 0/1 values →
-exact McNemar, another mean → paired t, a corpus-level aggregation → paired bootstrap.
-Groups are not compared themselves (their value is a weighted mean over subtasks that are
-compared one by one); the report says so when either run has groups.
+exact McNemar, another mean → paired t, a corpus-level aggregation → paired bootstrap. A
+task whose documents are clustered (its `cluster_key`) gets a clustered z test for its
+means instead of McNemar and paired t (clustered.py).
+
+Groups that aggregate are compared as a whole too (groups.py), after their tasks: one row
+per group, metric and filter, a stratified z test over the subtasks' paired documents.
+
+The overall verdict is Holm-corrected over every row, group rows included: a group row
+repeats evidence its subtasks' rows already carry, so counting it makes the family larger
+and the correction stricter, never looser.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from assay.compare import corpus, outputs, pairing, statistics, verdicts
+from assay.compare import clustered, corpus, groups, outputs, pairing, statistics, verdicts
 from assay.errors import UsageError
 
 
@@ -36,6 +43,8 @@ class Row:
     max_drop: float
     verdict: str
     p_holm: float = float("nan")
+    group: groups.GroupMetric | None = None
+    """For a group's row: its subtasks and weighting."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +72,8 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         notes.extend(pairing.prompt_notes(task, pairs, (baseline.results, candidate.results)))
         notes.extend(_pairing_notes(pairs))
         rows.extend(row for metric in pairs.metrics if (row := _row(metric, settings, notes)) is not None)
+        notes.extend(_cluster_notes(pairs, baseline.cluster_key(task) or candidate.cluster_key(task), rows))
+    rows.extend(_group_rows(baseline.results, candidate.results, tasks, settings, notes))
     if not rows:
         raise UsageError(f"Nothing to compare: {baseline.label} and {candidate.label} have no task, metric and document "
                          "in common with samples (run both with --log_samples).")  # fmt: skip
@@ -72,15 +83,13 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
 
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:
-    groups = set(baseline.results.get("groups", {})) | set(candidate.results.get("groups", {}))
-    if groups:
-        notes.append(f"Groups ({', '.join(sorted(groups))}) are not compared as such; their tasks are, one by one.")
-    shared = [task for task in baseline.results["results"] if task in candidate.results["results"] and task not in groups]
+    names = groups.group_names(baseline.results) | groups.group_names(candidate.results)
+    shared = [task for task in baseline.results["results"] if task in candidate.results["results"] and task not in names]
     for task in shared:
         missing = [run.label for run in (baseline, candidate) if task not in run.tasks_with_samples()]
         if missing:
             notes.append(f"{task}: left out, no samples file in the {' and '.join(missing)} (run with --log_samples).")
-    only = sorted(set(baseline.results["results"]) ^ set(candidate.results["results"]))
+    only = sorted((set(baseline.results["results"]) ^ set(candidate.results["results"])) - names)
     if only:
         notes.append(f"In one run only, left out: {', '.join(only)}.")
     return [task for task in shared if task in baseline.tasks_with_samples() and task in candidate.tasks_with_samples()]
@@ -128,22 +137,51 @@ def _test(metric: pairing.MetricPairs, settings: Settings) -> statistics.PairedT
     if metric.aggregation == "brier_score":
         baseline = np.array([corpus.brier_per_document(item) for item in metric.baseline])
         candidate = np.array([corpus.brier_per_document(item) for item in metric.candidate])
-        return statistics.paired_t(baseline, candidate, alpha=settings.alpha)
-    if metric.aggregation in corpus.CORPUS:
+    elif metric.aggregation in corpus.CORPUS:
         aggregate, prepare = corpus.CORPUS[metric.aggregation]
         return statistics.paired_bootstrap(prepare(metric.baseline), prepare(metric.candidate), aggregate,
                                            alpha=settings.alpha, iterations=settings.iterations, seed=settings.seed)  # fmt: skip
-    if metric.aggregation != corpus.MEAN:
+    elif (numbers := metric.numbers()) is not None:
+        baseline, candidate = numbers
+    else:
         return None
-    try:
-        baseline, candidate = np.asarray(metric.baseline, dtype=float), np.asarray(metric.candidate, dtype=float)
-    except (TypeError, ValueError):
-        return None
-    if baseline.ndim != 1:
-        return None
-    binary = np.isin(baseline, (0.0, 1.0)).all() and np.isin(candidate, (0.0, 1.0)).all()
+    if metric.clusters is not None:
+        return clustered.clustered_z(baseline, candidate, metric.clusters, alpha=settings.alpha)
+    binary = metric.aggregation != "brier_score" and np.isin(baseline, (0.0, 1.0)).all() and np.isin(candidate, (0.0, 1.0)).all()
     test = statistics.mcnemar if binary else statistics.paired_t
     return test(baseline, candidate, alpha=settings.alpha)
+
+
+def _cluster_notes(pairs: pairing.TaskPairing, key: str | None, rows: list[Row]) -> list[str]:
+    clusters = next((metric.clusters for metric in pairs.metrics if metric.clusters is not None), None)
+    if clusters is None:
+        return []
+    count = clustered.cluster_count(clusters)
+    sentence = (f"{pairs.task}: documents clustered by {repr(key) if key else 'their cluster field'} ({count} clusters over "
+                f"{len(clusters)} paired documents): its means get a clustered z test instead of McNemar or paired t")  # fmt: skip
+    if any(row.task == pairs.task and row.result.test == "bootstrap" for row in rows):
+        sentence += "; the bootstrap of its corpus metrics ignores the clusters"
+    sentence += "."
+    if count < 30:
+        sentence += " With fewer than 30 clusters the normal approximation is rough."
+    return [sentence]
+
+
+def _group_rows(baseline: Mapping[str, Any], candidate: Mapping[str, Any], tasks: list[pairing.TaskPairing],
+                settings: Settings, notes: list[str]) -> list[Row]:  # fmt: skip
+    pairs = {(metric.task, metric.metric, metric.filter): metric for task in tasks for metric in task.metrics}
+    rows = []
+    specs = groups.group_metrics(baseline, candidate, notes)
+    for spec in specs:
+        result = groups.compare_group(spec, pairs, alpha=settings.alpha, notes=notes)
+        if result is None:
+            continue
+        higher = groups.direction(spec, baseline, pairs)
+        max_drop = verdicts.max_drop_for(list(settings.tolerances), spec.group, spec.metric)
+        verdict = verdicts.verdict(result, higher_is_better=higher, alpha=settings.alpha, max_drop=max_drop, margin=settings.margin)
+        rows.append(Row(spec.group, spec.metric, spec.filter, higher, result, max_drop, verdict, group=spec))
+    notes.extend(groups.weighting_note([row.group for row in rows if row.group is not None]))
+    return rows
 
 
 def _with_holm(rows: list[Row], settings: Settings) -> list[Row]:

@@ -1,9 +1,10 @@
-"""The three reference distributions a paired comparison needs, from the standard library.
+"""The reference distributions a paired comparison needs, from the standard library.
 
-Normal quantiles come from `statistics.NormalDist`; Student's t from the regularised
-incomplete beta function (the continued fraction of Numerical Recipes §6.4); the exact
-binomial from integer arithmetic. scipy would do all three, but importing `scipy.stats`
-takes longer than comparing a whole MMLU run, and Assay's core does not depend on it.
+Normal quantiles come from `statistics.NormalDist`, the normal tail from `math.erfc`;
+Student's t from the regularised incomplete beta function (the continued fraction of
+Numerical Recipes §6.4); the exact binomial from integer arithmetic. scipy would do all of
+it, but importing `scipy.stats` takes longer than comparing a whole MMLU run, and Assay's
+core does not depend on it.
 tests/compare check every function here against scipy.
 """
 
@@ -21,6 +22,13 @@ _EPSILON = 1e-15
 def normal_quantile(probability: float) -> float:
     """z such that P(Z ≤ z) = probability (scipy: `norm.ppf`)."""
     return _STANDARD_NORMAL.inv_cdf(probability)
+
+
+def normal_two_sided_p(statistic: float) -> float:
+    """P(|Z| ≥ |z|) for a standard normal Z (scipy: 2·`norm.sf(|z|)`); erfc keeps the far tail exact."""
+    if math.isnan(statistic):
+        return math.nan
+    return math.erfc(abs(statistic) / math.sqrt(2.0))
 
 
 def binomial_two_sided_half(successes: int, trials: int) -> float:

@@ -11,6 +11,12 @@ A runner Job also writes `scores_<task>_<date_id>.jsonl` beside its results, wha
 document, prompt or responses), so that any finished Evaluation can be a baseline. A task
 with both files is read from its samples.
 
+A task whose documents come in clusters (questions sharing a passage) names the document
+field in its YAML's metadata, `metadata: {cluster_key: passage}` (lm-eval's TaskConfig
+refuses keys it does not know, and keeps `metadata` in the results JSON's `configs`). Each
+sample's cluster is then a digest of `doc[cluster_key]`; a scores_ line, which has no
+document, carries that digest as `cluster`.
+
 Only the fields a comparison needs are kept from each sample line (the document, prompt
 and responses are dropped as soon as a line is parsed), so that two MMLU-sized runs fit
 in little memory.
@@ -19,6 +25,7 @@ in little memory.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -40,6 +47,8 @@ class Sample:
     prompt_hash: str
     filter: str
     values: Mapping[str, Any]
+    cluster: str | None = None
+    """The document's cluster (a digest of its `cluster_key` field); None without one."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,12 +70,32 @@ class RunOutput:
     def samples(self, task: str) -> list[Sample]:
         if self.in_memory is not None and task in self.in_memory:
             return self.in_memory[task]
-        return read_samples(self.samples_paths[task], label=self.label)
+        return read_samples(self.samples_paths[task], label=self.label, cluster_key=self.cluster_key(task))
+
+    def cluster_key(self, task: str) -> str | None:
+        config = self.results.get("configs", {}).get(task)
+        return cluster_key(config) if isinstance(config, dict) else None
+
+
+def cluster_key(config: Mapping[str, Any]) -> str | None:
+    """The document field that names a task's clusters: `metadata.cluster_key` (or a top-level `cluster_key`)."""
+    metadata = config.get("metadata")
+    key = metadata.get("cluster_key") if isinstance(metadata, dict) else None
+    key = key if key is not None else config.get("cluster_key")
+    return key if isinstance(key, str) and key else None
+
+
+def cluster_id(value: Any) -> str:
+    """A short, stable name for a cluster value (passages are long; only equality matters)."""
+    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
 def run_in_memory(results: Mapping[str, Any], samples: Mapping[str, Any], *, label: str) -> RunOutput:
     """A run from its results dict and its samples records (lm-eval's `samples` member)."""
-    loaded = {task: [_sample(record, path=Path(label), number=number, label=label)
+    configs = results.get("configs", {})
+    loaded = {task: [_sample(record, path=Path(label), number=number, label=label,
+                             cluster_key=cluster_key(configs.get(task) or {}))
                      for number, record in enumerate(records, start=1)]
               for task, records in samples.items()}  # fmt: skip
     return RunOutput(label=label, results_path=Path(label), results=results, samples_paths={}, in_memory=loaded)
@@ -127,34 +156,48 @@ SCORE_FIELDS = ("doc_id", "doc_hash", "prompt_hash", "filter", "metrics")
 """What a scores_ line keeps of a samples line, besides the metric values it names."""
 
 
-def score_line(sample: Mapping[str, Any]) -> dict[str, Any]:
-    """A samples-JSONL record reduced to a scores_ line."""
+def score_line(sample: Mapping[str, Any], *, cluster_key: str | None = None) -> dict[str, Any]:
+    """A samples-JSONL record reduced to a scores_ line (with its `cluster` under a cluster_key)."""
     kept = {key: sample[key] for key in SCORE_FIELDS if key in sample}
+    cluster = _cluster(sample, cluster_key)
+    if cluster is not None:
+        kept["cluster"] = cluster
     kept.update((name, sample[name]) for name in sample.get("metrics") or () if name in sample)
     return kept
 
 
-def read_samples(path: Path, *, label: str) -> list[Sample]:
+def read_samples(path: Path, *, label: str, cluster_key: str | None = None) -> list[Sample]:
     """Every line of one samples JSONL, reduced to what pairing needs."""
     samples = []
     try:
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    samples.append(_sample(json.loads(line), path=path, number=number, label=label))
+                    samples.append(_sample(json.loads(line), path=path, number=number, label=label, cluster_key=cluster_key))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UsageError(f"{label} {path} is not a readable samples JSONL ({error}).") from None
     return samples
 
 
-def _sample(record: Any, *, path: Path, number: int, label: str) -> Sample:
+def _sample(record: Any, *, path: Path, number: int, label: str, cluster_key: str | None = None) -> Sample:
     if not isinstance(record, dict) or any(key not in record for key in ("doc_id", "doc_hash")):
         raise UsageError(f"{label} {path} line {number} has no doc_id and doc_hash; was it written by lm-eval 0.4 or Assay?")
     names = record.get("metrics") or [k for k in record if k not in _KEPT and k not in _NOT_METRICS]
     return Sample(
         doc_id=int(record["doc_id"]), doc_hash=str(record["doc_hash"]), prompt_hash=str(record.get("prompt_hash", "")),
         filter=str(record.get("filter", "none")), values={name: record[name] for name in names if name in record},
+        cluster=_cluster(record, cluster_key),
     )  # fmt: skip
 
 
-_NOT_METRICS = frozenset({"doc", "target", "arguments", "resps", "filtered_resps", "metrics", "target_hash"})
+def _cluster(record: Mapping[str, Any], cluster_key: str | None) -> str | None:
+    """A scores_ line's `cluster`, else the digest of the document's cluster_key field, else None."""
+    if record.get("cluster") is not None:
+        return str(record["cluster"])
+    doc = record.get("doc")
+    if cluster_key is None or not isinstance(doc, dict) or doc.get(cluster_key) is None:
+        return None
+    return cluster_id(doc[cluster_key])
+
+
+_NOT_METRICS = frozenset({"doc", "target", "arguments", "resps", "filtered_resps", "metrics", "target_hash", "cluster"})

@@ -8,6 +8,9 @@ counted too: usually a different dataset order, sometimes a different dataset.
 
 Different prompts are allowed (comparing 0-shot with 5-shot is a fair question); they are
 named in the report: the n-shot of each side and how many paired documents' prompts differ.
+
+A paired document's cluster (outputs.py: its task's `cluster_key`) is the baseline's, else
+the candidate's; a task none of whose documents has one is not clustered.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import dataclasses
 from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
+import numpy as np
+
 from assay.compare import outputs
-from assay.compare.corpus import aggregation_of
+from assay.compare.corpus import MEAN, aggregation_of
 
 Key = tuple[str, str, int]
 """(filter, doc_hash, occurrence of that hash in the run)."""
@@ -34,6 +39,18 @@ class MetricPairs:
     higher_is_better: bool
     baseline: list[Any]
     candidate: list[Any]
+    clusters: list[str | None] | None = None
+    """Per paired document, its cluster (None: a cluster of its own); None if the task has none."""
+
+    def numbers(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Both sides' per-document values as arrays, for a mean of numbers; None for anything else."""
+        if self.aggregation != MEAN:
+            return None
+        try:
+            baseline, candidate = np.asarray(self.baseline, dtype=float), np.asarray(self.candidate, dtype=float)
+        except (TypeError, ValueError):
+            return None
+        return (baseline, candidate) if baseline.ndim == 1 else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +81,7 @@ def pair_task(task: str, baseline: list[outputs.Sample], candidate: list[outputs
                 higher_is_better=bool(higher_is_better.get(metric, True)),
                 baseline=[left[key].values[metric] for key in keys],
                 candidate=[right[key].values[metric] for key in keys],
+                clusters=_clusters(left, right, keys),
             ))  # fmt: skip
     return TaskPairing(
         task=task, paired=len(_documents(shared)), only_baseline=len(_documents(left) - _documents(right)),
@@ -72,6 +90,11 @@ def pair_task(task: str, baseline: list[outputs.Sample], candidate: list[outputs
         prompt_differences=len({(k[1], k[2]) for k in shared if left[k].prompt_hash != right[k].prompt_hash}),
         metrics=tuple(metrics),
     )  # fmt: skip
+
+
+def _clusters(left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample], keys: list[Key]) -> list[str | None] | None:
+    clusters = [left[key].cluster if left[key].cluster is not None else right[key].cluster for key in keys]
+    return clusters if any(cluster is not None for cluster in clusters) else None
 
 
 def _documents(keys: Iterable[Key]) -> set[tuple[str, int]]:

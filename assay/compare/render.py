@@ -29,9 +29,10 @@ def render(comparison: Comparison, fmt: str) -> str:
 def _summary(comparison: Comparison) -> list[str]:
     settings = comparison.settings
     level = f"{100 * (1 - settings.alpha):g}%"
+    normal = "; normal for clustered and stratified z" if any(row.result.interval == "normal" for row in comparison.rows) else ""
     sentences = [
         _paired_sentence(comparison),
-        f"CI: {level} interval of candidate − baseline (t with n−1 df; bootstrap percentile, {settings.iterations} "
+        f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {settings.iterations} "
         f"iterations, seed {settings.seed}). MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
@@ -112,6 +113,7 @@ def _row_json(row: Row, *, margin: bool) -> dict[str, Any]:
         "p_value": result.p_value, "p_holm": row.p_holm, "test": result.test,
         "flips": {"gained": result.gained, "lost": result.lost} if result.gained is not None else None,
         "mde": result.mde, "max_drop": row.max_drop, "verdict": row.verdict,
+        "group": {"subtasks": list(row.group.subtasks), "weight_by_size": row.group.weight_by_size} if row.group else None,
     }  # fmt: skip
     if margin:
         entry.update(tost_low=result.tost_low, tost_high=result.tost_high)

@@ -34,18 +34,18 @@ class PairedTest:
     """One metric's comparison on n paired documents."""
 
     test: str
-    """"mcnemar", "paired-t" or "bootstrap"."""
+    """"mcnemar", "paired-t" or "bootstrap" (clustered.py adds "clustered z" and "stratified z")."""
     n: int
     baseline: float
     candidate: float
     delta: float
     """candidate − baseline."""
     se: float
-    """Standard error of delta (paired; for the bootstrap, the replicates' standard deviation)."""
+    """Standard error of delta (paired or clustered; for the bootstrap, the replicates' standard deviation)."""
     ci_low: float
     ci_high: float
     interval: str
-    """How the interval was made: "t" (df n−1) or "bootstrap percentile"."""
+    """How the interval was made: "t" (df n−1), "normal" (the z tests) or "bootstrap percentile"."""
     p_value: float
     mde: float
     """Smallest |delta| detectable at level alpha with 80% power, from the paired variance."""
