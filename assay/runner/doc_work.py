@@ -11,7 +11,7 @@ import json
 from collections import defaultdict
 from typing import Any, Callable, Mapping, Sequence
 
-from assay.compare.outputs import score_line
+from assay.compare import outputs
 from assay.run_options import EvalOptions
 from assay.runner.jsonutil import json_default, sha256_text
 from assay.runner.models.instance import Instance
@@ -112,6 +112,7 @@ def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequen
     records: list[DocScores] = []
     for name, items in by_task.items():
         task = items[0].task
+        clusters = outputs.cluster_key(task.dump_config()) if keep == "scores" else None
         instances = [inst for item in items for inst in item.instances]
         for ensemble in task.filters:
             ensemble.apply(instances)
@@ -123,7 +124,7 @@ def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequen
                 sample = None
                 if keep is not None:
                     sample = _log_sample(task, item, requests, key, metrics, samples.get(name))
-                    sample = sample if keep == "full" else score_line(sample)
+                    sample = sample if keep == "full" else outputs.score_line(sample, cluster_key=clusters)
                 records.append(DocScores(name, filter_index, item.position, metrics, sample))
     return records
 

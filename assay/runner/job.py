@@ -281,7 +281,7 @@ def _save(
     output_dir: str | os.PathLike[str] | None,
     started: float,
 ) -> Path | None:
-    from assay.compare.outputs import score_line
+    from assay.compare import outputs
     from assay.runner.results import output
 
     tracker = output.EvaluationTracker(os.fspath(output_dir) if output_dir is not None else None)
@@ -302,7 +302,9 @@ def _save(
         log.info("samples written to %s", path)
     if saved.results_path is not None and records:
         # Any finished run can be a baseline: its documents' scores, whatever logSamples says.
-        lines = {task: [score_line(record) for record in task_records] for task, task_records in records.items()}
+        configs = results.get("configs") or {}
+        lines = {task: [outputs.score_line(record, cluster_key=outputs.cluster_key(configs.get(task) or {})) for record in task_records]
+                 for task, task_records in records.items()}  # fmt: skip
         output.save_scores(lines, saved.results_path, saved.date_id)
     return saved.results_path
 
