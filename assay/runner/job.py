@@ -234,7 +234,7 @@ def run_spec(
     if results is None:
         return None
     records = results.pop("samples", None) or {}
-    comparison = versus_baseline.status_of(spec, results, records, sink=sink,
+    comparison = versus_baseline.status_of(spec, {**results, **_prompt_facts(spec, options)}, records, sink=sink,
                                           output_root=output_root or os.environ.get(spec_module.ENV_OUTPUT_ROOT))
     save = functools.partial(_save, results, records, spec, options, output_dir, started)
     _record(results, save, sink, output_dir, comparison=comparison)
@@ -307,6 +307,19 @@ def _save(
                  for task, task_records in records.items()}  # fmt: skip
         output.save_scores(lines, saved.results_path, saved.date_id)
     return saved.results_path
+
+
+def _prompt_facts(spec: spec_module.Evaluation, options: EvalOptions) -> dict[str, Any]:
+    """The run facts the results file will carry that a comparison checks (prompts that differ),
+    as `_save` writes them: the comparison runs before the file exists."""
+    from assay.runner.results import output
+
+    template = options.apply_chat_template if isinstance(options.apply_chat_template, str) else None
+    return {
+        "system_instruction_sha": output.sha256(spec.system_instruction) if spec.system_instruction else None,
+        "chat_template_sha": output.sha256(template) if template else None,
+        "fewshot_as_multiturn": options.fewshot_as_multiturn,
+    }
 
 
 class ProgressReporter:

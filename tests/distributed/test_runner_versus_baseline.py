@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 import tests.distributed.launch  # noqa: F401 - registers the test LM as "assay-test"
 from assay import spec as spec_module
@@ -62,7 +63,20 @@ def _scores_file(folder: Path) -> Path:
 
 
 def _comparison(server: ApiServer) -> dict[str, Any]:
-    return dict(server.object["status"]["comparison"])
+    """status.comparison, checked against the CRD's schema: the API server prunes what it does not declare."""
+    comparison = dict(server.object["status"]["comparison"])
+    declared = _crd_comparison_schema()
+    assert set(comparison) <= set(declared["properties"]), set(comparison) - set(declared["properties"])
+    row_fields = declared["properties"]["rows"]["items"]["properties"]
+    for row in comparison.get("rows", ()):
+        assert set(row) == set(row_fields), set(row) ^ set(row_fields)
+    return comparison
+
+
+def _crd_comparison_schema() -> dict[str, Any]:
+    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "crds" / "evaluations.assay.dev.yaml").read_text())
+    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+    return dict(status["properties"]["comparison"])
 
 
 def test_every_run_writes_scores_and_a_run_against_itself_is_unchanged(
@@ -77,6 +91,7 @@ def test_every_run_writes_scores_and_a_run_against_itself_is_unchanged(
     assert _run(task_dir, tmp_path, "again", monkeypatch, baseline={"path": "base"}) == 0
     comparison = _comparison(api_server)
     assert comparison["baseline"] == "path:base" and comparison["verdict"] == "unchanged", comparison
+    assert "notes" not in comparison  # the same prompts: the in-memory run carries the facts its file will
     acc = next(row for row in comparison["rows"] if row["metric"] == "acc")
     assert acc["n"] == LIMIT and acc["delta"] == 0.0 and acc["pValue"] == 1.0 and acc["test"] == "mcnemar"
     spec = {"baseline": {"path": "base"}}

@@ -222,3 +222,17 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     manifest = make_evaluation()
     manifest["status"] = status
     assert crd_validator.errors(manifest) == []
+
+
+def test_every_schema_key_is_a_string() -> None:
+    """YAML 1.1 reads a bare `n`, `y`, `on` or `off` key as a boolean: the API server would then prune the field."""
+    def keys(node: Any, path: str) -> list[str]:
+        if isinstance(node, dict):
+            bad = [f"{path}/{key!r}" for key in node if not isinstance(key, str)]
+            return bad + [k for key, value in node.items() for k in keys(value, f"{path}/{key}")]
+        if isinstance(node, list):
+            return [k for index, value in enumerate(node) for k in keys(value, f"{path}[{index}]")]
+        return []
+
+    for path in (Path(__file__).resolve().parents[2] / "deploy" / "crds").glob("*.yaml"):
+        assert keys(yaml.safe_load(path.read_text()), path.name) == []
