@@ -1,5 +1,9 @@
 """`assay`: lm-eval's command line (run, ls, validate) plus Assay's own subcommands.
 
+Assay's own: `compare`, `apply --local`, `operator`, `runner`, `data`, and the cluster
+commands `get`, `results`, `logs` and `describe` (`assay.cli_cluster`), which read
+Evaluations through the kubeconfig as kubectl does.
+
 `assay run` takes every flag of `lm-eval run` 0.4.13 with the same names, short forms,
 defaults and precedence (CLI > `--config` YAML > defaults), and prints the same summary
 line and tables. As in lm-eval, a first argument that is not a subcommand means `run`.
@@ -20,6 +24,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
 from assay.run_flags import RunFlags, add_run_arguments, resolve_run_config, summary_line
@@ -54,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
               assay validate --tasks hellaswag,arc_easy
               assay compare out/baseline out/candidate
               assay apply -f eval.yaml --local
+              assay get -A                        # Evaluations on the cluster (kubeconfig as kubectl)
+              assay results NAME                  # its scores as lm-eval's table
+              assay logs NAME -f                  # rank 0's log
+              assay describe NAME                 # what happened, why, what to do
 
             As with lm-eval, `assay --model hf --tasks hellaswag` means `assay run ...`.
         """),
@@ -90,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
+    cluster_commands.add_parsers(sub)
 
     data = sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data.")
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
@@ -337,6 +347,8 @@ def _main(argv: list[str]) -> int:
             return cmd_data(args, parser)
         if args.command == "compare":
             return compare_command.run(args)
+        if args.command in cluster_commands.COMMANDS:
+            return cluster_commands.run(args)
         raise UsageError(f"Unknown command {args.command!r}; see `{PROG} --help`.")
     except UserError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)

@@ -7,9 +7,10 @@ apply-patch+yaml: create or replace), update (PUT, conditional on the resourceVe
 409 Conflict when it is stale; creates, updates and merge patches stamp a new one) and
 delete. It can be told to refuse a create with a recorded Status, to answer every request
 with an error for a while, as a kube-apiserver does whose etcd is gone, or to hold chosen
-requests unanswered, as a hung API server or a dropped network does. It is a stand-in for
-the API server's REST surface, not for its validation: the e2e suite runs the same client
-against kube-apiserver.
+requests unanswered, as a hung API server or a dropped network does. It also lists a kind
+across all namespaces and serves pod logs as text (`logs`), for `assay get -A` and `assay
+logs`, which read through the kubernetes client. It is a stand-in for the API server's REST
+surface, not for its validation: the e2e suite runs the same clients against kube-apiserver.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import http.server
 import itertools
 import json
+import re
 import threading
 import urllib.parse
 from typing import Any, Callable, Iterator
@@ -72,6 +74,14 @@ def _is_collection(path: str) -> bool:
     return len(parts) >= 3 and parts[-3] == "namespaces" and parts[-1] in kube.PLURALS.values()
 
 
+def _every_namespace(path: str) -> re.Pattern[str] | None:
+    """For /api/v1/<plural> or /apis/<group>/<version>/<plural>: what its objects' paths look like."""
+    match = re.fullmatch(r"(/api/v1|/apis/[^/]+/[^/]+)/([a-z]+)", path)
+    if match is None or match.group(2) not in kube.PLURALS.values():
+        return None
+    return re.compile(re.escape(match.group(1)) + r"/namespaces/[^/]+/" + re.escape(match.group(2)) + r"/[^/]+")
+
+
 class Configuration:
     """The fields of kubernetes.client.Configuration that a plain-HTTP Session reads."""
 
@@ -96,6 +106,8 @@ class LocalApiServer:
         """(method, path) → True to hold the request unanswered, for as long as this says so (or the server closes)."""
         self.held = 0
         """Requests that were held."""
+        self.logs: dict[tuple[str, str], str] = {}
+        """(pod path, container) → its log, served as text; a container without one is waiting to start (400)."""
         self._closing = threading.Event()
         self._lock = threading.Lock()
         self._names = itertools.count(1)
@@ -112,9 +124,10 @@ class LocalApiServer:
                     self.close_connection = True  # closing: the client sees the connection drop
                     return
                 code, answer = server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
-                data = json.dumps(answer).encode()
+                text = isinstance(answer, str)  # a pod's log
+                data = answer.encode() if text else json.dumps(answer).encode()
                 self.send_response(code)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -159,7 +172,7 @@ class LocalApiServer:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
         return obj
 
-    def handle(self, method: str, url: str, body: Any, content_type: str) -> Status:
+    def handle(self, method: str, url: str, body: Any, content_type: str) -> tuple[int, Any]:
         parsed = urllib.parse.urlsplit(url)
         path, query = parsed.path, dict(urllib.parse.parse_qsl(parsed.query))
         with self._lock:
@@ -172,6 +185,13 @@ class LocalApiServer:
             target = path.removesuffix("/status")
             if method == "GET" and path in self.objects:
                 return 200, self.objects[path]
+            if method == "GET" and path.endswith("/log"):
+                return self._log(path.removesuffix("/log"), query.get("container", ""))
+            every = _every_namespace(path) if method == "GET" else None
+            if every is not None:
+                items = [o for p, o in sorted(self.objects.items()) if every.fullmatch(p)
+                         and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))]  # fmt: skip
+                return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
             if method == "GET" and _is_collection(path):
                 prefix = path + "/"
                 items = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]
@@ -198,6 +218,14 @@ class LocalApiServer:
             if method == "DELETE":
                 return 200, self.objects.pop(target)
             return status(405, "MethodNotAllowed", method)
+
+    def _log(self, pod: str, container: str) -> tuple[int, Any]:
+        if pod not in self.objects:
+            return status(404, "NotFound", f'pods "{pod.rsplit("/", 1)[-1]}" not found')
+        if (pod, container) not in self.logs:
+            return status(400, "BadRequest", f'container "{container}" in pod "{pod.rsplit("/", 1)[-1]}" is waiting to '
+                                             "start: ContainerCreating")  # fmt: skip
+        return 200, self.logs[(pod, container)]
 
     def _create(self, collection: str, body: dict[str, Any]) -> Status:
         meta = body.setdefault("metadata", {})
