@@ -28,6 +28,7 @@ from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
 from assay.run_flags import RunFlags, add_run_arguments, resolve_run_config, summary_line
+from assay.validate import command as validate_command
 
 PROG = "assay"
 # Subcommands handed to another module's main(argv) untouched.
@@ -57,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
               assay run --model hf --model_args pretrained=gpt2 --tasks hellaswag
               assay ls tasks
               assay validate --tasks hellaswag,arc_easy
+              assay validate -f eval.yaml
               assay compare out/baseline out/candidate
               assay apply -f eval.yaml --local
               assay get -A                        # Evaluations on the cluster (kubeconfig as kubectl)
@@ -83,9 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
     ls.add_argument("what", choices=["tasks", "groups", "subtasks", "tags"], nargs="?", help="What to list: tasks (all), groups, subtasks or tags")
     ls.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
 
-    validate = sub.add_parser("validate", help="Check that task names resolve", description="Check that task names resolve; exit 1 if some do not.")
-    validate.add_argument("--tasks", "-t", required=True, type=str, metavar="TASK1,TASK2", help="Comma-separated task names")
-    validate.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
+    validate = sub.add_parser("validate", help="Check tasks, task YAML and Evaluation manifests offline; report every problem",
+                              description=validate_command.DESCRIPTION, epilog=validate_command.EPILOG,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    validate_command.add_arguments(validate)
 
     compare = sub.add_parser(
         "compare",
@@ -256,25 +259,6 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     return 0
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    from assay.runner.tasks.index import TaskManager
-
-    manager = TaskManager(include_path=args.include_path)
-    names = args.tasks.split(",")
-    print(f"Validating tasks: {names}")
-    missing = []
-    for name in names:
-        try:
-            manager.match_tasks([name])
-        except UserError:
-            missing.append(name)
-    if missing:
-        print(f"Tasks not found: {', '.join(missing)}")
-        return 1
-    print("All tasks found and valid")
-    return 0
-
-
 def cmd_data(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.data_command != "import":
         _subcommands(parser)["data"].print_help()
@@ -342,7 +326,7 @@ def _main(argv: list[str]) -> int:
         if args.command == "ls":
             return cmd_ls(args, parser)
         if args.command == "validate":
-            return cmd_validate(args)
+            return validate_command.run(args)
         if args.command == "data":
             return cmd_data(args, parser)
         if args.command == "compare":

@@ -3,9 +3,11 @@
 Anything raised as `UserError` reaches the terminal as one sentence (no traceback) and
 exit code 1; `UsageError` (a bad flag or flag combination) exits with 2 like argparse.
 Both live below the runner and the operator so that every layer can raise them, and so
-does `suggest`, the "did you mean" every unknown-name message ends with.
+does `suggest`, the "did you mean" every unknown-name message ends with, and `Problem`, an
+error that a check (`assay validate`) records and goes on past so that one run shows them all.
 """
 
+import dataclasses
 import difflib
 from collections.abc import Collection
 
@@ -31,3 +33,19 @@ class UsageError(UserError):
 class DataError(UserError):
     """A dataset that cannot be reached or read: the user fixes it, but a runner Job
     reports it as a data failure (retryable) rather than a configuration error."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    """A user's error found by a check that goes on looking: the sentence, and where it is when known."""
+
+    message: str
+    file: str | None = None
+    line: int | None = None
+    """1-based, in `file`."""
+    field: str | None = None
+    """The spec field it concerns (`model`, `modelArgs`, `tasks`), when a spec was checked."""
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file and self.line else self.file
+        return f"{where}: {self.message}" if where else self.message

@@ -266,8 +266,12 @@ def test_ls_and_validate_do_not_import_heavy_modules(task_dir):
 def test_validate(task_dir, capsys):
     code, out, _ = run_main(["validate", "--tasks", "tiny_mc,tiny_group", "--include_path", str(task_dir)], capsys)
     assert code == 0 and out.splitlines() == ["Validating tasks: ['tiny_mc', 'tiny_group']", "All tasks found and valid"]
-    code, out, _ = run_main(["validate", "--tasks", "tiny_mc,nope", "--include_path", str(task_dir)], capsys)
-    assert code == 1 and out.splitlines()[-1] == "Tasks not found: nope"
+    code, out, _ = run_main(["validate", "--tasks", "tiny_mc,tiny_mcc", "--include_path", str(task_dir)], capsys)
+    assert code == 1 and out.splitlines() == [
+        "Validating tasks: ['tiny_mc', 'tiny_mcc']",
+        "Unknown task 'tiny_mcc'. Did you mean tiny_mc, tiny_tag? Run `assay ls tasks` to see the names, or add --include_path for your own YAMLs.",
+        "1 problem found.",
+    ]
 
 
 def test_delegated_subcommands_get_their_argv(monkeypatch):

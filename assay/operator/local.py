@@ -26,6 +26,7 @@ from assay.errors import UsageError, UserError
 from assay.operator.admission import validation
 from assay.operator.decide import conditions
 from assay.runner import api as engine
+from assay.spec import manifest_file
 
 DEFAULT_OUTPUT_ROOT = "assay-output"
 
@@ -57,10 +58,7 @@ def load_manifests(path: str, *, stdin: TextIO | None = None) -> list[tuple[Mapp
         text = (stdin or sys.stdin).read() if path == "-" else Path(path).read_text()
     except OSError as error:
         raise UserError(f"Cannot read {path}: {error.strerror}; check the -f path.") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as error:
-        raise UserError(f"{path} is not valid YAML ({error.__class__.__name__}: {error}).".replace("\n", " ")) from None
+    documents = [document.data for document in manifest_file.read_documents(text, "<stdin>" if path == "-" else path)]
     if not documents:
         raise UserError(f"{path} holds no manifest; write an Evaluation (apiVersion: {spec_module.API_VERSION}).")
     return [spec_module.parse_manifest(document) for document in documents]

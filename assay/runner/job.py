@@ -22,9 +22,10 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
   bad model argument; an output directory it cannot write to, found before the model
   loads). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
-  validation (spec, output directory, model name and `assay.runner.preflight`: task
-  names, model paths, and in offline mode the hub models and datasets in the caches)
-  without loading the model or data; with several processes it runs first as an init
+  validation (spec, output directory, model name, what `assay validate` checks offline
+  through `assay.runner.offline_check`: model_args, task names and each task's YAML, then
+  `assay.runner.preflight`: model paths, and in offline mode the hub models and datasets in
+  the caches) without loading the model or data; with several processes it runs first as an init
   container, before the ranks meet. A run does the same checks before its model loads.
 - 3: loading or running the model or reading the data failed (an error raised inside
   transformers, datasets, huggingface_hub, safetensors, tokenizers, accelerate, or
@@ -157,8 +158,8 @@ def _parser() -> argparse.ArgumentParser:
                         help="sqlite response cache prefix (per rank PATH_rank{r}.db): a rerun computes only "
                         "what is missing; default ASSAY_USE_CACHE")  # fmt: skip
     parser.add_argument("--check", action="store_true",
-                        help="only check the spec, output directory, task names, model and (offline) data "
-                        "without loading them; exit 0 or 78")  # fmt: skip
+                        help="only check the spec, output directory, model and model_args, task names and task "
+                        "YAML, and (offline) data without loading them; exit 0 or 78")  # fmt: skip
     return parser
 
 
@@ -168,15 +169,17 @@ def _parser() -> argparse.ArgumentParser:
 def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None,
                output_dir: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
     """What `--check` validates without loading the model or data: the output directory, the model
-    name and the run's preflight (task names, model paths, offline models and datasets present)."""
-    from assay.runner import preflight
+    name, what `assay validate` checks offline (`offline_check`: model_args, task names, each task's
+    config) and the run's preflight (model paths, offline models and datasets present)."""
+    from assay.runner import offline_check, preflight
     from assay.runner.models import get_model
 
     if output_dir is not None:
         _check_output_dir(output_dir)
     get_model(spec.model)
-    preflight.check(model=spec.model, model_args=spec.model_args, tasks=spec.tasks,
-                    task_manager=_task_manager(spec, include_path))  # fmt: skip
+    task_manager = offline_check.spec_task_index(spec, include_path)
+    offline_check.raise_first(offline_check.spec_problems(spec, task_manager))
+    preflight.check(model=spec.model, model_args=spec.model_args, tasks=spec.tasks, task_manager=task_manager)
 
 
 def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:
@@ -185,18 +188,6 @@ def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:
     # Before the model loads: a read-only or full volume is found in seconds, not hours.
     output.check_writable(output_dir, name="the output directory",
                           fix="check spec.output (the PVC's access mode, permissions and free space)")  # fmt: skip
-
-
-def _task_manager(spec: spec_module.Evaluation, include_path: str | None) -> Any:
-    from assay.runner.tasks.index import TaskManager
-
-    # simple_evaluate's own default, plus include_path: task YAMLs see model_args as metadata.
-    metadata = {**dict(spec.model_args), **dict(spec.metadata or {})}
-    task_code = os.environ.get(ENV_TASK_CODE)
-    if include_path and task_code is not None:
-        # a runner pod's task sources: a tenant's files (see assay.operator.admission.task_sources)
-        return TaskManager(include_path, metadata=metadata, include_code=task_code == "allowed", include_may_shadow=False)
-    return TaskManager(include_path, metadata=metadata)
 
 
 # --- the run --------------------------------------------------------------------------
@@ -217,7 +208,7 @@ def run_spec(
     on ranks other than 0. `sink` defaults to the environment's status sink on rank 0;
     `output_root` (where spec.baseline.path is read) to ASSAY_OUTPUT_ROOT, then /output.
     """
-    from assay.runner import evaluator
+    from assay.runner import evaluator, offline_check
 
     if not isinstance(spec, spec_module.Evaluation):
         spec = spec_module.parse_spec(spec)
@@ -227,7 +218,7 @@ def run_spec(
     if rank == 0 and output_dir is not None:
         _check_output_dir(output_dir)
     options = spec.run_options(use_cache=use_cache)
-    task_manager = _task_manager(spec, include_path)
+    task_manager = offline_check.spec_task_index(spec, include_path)
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()
     results = evaluator.run(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)

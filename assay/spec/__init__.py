@@ -66,11 +66,11 @@ from assay.spec.model import (
     VERSION, Cache, API_MODELS, ENDPOINT_CA_MOUNT, ConfigMapKey, Endpoint, Evaluation, Output, PodTemplate,
     Resources, SecretKey, Seed,
 )  # fmt: skip
-from assay.spec.parsing import _TOP_FIELDS, parse_manifest, parse_spec
+from assay.spec.parsing import _TOP_FIELDS, SpecReading, parse_manifest, parse_spec, read_manifest, read_spec
 
 __all__ = [
     "API_VERSION", "CONFIG_ERROR_EXIT_CODE", "PEER_FAILED_EXIT_CODE", "RESULTS_NOT_RECORDED_EXIT_CODE", "ENV_GENERATION", "ENV_JOB_NAME", "ENV_NAME", "ENV_NAMESPACE", "ENV_OUTPUT_DIR", "ENV_OUTPUT_ROOT",
     "ENV_POD_NAME", "ENV_SPEC_FILE", "ENV_STATUS_FILE", "ENV_TASK_CODE", "ENV_USE_CACHE", "GROUP", "JSON", "KIND", "PLURAL", "QUANTITY_RE",
     "SEED_STRING_RE", "VERSION", "Cache", "Evaluation", "Output", "PodTemplate", "Resources",
-    "SecretKey", "Seed", "API_MODELS", "ENDPOINT_CA_MOUNT", "ConfigMapKey", "Endpoint", "_TOP_FIELDS", "parse_manifest", "parse_spec",
+    "SecretKey", "Seed", "API_MODELS", "ENDPOINT_CA_MOUNT", "ConfigMapKey", "Endpoint", "_TOP_FIELDS", "parse_manifest", "parse_spec", "read_manifest", "read_spec", "SpecReading",
 ]  # fmt: skip

@@ -7,12 +7,16 @@ accepts is one the API server accepts too (tests/test_validator_corpus.py holds 
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+import dataclasses
+import functools
+from typing import Any, Callable, Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
 from assay.spec import gate_parsing, kube_names, scheduling
-from assay.spec.reader import Reader, kind
+from assay.spec.field_errors import FieldErrors
+from assay.spec.gate import Gate
+from assay.spec.reader import Reader, kind, unknown_field
 from assay.spec.model import (
     API_MODELS, API_VERSION, FEWSHOT_AS_MULTITURN_REFUSAL, JSON, KIND, SEED_STRING_RE, Cache, ConfigMapKey, Endpoint,
     Evaluation, Output, PodTemplate, Resources, SecretKey, Seed,
@@ -50,83 +54,143 @@ _TASK_SOURCES_MAX = 16
 
 
 def parse_spec(spec: Mapping[str, JSON]) -> Evaluation:
-    """Parse a CR's `spec`; raise UserError naming the field and the fix."""
-    r = Reader(spec, "spec", _TOP_FIELDS)
-    model = r.string("model", max_length=_MODEL_MAX, required=True)
-    assert model is not None
-    tasks = _tasks(r)
-    samples = _samples(r)
-    limit = _limit(r)
-    run_rules.check_limit_or_samples(limit, samples, names=("spec.limit", "spec.samples"), error=UserError)
-    apply_chat_template = bool(r.boolean("applyChatTemplate", False))
-    chat_template = r.string("chatTemplate", max_length=_TEXT_MAX)
+    """Parse a CR's `spec`; raise UserError naming the field and the fix (the first error, in reading order)."""
+    reading = read_spec(spec)
+    if reading.errors:
+        raise reading.errors[0]
+    assert reading.evaluation is not None
+    return reading.evaluation
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecReading:
+    """A spec read field by field (see `field_errors`): every error, and the spec with stand-ins where fields failed."""
+
+    evaluation: Evaluation | None
+    """None only when the spec is not a mapping at all."""
+    errors: list[UserError]
+    failed: frozenset[str]
+    """The top-level fields (as the CR spells them) whose values are stand-ins."""
+
+    def usable(self, *fields: str) -> bool:
+        """Whether the spec's `fields` were read as written, so that a check of them means something."""
+        return self.evaluation is not None and not self.failed.intersection(fields)
+
+
+def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
+    """Parse a CR's `spec`, keeping the error of every field."""
+    if not isinstance(spec, Mapping):
+        return SpecReading(None, [UserError(f"spec must be a mapping, not {kind(spec)}.")], frozenset())
+    f = FieldErrors()
+    f.errors.extend(unknown_field("spec", key, _TOP_FIELDS) for key in sorted(set(spec) - _TOP_FIELDS))
+    r = Reader({key: value for key, value in spec.items() if key in _TOP_FIELDS}, "spec", _TOP_FIELDS)
+    model = f.read("model", lambda: r.string("model", max_length=_MODEL_MAX, required=True), None) or ""
+    tasks: tuple[str, ...] = f.read("tasks", lambda: _tasks(r), ())
+    samples = f.read("samples", lambda: _samples(r), None)
+    limit = f.read("limit", lambda: _limit(r), None)
+    f.rule(("limit", "samples"), lambda: run_rules.check_limit_or_samples(
+        limit, samples, names=("spec.limit", "spec.samples"), error=UserError))  # fmt: skip
+    chat = _chat_fields(f, r)
+    no_args: Mapping[str, JSON] = {}
+    model_args = f.read("modelArgs", lambda: r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or no_args, no_args)
+    endpoint = f.read("endpoint", lambda: _endpoint(r, model, model_args), None, needs=("model", "modelArgs"))
+    resources = f.read("resources", lambda: _resources(r), Resources())
+    baseline = f.read("baseline", lambda: gate_parsing.parse_baseline(r), None)
+    f.rule(("endpoint", "resources"), lambda: _endpoint_in_one_pod(endpoint, resources))
+    plain = {name: f.read(key, functools.partial(read, r), fallback) for name, key, read, fallback in _PLAIN_FIELDS}
+    gate = f.read("gate", lambda: gate_parsing.parse_gate(r, has_baseline=baseline is not None), Gate(), needs=("baseline",))
+    evaluation = Evaluation(model=model, tasks=tasks, model_args=dict(model_args), limit=limit, samples=samples,
+                            endpoint=endpoint, resources=resources, baseline=baseline, gate=gate, **chat, **plain)  # fmt: skip
+    return SpecReading(evaluation, f.errors, f.failed)
+
+
+def _chat_fields(f: FieldErrors, r: Reader) -> dict[str, Any]:
+    apply_chat_template = f.read("applyChatTemplate", lambda: bool(r.boolean("applyChatTemplate", False)), False)
+    chat_template = f.read("chatTemplate", lambda: r.string("chatTemplate", max_length=_TEXT_MAX), None)
+    f.rule(("applyChatTemplate", "chatTemplate"), lambda: _chat_template_needs_apply(chat_template, apply_chat_template))
+    fewshot_as_multiturn = f.read("fewshotAsMultiturn", lambda: r.boolean("fewshotAsMultiturn", None), None)
+    f.rule(("fewshotAsMultiturn", "applyChatTemplate"), lambda: run_rules.fewshot_as_multiturn(
+        fewshot_as_multiturn, apply_chat_template=apply_chat_template, refusal=FEWSHOT_AS_MULTITURN_REFUSAL,
+        error=UserError))  # fmt: skip
+    return {"apply_chat_template": apply_chat_template, "chat_template": chat_template,
+            "fewshot_as_multiturn": fewshot_as_multiturn}  # fmt: skip
+
+
+def _chat_template_needs_apply(chat_template: str | None, apply_chat_template: bool) -> None:
     if chat_template is not None and not apply_chat_template:
         raise UserError("spec.chatTemplate needs spec.applyChatTemplate: true.")
-    fewshot_as_multiturn = r.boolean("fewshotAsMultiturn", None)
-    run_rules.fewshot_as_multiturn(fewshot_as_multiturn, apply_chat_template=apply_chat_template,
-                                   refusal=FEWSHOT_AS_MULTITURN_REFUSAL, error=UserError)  # fmt: skip
-    model_args = r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or {}
-    endpoint = _endpoint(r, model, model_args)
-    resources = _resources(r)
-    baseline = gate_parsing.parse_baseline(r)
+
+
+def _endpoint_in_one_pod(endpoint: Endpoint | None, resources: Resources) -> None:
     if endpoint is not None and resources.nodes > 1:
         raise UserError("spec.endpoint runs in one pod: set spec.resources.nodes to 1 (modelArgs.num_concurrent sets parallel requests).")
-    return Evaluation(
-        model=model,
-        tasks=tasks,
-        model_args=dict(model_args),
-        num_fewshot=r.integer("numFewshot", None, minimum=run_rules.MIN_NUM_FEWSHOT),
-        limit=limit,
-        samples=samples,
-        batch_size=_batch_size(r),
-        max_batch_size=batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"),
-        gen_kwargs=_optional_dict(r.mapping("genKwargs", max_entries=_MAP_ENTRIES_MAX)),
-        seed=_seed(r),
-        apply_chat_template=apply_chat_template,
-        chat_template=chat_template,
-        fewshot_as_multiturn=fewshot_as_multiturn,
-        system_instruction=r.string("systemInstruction", max_length=_TEXT_MAX, allow_empty=True),
-        log_samples=bool(r.boolean("logSamples", False)),
-        predict_only=bool(r.boolean("predictOnly", False)),
-        metadata=_optional_dict(r.mapping("metadata", max_entries=_MAP_ENTRIES_MAX)),
-        trust_remote_code=bool(r.boolean("trustRemoteCode", False)),
-        allow_unsafe_code=bool(r.boolean("allowUnsafeCode", False)),
-        resources=resources,
-        image=r.string("image", max_length=_IMAGE_MAX),
-        hf_token_secret=_secret(r),
-        endpoint=endpoint,
-        cache=_cache(r),
-        output=_output(r),
-        pod_template=_pod_template(r),
-        backoff_limit=r.integer("backoffLimit", 0, minimum=0) or 0,
-        active_deadline_seconds=r.integer("activeDeadlineSeconds", None, minimum=1),
-        suspend=bool(r.boolean("suspend", False)),
-        task_sources=_task_sources(r),
-        baseline=baseline,
-        gate=gate_parsing.parse_gate(r, has_baseline=baseline is not None),
-    )
+
+
+# The fields no rule ties to another, read in this order after the others (as
+# Evaluation's constructor arguments used to be): attribute, spec key, reader, stand-in.
+_PLAIN_FIELDS: tuple[tuple[str, str, Callable[[Reader], Any], Any], ...] = (
+    ("num_fewshot", "numFewshot", lambda r: r.integer("numFewshot", None, minimum=run_rules.MIN_NUM_FEWSHOT), None),
+    ("batch_size", "batchSize", lambda r: _batch_size(r), batch_size.BatchSize(1)),
+    ("max_batch_size", "maxBatchSize", lambda r: batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"), None),
+    ("gen_kwargs", "genKwargs", lambda r: _optional_dict(r.mapping("genKwargs", max_entries=_MAP_ENTRIES_MAX)), None),
+    ("seed", "seed", lambda r: _seed(r), Seed()),
+    ("system_instruction", "systemInstruction",
+     lambda r: r.string("systemInstruction", max_length=_TEXT_MAX, allow_empty=True), None),
+    ("log_samples", "logSamples", lambda r: bool(r.boolean("logSamples", False)), False),
+    ("predict_only", "predictOnly", lambda r: bool(r.boolean("predictOnly", False)), False),
+    ("metadata", "metadata", lambda r: _optional_dict(r.mapping("metadata", max_entries=_MAP_ENTRIES_MAX)), None),
+    ("trust_remote_code", "trustRemoteCode", lambda r: bool(r.boolean("trustRemoteCode", False)), False),
+    ("allow_unsafe_code", "allowUnsafeCode", lambda r: bool(r.boolean("allowUnsafeCode", False)), False),
+    ("image", "image", lambda r: r.string("image", max_length=_IMAGE_MAX), None),
+    ("hf_token_secret", "hfTokenSecret", lambda r: _secret(r), None),
+    ("cache", "cache", lambda r: _cache(r), Cache()),
+    ("output", "output", lambda r: _output(r), Output()),
+    ("pod_template", "podTemplate", lambda r: _pod_template(r), PodTemplate()),
+    ("backoff_limit", "backoffLimit", lambda r: r.integer("backoffLimit", 0, minimum=0) or 0, 0),
+    ("active_deadline_seconds", "activeDeadlineSeconds", lambda r: r.integer("activeDeadlineSeconds", None, minimum=1), None),
+    ("suspend", "suspend", lambda r: bool(r.boolean("suspend", False)), False),
+    ("task_sources", "taskSources", lambda r: _task_sources(r), ()),
+)
 
 
 def parse_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], Evaluation]:
-    """Check an Evaluation manifest's apiVersion and kind; return (metadata, spec)."""
+    """Check an Evaluation manifest's apiVersion and kind; return (metadata, spec). UserError: the first error."""
+    metadata, reading, errors = read_manifest(manifest)
+    if errors:
+        raise errors[0]
+    assert reading is not None and reading.evaluation is not None
+    return metadata, reading.evaluation
+
+
+def read_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], SpecReading | None, list[UserError]]:
+    """(metadata, the spec as read, every error). An object of another kind, or one without a spec, is
+    one error and no spec."""
     if not isinstance(manifest, Mapping):
-        raise UserError(f"An Evaluation manifest must be a mapping, not {kind(manifest)}.")
+        return {}, None, [UserError(f"An Evaluation manifest must be a mapping, not {kind(manifest)}.")]
     if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
-        raise UserError(
+        return {}, None, [UserError(
             f"Expected apiVersion: {API_VERSION} and kind: {KIND}, "
             f"got apiVersion: {manifest.get('apiVersion')!r} and kind: {manifest.get('kind')!r}."
-        )
+        )]  # fmt: skip
     metadata = manifest.get("metadata") or {}
+    errors: list[UserError] = []
     if not isinstance(metadata, Mapping) or not metadata.get("name"):
-        raise UserError("The Evaluation manifest needs metadata.name.")
+        errors.append(UserError("The Evaluation manifest needs metadata.name."))
+        metadata = {}
     if "spec" not in manifest:
-        raise UserError(f"The Evaluation {metadata['name']!r} has no spec.")
-    return metadata, parse_spec(manifest["spec"])
+        name = f" {metadata['name']!r}" if metadata.get("name") else ""
+        return metadata, None, [*errors, UserError(f"The Evaluation{name} has no spec.")]
+    reading = read_spec(manifest["spec"])
+    return metadata, reading, [*errors, *reading.errors]
 
 
 def _tasks(r: Reader) -> tuple[str, ...]:
     value = r.get("tasks")
-    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+    if isinstance(value, str):
+        raise UserError(f"spec.tasks must be a list of task names, not a string: write tasks: [{value}].")
+    if value is not None and (isinstance(value, Mapping) or not isinstance(value, Sequence)):
+        raise UserError(f"spec.tasks must be a list of task names, not {kind(value)}.")
+    if not value:
         raise UserError("spec.tasks is required: list one or more task, group or tag names.")
     if len(value) > _TASKS_MAX:
         raise UserError(f"spec.tasks lists {len(value)} names; keep at most {_TASKS_MAX} "

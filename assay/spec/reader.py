@@ -20,11 +20,7 @@ class Reader:
             raise UserError(f"{path or 'spec'} must be a mapping, not {kind(data)}.")
         unknown = sorted(set(data) - known)
         if unknown:
-            hint = suggestion(unknown[0], known)
-            raise UserError(
-                f"Unknown field {join_path(path, unknown[0])!r} in the Evaluation spec.{hint} "
-                f"Known fields: {', '.join(sorted(known))}."
-            )
+            raise unknown_field(path, unknown[0], known)
         self.data = data
         self.path = path
 
@@ -100,6 +96,14 @@ class Reader:
         if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.fullmatch(str(value)):
             raise UserError(f"{self.where(key)} must be a Kubernetes quantity such as 4, 500m or 16Gi, not {value!r}.")
         return str(value)
+
+
+def unknown_field(path: str, key: str, known: set[str]) -> UserError:
+    """The error for a field the spec does not have, with the closest known name."""
+    return UserError(
+        f"Unknown field {join_path(path, key)!r} in the Evaluation spec.{suggestion(key, known)} "
+        f"Known fields: {', '.join(sorted(known))}."
+    )
 
 
 def join_path(path: str, key: str) -> str:

@@ -73,7 +73,9 @@ def test_spec_is_frozen() -> None:
     "fields,expected",
     [
         ({"model": None}, "spec.model is required"),
-        ({"tasks": "arc_easy"}, "spec.tasks is required"),
+        ({"tasks": "arc_easy"}, "spec.tasks must be a list of task names, not a string: write tasks: [arc_easy]."),
+        ({"tasks": {"arc_easy": 1}}, "spec.tasks must be a list of task names, not a mapping."),
+        ({"tasks": []}, "spec.tasks is required"),
         ({"tasks": ["ok", 3]}, "spec.tasks[1]"),
         ({"taks": ["x"]}, "Did you mean 'tasks'?"),
         ({"numFewshot": "5"}, "spec.numFewshot must be an integer"),

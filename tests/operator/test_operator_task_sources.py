@@ -212,12 +212,12 @@ def test_the_runner_is_told_whether_task_code_may_run(monkeypatch: pytest.Monkey
 
 def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A ConfigMap edited after the operator's check reaches a retry's pod unchecked: the runner holds the line.
-    from assay.runner import job
+    from assay.runner import offline_check
 
     (tmp_path / "utils.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\ndef text(doc):\n    return ''\n")
     (tmp_path / "a.yaml").write_text(ARC_QA.replace('doc_to_text: "Q: {{question}}\\nA:"', "doc_to_text: !function utils.text"))
     spec = parse_spec(SPEC)
     monkeypatch.setenv("ASSAY_TASK_CODE", "refused")
     with pytest.raises(UserError, match="task code from this folder is not allowed here"):
-        job._task_manager(spec, str(tmp_path)).load(["arc_easy_qa"])
+        offline_check.spec_task_index(spec, str(tmp_path)).load(["arc_easy_qa"])
     assert not (tmp_path / "ran").exists()

@@ -66,7 +66,11 @@ def resolve_tasks(names: Sequence[str], include_path: str | None = None, allow_c
 def unsafe_tasks(names: Sequence[str], include_path: str | None = None, allow_code: bool = False) -> Sequence[str]:
     """Tasks the run would build whose config says `unsafe_code: true`: through tags, groups and
     group-level overrides exactly as the engine composes them (no task is built)."""
-    manager = _task_manager(include_path, allow_code)
+    return unsafe_in(_task_manager(include_path, allow_code), names)
+
+
+def unsafe_in(manager: Any, names: Sequence[str]) -> Sequence[str]:
+    """`unsafe_tasks` with the engine's task index given (None: no index, so none found)."""
     if manager is None or not hasattr(manager, "leaf_configs"):
         return []
     configs: dict[str, dict[str, Any]] = manager.leaf_configs(list(names))
@@ -117,19 +121,33 @@ def validate(
                 f"spec.model {spec.model!r} is not a known model backend.{suggest(spec.model, known)} "
                 f"Known models: {', '.join(known)}."
             )
-    for key in _REMOTE_CODE_KEYS:
-        if _truthy(spec.model_args.get(key)) and not spec.trust_remote_code:
-            raise UserError(
-                f"spec.modelArgs.{key} asks to run the model repository's code: set spec.trustRemoteCode: true to allow it."
-            )
+    remote_code = remote_code_error(spec)
+    if remote_code is not None:
+        raise remote_code
     unknown = list(tasks_resolver(spec.tasks))
     if unknown:
         raise UserError(f"Unknown tasks in spec.tasks: {', '.join(unknown)}. List them with `assay ls tasks`.")
+    unsafe = unsafe_error(spec, unsafe_finder)
+    if unsafe is not None:
+        raise unsafe
+
+
+def remote_code_error(spec: Evaluation) -> UserError | None:
+    """The model's repository code asked for in modelArgs without spec.trustRemoteCode."""
+    for key in _REMOTE_CODE_KEYS:
+        if _truthy(spec.model_args.get(key)) and not spec.trust_remote_code:
+            return UserError(
+                f"spec.modelArgs.{key} asks to run the model repository's code: set spec.trustRemoteCode: true to allow it."
+            )
+    return None
+
+
+def unsafe_error(spec: Evaluation, unsafe_finder: UnsafeTaskFinder) -> UserError | None:
+    """Tasks that execute model-generated code without spec.allowUnsafeCode."""
     unsafe = list(unsafe_finder(spec.tasks))
     if unsafe and not spec.allow_unsafe_code:
-        raise UserError(
-            f"Tasks {', '.join(unsafe)} execute model-generated code: set spec.allowUnsafeCode: true to allow it."
-        )
+        return UserError(f"Tasks {', '.join(unsafe)} execute model-generated code: set spec.allowUnsafeCode: true to allow it.")
+    return None
 
 
 def _truthy(value: object) -> bool:

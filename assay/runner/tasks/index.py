@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 from assay.errors import UserError, suggest
+from assay.runner.tasks import broken_files
 from assay.runner.tasks.groups import GROUP_KEYS, AggregateMetric, Group
 from assay.runner.tasks.yaml_loader import load_yaml, resolve_functions
 
@@ -122,6 +123,8 @@ class TaskManager:
         # Per thread: the operator asks one shared manager from several threads at once, and
         # a flag on the instance let one thread's end of `leaf_configs` turn another's build real.
         self._mode = threading.local()
+        self.broken: list[broken_files.BrokenFile] = []
+        """YAML files under the roots that failed to load (a task meant, but unreadable)."""
         self.index: dict[str, IndexEntry] = self._index_root(builtin_tasks_dir()) if include_defaults else {}
         library = set(self.index)
         for root in include_roots:
@@ -131,8 +134,7 @@ class TaskManager:
             # Later roots override earlier ones, as in lm-eval.
             self.index.update(found)
 
-    @staticmethod
-    def _index_root(root: Path, *, code_allowed: bool = True) -> dict[str, IndexEntry]:
+    def _index_root(self, root: Path, *, code_allowed: bool = True) -> dict[str, IndexEntry]:
         found: dict[str, IndexEntry] = {}
         files = sorted(
             (p for p in root.glob("**/*.yaml") if not any(_skipped(part) for part in p.relative_to(root).parts)),
@@ -142,7 +144,10 @@ class TaskManager:
             try:
                 config = load_yaml(path, resolve_functions=False, root=root, allow_code=code_allowed)
                 kind = _kind_of(config)
-            except (UserError, ValueError) as err:
+            except UserError as err:
+                self.broken.append(broken_files.broken_file(path, err))
+                continue
+            except ValueError as err:  # no task: an include template, or YAML that is not about tasks
                 log.debug("skipping %s: %s", path, err)
                 continue
             name = config["group"] if kind == "group" else config["task"]
@@ -183,9 +188,16 @@ class TaskManager:
             raise UserError(self._unknown_message([name])) from None
 
     def _unknown_message(self, names: list[str]) -> str:
-        hints = "".join(suggest(name, self.index.keys()) for name in names[:3])
-        listed = ", ".join(repr(n) for n in names)
-        return f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, or add --include_path for your own YAMLs."
+        """Unknown names with the closest known ones; a name a broken file would have defined, with that file's error."""
+        broken = {name: file for name in names if (file := broken_files.defining(self.broken, name)) is not None}
+        unknown = [name for name in names if name not in broken]
+        sentences = [file.explain(name) for name, file in broken.items()]
+        if unknown:
+            hints = "".join(suggest(name, self.index.keys()) for name in unknown[:3])
+            listed = ", ".join(repr(n) for n in unknown)
+            sentences.insert(0, f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, "
+                                "or add --include_path for your own YAMLs.")  # fmt: skip
+        return " ".join(sentences)
 
     def match_tasks(self, names: Iterable[str]) -> list[str]:
         """Expand comma lists, globs, YAML paths and directories; unknown names are an error."""
@@ -361,7 +373,9 @@ class TaskManager:
             if isinstance(item, dict):
                 inline = {**overrides, "task": f"{group_name}::{base}"}
                 return [self._build_task(None, overrides=inline)]
-            raise UserError(f"Group {group_name!r} lists unknown task {base!r}.{suggest(base, self.index.keys())}")
+            broken = broken_files.defining(self.broken, base)
+            why = f" {broken.explain(base)}" if broken is not None else suggest(base, self.index.keys())
+            raise UserError(f"Group {group_name!r} lists unknown task {base!r}.{why}")
         if entry.kind == "group":
             return [self._build_group(entry.name, self._full_config(entry), overrides, entry.path)]
         if entry.kind == "tag":

@@ -47,6 +47,15 @@ def render(template: str, doc: Mapping[str, Any]) -> str:
         ) from None
 
 
+def syntax_error(template: str) -> str | None:
+    """What Jinja says is wrong with `template` (and on which of its lines), or None if it compiles."""
+    try:
+        _ENV.parse(template)
+    except jinja2.TemplateSyntaxError as error:
+        return f"{(error.message or 'syntax error').rstrip('.')} (line {error.lineno} of the template)"
+    return None
+
+
 def compile_text(spec: Any, features: Iterable[str], *, has_choices: bool) -> DocFn:
     """doc_to_text: int constant, column, template (all-digit result → int with choices), callable."""
     if isinstance(spec, int):

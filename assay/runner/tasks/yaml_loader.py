@@ -26,6 +26,15 @@ from assay.errors import UserError
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
+class TaskYamlError(UserError):
+    """A task YAML its parser refused: the file and the line (1-based) where the parser stopped."""
+
+    def __init__(self, message: str, *, path: Path, line: int | None) -> None:
+        super().__init__(message)
+        self.path = path
+        self.line = line
+
+
 @dataclasses.dataclass(frozen=True)
 class FunctionRef:
     """`!function utils.fn` as written in a YAML file in `base_dir`, whose tree is `root`."""
@@ -38,13 +47,17 @@ class FunctionRef:
     """False for task files whose code the admin has not allowed (a tenant's ConfigMaps)."""
 
     def module_path(self) -> Path:
-        """The helper file this reference names; UserError when it lies outside the task tree."""
+        """The helper file this reference names; UserError when its code may not run or it lies outside the task tree."""
         if not self.allowed:
             raise UserError(
                 f"Task YAML in {self.base_dir} uses `!function {self.qualname}`, and task code from this folder "
                 "is not allowed here: use YAML fields and templates only, or ask the cluster admin to set "
                 "policy.allowTaskCode."
             )
+        return self.helper_path()
+
+    def helper_path(self) -> Path:
+        """The helper file this reference names, whether or not its code may run; UserError when it lies outside the task tree."""
         module_name, _, fn_name = self.qualname.rpartition(".")
         parts = module_name.split(".") if module_name else []
         if not parts or not all(part.isidentifier() for part in parts + [fn_name]):
@@ -127,8 +140,10 @@ def load_yaml(
         raise UserError(f"Task YAML {path} does not exist; check the path or the include.") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UserError(f"Task YAML {path} is malformed{where}: {getattr(err, 'problem', err)}; fix the YAML syntax.") from None
+        line = mark.line + 1 if mark is not None else None
+        where = f" at line {line}" if line is not None else ""
+        raise TaskYamlError(f"Task YAML {path} is malformed{where}: {getattr(err, 'problem', err)}; fix the YAML syntax.",
+                            path=path, line=line) from None  # fmt: skip
     if not isinstance(config, dict):
         raise UserError(f"Task YAML {path} must hold a mapping of keys, not {type(config).__name__}.")
     includes = config.pop("include", None)

@@ -53,6 +53,12 @@ class APIArgs:
     def from_model_args(cls, kind: str, model_args: Mapping[str, Any]) -> "APIArgs":
         """lm-eval's keyword arguments → APIArgs; a bad or unknown one is a UserError naming it."""
         args = {k: v for k, v in model_args.items() if k not in _IGNORED}
+        if "api_key" in args:
+            raise UserError(
+                f"model_args api_key is not how the {kind} model gets its key: set the OPENAI_API_KEY environment "
+                "variable instead (on a cluster, spec.endpoint.apiKeySecret names the Secret that holds it), "
+                "and remove api_key from model_args."
+            )
         known = {f.name for f in dataclasses.fields(cls)} - {"kind"} | {"pretrained"}
         unknown = sorted(set(args) - known)
         if unknown:
