@@ -49,11 +49,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`).")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
-        prog=PROG,
-        description="Assay: lm-evaluation-harness compatible evaluation, distributed and Kubernetes-native.",
-        epilog=textwrap.dedent("""
+EPILOG = textwrap.dedent("""
             examples:
               assay run --model hf --model_args pretrained=gpt2 --tasks hellaswag
               assay ls tasks
@@ -67,7 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
               assay describe NAME                 # what happened, why, what to do
 
             As with lm-eval, `assay --model hf --tasks hellaswag` means `assay run ...`.
-        """),
+        """)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Assay: lm-evaluation-harness compatible evaluation, distributed and Kubernetes-native.",
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="Available commands", parser_class=_Parser)
