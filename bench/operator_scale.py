@@ -17,7 +17,7 @@ and prints per N:
 - status writes per second (the operator's patches of evaluations/status, over the burst);
 - `/metrics` scrape time (mean of 5, after the burst).
 
-A benchmark, not a test: the numbers depend on the machine (the README's table says which).
+A benchmark, not a test: the numbers depend on the machine (docs/performance.md's table says which).
 """
 
 from __future__ import annotations

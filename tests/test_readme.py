@@ -1,4 +1,5 @@
-"""The README's offline smoke run, executed as written (paths made absolute)."""
+"""The README's offline smoke run, executed as written (paths made absolute), and the code layout
+in docs/development.md."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def test_readme_offline_smoke_run(shared_data: Path, tmp_path: Path) -> None:
 
 
 def test_readme_layout_names_every_package_and_only_real_paths() -> None:
-    text = (REPO / "README.md").read_text()
+    text = (REPO / "docs" / "development.md").read_text()
     block = re.search(r"## Layout\n.*?```\n(.*?)```", text, re.S)
     assert block is not None
     listed: set[str] = set()
@@ -46,6 +47,6 @@ def test_readme_layout_names_every_package_and_only_real_paths() -> None:
             if not nested:
                 parent = name
     for path in listed:
-        assert (REPO / path).exists(), f"README's layout names {path}, which does not exist"
+        assert (REPO / path).exists(), f"docs/development.md's layout names {path}, which does not exist"
     packages = {str(p.parent.relative_to(REPO)) for p in (REPO / "assay").rglob("*/__init__.py")}
-    assert packages <= listed, f"README's layout leaves out {sorted(packages - listed)}"
+    assert packages <= listed, f"docs/development.md's layout leaves out {sorted(packages - listed)}"

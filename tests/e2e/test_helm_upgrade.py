@@ -1,5 +1,5 @@
 """Upgrading the chart on a real API server. Helm installs `crds/` once and never upgrades it,
-so the README's upgrade path applies the chart's CRD first (server-side), then runs `helm
+so the upgrade path in docs/operator.md applies the chart's CRD first (server-side), then runs `helm
 upgrade`; this test shows both halves: `helm upgrade` alone leaves a field the new chart adds
 unknown (an Evaluation using it is refused), and the documented step adds it."""
 
@@ -55,7 +55,7 @@ def test_the_documented_upgrade_path_adds_a_new_crd_field(cluster: Cluster, imag
         refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(evaluation_manifest("old", **spec)), check=False)
         assert refused.returncode != 0 and f'unknown field "spec.{NEW_FIELD}"' in refused.stderr, refused.stderr
 
-        # The README's step: the chart's CRD, applied server-side, before (or after) helm upgrade.
+        # The documented step (docs/operator.md): the chart's CRD, applied server-side, before (or after) helm upgrade.
         cluster.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         cluster.wait_for("the new CRD", lambda: NEW_FIELD in _served_fields(cluster), timeout=30)
         applied = cluster.kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump(evaluation_manifest("new", **spec)))

@@ -1,6 +1,6 @@
 """The Argo CD health check (deploy/argocd/health.lua), run in Lua on Evaluations recorded
-from real e2e runs (tests/e2e/test_gitops.py with ASSAY_RECORD_STATUSES=1), and the README
-snippet that installs it."""
+from real e2e runs (tests/e2e/test_gitops.py with ASSAY_RECORD_STATUSES=1), and the snippet in
+docs/operator.md that installs it."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import yaml
 from tests.argocd_health import SCRIPT, argocd_health
 
 RECORDED = Path(__file__).parent / "recorded"
-README = Path(__file__).resolve().parents[2] / "README.md"
+OPERATOR_DOC = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
 
 # What each recorded Evaluation is, as Argo CD must show it.
 EXPECTED = {
@@ -76,8 +76,8 @@ def test_recorded_statuses_keep_kstatus_ready_as_neither_reconciling_nor_stalled
     assert all(c["observedGeneration"] == status["observedGeneration"] for c in conditions.values())
 
 
-def test_the_readme_installs_exactly_the_shipped_health_check() -> None:
-    blocks = re.findall(r"```yaml\n(.*?)```", README.read_text(), flags=re.S)
+def test_the_operator_doc_installs_exactly_the_shipped_health_check() -> None:
+    blocks = re.findall(r"```yaml\n(.*?)```", OPERATOR_DOC.read_text(), flags=re.S)
     (config_map,) = [yaml.safe_load(b) for b in blocks if "resource.customizations.health" in b]
     assert config_map["metadata"]["name"] == "argocd-cm"
     assert config_map["data"]["resource.customizations.health.assay.dev_Evaluation"] == SCRIPT.read_text()
