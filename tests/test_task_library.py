@@ -27,7 +27,7 @@ datasets = pytest.importorskip("datasets")
 lm_eval_tasks = pytest.importorskip("lm_eval.tasks", reason="lm-eval (dev extra) is the reference")
 
 from assay.runner.data import local as datasets_local  # noqa: E402
-from tests.helpers import head_jsonl as _head
+from tests.helpers import head_jsonl as _head  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS_DIR = REPO / "tasks"

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from assay import cli
-from assay.errors import UsageError, UserError
+from assay.errors import UserError
 from assay.runner.models.api.args import APIArgs
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.vllm.args import VLLMArgs

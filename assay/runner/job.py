@@ -334,7 +334,7 @@ class ProgressReporter:
 
 
 def _sink(rank: int) -> Any:
-    from assay.runner.results import status_sink, versus_baseline
+    from assay.runner.results import status_sink
 
     return status_sink.sink_from_env() if rank == 0 else status_sink.NullSink()
 

@@ -75,7 +75,7 @@ def test_prometheus_scrapes_the_score_from_the_operator(cluster: Cluster, promet
     assert sample["metric"]["model"] == "dummy"
     # The score can reach Prometheus one scrape before the phase does (the runner writes
     # results into status before its Job completes), so wait for the phase series too.
-    phase_query = f'assay_evaluation_phase{{evaluation="dummy-arc",phase="Succeeded"}}'
+    phase_query = 'assay_evaluation_phase{evaluation="dummy-arc",phase="Succeeded"}'
     phase = cluster.wait_for(
         f"Prometheus to answer {phase_query} = 1",
         lambda: [row for row in _query(prometheus, phase_query) if float(row["value"][1]) == 1.0],

@@ -15,6 +15,8 @@ share a whole context (a multiple-choice document's choices) run it once, on a K
 
 from __future__ import annotations
 
+import functools
+
 import contextlib
 import dataclasses
 import inspect
@@ -205,11 +207,11 @@ class Scorer:
     def _chunks(self, reps: list[int], pairs: Sequence[TokenPair], plan: BatchPlan, override: int | None) -> Iterator[list[int]]:
         if not reps:
             return
-        if override is not None:
-            size_at: Callable[[int], int] = lambda pos: override
-        elif plan.fixed is not None:
-            fixed = plan.fixed
-            size_at = lambda pos: fixed
+        size_at: Callable[[int], int]
+        if override is not None or plan.fixed is not None:
+            constant = override if override is not None else plan.fixed
+            assert constant is not None
+            size_at = functools.partial(_constant, constant)
         else:
             # auto:N re-detects N times over the sorted requests (lm-eval's schedule)
             segment = max(1, int(len(reps) / plan.schedule))
@@ -354,3 +356,8 @@ def _accepts(model: Any, name: str) -> bool:
         return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError, AttributeError):
         return False
+
+
+def _constant(size: int, pos: int) -> int:
+    """One batch size wherever the requests are."""
+    return size
