@@ -27,6 +27,7 @@ from assay.runner.doc_work import ProgressFn
 from assay.runner.models.lm import LM
 from assay.runner.results import assemble
 from assay.runner.tasks.index import LoadedTasks, TaskManager
+from assay.runner.tasks.overrides import RunOverrides
 from assay.runner.tasks.prompt_builder import PromptSettings
 from assay.runner.tasks.task import Task
 
@@ -194,20 +195,14 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
 
 
 def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
-    """The run's overrides of each task's config: gen_kwargs, predict_only, num_fewshot, seed."""
+    """The run's overrides of every task (gen_kwargs, predict_only, num_fewshot, few-shot seed),
+    one record applied where prompts, requests and scores are made; the configs stay as loaded."""
+    overrides = RunOverrides(num_fewshot=options.num_fewshot, gen_kwargs=options.gen_kwargs,
+                             predict_only=options.predict_only, fewshot_seed=options.fewshot_random_seed)  # fmt: skip
     for task in loaded.tasks.values():
-        if task.output_type == "generate_until" and options.gen_kwargs:
-            task.config.generation_kwargs = {**(task.config.generation_kwargs or {}), **options.gen_kwargs}
-        if options.predict_only:
-            task.predict_only()
-        if options.num_fewshot is not None:
-            if task.config.num_fewshot == 0:
-                log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
-            else:
-                task.config.num_fewshot = options.num_fewshot
-        elif task.config.num_fewshot is None:
-            task.config.num_fewshot = 0
-        task.set_fewshot_seed(options.fewshot_random_seed)
+        if options.num_fewshot is not None and task.config.num_fewshot == 0:
+            log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
+        task.use_overrides(overrides)
 
 
 def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
