@@ -166,16 +166,17 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
 
     task_manager = TaskManager(include_path=flags.include_path, metadata=flags.metadata)
     options = dataclasses.replace(flags.run_options(), tasks=tuple(task_manager.match_tasks(flags.tasks)))
-    results = evaluator.run(options, task_manager=task_manager, evaluation_tracker=tracker)
-    if results is None:  # not rank 0
+    run = evaluator.run_results(options, task_manager=task_manager, evaluation_tracker=tracker)
+    if run is None:  # not rank 0
         return 0
-    samples = results.pop("samples", None) if flags.log_samples else None
+    samples = run.samples_by_task() if flags.log_samples else None
+    results = run.to_lmeval_dict(samples=False)
     if flags.show_config:
         print(output.dumps(results))
-    batch_sizes = results.get("config", {}).get("batch_sizes", [])
+    batch_sizes = (run.config or {}).get("batch_sizes", [])
     if wandb_logger is not None:
         try:
-            wandb_logger.post_init(results)
+            wandb_logger.post_init(run)
             wandb_logger.log_eval_result()
             if samples:
                 wandb_logger.log_eval_samples(samples)
@@ -194,9 +195,9 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
     from assay.runner.results.table import make_table
 
     print(summary_line(flags, batch_sizes))
-    print(make_table(results))
-    if "groups" in results:
-        print(make_table(results, "groups"))
+    print(make_table(run))
+    if run.groups:
+        print(make_table(run, "groups"))
     if wandb_logger is not None:
         wandb_logger.finish()
     if hub_logger is not None:

@@ -3,9 +3,10 @@
 lm-eval keys each number of a results row as `"acc,none"` and its standard error as
 `"acc_stderr,none"`; the same keys reach an Evaluation's status and Prometheus labels.
 Those strings are made (`row_entries`) and taken apart (`read_row`, `split_key`) here and
-nowhere else: the evaluator, groups, the table, the loggers, the status sink and the
-operator's metrics all handle `MetricValue` records. This module sits below both the
-runner and the operator because both read it.
+nowhere else: the evaluator, groups, `assay.run_results` (whose records the table, the
+loggers, the status sink and `assay compare` read) and the operator's metrics all handle
+`MetricValue` records. This module sits below both the runner and the operator because
+both read it.
 """
 
 from __future__ import annotations
@@ -70,14 +71,15 @@ def row_entries(values: Iterable[MetricValue]) -> dict[str, Any]:
     return entries
 
 
-def read_row(row: Mapping[str, Any], *, skip: Collection[str] = (), sort: bool = False, comma_keys_only: bool = False) -> list[MetricValue]:
-    """The values of one lm-eval results row, in row order (or sorted by key).
+def read_row(row: Mapping[str, Any], *, skip: Collection[str] = (), comma_keys_only: bool = False) -> list[MetricValue]:
+    """The values of one lm-eval results row, in row order.
 
-    `skip` names non-metric keys (alias, name, ...); lm-eval's own readers differ in which
-    they skip, so each caller says. Stderr keys are read with the value they belong to.
+    `comma_keys_only` reads the metric values alone; `skip` leaves out the named members
+    (lm-eval's W&B logger lists every member but the alias, name and sample_len among them).
+    Stderr keys are read with the value they belong to.
     """
     values: list[MetricValue] = []
-    for key in sorted(row) if sort else row:
+    for key in row:
         if key in skip or (comma_keys_only and "," not in key):
             continue
         metric, filter_name = split_key(key)

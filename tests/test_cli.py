@@ -18,6 +18,7 @@ from lm_eval.config.evaluate_config import EvaluatorConfig
 from lm_eval.utils import make_table as lm_make_table
 
 from assay import cli
+from assay.run_results import RunResults
 from assay.runner.results.table import make_table
 from tests.helpers import copy_tasks
 
@@ -323,7 +324,7 @@ def test_run_end_to_end_writes_lm_eval_files_and_prints_tables(task_dir, tmp_pat
     ]) + "\n"
     assert out == expected
     assert out.splitlines()[0] == "dummy ({}), gen_kwargs: ({}), limit: None, num_fewshot: None, batch_size: 1"
-    assert make_table(results) == lm_make_table(results)
+    assert make_table(RunResults.from_lmeval_dict(results)) == lm_make_table(results)
 
 
 def test_run_json_output_path_and_show_config(task_dir, tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The results table equals lm-eval's `make_table` on the same results dict.
+"""The results table equals lm-eval's `make_table` on the same results dict (read as a `RunResults`).
 
 lm-eval renders with pytablewriter; the reference needs pytablewriter >= 1.0 (what
 `pip install lm-eval` resolves to). pytablewriter 0.38 ignores `headers` and prints
@@ -13,7 +13,16 @@ import pytest
 import pytablewriter
 from lm_eval.utils import make_table as lm_make_table
 
-from assay.runner.results.table import make_table, render_markdown
+from assay.run_results import RunResults
+from assay.runner.results import table
+
+
+def make_table(results: dict, column: str = "results", sort_results: bool = False) -> str:
+    """Assay's table of lm-eval's dict, read as the record the table takes."""
+    return table.make_table(RunResults.from_lmeval_dict(results), column, sort_results)
+
+
+render_markdown = table.render_markdown
 
 assert int(pytablewriter.__version__.split(".")[0]) >= 1, (
     f"pytablewriter {pytablewriter.__version__} is too old to be lm-eval's reference; pip install 'pytablewriter>=1.0'"

@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from assay import echoed_text, scores
 from assay.cli_cluster import baseline_rows, listing
+from assay.run_results import RunResults
 from assay.runner.results import table
 
 
@@ -70,9 +71,10 @@ def render(evaluation: Mapping[str, Any], fmt: str) -> str:
 def tables(results: Mapping[str, Any]) -> str:
     """The tables as `assay run` prints them: tasks, then groups when some group aggregates
     (each `print`ed, so a blank line follows each)."""
-    out = table.make_table(results) + "\n"
+    run = RunResults.from_lmeval_dict(results)
+    out = table.make_table(run) + "\n"
     if "groups" in results:
-        out += table.make_table(results, "groups") + "\n"
+        out += table.make_table(run, "groups") + "\n"
     return out
 
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from assay.compare import clustered, corpus, groups, outputs, pairing, statistics, verdicts
 from assay.errors import UsageError
+from assay.run_results import RunResults
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,30 +85,29 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:
     names = groups.group_names(baseline.results) | groups.group_names(candidate.results)
-    shared = [task for task in baseline.results["results"] if task in candidate.results["results"] and task not in names]
+    listed = [run.results.results_names() for run in (baseline, candidate)]
+    shared = [task for task in listed[0] if task in listed[1] and task not in names]
     for task in shared:
         missing = [run.label for run in (baseline, candidate) if task not in run.tasks_with_samples()]
         if missing:
             notes.append(f"{task}: left out, no samples file in the {' and '.join(missing)} (run with --log_samples).")
-    only = sorted((set(baseline.results["results"]) ^ set(candidate.results["results"])) - names)
+    only = sorted((set(listed[0]) ^ set(listed[1])) - names)
     if only:
         notes.append(f"In one run only, left out: {', '.join(only)}.")
     return [task for task in shared if task in baseline.tasks_with_samples() and task in candidate.tasks_with_samples()]
 
 
 def _config(run: outputs.RunOutput, task: str) -> Mapping[str, Any]:
-    config = run.results.get("configs", {}).get(task, {})
-    return config if isinstance(config, dict) else {}
+    return run.results.config_of(task)
 
 
 def _directions(run: outputs.RunOutput, task: str) -> Mapping[str, Any]:
-    directions = run.results.get("higher_is_better", {}).get(task, {})
-    return directions if isinstance(directions, dict) else {}
+    return run.results.higher_is_better_of(task)
 
 
-def _run_notes(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
+def _run_notes(baseline: RunResults, candidate: RunResults) -> list[str]:
     keys = ("system_instruction_sha", "chat_template_sha", "fewshot_as_multiturn")
-    changed = [key.removesuffix("_sha") for key in keys if baseline.get(key) != candidate.get(key)]
+    changed = [key.removesuffix("_sha") for key in keys if baseline.run_info.get(key) != candidate.run_info.get(key)]
     return [f"The runs' prompts differ in {', '.join(changed)}."] if changed else []
 
 
@@ -167,7 +167,7 @@ def _cluster_notes(pairs: pairing.TaskPairing, key: str | None, rows: list[Row])
     return [sentence]
 
 
-def _group_rows(baseline: Mapping[str, Any], candidate: Mapping[str, Any], tasks: list[pairing.TaskPairing],
+def _group_rows(baseline: RunResults, candidate: RunResults, tasks: list[pairing.TaskPairing],
                 settings: Settings, notes: list[str]) -> list[Row]:  # fmt: skip
     pairs = {(metric.task, metric.metric, metric.filter): metric for task in tasks for metric in task.metrics}
     rows = []

@@ -25,6 +25,8 @@ import math
 from typing import Any, Mapping, Sequence
 
 from assay.compare import clustered, pairing, statistics
+from assay.run_results import RunResults
+from assay.scores import MetricValue, TaskScores
 
 PairsByKey = Mapping[tuple[str, str, str], pairing.MetricPairs]
 """(task, metric, filter) → that metric's paired values."""
@@ -42,38 +44,37 @@ class GroupMetric:
     weight_by_size: bool
 
 
-def group_names(results: Mapping[str, Any]) -> set[str]:
+def group_names(results: RunResults) -> set[str]:
     """Every group a results JSON names, aggregating or not (they have no samples of their own)."""
-    return set(results.get("group_subtasks") or {}) | set(results.get("groups") or {})
+    return set(results.group_subtasks) | set(results.groups)
 
 
-def group_metrics(baseline: Mapping[str, Any], candidate: Mapping[str, Any], notes: list[str]) -> list[GroupMetric]:
+def group_metrics(baseline: RunResults, candidate: RunResults, notes: list[str]) -> list[GroupMetric]:
     """Each metric and filter of each group that both runs aggregate, with its subtasks and weighting."""
     found = []
-    base_groups, cand_groups = baseline.get("groups") or {}, candidate.get("groups") or {}
-    if set(base_groups) ^ set(cand_groups):
-        notes.append(f"Groups aggregated in one run only, not compared: {', '.join(sorted(set(base_groups) ^ set(cand_groups)))}.")
-    for group in sorted(set(base_groups) & set(cand_groups)):
-        leaves = leaf_tasks(group, baseline.get("group_subtasks") or {})
-        if leaves != leaf_tasks(group, candidate.get("group_subtasks") or {}):
+    base_groups, cand_groups = set(baseline.groups), set(candidate.groups)
+    if base_groups ^ cand_groups:
+        notes.append(f"Groups aggregated in one run only, not compared: {', '.join(sorted(base_groups ^ cand_groups))}.")
+    for group in sorted(base_groups & cand_groups):
+        leaves = leaf_tasks(group, baseline.group_subtasks)
+        if leaves != leaf_tasks(group, candidate.group_subtasks):
             notes.append(f"{group}: the runs' groups have different subtasks; not compared as a group.")
             continue
-        for key in _metric_keys(base_groups[group], cand_groups[group]):
-            spec = _group_metric(group, key, leaves, (baseline, candidate), notes)
+        for metric, filter_name in _metric_keys(_row(baseline, group), _row(candidate, group)):
+            spec = _group_metric(group, metric, filter_name, leaves, (baseline, candidate), notes)
             found.extend([spec] if spec is not None else [])
     return found
 
 
-def _group_metric(group: str, key: str, leaves: tuple[str, ...], runs: tuple[Mapping[str, Any], Mapping[str, Any]],
+def _group_metric(group: str, metric: str, filter_name: str, leaves: tuple[str, ...], runs: tuple[RunResults, RunResults],
                   notes: list[str]) -> GroupMetric | None:  # fmt: skip
-    metric, _, filter_name = key.partition(",")
     name = f"{group} {metric} ({filter_name})"
     # lm-eval aggregates the leaves that report the key; the candidate's must be the same ones.
-    subtasks = tuple(task for task in leaves if key in runs[0]["results"].get(task, {}))
-    if not subtasks or any(key not in runs[1]["results"].get(task, {}) for task in subtasks):
+    subtasks = tuple(task for task in leaves if _value(runs[0], task, metric, filter_name) is not None)
+    if not subtasks or any(_value(runs[1], task, metric, filter_name) is None for task in subtasks):
         notes.append(f"{name}: the runs' subtasks do not both report it; not compared as a group.")
         return None
-    weightings = _weightings(runs[0], group, key, subtasks) & _weightings(runs[1], group, key, subtasks)
+    weightings = _weightings(runs[0], group, metric, filter_name, subtasks) & _weightings(runs[1], group, metric, filter_name, subtasks)
     if not weightings:
         notes.append(f"{name}: neither a size-weighted nor a plain mean of its subtasks gives the group's value "
                      "(a custom aggregation?); not compared as a group.")  # fmt: skip
@@ -93,26 +94,39 @@ def leaf_tasks(group: str, group_subtasks: Mapping[str, Sequence[str]]) -> tuple
     return tuple(leaves)
 
 
-def _metric_keys(baseline: Mapping[str, Any], candidate: Mapping[str, Any]) -> list[str]:
-    """`metric,filter` keys with a number in both runs' group entry, sorted by metric then filter."""
-    keys = [key for key in baseline if "," in key and "_stderr," not in key and _is_number(baseline[key])
-            and _is_number(candidate.get(key))]  # fmt: skip
-    return sorted(keys, key=lambda key: tuple(reversed(key.partition(",")[::2])))
+def _row(run: RunResults, name: str) -> TaskScores:
+    found = run.tasks[name].scores if name in run.tasks else None
+    return found if found is not None else TaskScores(name, name)
+
+
+def _value(run: RunResults, task: str, metric: str, filter_name: str) -> MetricValue | None:
+    """A leaf's value as the results JSON's `results` lists it."""
+    entry = run.tasks.get(task)
+    if entry is None or not entry.in_results or entry.scores is None:
+        return None
+    return entry.scores.find(metric, filter_name)
+
+
+def _metric_keys(baseline: TaskScores, candidate: TaskScores) -> list[tuple[str, str]]:
+    """(metric, filter) with a number in both runs' group entry, sorted by filter then metric."""
+    keys = [(value.metric, value.filter) for value in baseline.values if _is_number(value.value)
+            and _is_number(getattr(candidate.find(value.metric, value.filter), "value", None))]  # fmt: skip
+    return sorted(keys, key=lambda key: (key[1], key[0]))
 
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _weightings(results: Mapping[str, Any], group: str, key: str, subtasks: tuple[str, ...]) -> set[bool]:
+def _weightings(results: RunResults, group: str, metric: str, filter_name: str, subtasks: tuple[str, ...]) -> set[bool]:
     """The values of weight_by_size consistent with one run's numbers ({True, False} if both are)."""
-    configured = _configured(results, group, key)
+    configured = _configured(results, group, metric, filter_name)
     if configured is not None:
         return {configured}
-    value = results["groups"][group][key]
-    rows = [results["results"][task] for task in subtasks]
-    values = [row[key] for row in rows]
-    sizes = [row.get("sample_len") for row in rows]
+    value = getattr(_row(results, group).find(metric, filter_name), "value", None)
+    rows = [_row(results, task) for task in subtasks]
+    values: list[Any] = [getattr(row.find(metric, filter_name), "value", None) for row in rows]
+    sizes: list[Any] = [row.sample_len for row in rows]
     if not values or not all(_is_number(v) for v in values):
         return set()
     found = set()
@@ -131,11 +145,9 @@ def _close(reported: Any, computed: float) -> bool:
     return _is_number(reported) and math.isclose(float(reported), computed, rel_tol=1e-9, abs_tol=1e-12)
 
 
-def _configured(results: Mapping[str, Any], group: str, key: str) -> bool | None:
+def _configured(results: RunResults, group: str, metric: str, filter_name: str) -> bool | None:
     """weight_by_size from the group's aggregate_metric_list, where the results JSON has it."""
-    config = (results.get("configs") or {}).get(group)
-    entries = config.get("aggregate_metric_list") if isinstance(config, dict) else None
-    metric, _, filter_name = key.partition(",")
+    entries = results.config_of(group).get("aggregate_metric_list")
     for entry in entries or []:
         if not isinstance(entry, dict) or entry.get("metric") != metric:
             continue
@@ -167,9 +179,9 @@ def compare_group(spec: GroupMetric, pairs: PairsByKey, *, alpha: float, notes: 
     ], alpha=alpha)  # fmt: skip
 
 
-def direction(spec: GroupMetric, results: Mapping[str, Any], pairs: PairsByKey) -> bool:
+def direction(spec: GroupMetric, results: RunResults, pairs: PairsByKey) -> bool:
     """higher_is_better for the group's metric: the results JSON's, else its first subtask's."""
-    stated = (results.get("higher_is_better") or {}).get(spec.group, {}).get(spec.metric)
+    stated = results.higher_is_better_of(spec.group).get(spec.metric)
     if isinstance(stated, bool):
         return stated
     return pairs[(spec.subtasks[0], spec.metric, spec.filter)].higher_is_better

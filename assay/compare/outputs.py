@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from assay.errors import UsageError
+from assay.run_results import RunResults
 
 DATE_ID = r"\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(?:\.\d+)?"
 _SAMPLES = re.compile(rf"(?P<kind>samples|scores)_(?P<task>.+)_(?P<date>{DATE_ID})\.jsonl")
@@ -58,7 +59,7 @@ class RunOutput:
     label: str
     """The path as the user gave it."""
     results_path: Path
-    results: Mapping[str, Any]
+    results: RunResults
     samples_paths: Mapping[str, Path]
     notes: tuple[str, ...] = ()
     in_memory: Mapping[str, list[Sample]] | None = None
@@ -73,8 +74,7 @@ class RunOutput:
         return read_samples(self.samples_paths[task], label=self.label, cluster_key=self.cluster_key(task))
 
     def cluster_key(self, task: str) -> str | None:
-        config = self.results.get("configs", {}).get(task)
-        return cluster_key(config) if isinstance(config, dict) else None
+        return cluster_key(self.results.config_of(task))
 
 
 def cluster_key(config: Mapping[str, Any]) -> str | None:
@@ -91,11 +91,10 @@ def cluster_id(value: Any) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def run_in_memory(results: Mapping[str, Any], samples: Mapping[str, Any], *, label: str) -> RunOutput:
-    """A run from its results dict and its samples records (lm-eval's `samples` member)."""
-    configs = results.get("configs", {})
+def run_in_memory(results: RunResults, samples: Mapping[str, Any], *, label: str) -> RunOutput:
+    """A run from its results and its samples records (lm-eval's `samples` member)."""
     loaded = {task: [_sample(record, path=Path(label), number=number, label=label,
-                             cluster_key=cluster_key(configs.get(task) or {}))
+                             cluster_key=cluster_key(results.config_of(task)))
                      for number, record in enumerate(records, start=1)]
               for task, records in samples.items()}  # fmt: skip
     return RunOutput(label=label, results_path=Path(label), results=results, samples_paths={}, in_memory=loaded)
@@ -130,14 +129,14 @@ def _date_id(path: Path) -> str | None:
     return match.group(1) if match else None
 
 
-def _load_results(path: Path, *, label: str) -> Mapping[str, Any]:
+def _load_results(path: Path, *, label: str) -> RunResults:
     try:
         results = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UsageError(f"{label} {path} is not a readable results JSON ({error}).") from None
     if not isinstance(results, dict) or not isinstance(results.get("results"), dict):
         raise UsageError(f"{label} {path} has no `results` object; is it a results JSON from `assay run` or `lm_eval`?")
-    return results
+    return RunResults.from_lmeval_dict(results)
 
 
 def _samples_beside(results_path: Path) -> dict[str, Path]:

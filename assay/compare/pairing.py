@@ -23,6 +23,7 @@ import numpy as np
 
 from assay.compare import outputs
 from assay.compare.corpus import MEAN, aggregation_of
+from assay.run_results import ABSENT, RunResults
 
 Key = tuple[str, str, int]
 """(filter, doc_hash, occurrence of that hash in the run)."""
@@ -132,19 +133,24 @@ def _aggregation(metric: str, configs: tuple[Mapping[str, Any], Mapping[str, Any
     return aggregation_of(metric, None)
 
 
-def prompt_notes(task: str, pairing: TaskPairing, results: tuple[Mapping[str, Any], Mapping[str, Any]]) -> list[str]:
+def prompt_notes(task: str, pairing: TaskPairing, results: tuple[RunResults, RunResults]) -> list[str]:
     """Sentences naming how the two runs' prompts for `task` differ (none if they agree)."""
     notes = []
-    shots = [run.get("n-shot", {}).get(task) for run in results]
+    shots = [_n_shot(run, task) for run in results]
     if shots[0] != shots[1]:
         notes.append(f"{task}: {shots[0]}-shot baseline, {shots[1]}-shot candidate.")
-    configs = [run.get("configs", {}).get(task, {}) for run in results]
+    configs = [run.config_of(task) for run in results]
     changed = sorted(key for key in PROMPT_KEYS if configs[0].get(key) != configs[1].get(key))
     if changed:
         notes.append(f"{task}: the task configs differ in {', '.join(changed)}.")
     if pairing.prompt_differences:
         notes.append(f"{task}: {pairing.prompt_differences} of {pairing.paired} paired documents have different prompts.")
     return notes
+
+
+def _n_shot(run: RunResults, task: str) -> Any:
+    shots = run.tasks[task].n_shot if task in run.tasks else ABSENT
+    return None if shots is ABSENT else shots
 
 
 PROMPT_KEYS = ("description", "doc_to_text", "doc_to_choice", "doc_to_target", "target_delimiter", "fewshot_delimiter",

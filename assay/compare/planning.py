@@ -41,7 +41,7 @@ def plan(run: outputs.RunOutput, *, alpha: float, correlation: float, target: fl
     rows = []
     for task, path in run.samples_paths.items():
         samples = outputs.read_samples(path, label="baseline")
-        config = run.results.get("configs", {}).get(task, {})
+        config = run.results.config_of(task)
         paired = pairing.pair_task(task, samples, samples, configs=(config, config), higher_is_better={})
         for metric in paired.metrics:
             if metric.aggregation == corpus.MEAN and all(isinstance(v, (int, float)) for v in metric.baseline):

@@ -10,10 +10,11 @@ part of `assay.runner`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from assay import spec as spec_module
+    from assay.run_results import RunResults
 
 
 def task_index(include_path: str | None = None) -> Any:
@@ -45,8 +46,8 @@ def model_names() -> Sequence[str]:
 
 
 def run_spec(spec: spec_module.Evaluation, output_dir: str, *, output_root: str | None = None,
-             status_file: str | None = None) -> dict[str, Any] | None:  # fmt: skip
-    """Run one Evaluation on this process's share; lm-eval's results dict on rank 0, else None.
+             status_file: str | None = None) -> RunResults | None:  # fmt: skip
+    """Run one Evaluation on this process's share; its results on rank 0, else None.
 
     `status_file`: where rank 0 writes the status fields (scores, the comparison with
     spec.baseline, whose path is read under `output_root`)."""
@@ -57,8 +58,8 @@ def run_spec(spec: spec_module.Evaluation, output_dir: str, *, output_root: str 
     return run(spec, output_dir, sink=sink, output_root=output_root)
 
 
-def condense_results(results: Mapping[str, Any]) -> dict[str, Any]:
-    """lm-eval's results dict → the Evaluation's `status` fields (see `status_sink`)."""
+def condense_results(results: RunResults) -> dict[str, Any]:
+    """A run's results → the Evaluation's `status` fields (see `status_sink`)."""
     from assay.runner.results.status_sink import condense_results as condense
 
     return condense(results)

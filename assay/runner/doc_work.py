@@ -40,7 +40,7 @@ class DocWork:
 
 def requests_for(task: Task, chosen: list[tuple[int, Doc]], settings: PromptSettings, lm: LM, options: EvalOptions) -> list[list[Instance]]:
     """The chosen documents' requests, from the request cache when --cache_requests allows."""
-    num_fewshot = task.config.num_fewshot or 0
+    num_fewshot = task.num_fewshot
     if not options.cache_requests:
         return task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
     from assay.runner.models.caching import RequestCache

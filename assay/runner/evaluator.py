@@ -8,6 +8,7 @@ aggregates exactly as a single process would.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import random
@@ -20,11 +21,13 @@ from assay import run_rules
 from assay.batch_size import BatchSize
 from assay.errors import UsageError, UserError
 from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
+from assay.run_results import RunResults
 from assay.runner import distributed, doc_work, preflight
 from assay.runner.doc_work import ProgressFn
 from assay.runner.models.lm import LM
-from assay.runner.results.assemble import results_dict
+from assay.runner.results import assemble
 from assay.runner.tasks.index import LoadedTasks, TaskManager
+from assay.runner.tasks.overrides import RunOverrides
 from assay.runner.tasks.prompt_builder import PromptSettings
 from assay.runner.tasks.task import Task
 
@@ -104,6 +107,13 @@ def _built_or_named(model: object) -> tuple[LM | None, str | None]:
 
 def run(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager | None = None,
         progress: ProgressFn | None = None, evaluation_tracker: Any = None) -> dict[str, Any] | None:  # fmt: skip
+    """simple_evaluate's pipeline (`run_results`), its results as lm-eval's dict (None on ranks but 0)."""
+    run = run_results(options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker)
+    return run.to_lmeval_dict() if run is not None else None
+
+
+def run_results(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager | None = None,
+                progress: ProgressFn | None = None, evaluation_tracker: Any = None) -> RunResults | None:  # fmt: skip
     """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info.
 
     Beside the record, what only this process has: a model the caller built (then
@@ -132,7 +142,7 @@ def run(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager
 
 
 def _run_with(lm: LM, options: EvalOptions, task_manager: TaskManager, progress: ProgressFn | None, start: float,
-              evaluation_tracker: Any) -> dict[str, Any] | None:  # fmt: skip
+              evaluation_tracker: Any) -> RunResults | None:  # fmt: skip
     """Tasks, overrides, evaluate and run info on a model that is already built."""
     loaded = task_manager.load(list(options.tasks))
     configure_tasks(loaded, options)
@@ -149,14 +159,10 @@ def _run_with(lm: LM, options: EvalOptions, task_manager: TaskManager, progress:
     results = evaluate(lm, loaded, options, progress=progress)
     if results is None:
         return None
-    results["config"] = run_config(options, lm)
     from assay.runner.results import run_info
 
-    results["git_hash"] = run_info.git_hash()
-    results["date"] = start
-    results.update(run_info.environment())
-    results.update(_safe(lm.tokenizer_info))
-    return results
+    facts = {"git_hash": run_info.git_hash(), "date": start, **run_info.environment(), **_safe(lm.tokenizer_info)}
+    return dataclasses.replace(results, config=run_config(options, lm), run_info=facts)
 
 
 def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
@@ -189,20 +195,14 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
 
 
 def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
-    """The run's overrides of each task's config: gen_kwargs, predict_only, num_fewshot, seed."""
+    """The run's overrides of every task (gen_kwargs, predict_only, num_fewshot, few-shot seed),
+    one record applied where prompts, requests and scores are made; the configs stay as loaded."""
+    overrides = RunOverrides(num_fewshot=options.num_fewshot, gen_kwargs=options.gen_kwargs,
+                             predict_only=options.predict_only, fewshot_seed=options.fewshot_random_seed)  # fmt: skip
     for task in loaded.tasks.values():
-        if task.output_type == "generate_until" and options.gen_kwargs:
-            task.config.generation_kwargs = {**(task.config.generation_kwargs or {}), **options.gen_kwargs}
-        if options.predict_only:
-            task.predict_only()
-        if options.num_fewshot is not None:
-            if task.config.num_fewshot == 0:
-                log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
-            else:
-                task.config.num_fewshot = options.num_fewshot
-        elif task.config.num_fewshot is None:
-            task.config.num_fewshot = 0
-        task.set_fewshot_seed(options.fewshot_random_seed)
+        if options.num_fewshot is not None and task.config.num_fewshot == 0:
+            log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
+        task.use_overrides(overrides)
 
 
 def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
@@ -262,8 +262,8 @@ def sample_size(task: Task, limit: int | float | None) -> int | None:
     return int(math.ceil(len(task.eval_docs) * limit)) if limit < 1.0 else int(limit)
 
 
-def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: ProgressFn | None = None) -> dict[str, Any] | None:
-    """Build, shard, answer and score every task's requests; the results dict on rank 0."""
+def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: ProgressFn | None = None) -> RunResults | None:
+    """Build, shard, answer and score every task's requests; the results on rank 0."""
     for task in loaded.tasks.values():
         if task.config.unsafe_code and not options.confirm_run_unsafe_code:
             raise UserError(f"Task {task.name!r} runs model-written code; pass --confirm_run_unsafe_code to run it.")
@@ -295,4 +295,4 @@ def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: Pro
     gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
     if rank != 0 or gathered is None:
         return None
-    return results_dict(loaded, gathered, bootstrap_iters=options.bootstrap_iters, log_samples=keep is not None)
+    return assemble.run_results(loaded, gathered, bootstrap_iters=options.bootstrap_iters, keep_samples=keep is not None)

@@ -44,6 +44,7 @@ ranks stop at once instead of waiting for it (see `assay.runner.distributed`).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import logging
 import os
@@ -61,6 +62,7 @@ from assay.runner.results import status_sink, versus_baseline
 
 if TYPE_CHECKING:
     from assay.run_options import EvalOptions
+    from assay.run_results import RunResults
 
 log = logging.getLogger("assay.runner")
 
@@ -120,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             from assay.runner.results.table import make_table
 
             print(make_table(results))
-            if "groups" in results:
+            if results.groups:
                 print(make_table(results, "groups"))
         return EXIT_OK
     except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
@@ -201,7 +203,7 @@ def run_spec(
     use_cache: str | None = None,
     sink: Any = None,
     output_root: str | None = None,
-) -> dict[str, Any] | None:
+) -> RunResults | None:
     """Evaluate `spec` on this process's share; on rank 0 write outputs and return results.
 
     Call `distributed.init_from_env()` first when running under torchrun. Returns None
@@ -221,18 +223,19 @@ def run_spec(
     task_manager = offline_check.spec_task_index(spec, include_path)
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()
-    results = evaluator.run(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)
+    results = evaluator.run_results(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)
     if results is None:
         return None
-    records = results.pop("samples", None) or {}
-    comparison = versus_baseline.status_of(spec, {**results, **_prompt_facts(spec, options)}, records, sink=sink,
+    records = results.samples_by_task()
+    facts = dataclasses.replace(results, run_info={**results.run_info, **_prompt_facts(spec, options)})
+    comparison = versus_baseline.status_of(spec, facts, records, sink=sink,
                                           output_root=output_root or os.environ.get(spec_module.ENV_OUTPUT_ROOT))
     save = functools.partial(_save, results, records, spec, options, output_dir, started)
     _record(results, save, sink, output_dir, comparison=comparison)
     return results
 
 
-def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
+def _record(results: RunResults, save: Callable[[], Path | None], sink: Any,
             output_dir: str | os.PathLike[str] | None, *, comparison: Mapping[str, Any] | None = None) -> None:  # fmt: skip
     """Scores to status first, then the files: status outlives an emptyDir output volume,
     and a full volume must not cost scores already computed.
@@ -265,7 +268,7 @@ def _record(results: dict[str, Any], save: Callable[[], Path | None], sink: Any,
 
 
 def _save(
-    results: dict[str, Any],
+    results: RunResults,
     records: Mapping[str, Any],
     spec: spec_module.Evaluation,
     options: EvalOptions,
@@ -279,7 +282,7 @@ def _save(
     tracker.general_config_tracker.start_time = started
     chat_template = options.apply_chat_template
     saved = tracker.save(
-        results,
+        results.to_lmeval_dict(samples=False),
         records if options.log_samples else None,
         model_source=spec.model,
         model_args=dict(spec.model_args),
@@ -293,8 +296,7 @@ def _save(
         log.info("samples written to %s", path)
     if saved.results_path is not None and records:
         # Any finished run can be a baseline: its documents' scores, whatever logSamples says.
-        configs = results.get("configs") or {}
-        lines = {task: [outputs.score_line(record, cluster_key=outputs.cluster_key(configs.get(task) or {})) for record in task_records]
+        lines = {task: [outputs.score_line(record, cluster_key=outputs.cluster_key(results.config_of(task))) for record in task_records]
                  for task, task_records in records.items()}  # fmt: skip
         output.save_scores(lines, saved.results_path, saved.date_id)
     return saved.results_path

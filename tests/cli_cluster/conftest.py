@@ -11,6 +11,7 @@ import datetime
 from pathlib import Path
 from typing import Any, Iterator
 
+import kubernetes.config  # noqa: F401 - read $KUBECONFIG now, before a test points it at its local server
 import pytest
 import yaml
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from assay.run_results import RunResults
 from assay.runner.results.condensed import condense_results
 from assay.runner.results.table import make_table
 from tests.cli_cluster.conftest import ClusterCli
@@ -36,14 +37,15 @@ def _with_a_group(results: dict[str, Any]) -> dict[str, Any]:
 
 
 def _status_of(results: dict[str, Any], phase: str = "Succeeded") -> dict[str, Any]:
-    condensed = condense_results(results)
+    condensed = condense_results(RunResults.from_lmeval_dict(results))
     return {"phase": phase, "reason": "JobComplete", "model": "pythia-14m", **condensed, "runnerMessage": condensed["message"]}
 
 
 def _as_runner_printed(results: dict[str, Any]) -> str:
     """What `assay run` printed (each table `print`ed), from what status keeps."""
     kept = {k: v for k, v in results.items() if k not in NOT_IN_STATUS}
-    return make_table(kept) + "\n" + (make_table(kept, "groups") + "\n" if "groups" in kept else "")
+    run = RunResults.from_lmeval_dict(kept)
+    return make_table(run) + "\n" + (make_table(run, "groups") + "\n" if "groups" in kept else "")
 
 
 @pytest.mark.parametrize("results", [_lm_eval_results(), _with_a_group(_lm_eval_results())], ids=["tasks", "with-a-group"])

@@ -17,6 +17,7 @@ import pytest
 
 from assay.cli import main
 from assay.compare import groups, outputs
+from assay.run_results import RunResults
 from tests.compare.crafted import write_run
 
 RUNS = Path(__file__).resolve().parent / "runs"
@@ -121,7 +122,7 @@ def test_cluster_ids_are_the_same_from_samples_scores_lines_and_memory(tmp_path:
     scores.write_text("".join(json.dumps(outputs.score_line(r, cluster_key="passage")) + "\n" for r in records))
     from_scores = outputs.read_samples(scores, label="b")
     results = _results(ASSAY_0)
-    in_memory = outputs.run_in_memory(results, {"g_boolq": records}, label="b").samples("g_boolq")
+    in_memory = outputs.run_in_memory(RunResults.from_lmeval_dict(results), {"g_boolq": records}, label="b").samples("g_boolq")
     clusters = [s.cluster for s in from_samples]
     assert len(set(clusters)) == 10 and None not in clusters
     assert [s.cluster for s in from_scores] == clusters == [s.cluster for s in in_memory]
@@ -173,7 +174,8 @@ def test_a_group_config_in_the_results_json_decides_the_weighting(tmp_path: Path
     base, cand = _two_task_runs(tmp_path)
     config = {"group": "g", "aggregate_metric_list": [{"metric": "acc", "filter_list": ["none"], "weight_by_size": False}]}
     _with_group(base, "g", ["t1", "t2"], 0.5, sizes={"t1": 4, "t2": 2}, values={"t1": 0.75, "t2": 0.0}, config=config)
-    specs = groups.group_metrics(json.loads(base.read_text()), json.loads(base.read_text()), [])
+    run = RunResults.from_lmeval_dict(json.loads(base.read_text()))
+    specs = groups.group_metrics(run, run, [])
     assert [(s.group, s.metric, s.filter, s.subtasks, s.weight_by_size) for s in specs] == [("g", "acc", "none", ("t1", "t2"), False)]
 
 
@@ -199,4 +201,4 @@ def test_a_subtask_without_samples_leaves_the_group_out(tmp_path: Path, capsys: 
 def test_nested_groups_weight_their_leaf_tasks() -> None:
     subtasks = {"mmlu": ["stem", "humanities"], "stem": ["algebra", "physics"], "humanities": ["law"]}
     assert groups.leaf_tasks("mmlu", subtasks) == ("algebra", "physics", "law")
-    assert groups.group_names({"results": {}, "group_subtasks": subtasks}) == {"mmlu", "stem", "humanities"}
+    assert groups.group_names(RunResults.from_lmeval_dict({"results": {}, "group_subtasks": subtasks})) == {"mmlu", "stem", "humanities"}

@@ -80,7 +80,8 @@ def local_assay_run(model_dir: Path, out: Path, *, datasets_dir: Path) -> dict[s
 
 def condensed(results: dict[str, Any]) -> dict[str, Any]:
     """What the runner's status sink writes for these results (results, groups, nSamples, versions)."""
+    from assay.run_results import RunResults
     from assay.runner.results.status_sink import condense_results
 
-    status = condense_results(results)
+    status = condense_results(RunResults.from_lmeval_dict(results))
     return {k: status[k] for k in ("results", "nSamples", "versions")}

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
+from assay.run_results import RunResults
 from tests.e2e.conftest import Cluster, _claim, _local_volume, evaluation_manifest
 from tests.e2e.helpers import LONG_RUN, dummy_spec, hf_spec
 
@@ -100,16 +101,17 @@ def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_p
     api = client.CustomObjectsApi(admin_api)
     results = {"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
                "n-samples": {"arc_easy": {"original": 4, "effective": 4}}, "versions": {"arc_easy": 1}}  # fmt: skip
+    run = RunResults.from_lmeval_dict(results)
 
     def sink(job_name: str) -> KubernetesStatusSink:
         return KubernetesStatusSink(name=name, namespace=cluster.namespace, job_name=job_name, api=api, min_interval=0)
 
     late = sink("sink-check-g0")
-    assert late.finished(results) is False  # refused whole: not this run's status
+    assert late.finished(run) is False  # refused whole: not this run's status
     assert "results" not in cluster.evaluation(name)["status"]
     current = sink("sink-check-g1")
     current.progress(4, 4)
-    assert current.finished(results) is True
+    assert current.finished(run) is True
     current.output(written=False, message="The results files could not be written under /output/x (No space left on device).")
     status = cluster.evaluation(name)["status"]
     assert status["results"]["arc_easy"]["acc,none"] == {"value": 0.5, "stderr": 0.01}

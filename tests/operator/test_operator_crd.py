@@ -12,6 +12,7 @@ import yaml
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator.decide import conditions
+from assay.run_results import RunResults
 from assay.runner.results.status_sink import condense_results
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -186,7 +187,7 @@ def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> Non
         "n-samples": {"arc_easy": {"original": 2376, "effective": 100}},
         "versions": {"arc_easy": 1.0},
     }
-    status = condense_results(results)
+    status = condense_results(RunResults.from_lmeval_dict(results))
     status.update(conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True))
     status = {k: v for k, v in status.items() if v is not None}
     status.update(
@@ -208,8 +209,9 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
 
     sink = FileStatusSink(tmp_path / "status.json", min_interval=0)
     sink.progress(5, 10)
-    assert sink.finished({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
-                          "n-samples": {"arc_easy": {"original": 10, "effective": 10}}, "versions": {"arc_easy": 1}})
+    assert sink.finished(RunResults.from_lmeval_dict({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
+                                                       "n-samples": {"arc_easy": {"original": 10, "effective": 10}},
+                                                       "versions": {"arc_easy": 1}}))
     sink.output(written=False, message="The results files could not be written under /output/ev/g1 " + "(x) " * 400)
     declared = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert set(sink.status) <= set(declared), set(sink.status) - set(declared)

@@ -163,7 +163,12 @@ def test_handlers_register_with_kopf() -> None:
 def test_operator_without_credentials_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.operator import main
 
+    from kubernetes.config import kube_config
+
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    # The client reads $KUBECONFIG once, when first imported: a test that imported it under
+    # another KUBECONFIG (tests/cli_cluster) must not lend this one its credentials.
+    monkeypatch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(tmp_path / "missing"))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with pytest.raises(UserError, match="No Kubernetes credentials"):
         main.main(["--metrics-port", "0", "--health-port", "0", "--standalone"])

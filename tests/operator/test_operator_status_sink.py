@@ -25,6 +25,7 @@ from assay.runner.results.status_sink import (
     condense_results,
     sink_from_env,
 )
+from assay.run_results import RunResults
 from tests.status_api import ApiServer
 
 LM_EVAL_RESULTS = {
@@ -40,6 +41,7 @@ LM_EVAL_RESULTS = {
     "samples": {"arc_easy": [{"doc": "never in status"}]},
     "configs": {"arc_easy": {"big": "x" * 1000}},
 }  # fmt: skip
+RUN = RunResults.from_lmeval_dict(LM_EVAL_RESULTS)
 
 
 class Clock:
@@ -75,7 +77,7 @@ def _as_merge_patch(body: Any) -> dict[str, Any]:
 
 
 def test_condense_keeps_metrics_and_stderr_never_samples() -> None:
-    status = condense_results(LM_EVAL_RESULTS)
+    status = condense_results(RUN)
     assert status["results"]["arc_easy"] == {
         "acc,none": {"value": 0.6, "stderr": 0.01}, "acc_norm,none": {"value": 0.55, "stderr": 0.011},
     }  # fmt: skip
@@ -90,11 +92,11 @@ def test_condense_keeps_metrics_and_stderr_never_samples() -> None:
 
 def test_condense_bounds_the_size_and_says_so() -> None:
     many = {"results": {f"task_{i}": {f"m{j},none": 0.5 for j in range(20)} for i in range(200)}}
-    status = condense_results(many, max_bytes=20_000)
+    status = condense_results(RunResults.from_lmeval_dict(many), max_bytes=20_000)
     assert all(len(metrics) == 1 for metrics in status["results"].values())
     assert len(json.dumps(status)) <= 20_000
     assert "truncated to headline metrics" in status["message"]
-    tiny = condense_results(many, max_bytes=100)
+    tiny = condense_results(RunResults.from_lmeval_dict(many), max_bytes=100)
     assert tiny["results"] == {} and "too large" in tiny["message"]
 
 
@@ -115,7 +117,7 @@ def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
     assert api.patches[0]["body"]["status"]["progress"]["summary"] == "1/100 (1%)"  # no rate yet
     assert api.patches[2]["body"]["status"]["progress"] == {"requestsDone": 100, "requestsTotal": 100,
                                                             "summary": "100/100 (100%)"}  # fmt: skip
-    sink.finished(LM_EVAL_RESULTS)
+    sink.finished(RUN)
     final = api.patches[-1]
     assert final["name"] == "ev" and final["namespace"] == "team"
     assert final["body"]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
@@ -138,7 +140,7 @@ def test_kubernetes_sink_survives_api_errors() -> None:
     sink.progress(1, 10)  # a progress write is not retried (and never fails the run)
     assert waits == []
     with pytest.raises(ResultsNotRecorded, match="connection refused"):
-        sink.finished(LM_EVAL_RESULTS)  # retried while the patience lasts, then the run has failed
+        sink.finished(RUN)  # retried while the patience lasts, then the run has failed
     assert waits == [1, 2, 4, 8, 15, 15, 15] and sum(waits) <= 60
 
     class Buggy(RecordingCustomObjectsApi):
@@ -147,7 +149,7 @@ def test_kubernetes_sink_survives_api_errors() -> None:
 
     waits.clear()
     with pytest.raises(ResultsNotRecorded, match="a bug, not an outage"):
-        KubernetesStatusSink(name="ev", namespace="team", api=Buggy(), sleep=waits.append).finished(LM_EVAL_RESULTS)
+        KubernetesStatusSink(name="ev", namespace="team", api=Buggy(), sleep=waits.append).finished(RUN)
     assert waits == []  # not retried
 
 
@@ -191,7 +193,7 @@ def test_the_last_write_outlasts_an_api_server_restart_over_real_http() -> None:
     server = FlakyApiServer(failures=3)
     waits: list[float] = []
     sink = KubernetesStatusSink(name="ev", namespace="team", api=server.api(), sleep=waits.append)
-    sink.finished(LM_EVAL_RESULTS)
+    sink.finished(RUN)
     assert waits == [1, 2, 4] and len(server.bodies) == 4
     assert server.bodies[-1]["status"]["results"]["arc_easy"]["acc,none"]["value"] == 0.6
     server.httpd.shutdown()
@@ -210,7 +212,7 @@ def test_file_sink_and_env_selection(tmp_path: Path) -> None:
     sink = sink_from_env({"ASSAY_STATUS_FILE": str(path), "ASSAY_PROGRESS_INTERVAL": "0"})
     assert isinstance(sink, FileStatusSink)
     sink.progress(5, 10)
-    sink.finished(LM_EVAL_RESULTS)
+    sink.finished(RUN)
     written = json.loads(path.read_text())
     assert written["progress"]["requestsDone"] == 5 and "arc_easy" in written["results"]
     assert isinstance(sink_from_env({}), NullSink)
@@ -221,8 +223,9 @@ def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> Non
     # It reports nothing, and cannot call the run a success: the operator would find no scores.
     code = (
         "import os, sys; from assay.runner.results.status_sink import sink_from_env, NullSink, ResultsNotRecorded;"
+        "from assay.run_results import RunResults;"
         f"sink = sink_from_env({env!r}); sink.progress(1, 2)\n"
-        "try:\n    sink.finished({'results': {}})\nexcept ResultsNotRecorded as error:\n"
+        "try:\n    sink.finished(RunResults(tasks={}))\nexcept ResultsNotRecorded as error:\n"
         "    sys.exit(0 if isinstance(sink, NullSink) and 'credentials' in str(error) else 4)\n"
         "sys.exit(3)"
     )
@@ -267,7 +270,7 @@ def api_server() -> Any:
 def test_the_scores_land_in_the_runs_own_status_then_the_files_outcome(api_server: ApiServer) -> None:
     sink = api_server.sink()
     sink.progress(3, 10)
-    assert sink.finished(LM_EVAL_RESULTS) is True
+    assert sink.finished(RUN) is True
     sink.output(written=False, message="The results files could not be written under /output/ev/g1 (No space left on device).")
     status = api_server.object["status"]
     assert status["progress"]["requestsDone"] == 3 and status["jobName"] == "ev-g1"
@@ -284,7 +287,7 @@ def test_a_superseded_run_never_writes_into_the_newer_runs_status(api_server: Ap
     sink.progress(1, 10)
     api_server.object["status"] = {"jobName": "ev-g2", "progress": {"requestsDone": 0}}
     sink.progress(9, 10)
-    assert sink.finished(LM_EVAL_RESULTS) is False  # not recorded, and not this run's failure either
+    assert sink.finished(RUN) is False  # not recorded, and not this run's failure either
     sink.output(written=True, message="Results written to /output/ev/g1/x.json.")
     sink.failed("late")
     assert api_server.object["status"] == {"jobName": "ev-g2", "progress": {"requestsDone": 0}}
@@ -294,10 +297,10 @@ def test_a_superseded_run_never_writes_into_the_newer_runs_status(api_server: Ap
 def test_a_resumed_run_keeps_its_job_and_its_outcome_counts() -> None:
     """A suspend/resume changes the generation but not the run (its Job name)."""
     server = ApiServer(generation=2)
-    assert server.sink(generation=1).finished(LM_EVAL_RESULTS) is True
+    assert server.sink(generation=1).finished(RUN) is True
     assert server.object["status"]["results"]["arc_easy"]
     # Without a Job name the generation identifies the run: a newer one supersedes it.
-    assert server.sink(job_name=None, generation=1).finished(LM_EVAL_RESULTS) is False
+    assert server.sink(job_name=None, generation=1).finished(RUN) is False
     server.httpd.shutdown()
 
 
@@ -306,7 +309,7 @@ def test_refused_scores_fail_the_run_at_once(api_server: ApiServer) -> None:
     sink = api_server.sink()
     sink.progress(1, 10)  # dropped, logged
     with pytest.raises(ResultsNotRecorded, match=r"HTTP 403 Forbidden: .*cannot patch resource"):
-        sink.finished(LM_EVAL_RESULTS)
+        sink.finished(RUN)
     assert api_server.waits == []  # a refusal is not retried
     assert "results" not in api_server.object["status"]
 
@@ -315,7 +318,7 @@ def test_an_invalid_status_is_not_mistaken_for_a_newer_run(api_server: ApiServer
     """422 also means "invalid": the status still names this run, so the scores are lost."""
     api_server.invalid = True
     with pytest.raises(ResultsNotRecorded, match="is invalid"):
-        api_server.sink().finished(LM_EVAL_RESULTS)
+        api_server.sink().finished(RUN)
     assert ("GET", None) in api_server.requests  # looked before calling it lost
 
 
@@ -326,7 +329,7 @@ def test_an_api_server_away_past_the_patience_fails_the_run(api_server: ApiServe
     sink = KubernetesStatusSink(name="ev", namespace="team", job_name="ev-g1", api=api, sleep=api_server.waits.append,
                                 final_patience=5)  # fmt: skip
     with pytest.raises(ResultsNotRecorded):
-        sink.finished(LM_EVAL_RESULTS)
+        sink.finished(RUN)
     assert api_server.waits == [1, 2]
 
 
@@ -334,4 +337,4 @@ def test_a_file_sink_that_cannot_write_loses_the_scores(tmp_path: Path) -> None:
     sink = FileStatusSink(tmp_path / "no_such_dir" / "status.json", min_interval=0)
     sink.progress(1, 2)  # logged, not raised
     with pytest.raises(ResultsNotRecorded, match="No such file or directory"):
-        sink.finished(LM_EVAL_RESULTS)
+        sink.finished(RUN)

@@ -1,8 +1,9 @@
-"""Rank 0's last step: every document's scores → lm-eval's results dict.
+"""Rank 0's last step: every document's scores → the run's `RunResults`.
 
 Per task and filter, the per-document values are aggregated (with lm-eval's stderr) into
-`TaskScores` records; groups aggregate their leaf tasks' records bottom-up; only then is
-lm-eval 0.4.13's dict made, its `metric,filter` keys by `assay.scores`.
+`TaskScores` records; groups aggregate their leaf tasks' records bottom-up, and take the
+n-shot and higher_is_better their children agree on. lm-eval's dict is rendered from the
+record (`assay.run_results`), its `metric,filter` keys by `assay.scores`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections import defaultdict
 from typing import Any, Iterable
 
 from assay import scores
+from assay.run_results import ABSENT, RunResults, TaskResult
 from assay.runner.scoring.records import DocScores
 from assay.runner.scoring.stderr import stderr_for
 from assay.runner.tasks.groups import Group, groups_bottom_up
@@ -20,26 +22,43 @@ from assay.runner.tasks.task import Task
 _CORPUS_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 
-def results_dict(loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *, bootstrap_iters: int | None, log_samples: bool) -> dict[str, Any]:
-    """lm-eval's results dict from every rank's DocScores (rank 0 only)."""
+def run_results(loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *, bootstrap_iters: int | None, keep_samples: bool) -> RunResults:
+    """The run's results from every rank's DocScores (rank 0 only)."""
     by_task: dict[str, list[DocScores]] = defaultdict(list)
     for rank_records in gathered:
         for record in rank_records:
             by_task[record.task].append(record)
-    task_scores: dict[str, scores.TaskScores] = {}
-    configs, versions, n_shot, higher, n_samples, logged = {}, {}, {}, {}, {}, {}
+    tasks: dict[str, TaskResult] = {}
     for name, task in loaded.tasks.items():
         records = sorted(by_task.get(name, []), key=lambda r: (r.filter_index, r.position))
-        config = task.dump_config()
-        task_scores[name] = aggregate_task(task, records, alias=config.get("task_alias", name), bootstrap_iters=bootstrap_iters)
-        configs[name] = config
-        versions[name] = task.version
-        n_shot[name] = config.get("num_fewshot", 0)
-        higher[name] = task.metrics.higher_is_better_for(value.metric for value in task_scores[name].values)
-        n_samples[name] = {"original": len(task.eval_docs), "effective": task_scores[name].sample_len}
-        logged[name] = [r.sample for r in records]
-    return _with_groups(loaded, task_scores, configs=configs, versions=versions, n_shot=n_shot, higher=higher,
-                        n_samples=n_samples, logged=logged if log_samples else None)  # fmt: skip
+        tasks[name] = _task_result(task, records, bootstrap_iters=bootstrap_iters, keep_samples=keep_samples)
+    all_groups = list(loaded.groups.values())
+    aggregated: dict[str, scores.TaskScores] = {name: result.scores for name, result in tasks.items() if result.scores is not None}
+    for group in groups_bottom_up(loaded.groups):
+        aggregated[group.name] = group.aggregate(aggregated)
+    # lm-eval merges n-shot and higher_is_better in its listing order, parents before their
+    # sub-groups: a sub-group not yet merged counts as having neither (kept on purpose).
+    merged: dict[str, TaskResult] = dict(tasks)
+    for group in all_groups:
+        merged[group.name] = _group_result(group, aggregated[group.name], merged)
+    for group in groups_bottom_up(loaded.groups):
+        tasks[group.name] = merged[group.name]
+    return RunResults(
+        tasks=tasks,
+        groups=tuple(group.name for group in all_groups if group.has_aggregation),
+        group_subtasks={group.name: tuple(group.child_names) for group in all_groups},
+    )
+
+
+def _task_result(task: Task, records: list[DocScores], *, bootstrap_iters: int | None, keep_samples: bool) -> TaskResult:
+    config = task.dump_config()
+    result = aggregate_task(task, records, alias=config.get("task_alias", task.name), bootstrap_iters=bootstrap_iters)
+    return TaskResult(
+        name=task.name, scores=result, config=config, version=task.version, n_shot=config.get("num_fewshot", 0),
+        higher_is_better=task.metrics.higher_is_better_for(value.metric for value in result.values),
+        n_samples={"original": len(task.eval_docs), "effective": result.sample_len},
+        samples=tuple(r.sample for r in records if r.sample is not None) if keep_samples else None,
+    )  # fmt: skip
 
 
 def aggregate_task(task: Task, records: list[DocScores], *, alias: str, bootstrap_iters: int | None) -> scores.TaskScores:
@@ -60,69 +79,21 @@ def aggregate_task(task: Task, records: list[DocScores], *, alias: str, bootstra
     return scores.TaskScores(task.name, alias, tuple(values), sample_len)
 
 
-def _task_row(result: scores.TaskScores) -> dict[str, Any]:
-    return {"name": result.name, "alias": result.alias, "sample_len": result.sample_len, **scores.row_entries(result.values)}
+def _group_result(group: Group, aggregated: scores.TaskScores, tasks: dict[str, TaskResult]) -> TaskResult:
+    """A group's row, version, and the n-shot and higher_is_better its children agree on."""
+    children = [tasks[child] for child in group.child_names if child in tasks]
+    shots = {child.n_shot for child in children if child.n_shot is not ABSENT}
+    merged = _merged_higher_is_better(children)
+    return TaskResult(name=group.name, scores=aggregated, version=group.version,
+                      n_shot=shots.pop() if len(shots) == 1 else ABSENT, higher_is_better=merged or None)  # fmt: skip
 
 
-def _group_row(result: scores.TaskScores) -> dict[str, Any]:
-    row: dict[str, Any] = {"alias": result.alias, "name": result.name}
-    if result.sample_len is None:  # a group without aggregate_metric_list only nests its children
-        return row
-    row["sample_len"] = result.sample_len
-    row.update(scores.row_entries(result.values))
-    counts = {value.key: value.sample_count for value in result.values if value.sample_count is not None}
-    if counts:
-        row["sample_count"] = counts
-    return row
-
-
-def _merged_higher_is_better(group: Group, higher: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def _merged_higher_is_better(children: list[TaskResult]) -> dict[str, Any]:
     merged: dict[str, Any] = {}
-    for child in group.child_names:
-        for metric, better in higher.get(child, {}).items():
+    for child in children:
+        for metric, better in (child.higher_is_better or {}).items():
             if metric not in merged:
                 merged[metric] = better
             elif merged[metric] is not None and merged[metric] != better:
                 merged[metric] = None
     return merged
-
-
-def _with_groups(
-    loaded: LoadedTasks,
-    task_scores: dict[str, scores.TaskScores],
-    *,
-    configs: dict[str, Any],
-    versions: dict[str, Any],
-    n_shot: dict[str, Any],
-    higher: dict[str, dict[str, Any]],
-    n_samples: dict[str, Any],
-    logged: dict[str, Any] | None,
-) -> dict[str, Any]:
-    all_groups = list(loaded.groups.values())
-    metrics_rows = {name: _task_row(result) for name, result in task_scores.items()}
-    for group in groups_bottom_up(loaded.groups):
-        aggregated = group.aggregate(task_scores)
-        task_scores[group.name] = aggregated
-        metrics_rows[group.name] = _group_row(aggregated)
-        versions[group.name] = group.version
-    for group in all_groups:
-        shots = {n_shot[c] for c in group.child_names if c in n_shot}
-        if len(shots) == 1:
-            n_shot[group.name] = shots.pop()
-        merged = _merged_higher_is_better(group, higher)
-        if merged:
-            higher[group.name] = merged
-    group_rows = {g.name: dict(metrics_rows[g.name]) for g in all_groups if g.has_aggregation and g.name in metrics_rows}
-    results: dict[str, Any] = {
-        "results": {name: dict(row) for name, row in metrics_rows.items()},
-        **({"groups": group_rows} if group_rows else {}),
-        "group_subtasks": {g.name: g.child_names for g in all_groups},
-        "configs": dict(sorted(configs.items())),
-        "versions": dict(sorted(versions.items())),
-        "n-shot": dict(sorted(n_shot.items())),
-        "higher_is_better": dict(sorted(higher.items())),
-        "n-samples": n_samples,
-    }
-    if logged is not None:
-        results["samples"] = logged
-    return results

@@ -12,27 +12,29 @@ import math
 from typing import Any, Mapping
 
 from assay import scores
+from assay.run_results import ABSENT, RunResults
 
 MAX_STATUS_BYTES = 256 * 1024
 """Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
-_SKIPPED_KEYS = {"alias", "name", "sample_len", "samples", " ", ""}
 
 
-def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
-    """lm-eval's results dict → the `status` fields results, groups, nSamples, versions, message.
+def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
+    """The run's results → the `status` fields results, groups, nSamples, versions, message.
 
     Each task becomes `{"metric,filter": {"value": v, "stderr": s}}` (stderr None where
     lm-eval says "N/A"). When the whole is over `max_bytes`, only each task's headline
     (its first metric,filter) is kept, then only groups, and `message` says so.
     """
-    tasks = {name: _condense_task(values) for name, values in (results.get("results") or {}).items()}
-    groups = {name: _condense_task(values) for name, values in (results.get("groups") or {}).items()}
+    tasks = {task.name: _condense_task(result) for task, result in run.rows()}
+    groups = {task.name: _condense_task(result) for task, result in run.rows("groups")}
     n_samples = {
-        name: {k: int(v) for k, v in counts.items() if k in ("original", "effective") and _is_number(v)}
-        for name, counts in (results.get("n-samples") or {}).items()
-        if isinstance(counts, Mapping)
+        task.name: {k: int(v) for k, v in task.n_samples.items() if k in ("original", "effective") and _is_number(v)}
+        for task in run.tasks.values()
+        if task.n_samples is not None
     }
-    versions = {name: str(v) for name, v in (results.get("versions") or {}).items() if v is not None}
+    # lm-eval lists versions sorted by name
+    versions = {task.name: str(task.version) for task in sorted(run.tasks.values(), key=lambda task: task.name)
+                if task.version is not ABSENT and task.version is not None}  # fmt: skip
     status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
     total = sum(len(metrics) for metrics in tasks.values())
     if _size(status) <= max_bytes:
@@ -53,10 +55,10 @@ def condense_results(results: Mapping[str, Any], *, max_bytes: int = MAX_STATUS_
     return status
 
 
-def _condense_task(values: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
+def _condense_task(result: scores.TaskScores) -> dict[str, dict[str, float | None]]:
     return {
         score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
-        for score in scores.read_row(values, skip=_SKIPPED_KEYS, comma_keys_only=True)
+        for score in result.values
         if _is_number(score.value)
     }
 

@@ -23,9 +23,10 @@ import dataclasses
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from assay import scores
+from assay.run_results import ABSENT, RunResults
 from assay.errors import UsageError, UserError
 from assay.runner.results.output import SavedRun, json_default
 
@@ -56,21 +57,24 @@ class WandbLogger:
             raise UserError(f"Could not start a W&B run with --wandb_args ({_first_line(err)}); try mode=offline.") from None
         self.results: dict[str, Any] = {}
 
-    def post_init(self, results: Mapping[str, Any]) -> None:
-        self.results = copy.deepcopy(dict(results))
-        self.task_names = list(self.results.get("results", {}))
-        self.group_names = list(self.results.get("groups", {}))
+    def post_init(self, results: RunResults | Mapping[str, Any]) -> None:
+        """The run's results; a dict (lm-eval's `post_init` takes one) is read as a `RunResults`."""
+        run = results if isinstance(results, RunResults) else RunResults.from_lmeval_dict(results)
+        self.run_results = run.without_samples()
+        self.results = copy.deepcopy(self.run_results.to_lmeval_dict())
+        self.task_names = run.results_names()
+        self.group_names = list(run.groups)
 
     def log_eval_result(self) -> None:
         self.run.config.update(
             {"task_configs": self.results.get("configs", {}), "cli_configs": self.results.get("config", {})},
             allow_val_change=self.step is not None,
         )
-        summary, metrics = split_metrics(self.results.get("results", {}))
+        summary, metrics = split_metrics({name: self.run_results.row(name) for name in self.task_names})
         self.run.summary.update(summary)
         self.run.log(metrics, step=self.step)
         self.run.log({"evaluation/eval_results": self._table("Tasks", "results")}, step=self.step)
-        if "groups" in self.results:
+        if self.group_names:
             self.run.log({"evaluation/group_eval_results": self._table("Groups", "groups")}, step=self.step)
         artifact = self._wandb.Artifact("results", type="eval_results")
         with artifact.new_file("results.json", mode="w", encoding="utf-8") as handle:
@@ -79,16 +83,15 @@ class WandbLogger:
 
     def _table(self, first: str, key: str) -> Any:
         table = self._wandb.Table(columns=[first, *WANDB_TABLE_COLUMNS])
-        for row in wandb_table_rows(self.results, key, skip=self.group_names if key != "groups" else ()):
+        for row in wandb_table_rows(self.run_results, key, skip=self.group_names if key != "groups" else ()):
             table.add_data(*row)
         return table
 
     def log_eval_samples(self, samples: Mapping[str, list[Mapping[str, Any]]]) -> None:
-        configs = self.results.get("configs", {})
         for task in (name for name in self.task_names if name not in self.group_names):
             if task not in samples:
                 continue
-            columns, rows = samples_table(samples[task], configs.get(task, {}))
+            columns, rows = samples_table(samples[task], self.run_results.config_of(task))
             self.run.log({f"{task}_eval_results": self._wandb.Table(columns=columns, data=rows)}, step=self.step)
             artifact = self._wandb.Artifact(task, type="samples_by_task")
             with artifact.new_file(f"{task}_eval_samples.json", mode="w", encoding="utf-8") as handle:
@@ -102,11 +105,14 @@ class WandbLogger:
 WANDB_TABLE_COLUMNS = ["Version", "Filter", "num_fewshot", "Metric", "Value", "Stderr"]
 
 
-def split_metrics(results: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(summary of string values, numeric metrics) keyed `<task>/<metric>` with ',none' dropped."""
+def split_metrics(rows: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(summary of string values, numeric metrics) keyed `<task>/<metric>` with ',none' dropped.
+
+    Like lm-eval's logger, every member of a task's row counts: its alias and name go to the
+    summary, its sample_len to the metrics."""
     summary: dict[str, Any] = {}
     metrics: dict[str, Any] = {}
-    for task, entry in results.items():
+    for task, entry in rows.items():
         for key, value in entry.items():
             name = key[: -len(",none")] if key.endswith(",none") else key
             if isinstance(value, str):
@@ -116,18 +122,18 @@ def split_metrics(results: Mapping[str, Mapping[str, Any]]) -> tuple[dict[str, A
     return summary, metrics
 
 
-def wandb_table_rows(results: Mapping[str, Any], key: str, *, skip: Any = ()) -> list[list[Any]]:
+def wandb_table_rows(run: RunResults, key: str, *, skip: Collection[str] = ()) -> list[list[Any]]:
+    """lm-eval's W&B results table. Its logger walks each row dict, so a row's name, sample_len
+    and sample_count are listed as metrics too: the rows are read from lm-eval's row."""
     rows = []
-    versions = results.get("versions", {})
-    n_shot = results.get("n-shot", {})
-    for name, entry in results.get(key, {}).items():
-        if name in skip:
+    for task, _ in run.rows(key):
+        if task.name in skip:
             continue
-        version = versions.get(name)
-        version = None if version == "N/A" else version
-        for score in scores.read_row(entry, skip={"alias"}):
+        version = None if task.version is ABSENT or task.version == "N/A" else task.version
+        n_shot = None if task.n_shot is ABSENT else task.n_shot
+        for score in scores.read_row(run.row(task.name), skip={"alias"}):
             stderr = "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else "%.4f" % score.stderr
-            rows.append([name, version, score.filter, n_shot.get(name), score.metric, str(score.value), stderr])
+            rows.append([task.name, version, score.filter, n_shot, score.metric, str(score.value), stderr])
     return rows
 
 

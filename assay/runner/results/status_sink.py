@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Protocol
 
 from assay import echoed_text
 from assay import spec as spec_module
+from assay.run_results import RunResults
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
 
 __all__ = [
@@ -64,7 +65,7 @@ class ResultsNotRecorded(Exception):
 class StatusSink(Protocol):
     def progress(self, done: int, total: int) -> None: ...
 
-    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
+    def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         """True once the scores (and the `comparison` with the baseline) are in status; False
         when there is no status to hold them (`assay run`) or a newer run owns it; raises
         ResultsNotRecorded when they are lost."""
@@ -81,7 +82,7 @@ class NullSink:
     def progress(self, done: int, total: int) -> None:
         pass
 
-    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
+    def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         return False
 
     def output(self, *, written: bool, message: str) -> None:
@@ -98,7 +99,7 @@ class UnreachableSink(NullSink):
     def __init__(self, reason: str) -> None:
         self.reason = reason
 
-    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
+    def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status: {self.reason}.")
 
 
@@ -141,7 +142,7 @@ class _ThrottledSink:
             eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
         self._write({"progress": progress_status(done, total, eta_seconds=eta)}, final=False)
 
-    def finished(self, results: Mapping[str, Any], *, comparison: Mapping[str, Any] | None = None) -> bool:
+    def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         status = condense_results(results)
         extra = {"comparison": dict(comparison)} if comparison is not None else {}
         outcome = self._write({**status, "runnerMessage": status["message"], **extra}, final=True)

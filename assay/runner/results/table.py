@@ -17,37 +17,35 @@ import enum
 import math
 import re
 import unicodedata
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
-from assay import scores
+from assay.run_results import ABSENT, RunResults
 
-HIGHER_IS_BETTER_SYMBOLS = {True: "↑", False: "↓"}
+HIGHER_IS_BETTER_SYMBOLS: dict[bool | None, str] = {True: "↑", False: "↓"}
 _MIN_COLUMN_WIDTH = 3
 
 
-def make_table(results: Mapping[str, Any], column: str = "results", sort_results: bool = False) -> str:
-    """Render `results[column]` ("results" or "groups") as lm-eval's Markdown table."""
+def make_table(run: RunResults, column: str = "results", sort_results: bool = False) -> str:
+    """Render the run's "results" or "groups" as lm-eval's Markdown table."""
     headers = ["Groups" if column == "groups" else "Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"]
-    return render_markdown(headers, table_rows(results, column, sort_results=sort_results))
+    return render_markdown(headers, table_rows(run, column, sort_results=sort_results))
 
 
-def table_rows(results: Mapping[str, Any], column: str = "results", *, sort_results: bool = False) -> list[list[Any]]:
+def table_rows(run: RunResults, column: str = "results", *, sort_results: bool = False) -> list[list[Any]]:
     """The table's cells, row by row, before rendering (lm-eval's value matrix)."""
-    n_shot = results.get("n-shot", {})
-    depths, ordered = _hierarchy(results.get("group_subtasks", {}), set(results[column]))
-    keys = sorted(results[column]) if sort_results else ordered
+    listed = {task.name: (task, result) for task, result in run.rows(column)}
+    depths, ordered = _hierarchy(run.group_subtasks, set(listed))
     rows: list[list[Any]] = []
-    for key in keys:
-        entry = dict(results[column][key])
-        version: Any = results["versions"].get(key, "    N/A")
-        shots = str(n_shot.get(key, " "))
-        higher = results.get("higher_is_better", {}).get(key, {})
-        name = entry.pop("alias", key)
-        for unshown in ("name", "sample_len", "sample_count"):
-            entry.pop(unshown, None)
+    for key in sorted(listed) if sort_results else ordered:
+        task, result = listed[key]
+        version: Any = "    N/A" if task.version is ABSENT else task.version
+        shots = " " if task.n_shot is ABSENT else str(task.n_shot)
+        higher: Mapping[str, Any] = task.higher_is_better or {}
+        name = result.alias
         if depths.get(key, 0) > 0:
             name = " " * depths[key] + "- " + name
-        for score in scores.read_row(entry, sort=True):
+        # lm-eval sorts a row's `metric,filter` keys as strings.
+        for score in sorted(result.values, key=lambda value: value.key):
             arrow = HIGHER_IS_BETTER_SYMBOLS.get(higher.get(score.metric), "")
             shown = f"{score.value:.4f}" if isinstance(score.value, float) else score.value
             cells = [name, version, score.filter, shots, score.metric, arrow, shown]
@@ -59,7 +57,7 @@ def table_rows(results: Mapping[str, Any], column: str = "results", *, sort_resu
     return rows
 
 
-def _hierarchy(group_subtasks: Mapping[str, list[str]], present: set[str]) -> tuple[dict[str, int], list[str]]:
+def _hierarchy(group_subtasks: Mapping[str, Sequence[str]], present: set[str]) -> tuple[dict[str, int], list[str]]:
     """Depth of each name under its groups, and the display order (groups first, children sorted)."""
     depths: dict[str, int] = {}
     ordered: list[str] = []

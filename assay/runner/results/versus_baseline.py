@@ -22,6 +22,7 @@ from typing import Any, Callable, Mapping
 from assay import echoed_text
 from assay.compare import comparison, outputs, verdicts
 from assay.errors import UsageError
+from assay.run_results import RunResults
 from assay.spec import Evaluation
 
 log = logging.getLogger("assay.runner")
@@ -40,7 +41,7 @@ class BaselineUnavailable(Exception):
     """One sentence on why the baseline cannot be compared with."""
 
 
-def status_of(spec: Evaluation, results: Mapping[str, Any], records: Mapping[str, Any], *, sink: Any,
+def status_of(spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any,
               output_root: str | None) -> dict[str, Any] | None:  # fmt: skip
     """`status.comparison` for this run, or None without a baseline."""
     if spec.baseline is None:

@@ -50,6 +50,8 @@ class PromptBuilder:
         self.description = templates.compile_field(config.description, features)
         self.gen_prefix = templates.compile_field(config.gen_prefix, features)
         self.fewshot_cfg = config.fewshot
+        self.generation_kwargs = config.generation_kwargs
+        """The config's, with the run's --gen_kwargs over them (`Task.use_overrides`)."""
         self._sampler: DefaultSampler | None = None
         self.fewshot_seed: int | None = 1234
         first = documents.eval_docs[0]
@@ -163,7 +165,7 @@ class PromptBuilder:
         if output_type == "loglikelihood_rolling":
             return [instance("loglikelihood_rolling", RollingRequest(self.doc_to_target(doc)))]
         if output_type == "generate_until":
-            return [instance("generate_until", GenerationRequest(str(context), dict(self.config.generation_kwargs or {})))]
+            return [instance("generate_until", GenerationRequest(str(context), dict(self.generation_kwargs or {})))]
         return [instance("loglikelihood", LoglikelihoodRequest(ctx, cont), i) for i, (ctx, cont) in enumerate(self._choice_pairs(doc, context, chat=chat))]
 
     def _choice_pairs(self, doc: Doc, context: Context, *, chat: bool) -> list[tuple[str, str]]:

@@ -1,7 +1,7 @@
 """What a task makes of a model's answers: filtered responses → per-document scores.
 
-The metric plan and the filter pipelines are fixed when the task is built; scoring a
-document reads them and writes nothing back.
+The metric plan and the filter pipelines are fixed when the task is built (--predict_only
+sets them aside before any request); scoring a document reads them and writes nothing back.
 """
 
 from __future__ import annotations
@@ -42,10 +42,17 @@ class TaskScorer:
         self.prompts = prompts
         self.plan = plan
         self.filters = build_filters(config)
+        self.custom_results = config.process_results
+        """The task's own process_results, unless --predict_only set it aside."""
+
+    def predict_only(self) -> None:
+        """lm-eval's --predict_only: every metric replaced by `bypass`, the task's process_results unused."""
+        self.plan = MetricPlan.bypass()
+        self.custom_results = None
 
     def process_results(self, doc: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
-        if callable(self.config.process_results):
-            scores: dict[str, Any] = self.config.process_results(doc, results)
+        if callable(self.custom_results):
+            scores: dict[str, Any] = self.custom_results(doc, results)
             return scores
         prompts, names = self.prompts, list(self.plan.fns)
         output_type = self.config.output_type

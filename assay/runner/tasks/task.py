@@ -16,6 +16,7 @@ from assay.runner.scoring.metric_plan import MetricPlan
 from assay.runner.tasks import templates
 from assay.runner.tasks.config import TaskConfig
 from assay.runner.tasks.documents import Doc, TaskDocuments
+from assay.runner.tasks.overrides import RunOverrides
 from assay.runner.tasks.prompt_builder import Context, PromptBuilder, PromptSettings
 from assay.runner.tasks.scorer import TaskScorer, metric_plan
 
@@ -32,6 +33,8 @@ class Task:
         plan = metric_plan(config)
         self.prompts = PromptBuilder(config, self.documents, unconditioned="acc_mutual_info" in plan.fns)
         self.scorer = TaskScorer(config, self.prompts, plan)
+        self.overrides: RunOverrides | None = None
+        """The run's settings over the config, which stays as loaded (see `use_overrides`)."""
 
     @property
     def version(self) -> Any:
@@ -63,6 +66,11 @@ class Task:
     def doc_to_choice(self) -> templates.DocFn | None:
         return self.prompts.doc_to_choice
 
+    @property
+    def num_fewshot(self) -> int:
+        """Few-shot examples per prompt in this run."""
+        return (self.overrides or RunOverrides()).num_fewshot_for(self.config)
+
     def selected_docs(self, *, limit: int | None, samples: Sequence[int] | None) -> list[tuple[int, Doc]]:
         return self.documents.selected(limit=limit, samples=samples)
 
@@ -81,12 +89,16 @@ class Task:
     def process_results(self, doc: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
         return self.scorer.process_results(doc, results)
 
-    def predict_only(self) -> None:
-        """lm-eval's --predict_only: every metric replaced by `bypass` (before any request is built)."""
-        self.config.metric_list = [{"metric": "bypass"}]
-        self.config.process_results = None
-        self.scorer.plan = MetricPlan.bypass()
-        self.prompts.unconditioned = False
+    def use_overrides(self, overrides: RunOverrides) -> None:
+        """The run's overrides, before any request is built: its generation kwargs, few-shot
+        seed and (--predict_only) `bypass` in place of every metric. The config is not changed."""
+        self.overrides = overrides
+        self.prompts.generation_kwargs = overrides.generation_kwargs_for(self.config)
+        self.prompts.set_fewshot_seed(overrides.fewshot_seed)
+        if overrides.predict_only:
+            self.scorer.predict_only()
+            self.prompts.unconditioned = False
 
     def dump_config(self) -> dict[str, Any]:
-        return self.config.to_dict()
+        """The config as lm-eval reports it, which has the run's overrides written in."""
+        return (self.overrides.effective_config(self.config) if self.overrides is not None else self.config).to_dict()
