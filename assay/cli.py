@@ -24,6 +24,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from assay import run_logging
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
@@ -43,10 +44,18 @@ DELEGATED = {
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line on stderr and a UsageError (exit 2)."""
+    """argparse, but a usage error is one line on stderr and a UsageError (exit 2); `epilog_from`
+    writes the epilog when the help is shown (building the parser imports no engine module)."""
+
+    epilog_from: Callable[[], str] | None = None
 
     def error(self, message: str) -> Any:
         raise UsageError(f"{message} (see `{self.prog} --help`).")
+
+    def format_help(self) -> str:
+        if self.epilog_from is not None:
+            self.epilog = self.epilog_from()
+        return super().format_help()
 
 
 EPILOG = textwrap.dedent("""
@@ -107,13 +116,28 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
 
-    data = sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data.")
+    _add_data_parser(sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data."))
+    return parser
+
+
+def _add_data_parser(data: argparse.ArgumentParser) -> None:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
-    imp = data_sub.add_parser("import", help="Convert public benchmark files into an ASSAY_DATASETS_DIR folder")
+    imp = data_sub.add_parser(
+        "import", help="Convert public benchmark files into an ASSAY_DATASETS_DIR folder",
+        description="Convert public benchmark files into an ASSAY_DATASETS_DIR folder; then list the tasks it serves.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    assert isinstance(imp, _Parser)
+    imp.epilog_from = _import_sources
     imp.add_argument("--from", dest="src", required=True, type=Path, help="Folder with the raw benchmark files")
     imp.add_argument("--to", dest="dst", required=True, type=Path, help="ASSAY_DATASETS_DIR folder to write")
     imp.add_argument("--only", default=None, help="Comma-separated subset of the benchmarks")
-    return parser
+
+
+def _import_sources() -> str:
+    from assay.runner.data import importer
+
+    return f"benchmarks (--only) and the files each reads under --from:\n{importer.sources_help()}"
 
 
 def normalize_argv(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -142,7 +166,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
         output.check_writable(flags.output_path, name="--output_path")
-    _set_verbosity(flags.verbosity)
+    level = run_logging.level_from(flags.verbosity)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
     from assay.runner import distributed
@@ -150,7 +174,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     # Under torchrun every rank joins one process group: each runs its share of the
     # requests and rank 0 alone aggregates, writes files and prints the table.
     with distributed.process_group():
-        return _run_on_this_rank(flags, is_rank0=distributed.rank_and_world()[0] == 0)
+        rank = distributed.rank_and_world()[0]
+        with run_logging.showing(level, rank0=rank == 0):
+            try:
+                return _run_on_this_rank(flags, is_rank0=rank == 0)
+            except KeyboardInterrupt:
+                from assay.runner.models import caching
+
+                cache = caching.response_cache_path(flags.use_cache, rank) if flags.use_cache is not None else None
+                if cache is None or not os.path.exists(cache):
+                    raise
+                print(f"{PROG}: interrupted; to resume, run the same command again: the response cache {cache} "
+                      f"keeps the {caching.stored_answers(cache)} answers computed so far.", file=sys.stderr)  # fmt: skip
+                return 130
 
 
 def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
@@ -191,6 +227,9 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
         chat_template=None,
         fewshot_as_multiturn=flags.fewshot_as_multiturn,
     )
+    saved.log_paths()
+    if not flags.output_path:
+        logging.getLogger(__name__).info("No --output_path given: the results are printed below, not saved to a file.")
 
     from assay.runner.results.table import make_table
 
@@ -203,17 +242,6 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
     if hub_logger is not None:
         hub_logger.push(saved)
     return 0
-
-
-def _set_verbosity(level: str | None) -> None:
-    level = level or os.environ.get("LMEVAL_LOG_LEVEL")
-    if not level:
-        return
-    numeric = logging.getLevelName(level.upper())
-    if not isinstance(numeric, int):
-        raise UsageError(f"--verbosity {level!r} is not a log level; use DEBUG, INFO, WARNING, ERROR or CRITICAL.")
-    logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s [%(name)s] %(message)s")
-    logging.getLogger().setLevel(numeric)
 
 
 def list_tables(task_manager: Any, *, groups: bool = True, tags: bool = True, subtasks: bool = True) -> str:
@@ -267,11 +295,14 @@ def cmd_data(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.data_command != "import":
         _subcommands(parser)["data"].print_help()
         return 0
-    from assay.runner.data.importer import import_benchmarks
+    from assay.runner.data import importer
+    from assay.runner.tasks import offline_data
+    from assay.runner.tasks.index import TaskManager
 
     only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    names = import_benchmarks(args.src, args.dst, only)
-    print(f"imported {', '.join(names)} into {args.dst}; set ASSAY_DATASETS_DIR={args.dst}")
+    written = importer.convert(args.src, args.dst, only)
+    print(offline_data.import_report(written, args.dst, TaskManager()))
+    print(f"imported {', '.join(written)} into {args.dst}; set ASSAY_DATASETS_DIR={args.dst}")
     return 0
 
 

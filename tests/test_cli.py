@@ -289,14 +289,21 @@ def test_delegated_subcommands_get_their_argv(monkeypatch):
     assert seen == {"apply": ["-f", "eval.yaml", "--local"], "operator": ["--verbose"], "runner": ["--spec", "x"]}
 
 
-def test_data_import_delegates(monkeypatch, tmp_path, capsys):
-    from assay.runner.data import importer as data_import
-
-    calls = []
-    monkeypatch.setattr(data_import, "import_benchmarks", lambda src, dst, only: calls.append((src, dst, only)) or ["gsm8k"])
-    code, out, _ = run_main(["data", "import", "--from", str(tmp_path), "--to", str(tmp_path / "d"), "--only", "gsm8k"], capsys)
-    assert code == 0 and calls == [(tmp_path, tmp_path / "d", ["gsm8k"])]
-    assert "gsm8k" in out
+def test_data_import_says_which_tasks_it_built_from_which_files(shared_data, tmp_path, capsys):
+    dst = tmp_path / "d"
+    code, out, _ = run_main(["data", "import", "--from", str(shared_data), "--to", str(dst), "--only", "lambada,arc"], capsys)
+    assert code == 0
+    assert out.splitlines() == [
+        "arc: arc/ARC-{Easy,Challenge}-{Test,Dev}.jsonl -> allenai/ai2_arc/ARC-Challenge, allenai/ai2_arc/ARC-Easy; "
+        "tasks: arc_challenge, arc_easy",
+        "lambada: lambada/lambada_test.jsonl -> EleutherAI/lambada_openai/default; tasks: lambada_openai",
+        "not built by `assay data import` (their data comes from the Hugging Face hub): lambada_standard (cimec/lambada), "
+        "sciq (allenai/sciq)",
+        f"imported arc, lambada into {dst}; set ASSAY_DATASETS_DIR={dst}",
+    ]
+    with pytest.raises(SystemExit):
+        cli.main(["data", "import", "--help"])
+    assert "  mmlu        mmlu/{dev,val,test}/<subject>_{dev,val,test}.csv\n" in capsys.readouterr().out
 
 
 def test_run_end_to_end_writes_lm_eval_files_and_prints_tables(task_dir, tmp_path, capsys):

@@ -156,8 +156,8 @@ def test_without_local_files_the_normal_loader_runs(tmp_path: Path, monkeypatch:
     assert loaded["test"]["q"] == ["a", "b"]
 
 
-def test_unreachable_hub_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(datasets_local.ENV_VAR, raising=False)
+def test_unreachable_hub_is_a_user_error_saying_where_the_data_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(datasets_local.ENV_VAR, str(tmp_path / "absent"))
 
     def offline(path: str, name: str | None = None, **kwargs: Any) -> None:
         raise ConnectionError(f"Couldn't reach '{path}' on the Hub (OfflineModeIsEnabled)")
@@ -165,8 +165,24 @@ def test_unreachable_hub_is_a_user_error(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(UserError) as err:
         datasets_local.load_task_dataset("allenai/sciq")
-    message = str(err.value)
-    assert "allenai/sciq" in message and datasets_local.ENV_VAR in message and "assay data import" in message
+    assert str(err.value) == (
+        f"Dataset allenai/sciq is neither under ASSAY_DATASETS_DIR ({tmp_path / 'absent'}: no such folder) nor in the local "
+        "datasets cache, and the Hugging Face hub cannot be reached (Couldn't reach 'allenai/sciq' on the Hub "
+        "(OfflineModeIsEnabled)); `assay data import` cannot build it: its data comes from the Hugging Face hub, so run "
+        "datasets.load_dataset('allenai/sciq') once on a machine that reaches the hub and set HF_DATASETS_CACHE to a "
+        "datasets cache that holds it (a copy of that machine's), write its splits yourself as "
+        "allenai/sciq/default/<split>.jsonl in a folder named by ASSAY_DATASETS_DIR, or run where the hub can be reached."
+    )
+    with pytest.raises(UserError, match=r"\(`assay data import --from <benchmark files> --to <folder> --only mmlu` writes one\)"):
+        datasets_local.load_task_dataset("cais/mmlu", "anatomy")
+
+
+def test_every_folder_an_import_writes_is_declared_by_its_benchmark(converted: Path) -> None:
+    """`benchmark_writing` (which errors use to suggest `--only <name>`) knows every folder the converters write."""
+    folders = {path.parent.relative_to(converted).as_posix() for path in converted.rglob("*.jsonl")}
+    assert {folder: converters.benchmark_writing(folder) is not None for folder in folders} == dict.fromkeys(folders, True)
+    assert converters.benchmark_writing("allenai/sciq/default") is None
+    assert converters.benchmark_writing("cais/mmlu/anatomy") == "mmlu"
 
 
 def test_converted_data_loads_through_assay_datasets_dir(converted: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,12 +9,15 @@ reads it offline, so the checks refuse exactly what those libraries could not lo
 
 from __future__ import annotations
 
+import http.server
 import json
 import shutil
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import datasets
 import huggingface_hub.constants
@@ -22,7 +25,7 @@ import pytest
 
 from assay import cli
 from assay.errors import UserError
-from assay.runner import evaluator, job, preflight
+from assay.runner import evaluator, hub_reach, job, preflight
 from assay.runner.tasks.index import TaskManager
 
 HUB_DATASET, CONFIG = "assay-test/tiny_qa", "easy"
@@ -52,6 +55,47 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
 
     monkeypatch.setattr(evaluator, "build_lm", tripwire)
     return models
+
+
+@pytest.fixture()
+def online(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Offline mode off, as the libraries read it; the hub's reachability asked afresh."""
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    for name in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE", "ASSAY_DATASETS_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    hub_reach._probe.cache_clear()
+
+
+class _Hub(http.server.BaseHTTPRequestHandler):
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture()
+def reachable_hub(online: None, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A real HTTP server on this machine standing in for the hub (HF_ENDPOINT), which tests cannot reach."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", url)
+    yield url
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture()
+def unreachable_hub(online: None, monkeypatch: pytest.MonkeyPatch) -> str:
+    """HF_ENDPOINT at a port of this machine where nothing listens: connections are refused, as without a network."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", url)
+    return url
 
 
 @pytest.fixture(scope="module")
@@ -184,11 +228,34 @@ def test_an_offline_hub_id_missing_from_the_cache_is_one_sentence(
                    "give a local directory, or unset HF_HUB_OFFLINE.\n")  # fmt: skip
 
 
-def test_online_a_hub_id_is_left_to_the_hub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+def test_online_a_hub_id_is_left_to_the_hub(reachable_hub: str, tmp_path: Path) -> None:
     preflight.check_model_args("hf", {"pretrained": "assay-test/absent", "cache_dir": str(tmp_path)})
     with pytest.raises(UserError, match="local_files_only=True forbids downloading it; .* or drop local_files_only"):
         preflight.check_model_args("hf", {"pretrained": "assay-test/absent", "cache_dir": str(tmp_path), "local_files_only": True})
+
+
+def test_a_missing_hub_id_fails_at_once_when_the_hub_is_out_of_reach(
+    unreachable_hub: str, task_dir: Path, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not offline, but no network: one sentence before the model loads, not huggingface_hub's five retries."""
+    cache = tmp_path / "empty_hub"
+    code, err = _cli(["run", "--model", "hf", "--model_args", f"pretrained=assay-test/absent,cache_dir={cache}",
+                      "--tasks", "pf_local", "--include_path", str(task_dir)], capsys)  # fmt: skip
+    assert code == 1 and built == []
+    assert err == (f"assay: error: model_args pretrained=assay-test/absent names a Hugging Face hub model that is not in the "
+                   f"local cache {cache}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this machine "
+                   "(ConnectError: [Errno 111] Connection refused); download it into that cache on a connected machine "
+                   "(`hf download assay-test/absent`), set HF_HUB_CACHE to a cache that holds it, give a local directory, "
+                   "or run where the hub can be reached.\n")  # fmt: skip
+
+
+def test_a_hub_that_accepts_but_never_answers_is_out_of_reach_within_the_timeout(online: None) -> None:
+    with socket.socket() as silent:  # listens, so connections open, but never accepts nor answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        reason = hub_reach.unreachable(url, timeout=0.3)
+    assert reason is not None and reason.startswith(("ReadTimeout", "no answer within 0.3 s")), reason
 
 
 # -- (c) task names ----------------------------------------------------------------------------
@@ -229,9 +296,11 @@ def test_a_missing_offline_dataset_is_one_sentence_naming_task_dataset_and_fix(
                       "--include_path", str(task_dir)], capsys)  # fmt: skip
     assert code == 1 and built == []
     assert err == (f"assay: error: Task 'pf_uncached' needs the dataset {HUB_DATASET} (config hard), which is neither under "
-                   f"ASSAY_DATASETS_DIR nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 forbids "
-                   f"downloading it; set ASSAY_DATASETS_DIR to a folder holding {HUB_DATASET}/hard/<split>.jsonl (`assay data "
-                   "import` writes one), set HF_DATASETS_CACHE to a cache that holds it, or unset HF_DATASETS_OFFLINE.\n")  # fmt: skip
+                   f"ASSAY_DATASETS_DIR (not set) nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 "
+                   f"forbids downloading it; `assay data import` cannot build it: its data comes from the Hugging Face hub, so "
+                   f"run datasets.load_dataset('{HUB_DATASET}', 'hard') once on a machine that reaches the hub and set "
+                   "HF_DATASETS_CACHE to a datasets cache that holds it (a copy of that machine's), write its splits yourself "
+                   f"as {HUB_DATASET}/hard/<split>.jsonl in a folder named by ASSAY_DATASETS_DIR, or unset HF_DATASETS_OFFLINE.\n")  # fmt: skip
     for check in ([], ["--check"]):
         code, err = _pod(tmp_path, capsys, "--include_path", str(task_dir), *check, tasks=["pf_uncached"])
         assert code == job.EXIT_CONFIG and "Task 'pf_uncached' needs the dataset" in err
@@ -257,9 +326,36 @@ def test_local_and_cached_data_run_to_the_end_offline(offline: None, task_dir: P
     assert "|pf_cached|" in out.replace(" ", "") and "|pf_local|" in out.replace(" ", "")
 
 
-def test_online_a_missing_dataset_is_left_to_the_hub(monkeypatch: pytest.MonkeyPatch, task_dir: Path) -> None:
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", False)
+def test_online_a_missing_dataset_is_left_to_the_hub(reachable_hub: str, task_dir: Path) -> None:
     preflight.check_datasets(TaskManager(str(task_dir), include_defaults=False).leaf_configs(["pf_uncached"]))
+
+
+def test_a_missing_dataset_fails_at_once_when_the_hub_is_out_of_reach(
+    unreachable_hub: str, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A library task `assay data import` builds: the error names the folder ASSAY_DATASETS_DIR lacks and the import."""
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tmp_path / "no-such-folder"))
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "datasets-cache"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
+    code, err = _cli(["run", "--model", "dummy", "--tasks", "arc_easy"], capsys)
+    assert code == 1 and built == []
+    assert err == (f"assay: error: Task 'arc_easy' needs the dataset allenai/ai2_arc (config ARC-Easy), which is neither under "
+                   f"ASSAY_DATASETS_DIR ({tmp_path / 'no-such-folder'}: no such folder) nor in the local datasets cache "
+                   f"{tmp_path / 'datasets-cache'}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this "
+                   "machine (ConnectError: [Errno 111] Connection refused); set ASSAY_DATASETS_DIR to a folder holding "
+                   "allenai/ai2_arc/ARC-Easy/<split>.jsonl (`assay data import --from <benchmark files> --to <folder> --only "
+                   "arc` writes one), set HF_DATASETS_CACHE to a datasets cache that holds it, or run where the hub can be "
+                   "reached.\n")  # fmt: skip
+
+
+@pytest.mark.parametrize(("task", "dataset"), [("sciq", "allenai/sciq"), ("lambada_standard", "cimec/lambada")])
+def test_a_task_the_importer_cannot_build_is_told_where_its_data_comes_from(offline: None, task: str, dataset: str) -> None:
+    with pytest.raises(UserError) as error:
+        preflight.check_datasets(TaskManager().leaf_configs([task]))
+    message = str(error.value)
+    assert f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run datasets.load_dataset(" \
+           f"'{dataset}') once on a machine that reaches the hub" in message  # fmt: skip
+    assert "--only" not in message
 
 
 # -- the whole command, in a fresh process -------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 from assay.compare import outputs
 from assay.run_options import EvalOptions
 from assay.runner.jsonutil import json_default, sha256_text
+from assay.runner.models import progress_label
 from assay.runner.models.instance import Instance
 from assay.runner.models.lm import LM
 from assay.runner.scoring.records import DocScores
@@ -91,7 +92,8 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
         method = getattr(lm, request_type)
         for start in range(0, len(expanded), step):
             chunk = expanded[start : start + step]
-            responses = method([inst.request for inst in chunk])
+            with progress_label.serving(inst.task_name for inst in chunk):
+                responses = method([inst.request for inst in chunk])
             if len(responses) != len(chunk):
                 raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests")
             for inst, response in zip(chunk, responses):

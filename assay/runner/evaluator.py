@@ -179,9 +179,9 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
         raise UserError("model must be a registered model name or an assay LM instance, not None.")
     if options.use_cache is not None:
         from assay.runner.models.cache_identity import identify
-        from assay.runner.models.caching import CachingLM
+        from assay.runner.models.caching import CachingLM, response_cache_path
 
-        path = f"{options.use_cache}_rank{distributed.rank_and_world()[0]}.db"
+        path = response_cache_path(options.use_cache, distributed.rank_and_world()[0])
         built_here = given is None
         try:
             # a caller's own instance is known by its class alone: its model_args are not ours to see
@@ -249,11 +249,17 @@ def _seed_everything(python_seed: int | None, numpy_seed: int | None, torch_seed
 
 
 def check_tasks(loaded: LoadedTasks) -> None:
-    """--check_integrity: every task renders its first document's prompt and target."""
+    """--check_integrity: every task renders its first document's prompt and target, and says so
+    (lm-eval runs its own test suite instead, which ships only with its source tree)."""
     for task in loaded.tasks.values():
         doc = task.eval_docs[0]
-        task.fewshot_context(doc, 0, PromptSettings())
-        task.doc_to_target(doc)
+        prompt = task.fewshot_context(doc, 0, PromptSettings())
+        target = repr(task.doc_to_target(doc))
+        target = target if len(target) <= 40 else target[:37] + "..."
+        prompts = f"{len(prompt)} prompts" if isinstance(prompt, list) else f"a {len(prompt)}-character prompt"
+        log.info("--check_integrity: %s renders its first document: %s, target %s.", task.name, prompts, target)
+    log.info("--check_integrity checked %d tasks: each renders its first document's prompt and target "
+             "(lm-eval's own test suite is not run).", len(loaded.tasks))  # fmt: skip
 
 
 def sample_size(task: Task, limit: int | float | None) -> int | None:

@@ -290,10 +290,7 @@ def _save(
         chat_template=chat_template if isinstance(chat_template, str) else None,
         fewshot_as_multiturn=options.fewshot_as_multiturn,
     )
-    if saved.results_path is not None:
-        log.info("results written to %s", saved.results_path)
-    for path in saved.sample_paths:
-        log.info("samples written to %s", path)
+    saved.log_paths()
     if saved.results_path is not None and records:
         # Any finished run can be a baseline: its documents' scores, whatever logSamples says.
         lines = {task: [outputs.score_line(record, cluster_key=outputs.cluster_key(results.config_of(task))) for record in task_records]

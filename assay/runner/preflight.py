@@ -3,8 +3,9 @@
 A run spends minutes to hours loading a model and building requests before it first
 touches some inputs; a typo there used to cost all of that. `check` looks at what can be
 known without loading anything: the task names resolve, a model directory named in
-model_args exists, and an offline run (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE) has each hub
-model and dataset it needs on this machine. `assay run`, the runner pod and its `--check`
+model_args exists, and each hub model and dataset the run needs is on this machine or can
+be downloaded: not in an offline run (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE), nor when the
+hub does not answer one quick request (`hub_reach`). `assay run`, the runner pod and its `--check`
 all call it, each before building the model; every failure is one `UserError` sentence
 naming the input and the fix. A check that cannot be sure stays silent: the loader still
 reports what slips through.
@@ -17,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import endpoint_urls
 from assay.errors import UserError
-from assay.runner import models
+from assay.runner import hub_reach, models
 from assay.runner.models import model_location
 from assay.runner.tasks.index import TaskManager
 from assay.spec import API_MODELS
@@ -47,8 +48,8 @@ def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], ta
 
 
 def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
-    """A local model path that does not exist, or an offline hub id missing from the cache; an
-    endpoint URL with a user name or password."""
+    """A local model path that does not exist, or a hub id missing from the cache while the hub is out of
+    reach (offline mode, or no connection); an endpoint URL with a user name or password."""
     base_url = model_args.get("base_url")
     if model in API_MODELS and isinstance(base_url, str):
         endpoint_urls.refuse_userinfo(base_url)
@@ -64,34 +65,48 @@ def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
                 f"model_args {arg}={name} names a {what} directory that does not exist on this machine; "
                 f"point it at an existing directory{hub}."
             )
-        if not (offline_by_arg or model_location.hub_offline()):
-            continue
         revision = model_args.get(revision_arg)
         cache = model_location.hub_cache_dir(model_args.get(_CACHE_ARG[model]))
         if model_location.in_hub_cache(name, revision=str(revision) if revision else None, cache=cache):
             continue
+        variable = model_location.offline_variable()
+        why_not = (_why_no_download("model_args local_files_only=True", "drop local_files_only") if offline_by_arg
+                   else _why_no_download(f"{variable}=1" if model_location.hub_offline() else None, f"unset {variable}"))
+        if why_not is None:
+            continue
+        why, undo = why_not
         at = f" at revision {revision}" if revision and revision != model_location.DEFAULT_REVISION else ""
-        why = "model_args local_files_only=True" if offline_by_arg else f"{model_location.offline_variable()}=1"
-        unset = "drop local_files_only" if offline_by_arg else f"unset {model_location.offline_variable()}"
         raise UserError(
             f"model_args {arg}={name} names a Hugging Face hub {what}{at} that is not in the local cache {cache}, "
-            f"and {why} forbids downloading it; download it into that cache on a connected machine "
-            f"(`hf download {name}`), set HF_HUB_CACHE to a cache that holds it, give a local directory, or {unset}."
+            f"and {why}; download it into that cache on a connected machine "
+            f"(`hf download {name}`), set HF_HUB_CACHE to a cache that holds it, give a local directory, or {undo}."
         )
 
 
+def _why_no_download(forbidden_by: str | None, undo: str) -> tuple[str, str] | None:
+    """Why what is missing cannot be downloaded, and the fix that lifts that; None when the hub is within reach.
+
+    Offline mode forbids it; otherwise one quick connection attempt tells (`hub_reach`), where the
+    hub's own clients would retry for half a minute or more before giving up."""
+    if forbidden_by is not None:
+        return f"{forbidden_by} forbids downloading it", undo
+    reason = hub_reach.unreachable()
+    if reason is None:
+        return None
+    return (f"the Hugging Face hub ({hub_reach.endpoint()}) cannot be reached from this machine ({reason})",
+            "run where the hub can be reached")  # fmt: skip
+
+
 def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
-    """In offline mode, every hub dataset must be under ASSAY_DATASETS_DIR or in the datasets cache.
+    """Every hub dataset must be under ASSAY_DATASETS_DIR or in the datasets cache, or the hub within reach.
 
     Local data (packaged builders with `data_files`, local folders, `custom_dataset`) is left
-    to the loader; online, the hub can still supply what is missing."""
+    to the loader; when the hub answers, it can still supply what is missing."""
     hub = {name: config for name, config in configs.items() if _hub_dataset_path(config) is not None}
     if not hub:
         return
     from assay.runner.data import local
 
-    if not local.datasets_offline():
-        return
     missing: list[tuple[str, Mapping[str, Any]]] = []
     for task, config in hub.items():
         path, dataset_name, kwargs = config["dataset_path"], config.get("dataset_name"), config.get("dataset_kwargs")
@@ -101,19 +116,21 @@ def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
             missing.append((task, config))
     if not missing:
         return
+    variable = "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") else model_location.offline_variable()
+    why_not = _why_no_download(f"{variable}=1" if local.datasets_offline() else None, f"unset {variable}")
+    if why_not is None:
+        return
+    why, undo = why_not
     task, config = missing[0]
     path, dataset_name = config["dataset_path"], config.get("dataset_name")
     kwargs = config.get("dataset_kwargs")
     cache = local.datasets_cache_dir(dict(kwargs) if isinstance(kwargs, Mapping) else None)
-    variable = "HF_DATASETS_OFFLINE" if os.environ.get("HF_DATASETS_OFFLINE") else model_location.offline_variable()
     config_text = f" (config {dataset_name})" if dataset_name else ""
     others = [name for name, _ in missing[1:]]
     more = f" ({len(others)} more tasks lack their data too: {_listed(others)})" if others else ""
     raise UserError(
-        f"Task {task!r} needs the dataset {path}{config_text}, which is neither under {local.ENV_VAR} nor in the "
-        f"local datasets cache {cache}, and {variable}=1 forbids downloading it; set {local.ENV_VAR} to a folder "
-        f"holding {path}/{dataset_name or local.DEFAULT_CONFIG}/<split>.jsonl (`assay data import` writes one), "
-        f"set HF_DATASETS_CACHE to a cache that holds it, or unset {variable}{more}."
+        f"Task {task!r} needs the dataset {path}{config_text}, which is neither under {local.roots_in_words()} nor in "
+        f"the local datasets cache {cache}, and {why}; {local.fixes(path, dataset_name, last=undo)}{more}."
     )
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import bz2
 import csv
+import dataclasses
+import fnmatch
 import json
 import re
 from pathlib import Path
@@ -294,18 +296,42 @@ def _mmlu(src: Path, dst: Path) -> list[Path]:
     return written
 
 
-# Benchmark name -> (source folder that must exist, converter). Names are what --only takes.
-BENCHMARKS: dict[str, tuple[str, Converter]] = {
-    "arc": ("arc", _arc),
-    "boolq": ("boolq", _boolq),
-    "copa": ("copa", _copa),
-    "gsm8k": ("gsm8k", _gsm8k),
-    "hellaswag": ("hellaswag", _hellaswag),
-    "lambada": ("lambada", _lambada),
-    "mmlu": ("mmlu", _mmlu),
-    "openbookqa": ("openbookqa", _openbookqa),
-    "piqa": ("piqa", _piqa),
-    "truthfulqa": ("truthfulqa", _truthfulqa),
-    "wikitext": ("wikitext2", _wikitext),
-    "winogrande": ("winogrande", _winogrande),
-}
+@dataclasses.dataclass(frozen=True)
+class Benchmark:
+    """One benchmark the importer converts: what it reads and what it writes."""
+
+    folder: str
+    """The source folder under --from that must exist."""
+    convert: Converter
+    sources: str
+    """The files read, as a pattern under --from (what `assay data import --help` lists)."""
+    datasets: tuple[str, ...]
+    """The `<hub id>/<config>` folders written; `*` stands for every config (MMLU's subjects)."""
+
+
+# Names are what --only takes.
+BENCHMARKS: dict[str, Benchmark] = {
+    "arc": Benchmark("arc", _arc, "arc/ARC-{Easy,Challenge}-{Test,Dev}.jsonl",
+                     ("allenai/ai2_arc/ARC-Easy", "allenai/ai2_arc/ARC-Challenge")),
+    "boolq": Benchmark("boolq", _boolq, "boolq/val.jsonl", ("aps/super_glue/boolq",)),
+    "copa": Benchmark("copa", _copa, "copa/val.jsonl", ("aps/super_glue/copa",)),
+    "gsm8k": Benchmark("gsm8k", _gsm8k, "gsm8k/{test,train}.jsonl", ("openai/gsm8k/main",)),
+    "hellaswag": Benchmark("hellaswag", _hellaswag, "hellaswag/hellaswag_val_full.txt.bz2", ("Rowan/hellaswag/default",)),
+    "lambada": Benchmark("lambada", _lambada, "lambada/lambada_test.jsonl", ("EleutherAI/lambada_openai/default",)),
+    "mmlu": Benchmark("mmlu", _mmlu, "mmlu/{dev,val,test}/<subject>_{dev,val,test}.csv", ("cais/mmlu/*",)),
+    "openbookqa": Benchmark("openbookqa", _openbookqa, "openbookqa/{test,dev}.tsv", ("allenai/openbookqa/main",)),
+    "piqa": Benchmark("piqa", _piqa, "piqa/valid.jsonl, piqa/valid-labels.lst", ("baber/piqa/default",)),
+    "truthfulqa": Benchmark("truthfulqa", _truthfulqa, "truthfulqa/v0/{mc_task.json,TruthfulQA.csv}",
+                            ("truthfulqa/truthful_qa/multiple_choice", "truthfulqa/truthful_qa/generation")),
+    "wikitext": Benchmark("wikitext2", _wikitext, "wikitext2/wiki.test.raw",
+                          ("EleutherAI/wikitext_document_level/wikitext-2-raw-v1",)),
+    "winogrande": Benchmark("winogrande", _winogrande, "winogrande/winogrande.jsonl", ("allenai/winogrande/winogrande_xl",)),
+}  # fmt: skip
+
+
+def benchmark_writing(folder: str) -> str | None:
+    """The benchmark whose import writes `<hub id>/<config>`, if any."""
+    for name, benchmark in BENCHMARKS.items():
+        if any(fnmatch.fnmatchcase(folder, pattern) for pattern in benchmark.datasets):
+            return name
+    return None

@@ -70,7 +70,12 @@ from assay.runner.data.converters import BENCHMARKS
 
 
 def import_benchmarks(src: Path, dst: Path, only: list[str] | None = None) -> list[str]:
-    """Convert the benchmarks found under `src` into `dst`; return the names imported.
+    """Convert the benchmarks found under `src` into `dst`; return the names imported."""
+    return list(convert(src, dst, only))
+
+
+def convert(src: Path, dst: Path, only: list[str] | None = None) -> dict[str, list[Path]]:
+    """Convert the benchmarks found under `src` into `dst`; the files written, per benchmark.
 
     With `only`, exactly those benchmarks are converted and a missing source is an error;
     without it, every known benchmark whose source folder exists is converted.
@@ -86,19 +91,25 @@ def import_benchmarks(src: Path, dst: Path, only: list[str] | None = None) -> li
             raise UserError(f"Unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(BENCHMARKS)}.")
         names = [name for name in BENCHMARKS if name in only]
     else:
-        names = [name for name, (folder, _) in BENCHMARKS.items() if (src / folder).is_dir()]
+        names = [name for name, benchmark in BENCHMARKS.items() if (src / benchmark.folder).is_dir()]
         if not names:
-            folders = ", ".join(folder for folder, _ in BENCHMARKS.values())
+            folders = ", ".join(benchmark.folder for benchmark in BENCHMARKS.values())
             raise UserError(f"No benchmark folders found under {src}; expected some of {folders}.")
-    for name in names:
-        BENCHMARKS[name][1](src, dst)
-    return names
+    return {name: BENCHMARKS[name].convert(src, dst) for name in names}
+
+
+def sources_help() -> str:
+    """Each benchmark and the files it reads under --from, one per line."""
+    width = max(map(len, BENCHMARKS))
+    return "\n".join(f"  {name:<{width}}  {benchmark.sources}" for name, benchmark in BENCHMARKS.items())
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m assay.runner.data.importer",
         description="Convert public benchmark files into an ASSAY_DATASETS_DIR folder.",
+        epilog=f"benchmarks and the files each reads under --from:\n{sources_help()}",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--from", dest="src", required=True, type=Path, help="raw benchmark files")
     parser.add_argument("--to", dest="dst", required=True, type=Path, help="ASSAY_DATASETS_DIR to write")

@@ -19,13 +19,15 @@ When local files serve a dataset, `dataset_kwargs` (hub options such as `revisio
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import datasets
 
 from assay.errors import DataError
+from assay.runner.data import converters
 
 ENV_VAR = "ASSAY_DATASETS_DIR"
 DEFAULT_CONFIG = "default"
@@ -39,6 +41,32 @@ def local_roots() -> list[Path]:
     """The folders named by ASSAY_DATASETS_DIR, in search order (empty entries skipped)."""
     value = os.environ.get(ENV_VAR, "")
     return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()]
+
+
+def roots_in_words() -> str:
+    """ASSAY_DATASETS_DIR as an error names it: unset, its folders, or the ones that do not exist."""
+    roots = local_roots()
+    if not roots:
+        return f"{ENV_VAR} (not set)"
+    absent = [str(root) for root in roots if not root.is_dir()]
+    if absent:
+        return f"{ENV_VAR} ({', '.join(absent)}: no such folder)"
+    return f"{ENV_VAR} ({os.pathsep.join(map(str, roots))})"
+
+
+def fixes(dataset_path: str, dataset_name: str | None, *, last: str) -> str:
+    """How to get a hub dataset this machine lacks, as an error's closing clause ending in `last`:
+    `assay data import` where it builds the dataset, else where the data must come from."""
+    folder = f"{dataset_path}/{dataset_name or DEFAULT_CONFIG}"
+    cache = "set HF_DATASETS_CACHE to a datasets cache that holds it"
+    benchmark = converters.benchmark_writing(folder)
+    if benchmark is not None:
+        return (f"set {ENV_VAR} to a folder holding {folder}/<split>.jsonl (`assay data import --from <benchmark files> "
+                f"--to <folder> --only {benchmark}` writes one), {cache}, or {last}")  # fmt: skip
+    load = f"datasets.load_dataset({dataset_path!r}" + (f", {dataset_name!r})" if dataset_name else ")")
+    return (f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run {load} once on a "
+            f"machine that reaches the hub and {cache} (a copy of that machine's), write its splits yourself as "
+            f"{folder}/<split>.jsonl in a folder named by {ENV_VAR}, or {last}")  # fmt: skip
 
 
 def find_local_files(
@@ -109,6 +137,33 @@ def in_datasets_cache(dataset_path: str, dataset_name: str | None, dataset_kwarg
     return any(path.is_dir() for path in root.glob(pattern))
 
 
+def source_of(dataset_path: str, dataset_name: str | None = None, dataset_kwargs: dict[str, Any] | None = None) -> str:
+    """Where `load_task_dataset` takes this dataset from, in words: a folder under ASSAY_DATASETS_DIR,
+    the hub (or its local cache), or the task's own data files."""
+    files = find_local_files(dataset_path, dataset_name)
+    if files is not None:
+        return f"{next(iter(files.values())).parent} ({ENV_VAR})"
+    if is_hub_dataset(dataset_path):
+        config = f" ({dataset_name})" if dataset_name else ""
+        return f"the Hugging Face dataset {dataset_path}{config}"
+    data_files = (dataset_kwargs or {}).get("data_files")
+    return f"{dataset_path} files {data_files}" if data_files else dataset_path
+
+
+@contextlib.contextmanager
+def quiet_progress() -> Iterator[None]:
+    """No `datasets` progress bars inside (one per split and per `map`: MMLU alone drew 171); the
+    task says what it loaded in one line instead. HF_DATASETS_DISABLE_PROGRESS_BARS=0 keeps them."""
+    if getattr(datasets.config, "HF_DATASETS_DISABLE_PROGRESS_BARS", None) is False or datasets.are_progress_bars_disabled():
+        yield
+        return
+    datasets.disable_progress_bars()
+    try:
+        yield
+    finally:
+        datasets.enable_progress_bars()
+
+
 def _hub_unreachable_errors() -> tuple[type[BaseException], ...]:
     errors: list[type[BaseException]] = [ConnectionError]
     try:
@@ -142,11 +197,8 @@ def load_task_dataset(
     except _hub_unreachable_errors() as err:
         config = f" (config {dataset_name})" if dataset_name else ""
         raise DataError(
-            f"Dataset {dataset_path}{config} is not available offline and the Hugging Face hub"
-            f" cannot be reached ({err}); set {ENV_VAR} to a folder holding"
-            f" {dataset_path}/{dataset_name or DEFAULT_CONFIG}/<split>.jsonl (write one with"
-            " `assay data import --from <raw files> --to <folder>`), or pre-fill the HF cache"
-            " on a connected machine and copy it over."
+            f"Dataset {dataset_path}{config} is neither under {roots_in_words()} nor in the local datasets cache, and the"
+            f" Hugging Face hub cannot be reached ({err}); {fixes(dataset_path, dataset_name, last='run where the hub can be reached')}."
         ) from err
     except FileNotFoundError as err:
         # A task YAML naming local data_files that are not there.

@@ -29,6 +29,7 @@ table) is refused, never read.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -48,6 +49,20 @@ log = logging.getLogger(__name__)
 _CHUNK = 1024  # requests per call and commit for a backend that does not stream answers
 # 1: Assay before cache identity (pickled values, no meta table); 2: JSON values and the model in `meta`
 SCHEMA = 2
+
+
+def response_cache_path(use_cache: str, rank: int) -> str:
+    """lm-eval's file for `--use_cache PATH` on one rank: one sqlite file per rank."""
+    return f"{use_cache}_rank{rank}.db"
+
+
+def stored_answers(path: str | os.PathLike[str]) -> int:
+    """How many answers the cache file at `path` holds (0 for a file without answers yet)."""
+    with contextlib.closing(sqlite3.connect(str(path))) as db:
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+        except sqlite3.DatabaseError:
+            return 0
 
 
 def request_key(method: str, args: tuple[Any, ...]) -> str:

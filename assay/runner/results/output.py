@@ -19,6 +19,7 @@ import dataclasses
 import datetime
 import hashlib
 import json
+import logging
 import random
 import re
 import os
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from assay.errors import UserError
+
+log = logging.getLogger(__name__)
 
 # Model-name keys in the order lm-eval looks for them (peft/delta come with pretrained).
 _MODEL_NAME_KEYS = ("peft", "delta", "pretrained", "model", "path", "engine")
@@ -316,6 +319,13 @@ class SavedRun:
     date_id: str
     model_name: str
     model_name_sanitized: str
+
+    def log_paths(self) -> None:
+        """Where the files went (lm-eval's tracker logs "Saving results aggregated" and the samples' folder)."""
+        if self.results_path is not None:
+            log.info("Results written to %s", self.results_path)
+        for path in self.sample_paths:
+            log.info("Samples written to %s", path)
 
 
 class EvaluationTracker:

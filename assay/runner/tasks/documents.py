@@ -5,12 +5,14 @@ Loaded once when the task is built; requests and scores only read them.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Callable, Sequence
 
 from assay.errors import UserError
 from assay.runner.tasks.config import FewshotConfig, TaskConfig
 
 Doc = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 def _load_dataset(config: TaskConfig) -> Any:
@@ -21,9 +23,20 @@ def _load_dataset(config: TaskConfig) -> Any:
     trust = bool(kwargs.pop("trust_remote_code", False))
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
-    from assay.runner.data.local import load_task_dataset
+    return _local().load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust)
 
-    return load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust)
+
+def _source(config: TaskConfig) -> str:
+    if config.custom_dataset is not None:
+        return "its custom_dataset function"
+    return str(_local().source_of(str(config.dataset_path), config.dataset_name, config.dataset_kwargs))
+
+
+def _local() -> Any:
+    """The local-data module, imported on first use: it imports `datasets`, which the operator lacks."""
+    from assay.runner.data import local
+
+    return local
 
 
 def _column_names(docs: Any) -> list[str]:
@@ -39,7 +52,8 @@ class TaskDocuments:
     def __init__(self, config: TaskConfig) -> None:
         self.config = config
         self.name = config.task
-        self.dataset = _load_dataset(config)
+        with _local().quiet_progress():
+            self.dataset = _load_dataset(config)
         eval_split = config.test_split or config.validation_split
         if eval_split is None:
             raise UserError(f"Task {self.name!r} has neither test_split nor validation_split; set one of them.")
@@ -47,6 +61,7 @@ class TaskDocuments:
         self.eval_docs: list[Doc] = self.split_docs(eval_split)
         if not self.eval_docs:
             raise UserError(f"Task {self.name!r}: split {eval_split!r} has no documents.")
+        log.info("%s: %d %s documents from %s", self.name, len(self.eval_docs), eval_split, _source(config))
         self.features = _column_names(self._raw_split(eval_split))
         if set(self.eval_docs[0]) - set(self.features):
             self.features = list(self.eval_docs[0].keys())
@@ -62,7 +77,8 @@ class TaskDocuments:
         docs = self._raw_split(split)
         process = process if process is not None else self.config.process_docs
         if process is not None:
-            docs = process(docs)
+            with _local().quiet_progress():  # a `datasets` map draws one bar per split
+                docs = process(docs)
         return [dict(doc) for doc in docs]
 
     def selected(self, *, limit: int | None, samples: Sequence[int] | None) -> list[tuple[int, Doc]]:

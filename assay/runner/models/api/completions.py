@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models import stops
+from assay.runner.models import progress_label, stops
 from assay.runner.models.api.args import APIArgs
 from assay.runner.models.api.client import APIClient
 from assay.runner.models.api.tokenizer import APITokenizer
@@ -76,7 +76,7 @@ class CompletionsLM(LM):
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
         tok = self._need_tokenizer("loglikelihood")
         pairs = [self._encode_pair(tok, r.context, r.continuation) for r in requests]
-        return self.score_tokens(pairs, desc="Running loglikelihood requests", disable_tqdm=disable_tqdm)
+        return self.score_tokens(pairs, desc=progress_label.bar_label("loglikelihood"), disable_tqdm=disable_tqdm)
 
     @staticmethod
     def _encode_pair(tok: APITokenizer, context: str, continuation: str) -> TokenPair:
@@ -141,7 +141,7 @@ class CompletionsLM(LM):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
-        for owner, result in zip(owners, self.score_tokens(windows, desc="Running loglikelihood_rolling requests", disable_tqdm=disable_tqdm)):
+        for owner, result in zip(owners, self.score_tokens(windows, desc=progress_label.bar_label("loglikelihood_rolling"), disable_tqdm=disable_tqdm)):
             totals[owner] += result.logprob
         return totals
 
@@ -159,7 +159,7 @@ class CompletionsLM(LM):
                 batch = indices[start : start + size]
                 plan.append((batch, self._generation_payload([requests[i] for i in batch])))
         out: list[str] = [""] * len(requests)
-        with _bar(len(requests), "Running generate_until requests", disable_tqdm or self.rank != 0) as update:
+        with _bar(len(requests), progress_label.bar_label("generate_until"), disable_tqdm or self.rank != 0) as update:
             answers = self.client.post_all([payload for _, payload in plan], on_done=lambda b: update(len(plan[b][0])))
         for (batch, _), answer in zip(plan, answers):
             for i, text in zip(batch, self.parse_generations(answer)):

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models import encoding
+from assay.runner.models import encoding, progress_label
 from assay.runner.models.hf import loading
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.hf.generation import Generator
@@ -193,7 +193,7 @@ class HFLM(LM):
         if self.enable_thinking:
             raise UserError("enable_thinking=True works with generation tasks only, not loglikelihood or multiple-choice ones.")
         pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
-        bar, update = self._progress(len(pairs), "Running loglikelihood requests", disable_tqdm)
+        bar, update = self._progress(len(pairs), progress_label.bar_label("loglikelihood"), disable_tqdm)
         report = self._reporter(update)
         try:
             return self.scorer.score(pairs, self.batch_plan, on_done=report)
@@ -214,7 +214,7 @@ class HFLM(LM):
             size = detect_batch_size(self.device, self.batch_plan.max_batch_size, lambda n: self.scorer.trial(probe, n))
         totals = [0.0] * len(requests)
         rolling = self._rolling_scorer()
-        bar, update = self._progress(len(windows), "Running loglikelihood_rolling requests", disable_tqdm)
+        bar, update = self._progress(len(windows), progress_label.bar_label("loglikelihood_rolling"), disable_tqdm)
         # a request's total is final once its last window is scored; one without windows, now
         last_window = {index: position for position, (index, _) in enumerate(windows)}
         report = self._reporter(lambda n: None)
@@ -263,7 +263,7 @@ class HFLM(LM):
         return self._rolling
 
     def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]:
-        bar, update = self._progress(len(requests), "Running generate_until requests", disable_tqdm)
+        bar, update = self._progress(len(requests), progress_label.bar_label("generate_until"), disable_tqdm)
         try:
             return self.generator.run(requests, self.batch_plan, self._reporter(update))
         finally:

@@ -25,7 +25,7 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models import encoding, stops
+from assay.runner.models import encoding, progress_label, stops
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM, with_run_settings
 from assay.runner.models.token_pairs import TokenPair, left_truncated, rolling_windows
@@ -111,7 +111,7 @@ class VLLMLM(LM):
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
         pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
-        return self.score_tokens(pairs, "Running loglikelihood requests", disable_tqdm)
+        return self.score_tokens(pairs, progress_label.bar_label("loglikelihood"), disable_tqdm)
 
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
         owners, windows = [], []
@@ -120,7 +120,7 @@ class VLLMLM(LM):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
-        for owner, result in zip(owners, self.score_tokens(windows, "Running loglikelihood_rolling requests", disable_tqdm)):
+        for owner, result in zip(owners, self.score_tokens(windows, progress_label.bar_label("loglikelihood_rolling"), disable_tqdm)):
             totals[owner] += result.logprob
         return totals
 
@@ -139,7 +139,7 @@ class VLLMLM(LM):
             prompts.append(tokens)
             params.append(self._vllm.SamplingParams(max_tokens=budget, stop=stop, **kwargs))
             untils.append(until)
-        bar = tqdm(total=len(requests), desc="Running generate_until requests", disable=disable_tqdm or self.rank != 0)
+        bar = tqdm(total=len(requests), desc=progress_label.bar_label("generate_until"), disable=disable_tqdm or self.rank != 0)
         try:
             outputs = self._generate(prompts, params)
             bar.update(len(requests))
