@@ -47,7 +47,7 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster,
     assert events["JobCreated"] == "Created Job tiny-gpt2-g1."
 
     row = _printed_row(cluster.kubectl("get", "evals").stdout)
-    assert list(row) == ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "AGE"]
+    assert list(row) == ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE"]
     done, total = status["progress"]["requestsDone"], status["progress"]["requestsTotal"]
     assert (row["NAME"], row["MODEL"], row["PHASE"]) == ("tiny-gpt2", MODEL_IN_POD, "Succeeded")
     assert row["PROGRESS"] == f"{done}/{total} (100%)"  # the finished run shows no ETA
