@@ -41,7 +41,7 @@ from assay.errors import UserError
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
-from assay.operator.kube import kube
+from assay.operator.kube import api_client, api_errors, kube
 from assay.operator.runtime import converge, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.state import OperatorState
@@ -127,7 +127,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         decide=lambda evaluation: _timed_decision(evaluation, state), on_error=_decision_failed(given.metrics),
         latest=lambda key: watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
     given.metrics.controller.watch_queue(run_decisions.depth)
-    kube.load_config()
+    api_client.load_config()
     mirror = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
     unfinished = converge.UnfinishedRuns()
     state = memo.state = dataclasses.replace(
@@ -226,7 +226,7 @@ def _decision_failed(metrics: EvaluationMetrics) -> Callable[[tuple[str, str], B
     def report(key: tuple[str, str], error: BaseException) -> None:
         metrics.record_error("reconcile")
         _object_logger({"namespace": key[0], "name": key[1]}).warning(
-            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, kube.ApiError))
+            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, api_errors.ApiError))
     return report
 
 

@@ -1,4 +1,4 @@
-"""A small API server on 127.0.0.1 for the operator's own client (`kube` over `api_session`).
+"""A small API server on 127.0.0.1 for the operator's own client (`kube` and `leases` over `api_client`).
 
 It keeps objects by their REST path and answers the requests the operator makes: create
 (POST; 409 AlreadyExists when the name is taken), get, list (equality label and field
@@ -6,7 +6,8 @@ selectors), merge patch (the status subresource included), server-side apply (PA
 apply-patch+yaml: create or replace), update (PUT, conditional on the resourceVersion sent:
 409 Conflict when it is stale; creates, updates and merge patches stamp a new one) and
 delete. It can be told to refuse a create with a recorded Status, to answer every request
-with an error for a while, as a kube-apiserver does whose etcd is gone, or to hold chosen
+with an error for a while, as a kube-apiserver does whose etcd is gone, to answer the next
+requests 429 or 503 with a Retry-After, as an overloaded one does, or to hold chosen
 requests unanswered, as a hung API server or a dropped network does. It is a stand-in for
 the API server's REST surface, not for its validation: the e2e suite runs the same client
 against kube-apiserver.
@@ -23,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from assay.operator.kube import api_session, kube
+from assay.operator.kube import api_client, api_session, credentials, kube
 
 Status = tuple[int, dict[str, Any]]
 """(HTTP code, Status body)."""
@@ -72,16 +73,6 @@ def _is_collection(path: str) -> bool:
     return len(parts) >= 3 and parts[-3] == "namespaces" and parts[-1] in kube.PLURALS.values()
 
 
-class Configuration:
-    """The fields of kubernetes.client.Configuration that a plain-HTTP Session reads."""
-
-    def __init__(self, host: str) -> None:
-        self.host, self.proxy = host, None
-
-    def auth_settings(self) -> dict[str, Any]:
-        return {}
-
-
 class LocalApiServer:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -89,6 +80,8 @@ class LocalApiServer:
         self.failing: Status | None = None
         """Answer every request with this while set."""
         self.failed_answers = 0
+        self.overloaded: list[tuple[int, str]] = []
+        """(429 or 503, Retry-After) answers to give, one per request, before answering as usual."""
         self.refuse: Callable[[str, dict[str, Any]], Status | None] = lambda path, body: None
         """(collection path, body) of a create or a server-side apply → the Status to refuse it with, or None to
         make it."""
@@ -111,9 +104,14 @@ class LocalApiServer:
                 if not server.hold(self.command, self.path):
                     self.close_connection = True  # closing: the client sees the connection drop
                     return
-                code, answer = server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
+                overloaded = server.overload(self.command, self.path)
+                retry_after = overloaded[1] if overloaded else None
+                code, answer = overloaded[0] if overloaded else server.handle(
+                    self.command, self.path, body, self.headers.get("Content-Type") or "")
                 data = json.dumps(answer).encode()
                 self.send_response(code)
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -127,7 +125,11 @@ class LocalApiServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.session = api_session.Session(Configuration(f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+        self.session = api_session.Session(credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+        self.sleeps: list[float] = []
+        """What the client waited for a Retry-After (recorded, not slept)."""
+        self.client = api_client.ApiClient(self.session, sleep=self.sleeps.append)
+        """The operator's client as the operator makes it, without its rate limit (tests make their own)."""
 
     def close(self) -> None:
         self._closing.set()
@@ -155,6 +157,15 @@ class LocalApiServer:
                 return False
         return True
 
+    def overload(self, method: str, url: str) -> tuple[Status, str] | None:
+        """The next of `overloaded` as (Status, Retry-After), recorded as a request; None when none is left."""
+        with self._lock:
+            if not self.overloaded:
+                return None
+            self.requests.append((method, urllib.parse.urlsplit(url).path))
+            code, retry_after = self.overloaded.pop(0)
+            return status(code, "TooManyRequests" if code == 429 else "ServiceUnavailable", "try again later"), retry_after
+
     def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
         return obj
@@ -167,6 +178,7 @@ class LocalApiServer:
             if self.failing is not None:
                 self.failed_answers += 1
                 return self.failing
+
             if method == "POST":
                 return self._create(path, body)
             target = path.removesuffix("/status")
@@ -218,6 +230,6 @@ class LocalApiServer:
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
     """A LocalApiServer that the operator's `kube` calls go to for one test."""
     server = LocalApiServer()
-    monkeypatch.setattr(kube, "session", lambda: server.session)
+    monkeypatch.setattr(api_client, "client", lambda: server.client)
     yield server
     server.close()

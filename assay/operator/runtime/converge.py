@@ -29,7 +29,7 @@ from assay.errors import UserError
 from assay.operator.admission import policy, secret_consent
 from assay.operator.build import builders, children, names
 from assay.operator.decide import conditions, reconcile
-from assay.operator.kube import kube, refusals
+from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import observe
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 from assay.operator.runtime.state import OperatorState
@@ -83,7 +83,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
             elif kube.create(manifest) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
-        except kube.ApiError as error:
+        except api_errors.ApiError as error:
             refused = _not_created(evaluation, manifest, error, now=now, emit=emit, written=written)
             if refused is None:
                 raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
@@ -116,13 +116,13 @@ def reject(evaluation: Mapping[str, Any], message: str, *, now: datetime.datetim
     return True
 
 
-def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], error: kube.ApiError, *,
+def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], error: api_errors.ApiError, *,
                  now: datetime.datetime, emit: Emit, written: Written) -> str | None:  # fmt: skip
     """A child the API server did not create. A final refusal fails the Evaluation: its message
     is returned. Anything else is noted in the status, to be tried again: None."""
     kind, child = manifest["kind"], manifest["metadata"]["name"]
     meta = evaluation["metadata"]
-    if isinstance(error, kube.Refused):
+    if isinstance(error, api_errors.Refused):
         fix = ("shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
                "whole spec, and a ConfigMap at most 1 MiB") if kind == "ConfigMap" else \
             ("change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
@@ -130,7 +130,7 @@ def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], err
         message = f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; {fix}."
         reject(evaluation, message, now=now, emit=emit, written=written)
         return message
-    said = refusals.transient_note(error.status, error.body)
+    said = refusals.transient_note(error)
     note = {"reason": JOB_NOT_CREATED, "message": f"{kind} {child} could not be created yet ({said}); "
                                                   "the operator tries again."}  # fmt: skip
     try:
