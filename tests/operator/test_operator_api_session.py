@@ -43,7 +43,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Server:
     """An HTTPS server answering JSON; it records each request's connection and headers."""
 
-    def __init__(self, pki: Path) -> None:
+    def __init__(self, pki: Path, *, client_ca: Path | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.close_after_reply = False
         outer = self
@@ -79,6 +79,9 @@ class Server:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(pki / "server.crt", pki / "server.key")
+        if client_ca is not None:  # as kube-apiserver's --client-ca-file
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(client_ca)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -148,6 +151,28 @@ def test_the_certificate_is_checked_against_the_api_servers_name(server: Server,
     stranger = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "server.crt"))
     with pytest.raises(ssl.SSLCertVerificationError):
         _get(stranger, "/x")  # a CA that did not sign it
+
+
+def test_a_client_certificate_given_as_data_is_presented(pki: Path) -> None:
+    """A kubeconfig's client-certificate-data (or an exec plugin's): ssl loads only files, so it
+    passes through a private temporary directory, gone once loaded."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
+
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=operator")
+    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "client.crt", "-days", "2")  # fmt: skip
+    server = Server(pki, client_ca=pki / "ca.crt")
+    try:
+        given = credentials.Credentials(server=f"https://127.0.0.1:{server.port}", ca_file=str(pki / "ca.crt"),
+                                        tls_server_name="apiserver.test",
+                                        client_cert=((pki / "client.crt").read_bytes(), (pki / "client.key").read_bytes()))  # fmt: skip
+        assert _get(api_session.Session(given), "/with-certificate").status == 200
+        without = credentials.Credentials(server=given.server, ca_file=given.ca_file, tls_server_name="apiserver.test")
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _get(api_session.Session(without), "/without")
+    finally:
+        server.httpd.shutdown()
 
 
 class ConnectProxy(socketserver.ThreadingTCPServer):
