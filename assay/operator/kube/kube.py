@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import logging
 import urllib.parse
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from assay import spec as spec_module
+from assay.operator import objects
 from assay.operator.kube import api_client, api_errors, refusals
 
 logger = logging.getLogger(__name__)
@@ -153,10 +154,19 @@ def list_objects(kind: str, api_version: str, *, namespace: str, label_selector:
     return items
 
 
-def list_events(*, namespace: str, kind: str, name: str) -> list[Manifest]:
+def list_events(*, namespace: str, kind: str, name: str) -> list[objects.Event]:
     """core/v1 Events about one object (the Job controller's, the kubelet's, the scheduler's)."""
-    return list_objects("Event", "v1", namespace=namespace,
-                        field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+    found = list_objects("Event", "v1", namespace=namespace,
+                         field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+    return cast(list[objects.Event], found)
+
+
+def get_job(*, namespace: str, name: str) -> objects.Job | None:
+    return cast(objects.Job | None, get("Job", "batch/v1", namespace=namespace, name=name))
+
+
+def list_pods(*, namespace: str, label_selector: str) -> list[objects.Pod]:
+    return cast(list[objects.Pod], list_objects("Pod", "v1", namespace=namespace, label_selector=label_selector))
 
 
 def _merge_patch(api_version: str, kind: str, *, namespace: str, name: str, body: Mapping[str, Any],
@@ -241,11 +251,12 @@ def patch_job_suspend(*, namespace: str, name: str, suspend: bool) -> None:
     _merge_patch("batch/v1", "Job", namespace=namespace, name=name, body={"spec": {"suspend": suspend}})
 
 
-def get_evaluation(*, namespace: str, name: str) -> Manifest | None:
-    return get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name)
+def get_evaluation(*, namespace: str, name: str) -> objects.Evaluation | None:
+    return cast(objects.Evaluation | None, get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name))
 
 
-def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> Manifest:
+def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> objects.Evaluation:
     """Merge-patch one Evaluation's status; returns the Evaluation as written."""
-    return _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
-                        body={"status": dict(status)}, subresource="status")  # fmt: skip
+    written = _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
+                           body={"status": dict(status)}, subresource="status")  # fmt: skip
+    return cast(objects.Evaluation, written)

@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from assay.operator.kube import api_client, api_errors
+from assay.operator.kube import api_client
 
 REVIEW_TTL = 10.0
 """Seconds an answer about one token is reused: shorter than a 15 s scrape interval, so each scrape
