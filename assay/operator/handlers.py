@@ -16,8 +16,8 @@
   pod the Job controller cannot create (quota) changes no Job or pod, and a pull timeout
   needs a clock.
 
-Handlers that call the API are sync on purpose: the kubernetes client is synchronous and
-kopf runs sync handlers in its thread pool. Those that only keep memory (the index
+Handlers that call the API are sync on purpose: the operator's client (`kube`) is
+synchronous and kopf runs sync handlers in its thread pool. Those that only keep memory (the index
 handlers, the metrics) are async and run in kopf's event loop, saving a thread hop on
 every watch event. No kopf create/update/resume handler is registered: those would make
 kopf store its progress and a copy of each spec in annotations (see `trigger`).

@@ -13,6 +13,7 @@ from assay.errors import UserError
 from assay.operator.kube import api_client, api_errors, kube, leases, rate_limit
 from tests.operator.local_apiserver import LocalApiServer, status
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.test_operator_helm import needs_helm
 
 CONFIG_MAPS = "/api/v1/namespaces/ns/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -146,6 +147,17 @@ def test_the_rate_limit_comes_from_the_environment() -> None:
         rate_limit.from_env({"ASSAY_API_QPS": "fast"})
     with pytest.raises(UserError, match="ASSAY_API_BURST=0 must be at least 1"):
         rate_limit.from_env({"ASSAY_API_BURST": "0"})
+
+
+@needs_helm
+def test_the_chart_gives_the_operator_its_rate_limit() -> None:
+    from tests.operator.test_operator_chart_metrics import _container, _render
+
+    defaults = {e["name"]: e.get("value") for e in _container(_render())["env"]}
+    assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("50", "100")
+    given = rate_limit.from_env({e["name"]: e.get("value") or "" for e in _container(
+        _render("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]})  # fmt: skip
+    assert given is not None and (given.qps, given.burst) == (12.5, 30)
 
 
 # -- the Lease ----------------------------------------------------------------------------
