@@ -139,7 +139,7 @@ def test_every_request_waits_for_a_token_and_a_lease_call_does_not(api: LocalApi
 
 def test_the_rate_limit_comes_from_the_environment() -> None:
     default = rate_limit.from_env({})
-    assert default is not None and (default.qps, default.burst) == (50.0, 100)
+    assert default is not None and (default.qps, default.burst) == (100.0, 2000)
     given = rate_limit.from_env({"ASSAY_API_QPS": " 200 ", "ASSAY_API_BURST": "400"})
     assert given is not None and (given.qps, given.burst) == (200.0, 400)
     assert rate_limit.from_env({"ASSAY_API_QPS": "0"}) is None  # no limit
@@ -154,7 +154,7 @@ def test_the_chart_gives_the_operator_its_rate_limit() -> None:
     from tests.operator.test_operator_chart_metrics import _container, _render
 
     defaults = {e["name"]: e.get("value") for e in _container(_render())["env"]}
-    assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("50", "100")
+    assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("100", "2000")
     given = rate_limit.from_env({e["name"]: e.get("value") or "" for e in _container(
         _render("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]})  # fmt: skip
     assert given is not None and (given.qps, given.burst) == (12.5, 30)

@@ -149,6 +149,8 @@ def _dropped(connection: http.client.HTTPConnection) -> bool:
 
 
 def _set_timeout(connection: http.client.HTTPConnection, timeout: float) -> None:
+    if connection.timeout == timeout:
+        return
     connection.timeout = timeout  # for its next connect
     if connection.sock is not None:
         connection.sock.settimeout(timeout)

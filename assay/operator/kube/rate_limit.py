@@ -1,11 +1,12 @@
 """The operator's own limit on its request rate: a token bucket, as client-go's client has.
 
-A burst of Evaluations (hundreds applied at once) is a burst of decisions, each a few
-requests, from up to HANDLER_WORKERS threads. The API server's priority and fairness
-protects the server; this keeps the operator from being the client that trips it, and
-spreads its own burst out instead of having part of it refused with 429s. client-go's
-defaults (5 per second, bursts of 10) are for controllers that do little; at those, 300
-Evaluations' first decisions would wait minutes. Ours default to 50 and 100
+The API server's priority and fairness protects the server; this bounds what the operator
+itself sends when something makes it loop (a resync storm, a bug), and spreads such a
+flood out instead of having it refused with 429s. A real burst must pass untouched: each
+new Evaluation costs seven requests (four applies, the Job, a status write, an Event), so
+300 applied at once (bench/operator_scale.py) are about 2,100 requests in under two
+seconds. client-go's defaults (5 a second, bursts of 10) would stretch that to seven
+minutes, and even 50 and 100 to forty seconds. Ours: bursts of 2,000, then 100 a second
 (ASSAY_API_QPS, ASSAY_API_BURST: the chart's operator.apiQPS and operator.apiBurst).
 """
 
@@ -19,7 +20,7 @@ from typing import Callable, Mapping
 from assay.errors import UserError
 
 QPS_ENV, BURST_ENV = "ASSAY_API_QPS", "ASSAY_API_BURST"
-DEFAULT_QPS, DEFAULT_BURST = 50.0, 100
+DEFAULT_QPS, DEFAULT_BURST = 100.0, 2000
 
 
 class TokenBucket:
