@@ -16,8 +16,8 @@
   pod the Job controller cannot create (quota) changes no Job or pod, and a pull timeout
   needs a clock.
 
-Handlers that call the API are sync on purpose: the kubernetes client is synchronous and
-kopf runs sync handlers in its thread pool. Those that only keep memory (the index
+Handlers that call the API are sync on purpose: the operator's client (`kube`) is
+synchronous and kopf runs sync handlers in its thread pool. Those that only keep memory (the index
 handlers, the metrics) are async and run in kopf's event loop, saving a thread hop on
 every watch event. No kopf create/update/resume handler is registered: those would make
 kopf store its progress and a copy of each spec in annotations (see `trigger`).
@@ -32,16 +32,17 @@ import dataclasses
 import datetime
 import logging
 import os
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping, cast
 
 import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.operator import objects
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
-from assay.operator.kube import kube
+from assay.operator.kube import api_client, api_errors, kube
 from assay.operator.runtime import converge, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.state import OperatorState
@@ -127,7 +128,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
         decide=lambda evaluation: _timed_decision(evaluation, state), on_error=_decision_failed(given.metrics),
         latest=lambda key: watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
     given.metrics.controller.watch_queue(run_decisions.depth)
-    kube.load_config()
+    api_client.load_config()
     mirror = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
     unfinished = converge.UnfinishedRuns()
     state = memo.state = dataclasses.replace(
@@ -177,7 +178,7 @@ def _status_written(state: OperatorState) -> Callable[[Mapping[str, Any]], None]
     return lambda evaluation: observe.seen(state, "evaluations", evaluation)
 
 
-def decide_run(evaluation: Mapping[str, Any], *, state: OperatorState) -> None:
+def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
     """Decide an Evaluation's run and carry the decision out (in a handler thread; see `decisions`).
 
     Parse, check the admin's policy, validate, plan from what exists, write status, create
@@ -212,7 +213,7 @@ def decide_run(evaluation: Mapping[str, Any], *, state: OperatorState) -> None:
     log.info("Run decided: %s", steps.summary())
 
 
-def _timed_decision(evaluation: Mapping[str, Any], state: OperatorState) -> None:
+def _timed_decision(evaluation: objects.Evaluation, state: OperatorState) -> None:
     with state.metrics.controller.timing("reconcile"):  # assay_reconcile_duration_seconds
         decide_run(evaluation, state=state)
 
@@ -226,14 +227,14 @@ def _decision_failed(metrics: EvaluationMetrics) -> Callable[[tuple[str, str], B
     def report(key: tuple[str, str], error: BaseException) -> None:
         metrics.record_error("reconcile")
         _object_logger({"namespace": key[0], "name": key[1]}).warning(
-            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, kube.ApiError))
+            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, api_errors.ApiError))
     return report
 
 
 @kopf.on.event("batch", "v1", "jobs", labels=RUNNER_JOBS)
 async def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_: Any) -> None:
     state = state_of(memo)
-    job = observe.latest(state, "jobs", body)
+    job = cast(objects.Job, observe.latest(state, "jobs", body))
     loop = asyncio.get_running_loop()
     if event.get("type") == "DELETED":
         observe.seen(state, "jobs", job, deleted=True)
@@ -243,7 +244,7 @@ async def mirror_job(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     await loop.run_in_executor(state.mirror_executor, _mirror_job_run, job, state)
 
 
-def _mirror_job_run(job: Mapping[str, Any], state: OperatorState) -> None:
+def _mirror_job_run(job: objects.Job, state: OperatorState) -> None:
     with _counting_errors(state, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
@@ -252,7 +253,7 @@ def _mirror_job_run(job: Mapping[str, Any], state: OperatorState) -> None:
             observe.observe_run(evaluation, job=job, state=state, emit=observe.emitter(state))
 
 
-def _job_deleted(job: Mapping[str, Any], state: OperatorState) -> None:
+def _job_deleted(job: objects.Job, state: OperatorState) -> None:
     """A runner Job is gone: if it was an unfinished run's current Job (deleted by hand), create it again."""
     with _counting_errors(state, "recreate_job"):
         evaluation = observe.evaluation_of(job, state=state, fresh=True)
@@ -268,7 +269,7 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     Decided in the event loop from what the watches showed; only a pod with something to
     say costs a handler thread (and API calls)."""
     state = state_of(memo)
-    pod = observe.latest(state, "pods", body)
+    pod = cast(objects.Pod, observe.latest(state, "pods", body))
     if event.get("type") == "DELETED":
         observe.seen(state, "pods", pod, deleted=True)
         return
@@ -287,7 +288,7 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
     await loop.run_in_executor(state.mirror_executor, _mirror_pod_run, pod, state)
 
 
-def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, state: OperatorState) -> bool:
+def _pod_has_news(pod: objects.Pod, evaluation: objects.Evaluation, *, state: OperatorState) -> bool:
     """Whether a pod of the Evaluation's current run shows a problem, or one its status shows has ended."""
     status = evaluation.get("status") or {}
     if status.get("jobName") != (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB):
@@ -298,7 +299,7 @@ def _pod_has_news(pod: Mapping[str, Any], evaluation: Mapping[str, Any], *, stat
     return bool(has_problem) or status.get("reason") in diagnosis.REASONS
 
 
-def _mirror_pod_run(pod: Mapping[str, Any], state: OperatorState) -> None:
+def _mirror_pod_run(pod: objects.Pod, state: OperatorState) -> None:
     with _counting_errors(state, "mirror_pod"):
         evaluation = observe.evaluation_of(pod, state=state)
         if evaluation is not None and _pod_has_news(pod, evaluation, state=state):
@@ -324,7 +325,7 @@ async def evaluation_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.M
     meta = body.get("metadata") or {}
     deleted = event.get("type") == "DELETED"
     state = state_of(memo)
-    evaluation = observe.latest(state, "evaluations", body)
+    evaluation = cast(objects.Evaluation, observe.latest(state, "evaluations", body))
     for tracker in (state.pending, state.unfinished):
         if tracker is not None:
             tracker.observe(evaluation, deleted=deleted)
@@ -339,7 +340,7 @@ async def evaluation_changed(event: kopf.RawEvent, body: kopf.Body, memo: kopf.M
         await state.decisions.observe(_newest_evaluation(state, evaluation), deleted=deleted)
 
 
-def _newest_evaluation(state: OperatorState, evaluation: Mapping[str, Any]) -> Mapping[str, Any]:
+def _newest_evaluation(state: OperatorState, evaluation: objects.Evaluation) -> objects.Evaluation:
     watched = state.watched
     if watched is None:
         return evaluation

@@ -153,7 +153,7 @@ def main(argv: Sequence[str]) -> int:
 
     from assay.operator import handlers  # registers the handlers
     from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.kube import kube
+    from assay.operator.kube import api_client, rate_limit
     from assay.operator.runtime.metrics import EvaluationMetrics
     from assay.operator.runtime.state import OperatorState
 
@@ -169,9 +169,10 @@ def main(argv: Sequence[str]) -> int:
     metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
                                 max_series_per_evaluation=max_series_from_env())  # fmt: skip
     tls = TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
+    rate_limit.from_env()  # ASSAY_API_QPS and ASSAY_API_BURST: a bad one is named now
     try:
-        kube.load_config()
-    except Exception as error:  # noqa: BLE001 - ConfigException or a broken kubeconfig file
+        api_client.load_config()
+    except Exception as error:  # noqa: BLE001 - ConfigError, or a kubeconfig file that cannot be read
         raise UserError(
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None

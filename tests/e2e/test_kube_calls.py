@@ -1,8 +1,8 @@
 """The operator's API calls (`assay.operator.kube.kube`) against the real API server.
 
-They send plain dicts to fixed REST paths through the kubernetes package's dynamic client
-without its discovery; each call's answer and error mapping is checked here, where a
-wrong path or verb would show (the unit tests replace `kube`).
+They send plain dicts to fixed REST paths through the operator's own client (`api_client`,
+credentials read from a kubeconfig by `credentials`); each call's answer and error mapping
+is checked here, where a wrong path or verb would show (the unit tests replace the server).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator.kube import kube
+from assay.operator.kube import api_client, api_errors, kube
 from tests.e2e.cluster import control_plane as cp
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,18 +22,16 @@ NAMESPACE = "kube-calls"
 @pytest.fixture(scope="module")
 def api(control_plane: cp.ControlPlane) -> Iterator[None]:
     """`kube` configured as the operator configures it, from a kubeconfig (the admin's here)."""
-    from kubernetes import client
-
-    before = client.Configuration.get_default_copy()
     control_plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
     control_plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
     control_plane.kubectl("create", "namespace", NAMESPACE)
-    kube.load_config(str(control_plane.admin_kubeconfig))
-    try:
-        yield
-    finally:
-        client.Configuration.set_default(before)
-        kube.session.cache_clear()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(api_client, "_loaded", None)  # the credentials before, back after
+        api_client.load_config(str(control_plane.admin_kubeconfig))
+        try:
+            yield
+        finally:
+            api_client.client.cache_clear()
         control_plane.kubectl("delete", "namespace", NAMESPACE, "--wait=false")
 
 
@@ -80,6 +78,34 @@ def test_create_get_list_patch_and_delete_on_the_real_api_server(api: None) -> N
 
 def test_an_error_names_its_status_and_the_servers_reason(api: None) -> None:
     bad = _config_map("Not_A_Valid_Name")
-    with pytest.raises(kube.ApiError) as raised:
+    with pytest.raises(api_errors.ApiError) as raised:
         kube.create(bad)
-    assert raised.value.status == 422 and "Not_A_Valid_Name" in str(raised.value)
+    assert (raised.value.code, raised.value.reason) == (422, "Invalid") and "Not_A_Valid_Name" in raised.value.message
+
+
+def test_leader_elections_lease_calls_on_the_real_api_server(api: None) -> None:
+    """What `runtime.leader` relies on: AlreadyExists for a second create, Conflict for an update
+    of a Lease read before another write, NotFound for none; each call within its timeout."""
+    import datetime
+
+    from assay.operator.kube import leases
+
+    calls = leases.Leases()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    first = leases.new_lease(namespace=NAMESPACE, name="leader", identity="a", lease_seconds=15, now=now)
+    created = calls.create(first, timeout=5.0)
+    assert created["spec"]["holderIdentity"] == "a" and created["metadata"]["resourceVersion"]
+    with pytest.raises(api_errors.ApiError) as raised:
+        calls.create(first, timeout=5.0)
+    assert raised.value.reason == api_errors.ALREADY_EXISTS
+    read = calls.get(namespace=NAMESPACE, name="leader", timeout=5.0)
+    stale = calls.get(namespace=NAMESPACE, name="leader", timeout=5.0)
+    read["spec"]["holderIdentity"] = "b"
+    assert calls.update(read, timeout=5.0)["spec"]["holderIdentity"] == "b"
+    stale["spec"]["holderIdentity"] = "c"
+    with pytest.raises(api_errors.ApiError) as raised:
+        calls.update(stale, timeout=5.0)
+    assert (raised.value.code, raised.value.reason) == (409, api_errors.CONFLICT)
+    with pytest.raises(api_errors.ApiError) as raised:
+        calls.get(namespace=NAMESPACE, name="none", timeout=5.0)
+    assert raised.value.reason == api_errors.NOT_FOUND

@@ -1,4 +1,4 @@
-"""A small API server on 127.0.0.1 for the operator's own client (`kube` over `api_session`).
+"""A small API server on 127.0.0.1 for the operator's own client (`kube` and `leases` over `api_client`).
 
 It keeps objects by their REST path and answers the requests the operator makes: create
 (POST; 409 AlreadyExists when the name is taken), get, list (equality label and field
@@ -6,7 +6,8 @@ selectors), merge patch (the status subresource included), server-side apply (PA
 apply-patch+yaml: create or replace), update (PUT, conditional on the resourceVersion sent:
 409 Conflict when it is stale; creates, updates and merge patches stamp a new one) and
 delete. It can be told to refuse a create with a recorded Status, to answer every request
-with an error for a while, as a kube-apiserver does whose etcd is gone, or to hold chosen
+with an error for a while, as a kube-apiserver does whose etcd is gone, to answer the next
+requests 429 or 503 with a Retry-After, as an overloaded one does, or to hold chosen
 requests unanswered, as a hung API server or a dropped network does. It also lists a kind
 across all namespaces and serves pod logs as text (`logs`), for `assay get -A` and `assay
 logs`, which read through the kubernetes client. It is a stand-in for the API server's REST
@@ -25,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from assay.operator.kube import api_session, kube
+from assay.operator.kube import api_client, api_session, credentials, kube
 
 Status = tuple[int, dict[str, Any]]
 """(HTTP code, Status body)."""
@@ -99,6 +100,8 @@ class LocalApiServer:
         self.failing: Status | None = None
         """Answer every request with this while set."""
         self.failed_answers = 0
+        self.overloaded: list[tuple[int, str]] = []
+        """(429 or 503, Retry-After) answers to give, one per request, before answering as usual."""
         self.refuse: Callable[[str, dict[str, Any]], Status | None] = lambda path, body: None
         """(collection path, body) of a create or a server-side apply → the Status to refuse it with, or None to
         make it."""
@@ -123,10 +126,15 @@ class LocalApiServer:
                 if not server.hold(self.command, self.path):
                     self.close_connection = True  # closing: the client sees the connection drop
                     return
-                code, answer = server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
+                overloaded = server.overload(self.command, self.path)
+                retry_after = overloaded[1] if overloaded else None
+                code, answer = overloaded[0] if overloaded else server.handle(
+                    self.command, self.path, body, self.headers.get("Content-Type") or "")
                 text = isinstance(answer, str)  # a pod's log
                 data = answer.encode() if text else json.dumps(answer).encode()
                 self.send_response(code)
+                if retry_after is not None:
+                    self.send_header("Retry-After", retry_after)
                 self.send_header("Content-Type", "text/plain" if text else "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -140,7 +148,11 @@ class LocalApiServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.session = api_session.Session(Configuration(f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+        self.session = api_session.Session(credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+        self.sleeps: list[float] = []
+        """What the client waited for a Retry-After (recorded, not slept)."""
+        self.client = api_client.ApiClient(self.session, sleep=self.sleeps.append)
+        """The operator's client as the operator makes it, without its rate limit (tests make their own)."""
 
     def close(self) -> None:
         self._closing.set()
@@ -168,6 +180,15 @@ class LocalApiServer:
                 return False
         return True
 
+    def overload(self, method: str, url: str) -> tuple[Status, str] | None:
+        """The next of `overloaded` as (Status, Retry-After), recorded as a request; None when none is left."""
+        with self._lock:
+            if not self.overloaded:
+                return None
+            self.requests.append((method, urllib.parse.urlsplit(url).path))
+            code, retry_after = self.overloaded.pop(0)
+            return status(code, "TooManyRequests" if code == 429 else "ServiceUnavailable", "try again later"), retry_after
+
     def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
         return obj
@@ -180,6 +201,7 @@ class LocalApiServer:
             if self.failing is not None:
                 self.failed_answers += 1
                 return self.failing
+
             if method == "POST":
                 return self._create(path, body)
             target = path.removesuffix("/status")
@@ -246,6 +268,6 @@ class LocalApiServer:
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalApiServer]:
     """A LocalApiServer that the operator's `kube` calls go to for one test."""
     server = LocalApiServer()
-    monkeypatch.setattr(kube, "session", lambda: server.session)
+    monkeypatch.setattr(api_client, "client", lambda: server.client)
     yield server
     server.close()

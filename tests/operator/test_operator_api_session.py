@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator.kube import api_session
+from assay.operator.kube import api_client, api_session, credentials
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 class Server:
     """An HTTPS server answering JSON; it records each request's connection and headers."""
 
-    def __init__(self, pki: Path) -> None:
+    def __init__(self, pki: Path, *, client_ca: Path | None = None) -> None:
         self.requests: list[dict[str, Any]] = []
         self.close_after_reply = False
         outer = self
@@ -79,6 +79,9 @@ class Server:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(pki / "server.crt", pki / "server.key")
+        if client_ca is not None:  # as kube-apiserver's --client-ca-file
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(client_ca)
         self.httpd.socket = context.wrap_socket(self.httpd.socket, server_side=True)
         self.port = self.httpd.server_address[1]
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
@@ -88,19 +91,21 @@ class Server:
         self.close_after_reply = True
 
 
-class Configuration:
-    """The fields of kubernetes.client.Configuration that a Session reads."""
+class Token:
+    """A bearer token that changes each time it is read: which read a request carries."""
 
-    def __init__(self, host: str, ca: Path, *, tls_server_name: str | None = "apiserver.test",
-                 proxy: str | None = None) -> None:  # fmt: skip
-        self.host, self.ssl_ca_cert, self.ca_cert_data = host, str(ca), None
-        self.cert_file = self.key_file = None
-        self.verify_ssl, self.tls_server_name, self.proxy = True, tls_server_name, proxy
-        self.token_reads = 0
+    def __init__(self) -> None:
+        self.reads = 0
 
-    def auth_settings(self) -> dict[str, Any]:
-        self.token_reads += 1
-        return {"BearerToken": {"in": "header", "key": "authorization", "value": f"Bearer t{self.token_reads}"}}
+    def __call__(self) -> str:
+        self.reads += 1
+        return f"Bearer t{self.reads}"
+
+
+def _credentials(server: str, ca: Path, *, tls_server_name: str | None = "apiserver.test",
+                 proxy: str | None = None) -> credentials.Credentials:  # fmt: skip
+    return credentials.Credentials(server=server, ca_file=str(ca), tls_server_name=tls_server_name, proxy=proxy,
+                                   authorization=Token())  # fmt: skip
 
 
 @pytest.fixture
@@ -115,7 +120,7 @@ def _get(session: api_session.Session, path: str) -> api_session.Response:
 
 
 def test_one_kept_alive_connection_per_thread_and_the_token_sent(server: Server, pki: Path) -> None:
-    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     answers = [_get(session, f"/api/v1/x{i}") for i in range(3)]
     assert [a.status for a in answers] == [200, 200, 200]
     assert json.loads(answers[2].data)["path"] == "/api/v1/x2"
@@ -130,7 +135,7 @@ def test_one_kept_alive_connection_per_thread_and_the_token_sent(server: Server,
 
 
 def test_a_connection_the_server_closed_is_replaced_without_losing_the_request(server: Server, pki: Path) -> None:
-    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     assert _get(session, "/first").status == 200
     # The server now closes after each reply; the client reuses its connection until it sees that.
     server.drop_idle_connections()
@@ -140,12 +145,34 @@ def test_a_connection_the_server_closed_is_replaced_without_losing_the_request(s
 
 
 def test_the_certificate_is_checked_against_the_api_servers_name(server: Server, pki: Path) -> None:
-    wrong = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt", tls_server_name=None))
+    wrong = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt", tls_server_name=None))
     with pytest.raises(ssl.SSLCertVerificationError):
         _get(wrong, "/x")  # the certificate names apiserver.test, not 127.0.0.1
-    stranger = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "server.crt"))
+    stranger = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "server.crt"))
     with pytest.raises(ssl.SSLCertVerificationError):
         _get(stranger, "/x")  # a CA that did not sign it
+
+
+def test_a_client_certificate_given_as_data_is_presented(pki: Path) -> None:
+    """A kubeconfig's client-certificate-data (or an exec plugin's): ssl loads only files, so it
+    passes through a private temporary directory, gone once loaded."""
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
+
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=operator")
+    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+            "-out", "client.crt", "-days", "2")  # fmt: skip
+    server = Server(pki, client_ca=pki / "ca.crt")
+    try:
+        given = credentials.Credentials(server=f"https://127.0.0.1:{server.port}", ca_file=str(pki / "ca.crt"),
+                                        tls_server_name="apiserver.test",
+                                        client_cert=((pki / "client.crt").read_bytes(), (pki / "client.key").read_bytes()))  # fmt: skip
+        assert _get(api_session.Session(given), "/with-certificate").status == 200
+        without = credentials.Credentials(server=given.server, ca_file=given.ca_file, tls_server_name="apiserver.test")
+        with pytest.raises((ssl.SSLError, ConnectionError)):
+            _get(api_session.Session(without), "/without")
+    finally:
+        server.httpd.shutdown()
 
 
 class ConnectProxy(socketserver.ThreadingTCPServer):
@@ -186,14 +213,14 @@ class ConnectProxy(socketserver.ThreadingTCPServer):
 def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path) -> None:
     proxy = ConnectProxy()
     try:
-        session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt",
+        session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt",
                                                     proxy=f"http://127.0.0.1:{proxy.server_address[1]}"))  # fmt: skip
         assert _get(session, "/through").status == 200
         assert proxy.tunnels == [f"127.0.0.1:{server.port}"] and server.requests[-1]["path"] == "/through"
     finally:
         proxy.shutdown()
     with pytest.raises(ValueError, match="http:// proxies only"):
-        api_session.Session(Configuration("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
+        api_session.Session(_credentials("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
 
 
 def test_the_runners_access_is_server_side_applied_with_the_operators_field_manager(
@@ -205,10 +232,10 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
 
     from assay.operator.build import builders
     from assay.operator.build import children as run_children
-    from assay.operator.kube import kube
+    from assay.operator.kube import api_errors, kube
 
-    session = api_session.Session(Configuration(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
-    monkeypatch.setattr(kube, "session", lambda: session)
+    session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
+    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
     for manifest, path in [(run_children.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
                            (run_children.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner")]:  # fmt: skip
@@ -225,5 +252,5 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     gone = builders.EvaluationRef(name="tiny", namespace="terminating", uid="u1", generation=1)
     assert kube.apply(run_children.role_binding(gone)) is False
     refused = builders.EvaluationRef(name="tiny", namespace="forbidden", uid="u1", generation=1)
-    with pytest.raises(kube.ApiError, match="403"):
+    with pytest.raises(api_errors.ApiError, match="403"):
         kube.apply(run_children.role(refused))  # RBAC's refusal is an error

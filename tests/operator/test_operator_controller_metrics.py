@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import copy
 import threading
 from typing import Any
 
 import pytest
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from assay.operator import handlers
+from assay.operator.kube import api_errors
 from assay.operator.runtime import decisions
 from assay.operator.runtime.leader import LeaseLock, leading
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -77,37 +77,36 @@ def test_the_work_queue_depth_counts_decisions_asked_for_and_not_done() -> None:
 
 
 class MemoryLeases:
-    """The three Lease calls LeaseLock makes, kept in memory, with resourceVersion checks."""
+    """The three Lease calls LeaseLock makes (`leases.Leases`), kept in memory, with resourceVersion checks."""
 
     def __init__(self) -> None:
         self.lease: Any = None
 
-    def read_namespaced_lease(self, name: str, namespace: str, **_: Any) -> Any:
+    def get(self, *, namespace: str, name: str, timeout: float) -> Any:
         if self.lease is None:
-            raise ApiException(status=404)
-        return client.V1Lease(metadata=client.V1ObjectMeta(**self.lease.metadata.to_dict()),
-                              spec=client.V1LeaseSpec(**self.lease.spec.to_dict()))  # fmt: skip
+            raise api_errors.ApiError(code=404, reason=api_errors.NOT_FOUND)
+        return copy.deepcopy(self.lease)
 
-    def create_namespaced_lease(self, namespace: str, body: Any, **_: Any) -> Any:
-        body.metadata.resource_version = "1"
-        self.lease = body
-        return body
+    def create(self, lease: Any, *, timeout: float) -> Any:
+        self.lease = {**copy.deepcopy(lease), "metadata": {**lease["metadata"], "resourceVersion": "1"}}
+        return copy.deepcopy(self.lease)
 
-    def replace_namespaced_lease(self, name: str, namespace: str, body: Any, **_: Any) -> Any:
-        if body.metadata.resource_version != self.lease.metadata.resource_version:
-            raise ApiException(status=409)
-        body.metadata.resource_version = str(int(body.metadata.resource_version) + 1)
-        self.lease = body
-        return body
+    def update(self, lease: Any, *, timeout: float) -> Any:
+        version = lease["metadata"]["resourceVersion"]
+        if version != self.lease["metadata"]["resourceVersion"]:
+            raise api_errors.ApiError(code=409, reason=api_errors.CONFLICT)
+        self.lease = {**copy.deepcopy(lease), "metadata": {**lease["metadata"], "resourceVersion": str(int(version) + 1)}}
+        return copy.deepcopy(self.lease)
 
 
 def test_the_leader_gauge_is_1_while_this_replica_leads() -> None:
     metrics = EvaluationMetrics()
     metrics.controller.set_leader(False)  # main: a replica that elects starts as a standby
-    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(), renew_deadline_seconds=60.0, lease_seconds=120)
+    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(),  # type: ignore[arg-type]
+                     renew_deadline_seconds=60.0, lease_seconds=120)
     seen = [_value(metrics, "assay_leader")]
     with leading(lock, health_port=0, on_change=metrics.controller.set_leader):
         seen.append(_value(metrics, "assay_leader"))
     seen.append(_value(metrics, "assay_leader"))
     assert seen == [0, 1, 0]
-    assert lock.api.lease.spec.holder_identity is None  # released on the way out
+    assert lock.api.lease["spec"]["holderIdentity"] is None  # type: ignore[attr-defined]  # released on the way out

@@ -1,8 +1,9 @@
 """Only kube/ talks to the API server: the standard library's HTTP client and TLS stay there.
 
-import-linter (pyproject.toml) keeps kubernetes and urllib3 in assay/operator/kube/, but it
-can name only top-level packages, and `http` is http.server too (the standby's health
-endpoint in runtime/leader.py). So the two standard-library modules are checked here by name.
+import-linter (pyproject.toml) keeps the kubernetes package and urllib3 out of assay/operator
+altogether (kube/ is the operator's one client), but it can name only top-level packages,
+and `http` is http.server too (the standby's health endpoint in runtime/leader.py). So the
+two standard-library modules are checked here by name.
 """
 
 from __future__ import annotations

@@ -9,7 +9,6 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from kubernetes import client
 
 from assay.operator.kube import leases
 from assay.operator.runtime.leader import LeaseLock
@@ -28,8 +27,7 @@ def server() -> Iterator[LocalApiServer]:
 
 
 def _lock(server: LocalApiServer, identity: str) -> LeaseLock:
-    configuration = client.Configuration(host=f"http://127.0.0.1:{server.httpd.server_address[1]}")
-    return LeaseLock("ns", "assay-leader", identity, api=leases.api(configuration), **FAST)
+    return LeaseLock("ns", "assay-leader", identity, api=leases.Leases(lambda: server.client), **FAST)
 
 
 def _holder(server: LocalApiServer) -> str | None:
@@ -40,15 +38,15 @@ def _holder(server: LocalApiServer) -> str | None:
 
 
 def test_the_margins_are_client_gos_and_are_checked() -> None:
-    lock = LeaseLock("ns", "assay-leader", "a", api=object())
+    lock = LeaseLock("ns", "assay-leader", "a", api=leases.Leases())
     assert (lock.lease_seconds, lock.renew_deadline_seconds, lock.retry_seconds) == (15, 10.0, 2.0)
     assert lock.request_timeout == 5.0
     with pytest.raises(ValueError, match="must be shorter than lease_seconds"):
-        LeaseLock("ns", "l", "a", api=object(), lease_seconds=10, renew_deadline_seconds=10.0)
+        LeaseLock("ns", "l", "a", api=leases.Leases(), lease_seconds=10, renew_deadline_seconds=10.0)
     with pytest.raises(ValueError, match="longer than 1.2 times retry_seconds"):
-        LeaseLock("ns", "l", "a", api=object(), renew_deadline_seconds=2.0, retry_seconds=2.0)
+        LeaseLock("ns", "l", "a", api=leases.Leases(), renew_deadline_seconds=2.0, retry_seconds=2.0)
     with pytest.raises(ValueError, match="at least 1"):
-        LeaseLock("ns", "l", "a", api=object(), lease_seconds=0, renew_deadline_seconds=0.5, retry_seconds=0.1)
+        LeaseLock("ns", "l", "a", api=leases.Leases(), lease_seconds=0, renew_deadline_seconds=0.5, retry_seconds=0.1)
 
 
 def test_a_leader_whose_lease_calls_hang_stops_leading_within_the_renew_deadline(server: LocalApiServer) -> None:

@@ -2,7 +2,7 @@
 
 Both ends are real HTTP: the operator's metrics server on 127.0.0.1, and a local stand-in
 for the API server's TokenReview and SubjectAccessReview endpoints, reached through the
-operator's own API client (`kube.request` over `api_session`). The e2e suite
+operator's own API client (`api_client.request` over `api_session`). The e2e suite
 (tests/e2e/test_tenant_metrics.py) runs the same against kube-apiserver's real reviews.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.operator.kube import api_session, kube
+from assay.operator.kube import api_client, api_session, credentials
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
 from assay.operator.runtime.metrics_server import TlsFiles
@@ -76,13 +76,9 @@ class ReviewServer:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewServer]:
-    from kubernetes import client
-
     reviews = ReviewServer()
-    configuration = client.Configuration(host=reviews.url, api_key={"authorization": "operator-token"},
-                                         api_key_prefix={"authorization": "Bearer"})  # fmt: skip
-    session = api_session.Session(configuration)
-    monkeypatch.setattr(kube, "session", lambda: session)
+    session = api_session.Session(credentials.Credentials(server=reviews.url, authorization=lambda: "Bearer operator-token"))
+    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     yield reviews
     reviews.server.shutdown()
     reviews.server.server_close()

@@ -19,7 +19,7 @@ import pytest
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.decide import conditions, trigger
-from assay.operator.kube import kube, refusals
+from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import converge
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
@@ -66,21 +66,24 @@ def test_which_answers_to_a_create_are_final(api: LocalApiServer, name: str, out
     if outcome == "nothing made":
         assert kube.create(job) is False
         return
-    with pytest.raises(kube.ApiError) as raised:
+    with pytest.raises(api_errors.ApiError) as raised:
         kube.create(job)
-    assert raised.value.status == RECORDED[name]["code"]
-    assert isinstance(raised.value, kube.Refused) == (outcome == "refused")
+    assert raised.value.code == RECORDED[name]["code"]
+    # The Status's reason, or for an answer without one (a webhook's denial) its code's.
+    assert raised.value.reason == (RECORDED[name].get("reason") or "Forbidden")
+    assert isinstance(raised.value, api_errors.Refused) == (outcome == "refused")
     if outcome == "refused":
-        assert isinstance(raised.value, kube.Refused) and raised.value.said.startswith(RECORDED[name]["message"][:60])
+        assert isinstance(raised.value, api_errors.Refused) and raised.value.said.startswith(RECORDED[name]["message"][:60])
 
 
 def test_the_api_servers_words_are_one_bounded_line() -> None:
     body = json.dumps({"kind": "Status", "reason": "Invalid", "code": 422,
                        "message": "Job.batch \"x\" is invalid:\n\x1b[31mforged\x1b[0m line\u202e" + "y" * 5000})  # fmt: skip
-    said = refusals.final(422, body)
+    said = refusals.final(api_errors.from_answer(422, body.encode()))
     assert said is not None and said.startswith('Job.batch "x" is invalid: [31mforged[0m line')
     assert len(said) == refusals.MESSAGE_CHARS and said.isprintable()
-    assert refusals.final(422, "<html>Unprocessable</html>") == "<html>Unprocessable</html>"  # no Status: the code
+    no_status = api_errors.from_answer(422, b"<html>Unprocessable</html>")  # a proxy's: the code says Invalid
+    assert no_status.reason == "Invalid" and refusals.final(no_status) == "<html>Unprocessable</html>"
 
 
 def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api: LocalApiServer) -> None:
@@ -127,9 +130,9 @@ def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(ap
 def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: LocalApiServer) -> None:
     evaluation = _evaluation(api)
     _refuse_jobs(api, "quota_exceeded")
-    with pytest.raises(kube.ApiError) as raised:
+    with pytest.raises(api_errors.ApiError) as raised:
         _carry_out(evaluation)
-    assert not isinstance(raised.value, kube.Refused)
+    assert not isinstance(raised.value, api_errors.Refused)
     stored = api.get(EVALUATION)
     assert stored is not None and stored["status"]["phase"] == "Pending"
     assert stored["status"]["reason"] == converge.JOB_NOT_CREATED

@@ -22,7 +22,7 @@ from assay.errors import UserError
 from assay.operator import handlers
 from assay.operator.admission import secret_consent, validation
 from assay.operator.admission.policy import AdminPolicy
-from assay.operator.kube import kube
+from assay.operator.kube import api_client, credentials, kube
 from assay.operator.kube.api_session import Session
 from assay.operator.runtime.state import OperatorState
 from assay.spec import parse_spec
@@ -98,21 +98,11 @@ class FakeApiServer:
         return [c["kind"] for c in self.created]
 
 
-class Configuration:
-    """The fields of kubernetes.client.Configuration a Session reads: plain HTTP, a bearer token."""
-
-    def __init__(self, host: str) -> None:
-        self.host, self.proxy, self.tls_server_name = host, None, None
-
-    def auth_settings(self) -> dict[str, Any]:
-        return {"BearerToken": {"in": "header", "key": "authorization", "value": "Bearer operator"}}
-
-
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     server = FakeApiServer()
-    session = Session(Configuration(server.url))
-    monkeypatch.setattr(kube, "session", lambda: session)
+    session = Session(credentials.Credentials(server=server.url, authorization=lambda: "Bearer operator"))
+    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     yield server
     server.httpd.shutdown()
     server.httpd.server_close()

@@ -19,7 +19,7 @@ import pytest
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.decide import conditions
-from assay.operator.kube import kube
+from assay.operator.kube import api_errors, kube
 from assay.operator.runtime import converge, periodic
 from tests.operator.local_apiserver import LocalApiServer, status
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
@@ -113,7 +113,7 @@ def test_each_kind_of_failure_is_logged_once_until_a_clean_pass(caplog: pytest.L
     counted: list[str] = []
     errors = periodic.SweepErrors("pending", on_error=lambda sweep, kind: counted.append(kind))
     for _ in range(2):  # a minute's outage at a 30 s interval: two passes, two kinds of failure in each
-        errors.failed(kube.ApiError(503, "Service Unavailable", "{}"), what="a pass")
+        errors.failed(api_errors.ApiError(code=503, reason="ServiceUnavailable"), what="a pass")
         errors.failed(ConnectionRefusedError(111, "Connection refused"), what="Evaluation evals/a")
         errors.pass_over()
     assert errors.failing

@@ -5,7 +5,7 @@ accepts, so that what the operator creates can be read and tested without a clus
 Every child carries an ownerReference to the Evaluation (deleting it deletes them) and a
 name derived from the Evaluation's name and run (its generation, and the `evaluations.assay.dev/rerun`
 token if one is set): a restarted operator re-creates
-the same names, gets 409 Conflict, and so never starts a duplicate run.
+the same names, gets AlreadyExists (409), and so never starts a duplicate run.
 
 The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
 `patch` on that Evaluation's status subresource (both by resourceName), nothing else: code

@@ -35,6 +35,7 @@ import datetime
 from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
+from assay.operator import objects
 from assay.operator.build.builders import KUEUE_QUEUE_LABEL
 from assay.operator.decide import outcome, regression
 from assay.operator.decide.diagnosis import REASONS as PROBLEM_REASONS
@@ -194,7 +195,7 @@ class JobState:
     completion_time: str | None = None
 
 
-def job_state(job: Mapping[str, Any]) -> JobState:
+def job_state(job: objects.Job) -> JobState:
     """Read a Job's status (conditions, counters, times) into an Evaluation phase."""
     spec = job.get("spec") or {}
     status = job.get("status") or {}
@@ -279,8 +280,8 @@ def with_problem(state: JobState, problem: Problem | None, *, now: datetime.date
 
 
 def from_job(
-    status: Mapping[str, Any] | None,
-    job: Mapping[str, Any],
+    status: objects.EvaluationStatus | None,
+    job: objects.Job,
     *,
     generation: int,
     now: datetime.datetime,

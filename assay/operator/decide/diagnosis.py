@@ -29,6 +29,7 @@ import datetime
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from assay.operator import objects
 from assay.operator.decide import pod_start
 
 DEFAULT_IMAGE_PULL_TIMEOUT = 300.0
@@ -107,34 +108,34 @@ def _name(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("name", "?"))
 
 
-def _pod_finished(pod: Mapping[str, Any]) -> bool:
+def _pod_finished(pod: objects.Pod) -> bool:
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or bool(
         (pod.get("metadata") or {}).get("deletionTimestamp")
     )
 
 
-def _containers(pod: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+def _containers(pod: objects.Pod) -> dict[str, Mapping[str, Any]]:
     spec = pod.get("spec") or {}
     return {str(c.get("name")): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
 
 
-def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _statuses(pod: objects.Pod) -> list[objects.ContainerStatus]:
     status = pod.get("status") or {}
     return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
 
 
-def _image(pod: Mapping[str, Any], container_status: Mapping[str, Any]) -> str:
+def _image(pod: objects.Pod, container_status: objects.ContainerStatus) -> str:
     spec = _containers(pod).get(str(container_status.get("name"))) or {}
     return str(spec.get("image") or container_status.get("image") or "?")
 
 
-def _memory_limit(pod: Mapping[str, Any], container: str) -> str | None:
+def _memory_limit(pod: objects.Pod, container: str) -> str | None:
     spec = _containers(pod).get(container) or {}
     value = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
     return str(value) if value is not None else None
 
 
-def _event_time(event: Mapping[str, Any], *, first: bool) -> datetime.datetime | None:
+def _event_time(event: objects.Event, *, first: bool) -> datetime.datetime | None:
     keys = ("firstTimestamp", "eventTime", "lastTimestamp") if first else ("lastTimestamp", "eventTime", "firstTimestamp")
     for key in keys:
         found = _parse_time(event.get(key))
@@ -144,12 +145,12 @@ def _event_time(event: Mapping[str, Any], *, first: bool) -> datetime.datetime |
     return _parse_time(series.get("lastObservedTime")) or _parse_time((event.get("metadata") or {}).get("creationTimestamp"))
 
 
-def _about(events: Iterable[Mapping[str, Any]], kind: str, name: str) -> list[Mapping[str, Any]]:
+def _about(events: Iterable[objects.Event], kind: str, name: str) -> list[objects.Event]:
     return [e for e in events if (e.get("involvedObject") or {}).get("kind") == kind
             and (e.get("involvedObject") or {}).get("name") == name]  # fmt: skip
 
 
-def _is_pull_failure_event(event: Mapping[str, Any]) -> bool:
+def _is_pull_failure_event(event: objects.Event) -> bool:
     message = str(event.get("message") or "")
     reason = event.get("reason")
     return (reason == "Failed" and "pull" in message.lower()) or (reason == "BackOff" and "pulling image" in message)
@@ -158,7 +159,7 @@ def _is_pull_failure_event(event: Mapping[str, Any]) -> bool:
 # --- one pod ---------------------------------------------------------------------------
 
 
-def _pull_detail(waiting: Mapping[str, Any], pull_events: Sequence[Mapping[str, Any]]) -> str:
+def _pull_detail(waiting: objects.ContainerStateWaiting, pull_events: Sequence[objects.Event]) -> str:
     """The cause of a pull failure: from the pod's status, else from the kubelet's latest
     "Failed to pull image" Event (kubelets before 1.31 put no cause into ImagePullBackOff)."""
     detail = _BACKOFF_PREFIX.sub("", str(waiting.get("message") or "")).strip()
@@ -171,7 +172,7 @@ def _pull_detail(waiting: Mapping[str, Any], pull_events: Sequence[Mapping[str, 
     return _sentence(detail or str(waiting.get("reason") or "no cause given by the kubelet"))
 
 
-def _pull_since(pod: Mapping[str, Any], pull_events: Sequence[Mapping[str, Any]]) -> datetime.datetime | None:
+def _pull_since(pod: objects.Pod, pull_events: Sequence[objects.Event]) -> datetime.datetime | None:
     times = [t for t in (_event_time(e, first=True) for e in pull_events) if t]
     if times:
         return min(times)
@@ -181,7 +182,7 @@ def _pull_since(pod: Mapping[str, Any], pull_events: Sequence[Mapping[str, Any]]
     return _parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
-def waiting_problem(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = (), *,
+def waiting_problem(pod: objects.Pod, events: Sequence[objects.Event] = (), *,
                     now: datetime.datetime | None = None,
                     image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT) -> Problem | None:  # fmt: skip
     """A live pod that cannot start or keeps failing: pull errors, scheduling, container creation."""
@@ -228,26 +229,26 @@ def waiting_problem(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] 
     return Problem(*mount) if mount else None
 
 
-def terminated_problem(pod: Mapping[str, Any]) -> Problem | None:
+def terminated_problem(pod: objects.Pod) -> Problem | None:
     """A pod that ended for a reason of its own: OOMKilled, a start that failed, or its own deadline."""
     name = _name(pod)
     for status in _statuses(pod):
-        for state in ("state", "lastState"):
-            terminated = (status.get(state) or {}).get("terminated") or {}
+        for state in (status.get("state"), status.get("lastState")):
+            terminated = (state or {}).get("terminated") or {}
             if terminated.get("reason") != OOM_KILLED:
                 continue
             return _oom_problem(pod, str(status.get("name", "?")))
     started = pod_start.start_error(pod)
     if started:
         return Problem(*started, explains_failure=True)
-    status = pod.get("status") or {}
-    if status.get("reason") == DEADLINE_EXCEEDED:
-        return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: {_sentence(status.get('message') or '')}.",
-                       explains_failure=True)  # fmt: skip
+    pod_status = pod.get("status") or {}
+    if pod_status.get("reason") == DEADLINE_EXCEEDED:
+        return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: "
+                                          f"{_sentence(pod_status.get('message') or '')}.", explains_failure=True)  # fmt: skip
     return None
 
 
-def _oom_problem(pod: Mapping[str, Any], container: str) -> Problem:
+def _oom_problem(pod: objects.Pod, container: str) -> Problem:
     name = _name(pod)
     limit = _memory_limit(pod, container)
     if limit:
@@ -262,8 +263,8 @@ def _oom_problem(pod: Mapping[str, Any], container: str) -> Problem:
 # --- the Job ---------------------------------------------------------------------------
 
 
-def failed_create(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-                  events: Sequence[Mapping[str, Any]]) -> Problem | None:  # fmt: skip
+def failed_create(job: objects.Job, pods: Sequence[objects.Pod],
+                  events: Sequence[objects.Event]) -> Problem | None:  # fmt: skip
     """The Job controller could not create a pod (ResourceQuota, LimitRange, admission).
 
     Reported while the Job has fewer live pods than it wants and no pod was created since
@@ -299,7 +300,7 @@ Events (a filtered list of every Event in the namespace) while later Jobs waited
 same API server."""
 
 
-def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
+def events_to_read(job: objects.Job, pods: Sequence[objects.Pod], *,
                    now: datetime.datetime | None = None) -> list[tuple[str, str]]:  # fmt: skip
     """(kind, name) of the objects whose Events `diagnose` needs: only what the statuses cannot tell."""
     wanted: list[tuple[str, str]] = []
@@ -317,15 +318,15 @@ def events_to_read(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *,
     return wanted
 
 
-def _job_failed(job: Mapping[str, Any]) -> bool:
+def _job_failed(job: objects.Job) -> bool:
     return any(c.get("type") == "Failed" and c.get("status") == "True"
                for c in (job.get("status") or {}).get("conditions") or ())  # fmt: skip
 
 
 def diagnose(
-    job: Mapping[str, Any],
-    pods: Sequence[Mapping[str, Any]],
-    events: Sequence[Mapping[str, Any]] = (),
+    job: objects.Job,
+    pods: Sequence[objects.Pod],
+    events: Sequence[objects.Event] = (),
     *,
     now: datetime.datetime,
     image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT,

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Mapping
 
+from assay.operator import objects
+
 Body = Mapping[str, Any]
 
 KEPT_SPEC_BYTES = 64 * 1024
@@ -58,7 +60,7 @@ def is_elided(body: Body) -> bool:
     return bool(body.get(ELIDED))
 
 
-def whole(body: Body, *, read: Callable[[], Body | None]) -> Body | None:
+def whole(body: objects.Evaluation, *, read: Callable[[], objects.Evaluation | None]) -> objects.Evaluation | None:
     """The Evaluation with its whole spec: `body` when nothing was left out of it, else what
     `read` returns (the API server's current object; None when it is gone)."""
     return read() if is_elided(body) else body

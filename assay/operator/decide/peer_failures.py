@@ -16,8 +16,9 @@ at least 1 absorbs a real failure seen before the Job counted it.
 from __future__ import annotations
 
 import collections
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
+from assay.operator import objects
 from assay.operator.decide.diagnosis import PEER_FAILURES_EXCEEDED, Problem
 from assay.spec import PEER_FAILED_EXIT_CODE
 
@@ -25,20 +26,20 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 """The Job controller's annotation (and, since Kubernetes 1.28, label) of an Indexed pod's rank."""
 
 
-def _stopped_for_peer(pod: Mapping[str, Any]) -> bool:
+def _stopped_for_peer(pod: objects.Pod) -> bool:
     status = pod.get("status") or {}
     return any(((s.get("state") or {}).get("terminated") or {}).get("exitCode") == PEER_FAILED_EXIT_CODE
                for s in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())])  # fmt: skip
 
 
-def _index(pod: Mapping[str, Any]) -> str:
+def _index(pod: objects.Pod) -> str:
     """A pod's completion index; "0" for the one pod of a NonIndexed Job."""
     meta = pod.get("metadata") or {}
     index = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or (meta.get("labels") or {}).get(COMPLETION_INDEX)
     return str(index or 0)
 
 
-def exceeded(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], *, max_retries: int) -> Problem | None:
+def exceeded(job: objects.Job, pods: Sequence[objects.Pod], *, max_retries: int) -> Problem | None:
     """A rank that stopped for a peer's failure more often than the admin allows; `max_retries` 0: no bound."""
     if max_retries <= 0:
         return None

@@ -21,9 +21,10 @@ Each function returns (reason, message), or None; `diagnosis` makes the `Problem
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Sequence
 
 from assay import echoed_text
+from assay.operator import objects
 
 START_ERROR = "StartError"
 FAILED_MOUNT = "FailedMount"
@@ -42,16 +43,16 @@ _RUNTIME_PREFIX = "unable to start container process: "
 _DETAIL_CHARS = 400
 
 
-def _statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def _statuses(pod: objects.Pod) -> list[objects.ContainerStatus]:
     status = pod.get("status") or {}
     return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
 
 
-def _name(pod: Mapping[str, Any]) -> str:
+def _name(pod: objects.Pod) -> str:
     return str((pod.get("metadata") or {}).get("name", "?"))
 
 
-def stuck_creating(pod: Mapping[str, Any]) -> bool:
+def stuck_creating(pod: objects.Pod) -> bool:
     """A live pod on a node none of whose containers has started yet (volumes, then the image)."""
     status = pod.get("status") or {}
     if status.get("phase") != "Pending" or not (pod.get("spec") or {}).get("nodeName"):
@@ -59,7 +60,7 @@ def stuck_creating(pod: Mapping[str, Any]) -> bool:
     return all(((s.get("state") or {}).get("waiting") or {}).get("reason") in _NOT_STARTED for s in _statuses(pod))
 
 
-def mount_problem(pod: Mapping[str, Any], pod_events: Sequence[Mapping[str, Any]]) -> tuple[str, str] | None:
+def mount_problem(pod: objects.Pod, pod_events: Sequence[objects.Event]) -> tuple[str, str] | None:
     """A volume the pod cannot attach or mount, from its Events (oldest first), while it has not started."""
     if not stuck_creating(pod):
         return None
@@ -85,11 +86,11 @@ def mount_problem(pod: Mapping[str, Any], pod_events: Sequence[Mapping[str, Any]
                           "spec field that names it.")  # fmt: skip
 
 
-def start_error(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+def start_error(pod: objects.Pod) -> tuple[str, str] | None:
     """A container the runtime could not start (reason StartError), as it ended or last ended."""
     for status in _statuses(pod):
-        for state in ("state", "lastState"):
-            terminated = (status.get(state) or {}).get("terminated") or {}
+        for state in (status.get("state"), status.get("lastState")):
+            terminated = (state or {}).get("terminated") or {}
             if terminated.get("reason") != START_ERROR:
                 continue
             message = str(terminated.get("message") or "no cause given by the container runtime")

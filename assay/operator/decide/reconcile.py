@@ -3,7 +3,7 @@
 The handlers list the Evaluation's Jobs, call `plan`, and carry the plan out. Keeping the
 decision here, apart from API calls, is what makes "idempotent" checkable: the same
 Evaluation and the same Jobs always give the same plan, and a plan carried out twice
-creates nothing twice (children have deterministic names; 409 Conflict means done).
+creates nothing twice (children have deterministic names; AlreadyExists means done).
 
 Rules:
 - a run is identified by its generation and its rerun token (`evaluations.assay.dev/rerun`, recorded
@@ -24,6 +24,7 @@ import dataclasses
 import datetime
 from typing import Any, Mapping, Sequence
 
+from assay.operator import objects
 from assay.operator.build import builders, children, names
 from assay.operator.decide import conditions
 from assay.spec import Evaluation
@@ -34,7 +35,7 @@ Manifest = dict[str, Any]
 @dataclasses.dataclass(frozen=True)
 class Plan:
     create: tuple[Manifest, ...] = ()
-    """Children to create; one that exists already (409) is fine."""
+    """Children to create; one that exists already (AlreadyExists) is fine."""
     delete_jobs: tuple[str, ...] = ()
     """Jobs of superseded runs (deleted with their pods)."""
     delete_services: tuple[str, ...] = ()
@@ -69,7 +70,7 @@ class Plan:
 
 
 def plan(
-    body: Mapping[str, Any],
+    body: objects.Evaluation,
     spec: Evaluation,
     *,
     jobs: Sequence[Mapping[str, Any]],
@@ -115,7 +116,7 @@ def plan(
     )
 
 
-def rejection(body: Mapping[str, Any], message: str, *, now: datetime.datetime) -> Mapping[str, Any]:
+def rejection(body: objects.Evaluation, message: str, *, now: datetime.datetime) -> Mapping[str, Any]:
     """The status patch for a spec that cannot run; {} if already recorded."""
     ref_generation = int((body.get("metadata") or {}).get("generation", 1))
     status = body.get("status") or {}
@@ -150,9 +151,9 @@ def _current_job(jobs: Sequence[Mapping[str, Any]], wanted_hash: str, rerun: str
     return None
 
 
-def _names(objects: Sequence[Mapping[str, Any]], *, keep: str) -> list[str]:
+def _names(found: Sequence[Mapping[str, Any]], *, keep: str) -> list[str]:
     return sorted(
         o["metadata"]["name"]
-        for o in objects
+        for o in found
         if o["metadata"]["name"] != keep and not o["metadata"].get("deletionTimestamp")
     )

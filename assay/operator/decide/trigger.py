@@ -18,12 +18,11 @@ a run must be decided when
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
+from assay.operator import objects
 from assay.operator.build import builders
 from assay.operator.decide import conditions
 
-Body = Mapping[str, Any]
+Body = objects.Evaluation
 Key = tuple[str, str]
 
 

@@ -1,30 +1,33 @@
 """The operator's HTTP connections to the API server: one kept-alive connection per thread.
 
-The kubernetes package only reads the credentials (in-cluster service account or
-kubeconfig: server, CA, client certificate, token, proxy) and refreshes tokens; its
-ApiClient and urllib3 pool are not on the request path. Their per-request parameter
-handling, body sanitizing, URL parsing and pool bookkeeping cost 0.63 ms of CPU per
-request against 0.37 ms for http.client on a kept-alive connection (measured on the e2e
-control plane), and under a burst of Evaluations the operator's CPU is mostly requests.
-Each handler thread keeps its own connection, so there is no pool to wait for.
+http.client, not the kubernetes package's ApiClient and urllib3 pool: their per-request
+parameter handling, body sanitizing, URL parsing and pool bookkeeping cost 0.63 ms of CPU
+per request against 0.37 ms for http.client on a kept-alive connection (measured on the
+e2e control plane), and under a burst of Evaluations the operator's CPU is mostly requests.
+Each handler thread keeps its own connection, so there is no pool to wait for. Where the
+server is and who the operator is to it: `credentials`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import http.client
+import os
+import select
 import ssl
+import tempfile
 import threading
 import time
 import urllib.parse
-from typing import Any
+
+from assay.operator.kube import credentials
 
 TIMEOUT = 60.0
 """Seconds a connect or a read may take: a request to a hung API server fails (and its
 decision is tried again) rather than hold a handler thread for ever."""
 AUTH_REFRESH_SECONDS = 10.0
 """How long a bearer token is reused before the credentials are asked again (in-cluster
-tokens are rotated on disk; the kubernetes loader re-reads them)."""
+tokens are rotated on disk: `credentials` reads them again)."""
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 """What a kept-alive connection the server has meanwhile closed raises on its next request."""
 
@@ -34,21 +37,23 @@ class Response:
     status: int
     reason: str
     data: bytes
+    retry_after: str | None = None
+    """The Retry-After header, if any (a 429 or 503 says when to ask again)."""
 
 
 class Session:
     """The API server's address, TLS and credentials, and a connection per thread."""
 
-    def __init__(self, configuration: Any) -> None:
-        self.configuration = configuration  # kubernetes.client.Configuration: it refreshes tokens
-        server = urllib.parse.urlsplit(configuration.host)
+    def __init__(self, credentials: credentials.Credentials) -> None:
+        self.credentials = credentials
+        server = urllib.parse.urlsplit(credentials.server)
         self.tls = server.scheme == "https"
         self.host, self.port = server.hostname or "localhost", server.port or (443 if self.tls else 80)
         self.prefix = server.path.rstrip("/")
-        self.context = _tls_context(configuration) if self.tls else None
-        self.proxy = urllib.parse.urlsplit(configuration.proxy) if configuration.proxy else None
+        self.context = _tls_context(credentials) if self.tls else None
+        self.proxy = urllib.parse.urlsplit(credentials.proxy) if credentials.proxy else None
         if self.proxy is not None and self.proxy.scheme != "http":
-            raise ValueError(f"the operator reaches the API server through http:// proxies only, not {configuration.proxy}")
+            raise ValueError(f"the operator reaches the API server through http:// proxies only, not {credentials.proxy}")
         self._local = threading.local()
         self._auth: dict[str, str] = {}
         self._auth_at = -AUTH_REFRESH_SECONDS
@@ -58,27 +63,32 @@ class Session:
         now = time.monotonic()
         with self._lock:
             if now - self._auth_at >= AUTH_REFRESH_SECONDS:
-                headers = {}
-                for setting in self.configuration.auth_settings().values():
-                    if setting.get("in") == "header" and setting.get("value"):
-                        headers[str(setting["key"])] = str(setting["value"])
-                self._auth, self._auth_at = headers, now
+                value = self.credentials.authorization()
+                self._auth, self._auth_at = ({"Authorization": value} if value else {}), now
             return self._auth
 
-    def send(self, method: str, path: str, *, body: bytes | None, headers: dict[str, str]) -> Response:
-        """One request on this thread's connection; a stale kept-alive connection is replaced once."""
+    def send(self, method: str, path: str, *, body: bytes | None, headers: dict[str, str], timeout: float | None = None,
+             retry_stale: bool = True) -> Response:  # fmt: skip
+        """One request on this thread's connection. `timeout` bounds each connect and read (else
+        TIMEOUT). A kept-alive connection the server closed meanwhile is replaced before use
+        (as urllib3 does), or, when that shows only as the request fails, the request is sent
+        again once unless `retry_stale` is off."""
         for attempt in (1, 2):
             connection = getattr(self._local, "connection", None)
+            if connection is not None and _dropped(connection):
+                self.close_thread_connection()
+                connection = None
             reused = connection is not None
             if connection is None:
                 connection = self._local.connection = self._connect()
+            _set_timeout(connection, TIMEOUT if timeout is None else timeout)
             try:
                 connection.request(method, self.prefix + path, body=body, headers=headers)
                 response = connection.getresponse()
                 data = response.read()
             except _STALE:
                 self.close_thread_connection()
-                if reused and attempt == 1:
+                if reused and attempt == 1 and retry_stale:
                     continue  # the server closed it while idle: the request never reached it
                 raise
             except BaseException:
@@ -86,7 +96,9 @@ class Session:
                 raise
             if response.will_close:
                 self.close_thread_connection()
-            return Response(response.status, response.reason, data)
+            elif timeout is not None:
+                _set_timeout(connection, TIMEOUT)
+            return Response(response.status, response.reason, data, response.getheader("Retry-After"))
         raise AssertionError("unreachable")
 
     def close_thread_connection(self) -> None:
@@ -103,7 +115,7 @@ class Session:
         connection: http.client.HTTPConnection
         if self.context is not None:
             connection = _ApiServerTLS(*address, timeout=TIMEOUT, context=self.context,
-                                       server_name=self.configuration.tls_server_name or self.host)  # fmt: skip
+                                       server_name=self.credentials.tls_server_name or self.host)  # fmt: skip
         else:
             connection = http.client.HTTPConnection(*address, timeout=TIMEOUT)
         if self.proxy is not None:
@@ -125,14 +137,42 @@ class _ApiServerTLS(http.client.HTTPSConnection):
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
 
 
-def _tls_context(configuration: Any) -> ssl.SSLContext:
+def _dropped(connection: http.client.HTTPConnection) -> bool:
+    """Whether a kept-alive connection was closed by the server while idle: an idle socket has
+    nothing to read, so a readable one holds the end of the stream (urllib3's test)."""
+    sock = connection.sock
+    if sock is None:
+        return False
+    poller = select.poll()  # not select.select: a busy operator's descriptors may pass FD_SETSIZE
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _set_timeout(connection: http.client.HTTPConnection, timeout: float) -> None:
+    if connection.timeout == timeout:
+        return
+    connection.timeout = timeout  # for its next connect
+    if connection.sock is not None:
+        connection.sock.settimeout(timeout)
+
+
+def _tls_context(given: credentials.Credentials) -> ssl.SSLContext:
     """TLS as the kubeconfig or the service account says: the CA (file or data), a client
     certificate, `insecure-skip-tls-verify`."""
-    context = ssl.create_default_context(cafile=configuration.ssl_ca_cert or None,
-                                         cadata=configuration.ca_cert_data or None)  # fmt: skip
-    if configuration.cert_file:
-        context.load_cert_chain(configuration.cert_file, configuration.key_file or None)
-    if not configuration.verify_ssl:
+    context = ssl.create_default_context(cafile=given.ca_file or None, cadata=given.ca_data or None)
+    if given.client_cert is not None:
+        _load_client_cert(context, *given.client_cert)
+    if given.insecure:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
+
+
+def _load_client_cert(context: ssl.SSLContext, cert: bytes, key: bytes) -> None:
+    """ssl loads a certificate only from files: written to a private directory, loaded, removed."""
+    with tempfile.TemporaryDirectory(prefix="assay-client-cert-") as folder:
+        cert_file, key_file = os.path.join(folder, "tls.crt"), os.path.join(folder, "tls.key")
+        for path, data in ((cert_file, cert), (key_file, key)):
+            with open(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+                f.write(data)
+        context.load_cert_chain(cert_file, key_file)

@@ -1,21 +1,20 @@
 """The operator's API calls, with plain dicts in and out.
 
-Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths over this
-thread's connection (`api_session`). Every call is synchronous: handlers run them in
-kopf's thread pool. Nothing here knows the operator's labels or names: callers pass
-selectors (`converge`), so the client sits below everything that decides.
+Manifests from `builders` are plain dicts, sent as JSON to fixed REST paths by the one
+client (`api_client`). Every call is synchronous: handlers run them in kopf's thread pool.
+Nothing here knows the operator's labels or names: callers pass selectors (`converge`), so
+the client sits below everything that decides.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import urllib.parse
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from assay import spec as spec_module
-from assay.operator.kube import api_session, refusals
+from assay.operator import objects
+from assay.operator.kube import api_client, api_errors, refusals
 
 logger = logging.getLogger(__name__)
 
@@ -23,28 +22,13 @@ Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 """Server-side apply; JSON is YAML, so the body is sent as JSON."""
-CLIENT_NAME = "assay-operator"
+CLIENT_NAME = api_client.CLIENT_NAME
 """The operator's name to the API server: its User-Agent, the component of its Events, and
 (FIELD_MANAGER) its name in the managedFields of what it applies. The same name as the
 managed-by label of its children (`builders.MANAGED_BY`), which builds no request."""
 FIELD_MANAGER = CLIENT_NAME
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Asks the API server for an object's metadata alone (no fallback to the whole object)."""
-
-
-def load_config(kubeconfig: str | None = None) -> None:
-    """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config)."""
-    from kubernetes import config
-
-    if kubeconfig is not None:
-        config.load_kube_config(config_file=kubeconfig)
-    else:
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
-    session.cache_clear()
-
 
 PLURALS = {
     "ConfigMap": "configmaps", "Event": "events", "Job": "jobs", "Pod": "pods", "Role": "roles",
@@ -55,27 +39,10 @@ PLURALS = {
 client's discovery (about 20 requests) was repeated under a burst of handlers."""
 
 
-class ApiError(Exception):
-    """An API request that failed: its HTTP status and the server's reason."""
-
-    def __init__(self, status: int, reason: str, body: str) -> None:
-        super().__init__(f"{status} {reason}: {body[:500]}")
-        self.status, self.reason, self.body = status, reason, body
-
-
-class Refused(ApiError):
-    """An object the API server refused for what it is (`refusals`): sending it again changes nothing."""
-
-    def __init__(self, error: ApiError, *, said: str) -> None:
-        super().__init__(error.status, error.reason, error.body)
-        self.said = said
-        """The API server's message, one bounded line."""
-
-
-def _raise_if_refused(error: ApiError) -> None:
-    said = refusals.final(error.status, error.body)
+def _raise_if_refused(error: api_errors.ApiError) -> None:
+    said = refusals.final(error)
     if said is not None:
-        raise Refused(error, said=said) from None
+        raise api_errors.Refused(error, said=said) from None
 
 
 def path(api_version: str, kind: str, *, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
@@ -93,54 +60,24 @@ def path(api_version: str, kind: str, *, namespace: str, name: str | None = None
     return url
 
 
-@functools.lru_cache(maxsize=1)
-def session() -> api_session.Session:
-    from kubernetes import client
-
-    return api_session.Session(client.Configuration.get_default_copy())
-
-
-def request(method: str, url: str, *, body: Any = None, label_selector: str | None = None,
-            field_selector: str | None = None, content_type: str = "application/json",
-            accept: str = "application/json") -> Any:  # fmt: skip
-    """One API request; the decoded JSON answer. Raises ApiError for an error status."""
-    query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
-    if query:
-        url += "?" + urllib.parse.urlencode(query)
-    api = session()
-    headers = {"Accept": accept, "User-Agent": CLIENT_NAME, **api.auth_headers()}
-    payload = None
-    if body is not None:
-        payload = json.dumps(body).encode()
-        headers["Content-Type"] = content_type
-    response = api.send(method, url, body=payload, headers=headers)
-    if response.status >= 400:
-        raise ApiError(response.status, response.reason, response.data.decode(errors="replace"))
-    return json.loads(response.data) if response.data else None
-
-
 def create(manifest: Manifest) -> bool:
-    """Create one object; False if it already existed (409), which is success too. Raises
-    Refused when the API server refuses the object itself (`refusals`), ApiError otherwise."""
+    """Create one object; False if it already existed (AlreadyExists), which is success too, or
+    when its namespace is being deleted (nothing is to be made there any more: an unfinished
+    run would have its Job created again). Raises Refused when the API server refuses the
+    object itself (`refusals`), ApiError otherwise."""
     namespace = manifest["metadata"]["namespace"]
     try:
-        request("POST", path(manifest["apiVersion"], manifest["kind"], namespace=namespace), body=manifest)
-    except ApiError as error:
-        if error.status == 409:
+        api_client.request("POST", path(manifest["apiVersion"], manifest["kind"], namespace=namespace), body=manifest)
+    except api_errors.ApiError as error:
+        if error.reason == api_errors.ALREADY_EXISTS:
             return False
-        if not _namespace_terminating(error):
+        if not refusals.namespace_terminating(error):
             _raise_if_refused(error)
             raise
         logger.info("Namespace %s is being deleted: %s %s not created.", namespace, manifest["kind"],
                     manifest["metadata"]["name"])  # fmt: skip
         return False
     return True
-
-
-def _namespace_terminating(error: ApiError) -> bool:
-    """Not RBAC: the namespace is being deleted (its Jobs go first, and an unfinished run
-    would have its Job created again). Nothing is to be made there any more."""
-    return refusals.namespace_terminating(error.status, error.body)
 
 
 def apply(manifest: Manifest) -> bool:
@@ -154,9 +91,9 @@ def apply(manifest: Manifest) -> bool:
     url = path(manifest["apiVersion"], manifest["kind"], namespace=meta["namespace"], name=meta["name"])
     query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER, "force": "true"})
     try:
-        request("PATCH", f"{url}?{query}", body=manifest, content_type=APPLY_PATCH)
-    except ApiError as error:
-        if not _namespace_terminating(error):
+        api_client.request("PATCH", f"{url}?{query}", body=manifest, content_type=APPLY_PATCH)
+    except api_errors.ApiError as error:
+        if not refusals.namespace_terminating(error):
             _raise_if_refused(error)
             raise
         logger.info("Namespace %s is being deleted: %s %s not applied.", meta["namespace"], manifest["kind"],
@@ -177,9 +114,9 @@ def list_children(kind: str, api_version: str, *, namespace: str, label_selector
 
 def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest | None:
     try:
-        found: Manifest = request("GET", path(api_version, kind, namespace=namespace, name=name))
-    except ApiError as error:
-        if error.status == 404:
+        found: Manifest = api_client.request("GET", path(api_version, kind, namespace=namespace, name=name))
+    except api_errors.ApiError as error:
+        if error.reason == api_errors.NOT_FOUND:
             return None
         raise
     return found
@@ -189,9 +126,10 @@ def get_metadata(kind: str, api_version: str, *, namespace: str, name: str) -> M
     """One object's metadata alone (PartialObjectMetadata), None if it does not exist: a
     Secret's labels are read without its values ever reaching the operator."""
     try:
-        found = request("GET", path(api_version, kind, namespace=namespace, name=name), accept=PARTIAL_METADATA)
-    except ApiError as error:
-        if error.status == 404:
+        found = api_client.request("GET", path(api_version, kind, namespace=namespace, name=name),
+                                   accept=PARTIAL_METADATA)  # fmt: skip
+    except api_errors.ApiError as error:
+        if error.reason == api_errors.NOT_FOUND:
             return None
         raise
     metadata: Manifest = dict((found or {}).get("metadata") or {})
@@ -206,8 +144,8 @@ def secret_metadata(namespace: str) -> Callable[[str], Manifest | None]:
 
 def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
                  field_selector: str | None = None) -> list[Manifest]:  # fmt: skip
-    found = request("GET", path(api_version, kind, namespace=namespace), label_selector=label_selector,
-                    field_selector=field_selector)  # fmt: skip
+    query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
+    found = api_client.request("GET", path(api_version, kind, namespace=namespace), query=query)
     items: list[Manifest] = found.get("items") or []
     # A list's items carry no kind; the handlers tell Jobs from pods by it.
     for item in items:
@@ -216,16 +154,25 @@ def list_objects(kind: str, api_version: str, *, namespace: str, label_selector:
     return items
 
 
-def list_events(*, namespace: str, kind: str, name: str) -> list[Manifest]:
+def list_events(*, namespace: str, kind: str, name: str) -> list[objects.Event]:
     """core/v1 Events about one object (the Job controller's, the kubelet's, the scheduler's)."""
-    return list_objects("Event", "v1", namespace=namespace,
-                        field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+    found = list_objects("Event", "v1", namespace=namespace,
+                         field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+    return cast(list[objects.Event], found)
+
+
+def get_job(*, namespace: str, name: str) -> objects.Job | None:
+    return cast(objects.Job | None, get("Job", "batch/v1", namespace=namespace, name=name))
+
+
+def list_pods(*, namespace: str, label_selector: str) -> list[objects.Pod]:
+    return cast(list[objects.Pod], list_objects("Pod", "v1", namespace=namespace, label_selector=label_selector))
 
 
 def _merge_patch(api_version: str, kind: str, *, namespace: str, name: str, body: Mapping[str, Any],
                  subresource: str | None = None) -> Manifest:  # fmt: skip
-    written: Manifest = request("PATCH", path(api_version, kind, namespace=namespace, name=name, subresource=subresource),
-                                body=dict(body), content_type=MERGE_PATCH)  # fmt: skip
+    url = path(api_version, kind, namespace=namespace, name=name, subresource=subresource)
+    written: Manifest = api_client.request("PATCH", url, body=dict(body), content_type=MERGE_PATCH)
     return written
 
 
@@ -282,10 +229,10 @@ def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
                 _merge_patch("v1", "Event", namespace=namespace, name=event["metadata"]["name"],
                              body={k: event[k] for k in ("count", "lastTimestamp", "message")})  # fmt: skip
                 return
-            except ApiError as error:
-                if error.status != 404:
+            except api_errors.ApiError as error:
+                if error.reason != api_errors.NOT_FOUND:
                     raise
-        request("POST", path("v1", "Event", namespace=namespace), body=event)
+        api_client.request("POST", path("v1", "Event", namespace=namespace), body=event)
     except Exception as error:  # noqa: BLE001 - an Event is a courtesy; status already says it
         logger.warning("Could not post Event %s on %s/%s: %s", event["reason"], namespace, obj["name"], error)
 
@@ -293,10 +240,10 @@ def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
 def delete(kind: str, api_version: str, *, namespace: str, name: str) -> None:
     try:
         # Background: the Job goes now, its pods right after (no orphans left running).
-        request("DELETE", path(api_version, kind, namespace=namespace, name=name),
-                body={"propagationPolicy": "Background"})  # fmt: skip
-    except ApiError as error:
-        if error.status != 404:
+        api_client.request("DELETE", path(api_version, kind, namespace=namespace, name=name),
+                           body={"propagationPolicy": "Background"})  # fmt: skip
+    except api_errors.ApiError as error:
+        if error.reason != api_errors.NOT_FOUND:
             raise
 
 
@@ -304,11 +251,12 @@ def patch_job_suspend(*, namespace: str, name: str, suspend: bool) -> None:
     _merge_patch("batch/v1", "Job", namespace=namespace, name=name, body={"spec": {"suspend": suspend}})
 
 
-def get_evaluation(*, namespace: str, name: str) -> Manifest | None:
-    return get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name)
+def get_evaluation(*, namespace: str, name: str) -> objects.Evaluation | None:
+    return cast(objects.Evaluation | None, get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name))
 
 
-def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> Manifest:
+def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> objects.Evaluation:
     """Merge-patch one Evaluation's status; returns the Evaluation as written."""
-    return _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
-                        body={"status": dict(status)}, subresource="status")  # fmt: skip
+    written = _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
+                           body={"status": dict(status)}, subresource="status")  # fmt: skip
+    return cast(objects.Evaluation, written)

@@ -1,35 +1,62 @@
-"""The Lease calls of leader election (coordination.k8s.io/v1), through the kubernetes client.
+"""The Lease calls of leader election (coordination.k8s.io/v1), on the operator's one client.
 
-Not on `kube`'s connection (`api_session`): each election request carries a timeout shorter
-than the renew deadline and must not be retried by the client, and a Lease's update is
-conditional on the resourceVersion read, which the client's CoordinationV1Api gives as it
-is. `runtime.leader` keeps the protocol, its clocks and threads; this module only the client.
+Each is `api_client.ApiClient.request_once`: a timeout of the caller's (shorter than the
+renew deadline), no retry by the client, no wait for the rate limit. An update is a PUT of
+the Lease as read, so the API server applies it only if its resourceVersion is still the
+stored one (409 Conflict otherwise: another replica wrote first). `runtime.leader` keeps the
+protocol, its clocks and threads; this module only the requests.
 """
 
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Callable, cast
 
-from kubernetes import client
-from kubernetes.client.exceptions import ApiException
+from assay.operator import objects
+from assay.operator.kube import api_client
 
-__all__ = ["ApiException", "api", "new_lease"]
-
-
-def api(configuration: Any = None) -> Any:
-    """A CoordinationV1Api (on the default credentials, or `configuration`) with urllib3's
-    retries off: by default it sends a GET or PUT that timed out three more times, which
-    would stretch one Lease call to four timeouts. The renew loop retries on its own clock."""
-    configuration = configuration if configuration is not None else client.Configuration.get_default_copy()
-    configuration.retries = False
-    return client.CoordinationV1Api(client.ApiClient(configuration))
+API_VERSION = "coordination.k8s.io/v1"
 
 
-def new_lease(*, namespace: str, name: str, identity: str, lease_seconds: int, now: datetime.datetime) -> Any:
+def _path(namespace: str, name: str | None = None) -> str:
+    collection = f"/apis/{API_VERSION}/namespaces/{namespace}/leases"
+    return collection if name is None else f"{collection}/{name}"
+
+
+def micro_time(moment: datetime.datetime) -> str:
+    """A Lease's acquireTime and renewTime: RFC 3339 in UTC with microseconds (meta/v1 MicroTime)."""
+    return moment.astimezone(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+class Leases:
+    """Get, create and update one namespace's Leases; `client` gives the client to use (the
+    operator's, which `api_client.load_config` may replace, unless a test gives its own)."""
+
+    def __init__(self, client: Callable[[], api_client.ApiClient] = api_client.client) -> None:
+        self._client = client
+
+    def get(self, *, namespace: str, name: str, timeout: float) -> objects.Lease:
+        """The Lease; raises ApiError (NotFound when there is none)."""
+        return cast(objects.Lease, self._client().request_once("GET", _path(namespace, name), timeout=timeout))
+
+    def create(self, lease: objects.Lease, *, timeout: float) -> objects.Lease:
+        """Create `lease`; raises ApiError (AlreadyExists when another replica created it first)."""
+        namespace = lease["metadata"]["namespace"]
+        return cast(objects.Lease, self._client().request_once("POST", _path(namespace), body=lease, timeout=timeout))
+
+    def update(self, lease: objects.Lease, *, timeout: float) -> objects.Lease:
+        """Replace `lease` if its resourceVersion is still the stored one; raises ApiError (Conflict when not)."""
+        meta = lease["metadata"]
+        return cast(objects.Lease, self._client().request_once("PUT", _path(meta["namespace"], meta["name"]), body=lease,
+                                                               timeout=timeout))  # fmt: skip
+
+
+def new_lease(*, namespace: str, name: str, identity: str, lease_seconds: int, now: datetime.datetime) -> objects.Lease:
     """A Lease held by `identity` from `now`, as its first holder creates it."""
-    return client.V1Lease(
-        metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-        spec=client.V1LeaseSpec(holder_identity=identity, lease_duration_seconds=lease_seconds,
-                                acquire_time=now, renew_time=now, lease_transitions=0),  # fmt: skip
-    )
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Lease",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"holderIdentity": identity, "leaseDurationSeconds": lease_seconds, "acquireTime": micro_time(now),
+                 "renewTime": micro_time(now), "leaseTransitions": 0},  # fmt: skip
+    }

@@ -6,7 +6,7 @@ limit) is refused again however often it is sent. Retried, it kept the Evaluatio
 for ever, its status saying "Job ... created". A final refusal fails the Evaluation with
 the API server's words (`converge`); anything else is tried again.
 
-Classified by the Status object's `reason`, which the API server sets on every error:
+Classified by the Status object's `reason` (`api_errors`), which the API server sets on every error:
 
 - Invalid (422: field validation; also a ValidatingAdmissionPolicy's denial unless the
   policy names another reason), BadRequest (400: a body it cannot decode),
@@ -32,54 +32,34 @@ Classified by the Status object's `reason`, which the API server sets on every e
 
 from __future__ import annotations
 
-import json
 import re
-from typing import Any
 
 from assay import echoed_text
+from assay.operator.kube import api_errors
 
-FINAL_REASONS = frozenset({"Invalid", "BadRequest", "RequestEntityTooLarge"})
-FINAL_CODES = frozenset({400, 413, 422})
-"""The same, for an answer whose body is no Status (a proxy's, say)."""
+FINAL_REASONS = frozenset({api_errors.INVALID, api_errors.BAD_REQUEST, api_errors.TOO_LARGE})
+"""For an answer that is no Status (a proxy's, say), the reason of its code (422, 400, 413): `api_errors`."""
 MESSAGE_CHARS = 800
 """How much of the API server's message a status or an Event quotes."""
 _QUOTA = re.compile(r"\bexceeded quota\b")
 _RBAC = re.compile(r'\bcannot \w+ resource "|\bis attempting to grant RBAC permissions not currently held\b')
 
 
-def _status(body: str) -> dict[str, Any]:
-    """The Status object of an error body; {} when the body is not one."""
-    try:
-        answer: Any = json.loads(body)
-    except ValueError:
-        return {}
-    return answer if isinstance(answer, dict) and answer.get("kind") == "Status" else {}
-
-
-def status_of(body: str) -> tuple[str, str]:
-    """(reason, message) of a Status body; ("", "") when the body is not one."""
-    answer = _status(body)
-    return str(answer.get("reason") or ""), str(answer.get("message") or "")
-
-
-def namespace_terminating(code: int, body: str) -> bool:
+def namespace_terminating(error: api_errors.ApiError) -> bool:
     """A create refused because its namespace is being deleted: the Status's cause says so."""
-    causes = (_status(body).get("details") or {}).get("causes") or ()
-    return code == 403 and any(isinstance(c, dict) and c.get("reason") == "NamespaceTerminating" for c in causes)
+    return error.code == 403 and error.has_cause(api_errors.NAMESPACE_TERMINATING)
 
 
-def final(code: int, body: str) -> str | None:
+def final(error: api_errors.ApiError) -> str | None:
     """The API server's message, on one bounded line, when its refusal of an object is final; else None."""
-    reason, message = status_of(body)
-    said = echoed_text.bounded(message or body or f"HTTP {code}", MESSAGE_CHARS)
-    if reason in FINAL_REASONS or (not reason and code in FINAL_CODES):
+    said = echoed_text.bounded(error.message or error.body or f"HTTP {error.code}", MESSAGE_CHARS)
+    if error.reason in FINAL_REASONS:
         return said
-    if reason == "Forbidden" or (not reason and code == 403):
-        return None if _QUOTA.search(message) or _RBAC.search(message) else said
+    if error.reason == api_errors.FORBIDDEN:
+        return None if _QUOTA.search(error.message) or _RBAC.search(error.message) else said
     return None
 
 
-def transient_note(code: int, body: str) -> str:
+def transient_note(error: api_errors.ApiError) -> str:
     """What a refusal that is not final said (a quota, RBAC, an outage), on one bounded line."""
-    _, message = status_of(body)
-    return echoed_text.bounded(message or f"HTTP {code}", MESSAGE_CHARS)
+    return echoed_text.bounded(error.message or f"HTTP {error.code}", MESSAGE_CHARS)

@@ -6,7 +6,7 @@ current run's Job is gone while the Evaluation is unfinished (deleted by hand, o
 event the operator missed). A Job's deletion is seen twice over: its DELETED watch event,
 and the periodic sweep of unfinished Evaluations, which finds what a lost event hid.
 The plan is the same pure `reconcile.plan` either way, so a Job re-created by both paths
-at once is created once (deterministic names; 409 means done).
+at once is created once (deterministic names; AlreadyExists means done).
 
 A child the API server refuses for what it is (`refusals`: a pod label key that is no
 label key, an admission policy's denial) fails the Evaluation as InvalidSpec with the API
@@ -22,14 +22,15 @@ import datetime
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, cast
 
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.operator import objects
 from assay.operator.admission import policy, secret_consent
 from assay.operator.build import builders, children, names
 from assay.operator.decide import conditions, reconcile
-from assay.operator.kube import kube, refusals
+from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import observe
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 from assay.operator.runtime.state import OperatorState
@@ -51,7 +52,7 @@ def _children_selector(evaluation: str) -> str:
     return f"{builders.LABEL_EVALUATION}={names.label_value(evaluation)},{RUNNER_JOB_SELECTOR}"
 
 
-def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, now: datetime.datetime,
+def carry_out(evaluation: objects.Evaluation, spec: spec_module.Evaluation, *, now: datetime.datetime,
               default_image: str | None, emit: Emit, task_sources: list[dict[str, Any]] | None = None,
               written: Written = lambda _: None) -> reconcile.Plan:  # fmt: skip
     """Plan from what exists and do it; `written` gets the Evaluation as its status write returned it."""
@@ -83,7 +84,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
             elif kube.create(manifest) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
-        except kube.ApiError as error:
+        except api_errors.ApiError as error:
             refused = _not_created(evaluation, manifest, error, now=now, emit=emit, written=written)
             if refused is None:
                 raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
@@ -104,7 +105,7 @@ def carry_out(evaluation: Mapping[str, Any], spec: spec_module.Evaluation, *, no
     return steps
 
 
-def reject(evaluation: Mapping[str, Any], message: str, *, now: datetime.datetime, emit: Emit,
+def reject(evaluation: objects.Evaluation, message: str, *, now: datetime.datetime, emit: Emit,
            written: Written = lambda _: None) -> bool:  # fmt: skip
     """Fail the Evaluation as InvalidSpec with `message`, and one Warning Event; False if its status says so already."""
     meta = evaluation["metadata"]
@@ -116,13 +117,13 @@ def reject(evaluation: Mapping[str, Any], message: str, *, now: datetime.datetim
     return True
 
 
-def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], error: kube.ApiError, *,
+def _not_created(evaluation: objects.Evaluation, manifest: Mapping[str, Any], error: api_errors.ApiError, *,
                  now: datetime.datetime, emit: Emit, written: Written) -> str | None:  # fmt: skip
     """A child the API server did not create. A final refusal fails the Evaluation: its message
     is returned. Anything else is noted in the status, to be tried again: None."""
     kind, child = manifest["kind"], manifest["metadata"]["name"]
     meta = evaluation["metadata"]
-    if isinstance(error, kube.Refused):
+    if isinstance(error, api_errors.Refused):
         fix = ("shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
                "whole spec, and a ConfigMap at most 1 MiB") if kind == "ConfigMap" else \
             ("change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
@@ -130,7 +131,7 @@ def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], err
         message = f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; {fix}."
         reject(evaluation, message, now=now, emit=emit, written=written)
         return message
-    said = refusals.transient_note(error.status, error.body)
+    said = refusals.transient_note(error)
     note = {"reason": JOB_NOT_CREATED, "message": f"{kind} {child} could not be created yet ({said}); "
                                                   "the operator tries again."}  # fmt: skip
     try:
@@ -140,7 +141,7 @@ def _not_created(evaluation: Mapping[str, Any], manifest: Mapping[str, Any], err
     return None
 
 
-def awaits_job(evaluation: Mapping[str, Any], job_name: str | None = None) -> bool:
+def awaits_job(evaluation: objects.Evaluation, job_name: str | None = None) -> bool:
     """Whether the Evaluation's current run (its `status.jobName`, or `job_name`) still needs its Job."""
     meta = evaluation.get("metadata") or {}
     status = evaluation.get("status") or {}
@@ -153,7 +154,7 @@ def awaits_job(evaluation: Mapping[str, Any], job_name: str | None = None) -> bo
     return not (accepted and accepted.get("status") == "False")
 
 
-def recreate(evaluation: Mapping[str, Any], *, admin: policy.AdminPolicy, default_image: str | None, emit: Emit,
+def recreate(evaluation: objects.Evaluation, *, admin: policy.AdminPolicy, default_image: str | None, emit: Emit,
              now: datetime.datetime, written: Written = lambda _: None) -> bool:  # fmt: skip
     """The current run's Job is gone while the run is unfinished: create it again. True if created.
 
@@ -198,7 +199,7 @@ class UnfinishedRuns:
         self._lock = threading.Lock()
         self._clock = clock
 
-    def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+    def observe(self, body: objects.Evaluation, *, deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
         job_name = str((body.get("status") or {}).get("jobName"))
@@ -215,9 +216,10 @@ class UnfinishedRuns:
             return {key: job for key, (job, since) in self._runs.items() if now - since >= min_age}
 
 
-def runner_jobs(namespace: str) -> dict[str, kube.Manifest]:
+def runner_jobs(namespace: str) -> dict[str, objects.Job]:
     """The live runner Jobs of a namespace by name: one list for every run there, not one read per run."""
-    jobs = kube.list_objects("Job", "batch/v1", namespace=namespace, label_selector=RUNNER_JOB_SELECTOR)
+    jobs = cast(list[objects.Job], kube.list_objects("Job", "batch/v1", namespace=namespace,
+                                                     label_selector=RUNNER_JOB_SELECTOR))  # fmt: skip
     return {str(j["metadata"]["name"]): j for j in jobs if not j["metadata"].get("deletionTimestamp")}
 
 
@@ -253,7 +255,7 @@ class LostJobSweeper(PeriodicSweep):
                     with self.guarded(f"Evaluation {key[0]}/{key[1]}"):
                         self._look(key, runs[key], jobs.get(runs[key]))
 
-    def _look(self, key: Key, job_name: str, job: Mapping[str, Any] | None) -> None:
+    def _look(self, key: Key, job_name: str, job: objects.Job | None) -> None:
         now = datetime.datetime.now(datetime.timezone.utc)
         if job is None:
             found = kube.get_evaluation(namespace=key[0], name=key[1])

@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from assay.operator.kube import leases
+from assay.operator import objects
+from assay.operator.kube import api_errors, leases
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ class LeaseLock:
 
     def __init__(self, namespace: str, name: str, identity: str, *, lease_seconds: int = LEASE_SECONDS,
                  renew_deadline_seconds: float = RENEW_DEADLINE_SECONDS, retry_seconds: float = RETRY_SECONDS,
-                 api: Any = None) -> None:  # fmt: skip
+                 api: leases.Leases | None = None) -> None:  # fmt: skip
         check_margins(lease_seconds=lease_seconds, renew_deadline_seconds=renew_deadline_seconds,
                       retry_seconds=retry_seconds)  # fmt: skip
         self.namespace, self.name, self.identity = namespace, name, identity
@@ -83,7 +84,7 @@ class LeaseLock:
         self.retry_seconds = retry_seconds
         self.request_timeout = renew_deadline_seconds / 2
         """Seconds one Lease request may take: a hung call fails in time for another try within the deadline."""
-        self.api = api if api is not None else leases.api()
+        self.api = api if api is not None else leases.Leases()
         self._seen: tuple[str, float] | None = None  # (resourceVersion, monotonic time first seen)
         self._renewed_at: float | None = None
         """Monotonic time this replica's last successful write was *sent*: the API server stored it
@@ -102,42 +103,41 @@ class LeaseLock:
     def try_acquire(self) -> bool:
         """Take or renew the Lease once; True while this replica holds it."""
         try:
-            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout())
-        except leases.ApiException as error:
-            if error.status != 404:
+            lease = self.api.get(namespace=self.namespace, name=self.name, timeout=self._timeout())
+        except api_errors.ApiError as error:
+            if error.reason != api_errors.NOT_FOUND:
                 raise
             return self._create()
-        spec = lease.spec
-        version = str(lease.metadata.resource_version)
+        spec = lease.setdefault("spec", {})
+        version = str(lease["metadata"].get("resourceVersion"))
         if self._seen is None or self._seen[0] != version:
             self._seen = (version, time.monotonic())
-        holder = spec.holder_identity or ""
+        holder = spec.get("holderIdentity") or ""
         if holder and holder != self.identity and not self._expired(spec):
             return False
-        transitions = (spec.lease_transitions or 0) + (0 if holder == self.identity else 1)
-        spec.holder_identity = self.identity
-        spec.lease_duration_seconds = self.lease_seconds
-        spec.renew_time = _now()
-        spec.lease_transitions = transitions
+        transitions = (spec.get("leaseTransitions") or 0) + (0 if holder == self.identity else 1)
+        spec["holderIdentity"] = self.identity
+        spec["leaseDurationSeconds"] = self.lease_seconds
+        spec["renewTime"] = leases.micro_time(_now())
+        spec["leaseTransitions"] = transitions
         if holder != self.identity:
-            spec.acquire_time = spec.renew_time
+            spec["acquireTime"] = spec["renewTime"]
         sent = time.monotonic()
         try:
-            updated: Any = self.api.replace_namespaced_lease(self.name, self.namespace, lease,  # conditional on resourceVersion
-                                                             _request_timeout=self._timeout())  # fmt: skip
-        except leases.ApiException as error:
-            if error.status == 409:  # another replica wrote first
+            updated = self.api.update(lease, timeout=self._timeout())  # conditional on resourceVersion
+        except api_errors.ApiError as error:
+            if error.reason == api_errors.CONFLICT:  # another replica wrote first
                 return False
             raise
-        self._seen = (str(updated.metadata.resource_version), time.monotonic())
+        self._seen = (str(updated["metadata"].get("resourceVersion")), time.monotonic())
         self._renewed_at = sent
         if holder != self.identity:
             log.info("Became the leader (Lease %s/%s, previous holder %r).", self.namespace, self.name, holder or None)
         return True
 
-    def _expired(self, spec: Any) -> bool:
+    def _expired(self, spec: objects.LeaseSpec) -> bool:
         assert self._seen is not None
-        duration = spec.lease_duration_seconds or self.lease_seconds
+        duration = spec.get("leaseDurationSeconds") or self.lease_seconds
         return time.monotonic() - self._seen[1] >= duration
 
     def _create(self) -> bool:
@@ -146,12 +146,12 @@ class LeaseLock:
                                 lease_seconds=self.lease_seconds, now=now)  # fmt: skip
         sent = time.monotonic()
         try:
-            created: Any = self.api.create_namespaced_lease(self.namespace, body, _request_timeout=self._timeout())
-        except leases.ApiException as error:
-            if error.status == 409:
+            created = self.api.create(body, timeout=self._timeout())
+        except api_errors.ApiError as error:
+            if error.reason == api_errors.ALREADY_EXISTS:
                 return False
             raise
-        self._seen = (str(created.metadata.resource_version), time.monotonic())
+        self._seen = (str(created["metadata"].get("resourceVersion")), time.monotonic())
         self._renewed_at = sent
         log.info("Became the leader (created Lease %s/%s).", self.namespace, self.name)
         return True
@@ -223,13 +223,14 @@ class LeaseLock:
     def release(self) -> None:
         """Give the Lease up if this replica holds it, so a standby takes over without waiting."""
         try:
-            lease: Any = self.api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self.request_timeout)
-            if lease.spec.holder_identity != self.identity:
+            lease = self.api.get(namespace=self.namespace, name=self.name, timeout=self.request_timeout)
+            spec = lease.setdefault("spec", {})
+            if spec.get("holderIdentity") != self.identity:
                 return
-            lease.spec.holder_identity = None
-            lease.spec.lease_duration_seconds = 1
-            lease.spec.renew_time = _now()
-            self.api.replace_namespaced_lease(self.name, self.namespace, lease, _request_timeout=self.request_timeout)
+            spec["holderIdentity"] = None
+            spec["leaseDurationSeconds"] = 1
+            spec["renewTime"] = leases.micro_time(_now())
+            self.api.update(lease, timeout=self.request_timeout)
             log.info("Released Lease %s/%s.", self.namespace, self.name)
         except Exception as error:  # noqa: BLE001 - best effort: the lease expires anyway
             log.warning("Could not release Lease %s/%s: %s", self.namespace, self.name, error)

@@ -32,6 +32,7 @@ from typing import Any, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from assay.errors import UserError
+from assay.operator import objects
 from assay.operator.build.metric_labels import bounded
 from assay.operator.decide import conditions
 from assay.operator.runtime import evaluation_series as series
@@ -118,7 +119,7 @@ class EvaluationMetrics:
         self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
         self._lock = threading.Lock()
 
-    def observe(self, body: Mapping[str, Any]) -> None:
+    def observe(self, body: objects.Evaluation) -> None:
         """Set every gauge of one Evaluation from its current spec and status."""
         meta = body.get("metadata") or {}
         key = _key(meta.get("namespace", ""), meta.get("name", ""))
@@ -142,7 +143,7 @@ class EvaluationMetrics:
                 baseline, value = regressed
                 self._set_one(self.regressed, key, (baseline,), value=value)
 
-    def _observe_run(self, key: tuple[str, str], status: Mapping[str, Any]) -> None:
+    def _observe_run(self, key: tuple[str, str], status: objects.EvaluationStatus) -> None:
         """Progress, phase, duration and ETA of the Evaluation's current run."""
         progress = status.get("progress") or {}
         total = progress.get("requestsTotal") or 0

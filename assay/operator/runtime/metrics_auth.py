@@ -21,7 +21,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from assay.operator.kube import kube
+from assay.operator.kube import api_client
 
 REVIEW_TTL = 10.0
 """Seconds an answer about one token is reused: shorter than a 15 s scrape interval, so each scrape
@@ -42,7 +42,7 @@ class Verdict(enum.Enum):
 
 
 def _post_to_api(path: str, body: dict[str, Any]) -> Any:
-    return kube.request("POST", path, body=body)
+    return api_client.request("POST", path, body=body)
 
 
 class TokenAuthorizer:
@@ -56,7 +56,7 @@ class TokenAuthorizer:
         self._lock = threading.Lock()
 
     def verdict(self, token: str) -> Verdict:
-        """What the API server says of `token`; raises when it cannot be asked (kube.ApiError, OSError)."""
+        """What the API server says of `token`; raises when it cannot be asked (api_errors.ApiError, OSError)."""
         digest = hashlib.sha256(token.encode()).digest()  # the token itself is not kept
         with self._lock:
             cached = self._cache.get(digest)

@@ -16,6 +16,7 @@ import logging
 import threading
 from typing import Any, Callable, Mapping
 
+from assay.operator import objects
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
 from assay.operator.kube import kube
@@ -60,28 +61,29 @@ def emitter(state: OperatorState) -> Emit:
 def seen(state: OperatorState, kind: str, body: Mapping[str, Any], *, deleted: bool = False) -> None:
     watched = state.watched
     if watched is not None:
-        objects = getattr(watched, kind)
+        kept: WatchedObjects[Any] = getattr(watched, kind)
         if deleted:
-            objects.forget(body)
+            kept.forget(body)
         else:  # an Evaluation's large spec fields are not kept (`large_specs`)
-            objects.observe(large_specs.kept(plain(body)) if kind == "evaluations" else plain(body))
+            kept.observe(large_specs.kept(plain(body)) if kind == "evaluations" else plain(body))
 
 
 def latest(state: OperatorState, kind: str, body: Mapping[str, Any]) -> Mapping[str, Any]:
     """`body` as a plain dict, copied once per event: the copy its index handler just kept when
-    that is this version (read it, do not change it), else a new copy."""
+    that is this version (read it, do not change it), else a new copy. The handlers cast it
+    to its kind (`objects`): kopf's bodies are where the operator's typed objects begin."""
     watched = state.watched
     meta = body.get("metadata") or {}
     if watched is not None:
-        objects: WatchedObjects = getattr(watched, kind)
-        kept = objects.get(str(meta.get("namespace")), str(meta.get("name")))
+        bodies: WatchedObjects[Mapping[str, Any]] = getattr(watched, kind)
+        kept = bodies.get(str(meta.get("namespace")), str(meta.get("name")))
         if kept is not None and (kept.get("metadata") or {}).get("resourceVersion") == meta.get("resourceVersion"):
             return kept
     copied: Mapping[str, Any] = plain(body)
     return copied
 
 
-def evaluation_of(child: Mapping[str, Any], *, state: OperatorState, fresh: bool = False) -> Mapping[str, Any] | None:
+def evaluation_of(child: objects.Job | objects.Pod, *, state: OperatorState, fresh: bool = False) -> objects.Evaluation | None:
     """The Evaluation a runner Job or pod belongs to (by its label), if it still exists.
 
     As the watch last showed it, when that is its run of this child; read from the API when
@@ -103,7 +105,7 @@ def evaluation_of(child: Mapping[str, Any], *, state: OperatorState, fresh: bool
     return found
 
 
-def observe_run(evaluation: Mapping[str, Any], *, state: OperatorState, emit: Emit, job: Mapping[str, Any] | None = None,
+def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: Emit, job: objects.Job | None = None,
                 now: datetime.datetime | None = None) -> Mapping[str, Any]:  # fmt: skip
     """Mirror the current run (its Job, pods and their Events) into the Evaluation's status.
 
@@ -126,7 +128,7 @@ def observe_run(evaluation: Mapping[str, Any], *, state: OperatorState, emit: Em
     watched = state.watched
     if job is None:
         job = watched.jobs.get(namespace, job_name) if watched is not None else None
-        job = job or kube.get("Job", "batch/v1", namespace=namespace, name=job_name)
+        job = job or kube.get_job(namespace=namespace, name=job_name)
         if job is None:
             return {}
     if job["metadata"]["name"] != job_name or _rerun_token(job) != status.get("rerunToken"):
@@ -142,20 +144,20 @@ def observe_run(evaluation: Mapping[str, Any], *, state: OperatorState, emit: Em
     problem = None
     if not terminal and job_phase != conditions.SUCCEEDED:
         problem = _problem(job, namespace=namespace, state=state, now=now, all_ready=all_ready)
-    if (status := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
+    if (judged := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
         return {}
-    generation = int(status.get("observedGeneration") or meta.get("generation", 1))
-    patch = conditions.from_job(status, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
+    generation = int(judged.get("observedGeneration") or meta.get("generation", 1))
+    patch = conditions.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
     if not patch:
         return {}
     seen(state, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
-    finished = conditions.finished_now(status, patch)
+    finished = conditions.finished_now(judged, patch)
     if finished == conditions.FAILED and job_phase not in conditions.TERMINAL_PHASES:
         # The operator failed the run (a fatal problem): end its Job, or its pod would wait forever.
         kube.end_job(namespace=namespace, name=job_name)
     if finished:
         state.metrics.record_completion(namespace, finished.lower())
-        message = patch.get("message") or status.get("message") or f"Job {job_name} finished."
+        message = patch.get("message") or judged.get("message") or f"Job {job_name} finished."
         emit(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning", reason=finished,
              message=message)  # fmt: skip
     elif problem is not None and patch.get("reason") == problem.reason:
@@ -165,8 +167,8 @@ def observe_run(evaluation: Mapping[str, Any], *, state: OperatorState, emit: Em
     return patch
 
 
-def _with_the_runners_last_write(evaluation: Mapping[str, Any], status: Mapping[str, Any],
-                                 job_phase: str) -> Mapping[str, Any] | None:  # fmt: skip
+def _with_the_runners_last_write(evaluation: objects.Evaluation, status: objects.EvaluationStatus,
+                                 job_phase: str) -> objects.EvaluationStatus | None:  # fmt: skip
     """The status to judge a Complete Job by. Without scores it is read again: a Complete Job
     without them is a failed run, and the watch may not have shown the runner's last write
     yet. None when the Evaluation is gone or runs another Job by now."""
@@ -175,11 +177,11 @@ def _with_the_runners_last_write(evaluation: Mapping[str, Any], status: Mapping[
         return status
     meta = evaluation["metadata"]
     fresh = kube.get_evaluation(namespace=meta["namespace"], name=meta["name"])
-    fresh_status = (fresh or {}).get("status") or {}
+    fresh_status: objects.EvaluationStatus = (fresh or {}).get("status") or {}
     return fresh_status if fresh_status.get("jobName") == status.get("jobName") else None
 
 
-def _problem(job: Mapping[str, Any], *, namespace: str, state: OperatorState, now: datetime.datetime,
+def _problem(job: objects.Job, *, namespace: str, state: OperatorState, now: datetime.datetime,
              all_ready: bool) -> diagnosis.Problem | None:  # fmt: skip
     """What keeps an unfinished run from going on: ranks stopping for a peer past the admin's
     bound, else (while a pod is not ready) its pods as watched, and Events where needed."""
@@ -188,17 +190,17 @@ def _problem(job: Mapping[str, Any], *, namespace: str, state: OperatorState, no
     if watched is None and all_ready:
         return None  # without the watches, a healthy run's pods would cost a list on every look
     pods = watched.pods.in_group(namespace, job_name) if watched is not None else \
-        kube.list_objects("Pod", "v1", namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
+        kube.list_pods(namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
     bound = peer_failures.exceeded(job, pods, max_retries=state.policy.placement.max_peer_failure_retries)
     if bound is not None or all_ready:
         return bound
-    events: list[Mapping[str, Any]] = []
+    events: list[objects.Event] = []
     for kind, object_name in diagnosis.events_to_read(job, pods, now=now):
         events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
     return diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=state.image_pull_timeout)
 
 
-def _rerun_token(job: Mapping[str, Any]) -> str | None:
+def _rerun_token(job: objects.Job) -> str | None:
     """The rerun token a Job was made for (None for a Job of no re-run)."""
     return ((job.get("metadata") or {}).get("annotations") or {}).get(builders.ANNOTATION_RERUN)
 
@@ -210,7 +212,7 @@ class PendingEvaluations:
         self._keys: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
-    def observe(self, body: Mapping[str, Any], *, deleted: bool = False) -> None:
+    def observe(self, body: objects.Evaluation, *, deleted: bool = False) -> None:
         meta = body.get("metadata") or {}
         key = (str(meta.get("namespace")), str(meta.get("name")))
         status = body.get("status") or {}

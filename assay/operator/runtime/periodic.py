@@ -17,6 +17,8 @@ import logging
 import threading
 from typing import Callable, Iterator
 
+from assay.operator.kube import api_errors
+
 logger = logging.getLogger(__name__)
 
 OnError = Callable[[str, str], None]
@@ -25,8 +27,7 @@ OnError = Callable[[str, str], None]
 
 def error_kind(error: BaseException) -> str:
     """A failure's kind, as a metric label: `http_<status>` for an API error, else its class."""
-    status = getattr(error, "status", None)
-    return f"http_{status}" if isinstance(status, int) else type(error).__name__
+    return f"http_{error.code}" if isinstance(error, api_errors.ApiError) else type(error).__name__
 
 
 class SweepErrors:

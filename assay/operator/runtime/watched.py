@@ -16,10 +16,14 @@ reads the body from before it. Bodies handed out are shared: read them, do not c
 from __future__ import annotations
 
 import threading
-from typing import Any, Mapping
+from typing import Any, Generic, Mapping, TypeVar
+
+from assay.operator import objects
 
 Body = Mapping[str, Any]
 Key = tuple[str, str]
+Object = TypeVar("Object", bound=Body)
+"""The kind of object kept (`objects`' TypedDicts)."""
 
 
 def _key(body: Body) -> Key:
@@ -33,16 +37,16 @@ def _version(body: Body) -> int | None:
     return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 
-class WatchedObjects:
+class WatchedObjects(Generic[Object]):
     """(namespace, name) → the newest body seen, optionally grouped by a label value."""
 
     def __init__(self, *, group_label: str | None = None) -> None:
-        self._bodies: dict[Key, Body] = {}
+        self._bodies: dict[Key, Object] = {}
         self._groups: dict[Key, set[str]] = {}
         self._group_label = group_label
         self._lock = threading.Lock()
 
-    def observe(self, body: Body) -> None:
+    def observe(self, body: Object) -> None:
         """Keep `body` unless an newer version of the object is kept already (a late watch event
         of a change older than the operator's own write)."""
         key = _key(body)
@@ -65,11 +69,11 @@ class WatchedObjects:
             if kept is not None:
                 self._ungroup(key, kept)
 
-    def get(self, namespace: str, name: str) -> Body | None:
+    def get(self, namespace: str, name: str) -> Object | None:
         with self._lock:
             return self._bodies.get((namespace, name))
 
-    def in_group(self, namespace: str, group: str) -> list[Body]:
+    def in_group(self, namespace: str, group: str) -> list[Object]:
         """The objects of `namespace` whose `group_label` is `group` (a Job's pods, by their Job label)."""
         with self._lock:
             names = sorted(self._groups.get((namespace, group), ()))
@@ -99,7 +103,7 @@ class Watched:
     """What the operator's watches have shown it: Evaluations, runner Jobs, runner pods by Job."""
 
     def __init__(self, *, job_label: str) -> None:
-        self.evaluations = WatchedObjects()
-        self.jobs = WatchedObjects()
-        self.pods = WatchedObjects(group_label=job_label)
+        self.evaluations: WatchedObjects[objects.Evaluation] = WatchedObjects()
+        self.jobs: WatchedObjects[objects.Job] = WatchedObjects()
+        self.pods: WatchedObjects[objects.Pod] = WatchedObjects(group_label=job_label)
 

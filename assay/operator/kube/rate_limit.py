@@ -1,0 +1,70 @@
+"""The operator's own limit on its request rate: a token bucket, as client-go's client has.
+
+The API server's priority and fairness protects the server; this bounds what the operator
+itself sends when something makes it loop (a resync storm, a bug), and spreads such a
+flood out instead of having it refused with 429s. A real burst must pass untouched: each
+new Evaluation costs seven requests (four applies, the Job, a status write, an Event), so
+300 applied at once (bench/operator_scale.py) are about 2,100 requests in under two
+seconds. client-go's defaults (5 a second, bursts of 10) would stretch that to seven
+minutes, and even 50 and 100 to forty seconds. Ours: bursts of 2,000, then 100 a second
+(ASSAY_API_QPS, ASSAY_API_BURST: the chart's operator.apiQPS and operator.apiBurst).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Callable, Mapping
+
+from assay.errors import UserError
+
+QPS_ENV, BURST_ENV = "ASSAY_API_QPS", "ASSAY_API_BURST"
+DEFAULT_QPS, DEFAULT_BURST = 100.0, 2000
+
+
+class TokenBucket:
+    """`qps` tokens a second, at most `burst` saved up; each request takes one, waiting for it
+    when none is left. Thread-safe: a waiter reserves its token, then sleeps outside the lock."""
+
+    def __init__(self, *, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+        if qps <= 0 or burst < 1:
+            raise ValueError(f"a token bucket needs qps above 0 and burst at least 1, not {qps:g} and {burst}")
+        self.qps, self.burst = qps, burst
+        self._clock, self._sleep = clock, sleep
+        self._tokens = float(burst)
+        self._at = clock()
+        self._lock = threading.Lock()
+
+    def wait(self) -> float:
+        """Take a token, sleeping until it is there; the seconds slept."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._at) * self.qps) - 1
+            self._at = now
+            delay = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if delay > 0:
+            self._sleep(delay)
+        return delay
+
+
+def from_env(env: Mapping[str, str] | None = None) -> TokenBucket | None:
+    """The bucket ASSAY_API_QPS and ASSAY_API_BURST ask for; None (no limit) when the rate is 0 or less."""
+    env = os.environ if env is None else env
+    raw_qps, raw_burst = env.get(QPS_ENV, "").strip(), env.get(BURST_ENV, "").strip()
+    try:
+        qps = float(raw_qps) if raw_qps else DEFAULT_QPS
+    except ValueError:
+        raise UserError(f"{QPS_ENV}={raw_qps!r} is not a number of requests a second; unset it for "
+                        f"{DEFAULT_QPS:g}.") from None  # fmt: skip
+    try:
+        burst = int(raw_burst) if raw_burst else DEFAULT_BURST
+    except ValueError:
+        raise UserError(f"{BURST_ENV}={raw_burst!r} is not a whole number of requests; unset it for "
+                        f"{DEFAULT_BURST}.") from None  # fmt: skip
+    if qps <= 0:
+        return None
+    if burst < 1:
+        raise UserError(f"{BURST_ENV}={burst} must be at least 1 while {QPS_ENV} limits the rate.")
+    return TokenBucket(qps=qps, burst=burst)
