@@ -14,6 +14,7 @@ from typing import Any, Iterator
 
 import pytest
 
+from assay.operator.kube import api_client, api_session, credentials, leases
 from assay.operator.runtime.leader import LeaseLock, leading
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.conftest import CHART, OPERATOR_NAMESPACE, RELEASE, Cluster, chart_values, evaluation_manifest, helm
@@ -26,20 +27,18 @@ FAST = dict(lease_seconds=3, renew_deadline_seconds=1.0, retry_seconds=0.2)
 
 
 @pytest.fixture
-def api(control_plane: cp.ControlPlane) -> Iterator[Any]:
-    from kubernetes import client, config
-
-    api_client = config.new_client_from_config(str(control_plane.admin_kubeconfig))
-    yield client.CoordinationV1Api(api_client)
-    api_client.close()
+def api(control_plane: cp.ControlPlane) -> Iterator[leases.Leases]:
+    """The operator's own Lease client, on the admin's credentials (no rate limit)."""
+    client = api_client.ApiClient(api_session.Session(credentials.load(str(control_plane.admin_kubeconfig))))
+    yield leases.Leases(lambda: client)
 
 
-def _holder(api: Any, name: str) -> tuple[str | None, int]:
-    lease = api.read_namespaced_lease(name, NAMESPACE)
-    return lease.spec.holder_identity, lease.spec.lease_transitions
+def _holder(api: leases.Leases, name: str) -> tuple[str | None, int]:
+    spec = api.get(namespace=NAMESPACE, name=name, timeout=5)["spec"]
+    return spec.get("holderIdentity"), spec.get("leaseTransitions") or 0
 
 
-def test_one_leader_and_a_takeover_once_it_stops_renewing(api: Any) -> None:
+def test_one_leader_and_a_takeover_once_it_stops_renewing(api: leases.Leases) -> None:
     a, b = (LeaseLock(NAMESPACE, "handover", who, api=api, **FAST) for who in ("a", "b"))
     assert a.try_acquire() and not b.try_acquire()
     a_stop = threading.Event()
@@ -68,7 +67,7 @@ def test_one_leader_and_a_takeover_once_it_stops_renewing(api: Any) -> None:
     assert "not renewed within" in lost[0]
 
 
-def test_a_released_lease_is_taken_at_once_and_a_race_has_one_winner(api: Any) -> None:
+def test_a_released_lease_is_taken_at_once_and_a_race_has_one_winner(api: leases.Leases) -> None:
     first = LeaseLock(NAMESPACE, "race", "first", api=api, **FAST)
     assert first.try_acquire()
     racers = [LeaseLock(NAMESPACE, "race", f"r{i}", api=api, **FAST) for i in range(2)]
@@ -97,7 +96,7 @@ def test_a_released_lease_is_taken_at_once_and_a_race_has_one_winner(api: Any) -
         next(r for r in racers if r.identity == holder).release()
 
 
-def test_a_standby_answers_its_health_probe_until_it_leads(api: Any) -> None:
+def test_a_standby_answers_its_health_probe_until_it_leads(api: leases.Leases) -> None:
     leader = LeaseLock(NAMESPACE, "standby", "leader", api=api, **FAST)
     assert leader.try_acquire()
     standby = LeaseLock(NAMESPACE, "standby", "standby", api=api, **FAST)

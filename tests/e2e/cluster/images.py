@@ -286,6 +286,7 @@ def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEF
     """
     _require("podman")
     CACHE.mkdir(parents=True, exist_ok=True)
+    started = int(time.time())
     log = CACHE / "logs" / f"build-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
     log.parent.mkdir(exist_ok=True)
     command = [str(BUILD_SCRIPT), "--builder", "podman", "--repo", repo, "--build-arg", f"BASE={_pinned(base)}"]
@@ -302,6 +303,10 @@ def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEF
         what = failure.group(1) if failure else f"deploy/images/build.sh failed (exit {result.returncode})"
         raise ImageBuildError(f"{what}: {_tail(cause[-1] if cause else output)} (full log: {log}).")
     log.unlink()  # kept only when the build failed
+    # Each build that changed the code leaves the last one's untagged layers behind (GBs for a
+    # runner image); without this the machine's disk fills after a few dozen suites. This
+    # build's own layers are newer than `started`, so the next build still finds its cache.
+    subprocess.run(["podman", "image", "prune", "--force", "--filter", f"until={started}"], capture_output=True, check=False)
     tags = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     missing = [t for t in targets if t not in tags]
     if missing:
