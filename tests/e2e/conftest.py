@@ -535,6 +535,7 @@ def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, oper
     # where the test's own assertions would not notice it.
     denied = [record for record in _log_records(operator.logs(since=since))
               if FORBIDDEN.search(record) and "NamespaceTerminating" not in record  # not RBAC: the namespace is going
+              and "because it is being terminated" not in record  # the same, in the Status message's words
               and "exceeded quota" not in record  # not RBAC either: a ResourceQuota (test_refusals.py)
               and " is invalid: " not in record  # a 422's field error ("Forbidden: must not be specified ...")
               and not _while_rbac_settles(record, getattr(ours, "rbac_settling", None))
