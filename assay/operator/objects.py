@@ -83,6 +83,14 @@ class Comparison(TypedDict, total=False):
     rows: list[dict[str, Any]]
 
 
+class RunTiming(TypedDict, total=False):
+    """Rank 0's marks of the run's cold path (`assay.runner.results.run_timing`), RFC 3339."""
+
+    runnerStarted: str
+    requestsStarted: str
+    finished: str
+
+
 class TaskSource(TypedDict, total=False):
     configMap: str
     resourceVersion: str
@@ -105,6 +113,7 @@ class EvaluationStatus(TypedDict, total=False):
     taskSources: list[TaskSource]
     outputFiles: OutputFiles
     progress: Progress
+    timing: RunTiming
     comparison: Comparison
     results: dict[str, Any]
     groups: dict[str, Any]

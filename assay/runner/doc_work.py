@@ -86,6 +86,8 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
         by_type[inst.request_type].append(inst)
     total = sum(inst.repeats for inst in instances)
     done = 0
+    if progress is not None and total:
+        progress(0, global_total)  # the model is loaded and the requests built: the run's start-up ends here
     for request_type, group in by_type.items():
         expanded = [inst for inst in group for _ in range(inst.repeats)]
         step = _PROGRESS_CHUNK if progress is not None else max(len(expanded), 1)

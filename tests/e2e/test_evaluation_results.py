@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from assay.operator.decide import run_phases
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, MODEL_IN_POD, condensed, dummy_spec, hf_spec
 from tests.e2e.prometheus import get as _get, prometheus, query as _query  # noqa: F401  (fixture)
@@ -17,7 +18,8 @@ from tests.e2e.prometheus import get as _get, prometheus, query as _query  # noq
 pytestmark = pytest.mark.e2e
 
 
-def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster, local_results: dict[str, Any]) -> None:
+def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster, local_results: dict[str, Any],
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
     cluster.apply(evaluation_manifest("tiny-gpt2", **hf_spec()))
     cluster.wait("tiny-gpt2", "Succeeded", timeout=300)
     cluster.kubectl_wait("tiny-gpt2", "Succeeded")
@@ -34,6 +36,7 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster,
     assert conditions["Accepted"]["status"] == "True"
     assert all(c["observedGeneration"] == 1 for c in conditions.values())
     assert status["jobName"] == "tiny-gpt2-g1" and status["startTime"] and status["completionTime"]
+    _report_the_cold_path(cluster, status, capsys)
 
     (job,) = cluster.items("jobs")
     assert job["metadata"]["name"] == "tiny-gpt2-g1"
@@ -52,6 +55,23 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster,
     assert (row["NAME"], row["MODEL"], row["PHASE"]) == ("tiny-gpt2", MODEL_IN_POD, "Succeeded")
     assert row["PROGRESS"] == f"{done}/{total} (100%)"  # the finished run shows no ETA
     assert json.loads(row["TASKS"]) == HF_TASKS
+
+
+def _report_the_cold_path(cluster: Cluster, status: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> None:
+    """The run's phases from its status add up to the run, reach `assay_run_phase_seconds`, and are printed."""
+    phases = run_phases.phase_seconds(status)
+    assert phases is not None, status.get("timing")
+    start, end = (run_phases.parse_time(status[key]) for key in ("startTime", "completionTime"))
+    assert start is not None and end is not None
+    # Each phase is clamped at zero against skew between the node's clock and the control plane's.
+    assert sum(phases.values()) == pytest.approx((end - start).total_seconds(), abs=2.0), phases
+    counted = cluster.wait_for("assay_run_phase_seconds for the run", lambda: re.search(
+        r'^assay_run_phase_seconds_count\{phase="startup"\} ([1-9][0-9.]*)$', cluster.operator.metrics(), re.M))  # fmt: skip
+    assert counted
+    with capsys.disabled():
+        print("\ncold path of a tiny Evaluation (tiny-gpt2, 2 tasks): "
+              + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in phases.items())
+              + f"; total {(end - start).total_seconds():.1f} s")
 
 
 def _printed_row(table: str) -> dict[str, str]:

@@ -208,6 +208,7 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     from assay.runner.results.status_sink import FileStatusSink
 
     sink = FileStatusSink(tmp_path / "status.json", min_interval=0)
+    sink.progress(0, 10)
     sink.progress(5, 10)
     assert sink.finished(RunResults.from_lmeval_dict({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
                                                        "n-samples": {"arc_easy": {"original": 10, "effective": 10}},
@@ -216,6 +217,7 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     declared = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert set(sink.status) <= set(declared), set(sink.status) - set(declared)
     assert set(sink.status["outputFiles"]) <= set(declared["outputFiles"]["properties"])
+    assert set(sink.status["timing"]) == set(declared["timing"]["properties"])
     accepted = conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True)
     status = {**{k: v for k, v in accepted.items() if v is not None}, **sink.status}
     status.update(conditions.from_job(status, {"metadata": {"name": "ev-g1"}, "status": {"conditions": [

@@ -161,7 +161,7 @@ def accepted(
         patch.update({
             "phase": PENDING, "reason": PODS_PENDING, "message": message, "startTime": None, "completionTime": None,
             "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
-            "runnerMessage": None, "outputFiles": None, "comparison": None,
+            "runnerMessage": None, "outputFiles": None, "comparison": None, "timing": None,
         })  # fmt: skip
         # The previous run's files and comparison are not this run's.
         status = {**(status or {}), "conditions": [c for c in (status or {}).get("conditions") or ()

@@ -40,6 +40,7 @@ from assay.operator.runtime import metrics_server
 from assay.operator.runtime.controller_metrics import ControllerMetrics
 from assay.operator.runtime.metrics_auth import TokenAuthorizer
 from assay.operator.runtime.metrics_server import TlsFiles
+from assay.operator.runtime.run_phase_metrics import RunPhaseMetrics
 from assay.spec import parse_spec
 
 _EVAL = ("namespace", "evaluation")
@@ -105,6 +106,7 @@ class EvaluationMetrics:
         self.dropped = Counter("assay_metric_series_dropped", "Per-metric series not exported: over the cap per "
                                "Evaluation.", ("namespace",), registry=r)  # fmt: skip
         self.controller = ControllerMetrics(r)
+        self.run_phases = RunPhaseMetrics(r)
         self._row_gauges = {
             series.SCORE: self.score, series.STDERR: self.stderr, series.SCORE_CI_LOW: self.score_ci_low,
             series.SCORE_CI_HIGH: self.score_ci_high, series.DELTA: self.delta, series.DELTA_CI_LOW: self.delta_ci_low,
@@ -132,6 +134,7 @@ class EvaluationMetrics:
         with self._lock:
             self._set_rows(key, rows)
             self._observe_run(key, status)
+            self.run_phases.observe(key, status, succeeded=status.get("phase") == conditions.SUCCEEDED)
             suite = bounded((meta.get("labels") or {}).get(SUITE_LABEL, ""))
             self._set_one(self.info, key, (model, bounded(_revision(spec)), suite))
             failed = status.get("phase") == conditions.FAILED
@@ -214,6 +217,7 @@ class EvaluationMetrics:
                 self._set_one(gauge, key, None)
             for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
                 _remove(self.phase, (*key, phase))
+            self.run_phases.forget(key)
 
     def observed(self) -> int:
         """Evaluations with score series (the health probe reports it)."""

@@ -36,6 +36,7 @@ from typing import Any, Callable, Mapping, Protocol
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.run_results import RunResults
+from assay.runner.results import run_timing
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
 
 __all__ = [
@@ -115,6 +116,9 @@ class _ThrottledSink:
         self._last: float | None = None
         self._first: tuple[float, int] | None = None
         """(time, requests done) of the first report: the rate since then gives the ETA."""
+        self.wall: Callable[[], float] = time.time
+        self.timing = run_timing.RunTiming(started=run_timing.process_start_time())
+        """`status.timing`: sent whole with every write (each write replaces the field)."""
 
     def _due(self, done: int, total: int) -> bool:
         now = self.clock()
@@ -130,6 +134,8 @@ class _ThrottledSink:
         raise NotImplementedError
 
     def progress(self, done: int, total: int) -> None:
+        if done == 0:  # reported once, as the first requests go to the model
+            self.timing.mark(run_timing.REQUESTS_STARTED, self.wall())
         if not self._due(done, total):
             return
         now = self.clock()
@@ -140,11 +146,14 @@ class _ThrottledSink:
             # The mean rate since the first report: model loading is over by then, and the
             # length-sorted batches make later requests shorter, so this errs on the long side.
             eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
-        self._write({"progress": progress_status(done, total, eta_seconds=eta)}, final=False)
+        self._write({"progress": progress_status(done, total, eta_seconds=eta), "timing": self.timing.fields()},
+                    final=False)  # fmt: skip
 
     def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         status = condense_results(results)
+        self.timing.mark(run_timing.FINISHED, self.wall())
         extra = {"comparison": dict(comparison)} if comparison is not None else {}
+        extra["timing"] = self.timing.fields()
         outcome = self._write({**status, "runnerMessage": status["message"], **extra}, final=True)
         if outcome == DROPPED:
             raise ResultsNotRecorded(f"The scores could not be written to the Evaluation's status ({self.last_error}).")
