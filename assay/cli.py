@@ -28,7 +28,8 @@ from assay import run_logging
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
-from assay.run_flags import RunFlags, add_run_arguments, resolve_run_config, summary_line
+from assay.run_arguments import add_run_arguments
+from assay.run_flags import RunFlags, resolve_run_config, summary_line
 from assay.validate import command as validate_command
 
 PROG = "assay"
