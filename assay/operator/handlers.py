@@ -7,7 +7,7 @@
   out. Idempotent: a retry or a restart re-plans from what exists and creates nothing twice.
 - A runner Job or runner pod changed → `observe.observe_run` takes the Job and its pods
   from what the watches showed (`watched`), reads Events where no status can tell,
-  `diagnosis.diagnose` names what keeps the run from going on, and `conditions.from_job`
+  `diagnosis.diagnose` names what keeps the run from going on, and `job_status.from_job`
   mirrors both into the Evaluation's phase, reason and conditions; a new problem posts a
   Warning Event, a finished run an Event and a count in the completion counter. A fatal
   problem (InvalidImageName, a pull failing past the timeout) fails the Evaluation and ends
@@ -41,7 +41,7 @@ from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.build import builders
-from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
+from assay.operator.decide import conditions, diagnosis, job_status, large_specs, reconcile, trigger
 from assay.operator.kube import api_client, api_errors, kube
 from assay.operator.runtime import converge, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -248,7 +248,7 @@ def _mirror_job_run(job: objects.Job, state: OperatorState) -> None:
     with _counting_errors(state, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
-        evaluation = observe.evaluation_of(job, state=state, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
+        evaluation = observe.evaluation_of(job, state=state, fresh=job_status.job_state(job).phase in conditions.TERMINAL_PHASES)
         if evaluation is not None:
             observe.observe_run(evaluation, job=job, state=state, emit=observe.emitter(state))
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from assay.operator import objects
 from assay.operator.build import builders
-from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
+from assay.operator.decide import conditions, diagnosis, job_status, large_specs, outcome, peer_failures
 from assay.operator.kube import kube
 from assay.operator.runtime.periodic import PeriodicSweep
 from assay.operator.runtime.state import OperatorState
@@ -133,7 +133,7 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
             return {}
     if job["metadata"]["name"] != job_name or _rerun_token(job) != status.get("rerunToken"):
         return {}  # a superseded run being deleted (another spec, or a token whose name hash collides)
-    job_phase = conditions.job_state(job).phase
+    job_phase = job_status.job_state(job).phase
     if ending:
         if job_phase not in conditions.TERMINAL_PHASES:
             kube.end_job(namespace=namespace, name=job_name)
@@ -147,7 +147,7 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
     if (judged := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
         return {}
     generation = int(judged.get("observedGeneration") or meta.get("generation", 1))
-    patch = conditions.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
+    patch = job_status.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
     if not patch:
         return {}
     seen(state, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
