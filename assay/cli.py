@@ -24,11 +24,12 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from assay import run_logging
+from assay import run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
-from assay.run_flags import RunFlags, add_run_arguments, resolve_run_config, summary_line
+from assay.run_arguments import add_run_arguments
+from assay.run_flags import RunFlags, resolve_run_config, summary_line
 from assay.validate import command as validate_command
 
 PROG = "assay"
@@ -244,36 +245,6 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
     return 0
 
 
-def list_tables(task_manager: Any, *, groups: bool = True, tags: bool = True, subtasks: bool = True) -> str:
-    """lm-eval's `ls` output: Markdown tables of groups, tags and tasks."""
-    from assay.runner.results.table import render_markdown
-
-    out = "\n"
-    if groups:
-        rows = [[name, _config_location(task_manager.describe(name).path)] for name in task_manager.all_groups]
-        out += render_markdown(["Group", "Config Location"], rows) + "\n\n"
-    if tags:
-        out += render_markdown(["Tag"], [[name] for name in task_manager.all_tags]) + "\n\n"
-    if subtasks:
-        rows = []
-        for name in task_manager.all_subtasks:
-            entry = task_manager.describe(name)
-            rows.append([name, _config_location(entry.path), entry.output_type or ""])
-        out += render_markdown(["Task", "Config Location", "Output Type"], rows) + "\n\n"
-    return out
-
-
-def _config_location(path: Path | None) -> str:
-    if path is None:
-        return "---"
-    from assay.runner.tasks.index import builtin_tasks_dir
-
-    try:
-        return "tasks/" + Path(path).resolve().relative_to(builtin_tasks_dir().resolve()).as_posix()
-    except ValueError:
-        return str(path)
-
-
 def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.what is None:
         _subcommands(parser)["ls"].print_help()
@@ -287,7 +258,7 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         "subtasks": {"groups": False, "tags": False},
         "tags": {"groups": False, "subtasks": False},
     }[args.what]
-    print(list_tables(manager, **flags))
+    print(task_tables.list_tables(manager, **flags))
     return 0
 
 

@@ -7,7 +7,7 @@
   out. Idempotent: a retry or a restart re-plans from what exists and creates nothing twice.
 - A runner Job or runner pod changed → `observe.observe_run` takes the Job and its pods
   from what the watches showed (`watched`), reads Events where no status can tell,
-  `diagnosis.diagnose` names what keeps the run from going on, and `conditions.from_job`
+  `diagnosis.diagnose` names what keeps the run from going on, and `job_status.from_job`
   mirrors both into the Evaluation's phase, reason and conditions; a new problem posts a
   Warning Event, a finished run an Event and a count in the completion counter. A fatal
   problem (InvalidImageName, a pull failing past the timeout) fails the Evaluation and ends
@@ -38,10 +38,10 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator import objects
+from assay.operator import kopf_settings, objects
 from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.build import builders
-from assay.operator.decide import conditions, diagnosis, large_specs, reconcile, trigger
+from assay.operator.decide import conditions, diagnosis, job_status, large_specs, reconcile, trigger
 from assay.operator.kube import api_client, api_errors, kube
 from assay.operator.runtime import converge, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -53,11 +53,6 @@ logger = logging.getLogger(__name__)
 EVALUATIONS = (spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL)
 RUNNER_JOBS = {"app.kubernetes.io/managed-by": builders.MANAGED_BY}
 RUNNER_PODS = RUNNER_JOBS
-WATCH_SERVER_TIMEOUT = 300
-"""Seconds the API server keeps one watch open; kopf reconnects after it."""
-HANDLER_WORKERS = 32
-"""Threads deciding runs (kopf's pool). kopf's default, min(32, cpus + 4), is 6 on a 2-core
-node: a burst of Evaluations then queues behind API round trips, not behind CPU."""
 MIRROR_WORKERS = 4
 """Threads mirroring runner Jobs and pods into status: a pool apart from the deciding one
 (as controller-runtime gives each controller its own workers), so a storm of Job events
@@ -94,33 +89,9 @@ def state_of(memo: kopf.Memo) -> OperatorState:
     return state
 
 
-class NoDiffBase(kopf.DiffBaseStorage):
-    """No essence kept or compared: with no create/update handler, nothing reads kopf's diffs.
-
-    kopf builds each watch event's essence (a deep copy of the whole body) whatever handlers
-    there are; for the operator's Jobs, pods and Evaluations under a burst that was a sixth of
-    its CPU (py-spy, 300 Evaluations)."""
-
-    def build(self, *, body: kopf.Body, extra_fields: Any = None) -> kopf.BodyEssence:
-        return kopf.BodyEssence()
-
-    def fetch(self, *, body: kopf.Body) -> kopf.BodyEssence | None:
-        return None
-
-    def store(self, *, body: kopf.Body, patch: kopf.Patch, essence: kopf.BodyEssence) -> None:
-        return None
-
-
 @kopf.on.startup()
 def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    settings.persistence.diffbase_storage = NoDiffBase()
-    settings.watching.server_timeout = WATCH_SERVER_TIMEOUT
-    settings.watching.client_timeout = WATCH_SERVER_TIMEOUT + 30
-    settings.watching.connect_timeout = 30
-    settings.posting.level = logging.WARNING
-    settings.execution.max_workers = HANDLER_WORKERS
-    # Namespaces are given explicitly (or all); no need to watch Namespaces or CRDs.
-    settings.scanning.disabled = True
+    kopf_settings.tune(settings)
     given = state_of(memo)
     watched = Watched(job_label=builders.LABEL_JOB)
     state: OperatorState  # made below; the decisions read it when they run
@@ -248,7 +219,7 @@ def _mirror_job_run(job: objects.Job, state: OperatorState) -> None:
     with _counting_errors(state, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
-        evaluation = observe.evaluation_of(job, state=state, fresh=conditions.job_state(job).phase in conditions.TERMINAL_PHASES)
+        evaluation = observe.evaluation_of(job, state=state, fresh=job_status.job_state(job).phase in conditions.TERMINAL_PHASES)
         if evaluation is not None:
             observe.observe_run(evaluation, job=job, state=state, emit=observe.emitter(state))
 

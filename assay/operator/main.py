@@ -24,10 +24,15 @@ import contextlib
 import logging
 import os
 import re
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from assay.errors import UsageError, UserError
 from assay.operator.admission.policy import HF_TOKEN_RE
+
+if TYPE_CHECKING:
+    from assay.operator.admission.policy import AdminPolicy
+    from assay.operator.runtime.metrics import EvaluationMetrics
+    from assay.operator.runtime.metrics_server import TlsFiles
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
@@ -88,6 +93,13 @@ def build_parser() -> argparse.ArgumentParser:
     scope.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
                        help="Watch this namespace (repeatable; globs as in kopf).")  # fmt: skip
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="Watch every namespace.")
+    _add_endpoint_flags(parser)
+    _add_run_flags(parser)
+    return parser
+
+
+def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+    """/metrics (port, authentication, TLS) and /healthz."""
     parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
                         help="Port of /metrics (0: none).")  # fmt: skip
     parser.add_argument("--metrics-secure", action=argparse.BooleanOptionalAction,
@@ -99,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "Secret); default $ASSAY_METRICS_CERT_DIR, else plain HTTP.")  # fmt: skip
     parser.add_argument("--health-port", type=int, default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
                         help="Port of the /healthz liveness and readiness endpoint (0: none).")  # fmt: skip
+
+
+def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+    """How replicas share the work, what runner Jobs get by default, logging."""
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
     parser.add_argument("--leader-election", metavar="LEASE", default=None,
                         help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
@@ -110,7 +126,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="Fail an Evaluation whose runner image has failed to pull for this long "
                              "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).")  # fmt: skip
     parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
-    return parser
 
 
 def _env_flag(raw: str) -> bool:
@@ -144,32 +159,50 @@ def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
 
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
-    handler = logging.StreamHandler()
-    handler.setFormatter(EvaluationPrefixFormatter(LOG_FORMAT))
-    if not args.verbose:
-        handler.addFilter(RoutineSuccessFilter())
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
-    import kopf
-
+    _configure_logging(verbose=args.verbose)
     from assay.operator import handlers  # registers the handlers
     from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.kube import api_client, rate_limit
-    from assay.operator.runtime.metrics import EvaluationMetrics
-    from assay.operator.runtime.state import OperatorState
+    from assay.operator.kube import rate_limit
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
         raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
 
     admin_policy = AdminPolicy.from_env()
-    from assay.operator.runtime.metrics import SCORE_SERIES_ENV, max_series_from_env
+    # Settings first: a bad one is named before the credentials are looked at.
+    metrics, tls = _metrics_settings(args)
+    rate_limit.from_env()  # ASSAY_API_QPS and ASSAY_API_BURST: a bad one is named now
+    _load_credentials()
+
+    if args.metrics_port:
+        from assay.operator.runtime.metrics_auth import TokenAuthorizer
+
+        metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
+    _run_kopf(args, admin_policy=admin_policy, metrics=metrics, pull_timeout=pull_timeout)
+    return 0
+
+
+def _configure_logging(*, verbose: bool) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(EvaluationPrefixFormatter(LOG_FORMAT))
+    if not verbose:
+        handler.addFilter(RoutineSuccessFilter())
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
+
+
+def _metrics_settings(args: argparse.Namespace) -> tuple[EvaluationMetrics, TlsFiles | None]:
+    """The metrics (score series from the environment) and /metrics' certificate, if any."""
+    from assay.operator.runtime.metrics import SCORE_SERIES_ENV, EvaluationMetrics, max_series_from_env
     from assay.operator.runtime.metrics_server import TlsFiles
 
-    # Settings first: a bad one is named before the credentials are looked at.
     metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
                                 max_series_per_evaluation=max_series_from_env())  # fmt: skip
-    tls = TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
-    rate_limit.from_env()  # ASSAY_API_QPS and ASSAY_API_BURST: a bad one is named now
+    return metrics, TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
+
+
+def _load_credentials() -> None:
+    from assay.operator.kube import api_client
+
     try:
         api_client.load_config()
     except Exception as error:  # noqa: BLE001 - ConfigError, or a kubeconfig file that cannot be read
@@ -177,10 +210,14 @@ def main(argv: Sequence[str]) -> int:
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None
 
-    if args.metrics_port:
-        from assay.operator.runtime.metrics_auth import TokenAuthorizer
 
-        metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
+def _run_kopf(args: argparse.Namespace, *, admin_policy: AdminPolicy, metrics: EvaluationMetrics,
+              pull_timeout: float) -> None:  # fmt: skip
+    """kopf's loop over the watched namespaces, as the elected leader when --leader-election says so."""
+    import kopf
+
+    from assay.operator.runtime.state import OperatorState
+
     clusterwide, namespaces = scope(args)
     lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     metrics.controller.set_leader(not args.leader_election)  # a replica alone leads
@@ -199,4 +236,3 @@ def main(argv: Sequence[str]) -> int:
             memo=kopf.Memo(state=OperatorState(policy=admin_policy, metrics=metrics, default_image=args.runner_image,
                                                image_pull_timeout=pull_timeout)),
         )
-    return 0

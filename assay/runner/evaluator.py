@@ -33,6 +33,15 @@ from assay.runner.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
+_KEYWORDS_AS_GIVEN = (
+    "num_fewshot", "max_batch_size", "device", "use_cache", "cache_requests", "rewrite_requests_cache",
+    "delete_requests_cache", "limit", "samples", "bootstrap_iters", "check_integrity", "write_out",
+    "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "predict_only", "random_seed",
+    "numpy_random_seed", "torch_random_seed", "fewshot_random_seed", "confirm_run_unsafe_code", "metadata",
+)  # fmt: skip
+"""simple_evaluate's keywords that reach `EvalOptions` as given, under the same name (the
+others are parsed first: model, model_args, tasks, batch_size, log_samples, gen_kwargs)."""
+
 
 def simple_evaluate(
     model: str | LM,
@@ -73,25 +82,19 @@ def simple_evaluate(
 
     Kept for callers written against lm-eval: the one edge that builds `EvalOptions` from keywords.
     """
+    given = dict(locals())  # the keywords as the caller gave them, before any is parsed
     del verbosity  # lm-eval deprecated it too; logging is configured by the caller
     from assay.runner.models.model_args import parse_model_args
 
     run_rules.check_limit_or_samples(limit, samples)
     lm, name = _built_or_named(model)
     options = EvalOptions(
-        model=name, model_args=model_args, tasks=tuple(tasks or ()), num_fewshot=num_fewshot,
+        model=name, model_args=model_args, tasks=tuple(tasks or ()),
         parsed_model_args=parse_model_args(model_args) if isinstance(model_args, str) else dict(model_args or {}),
         batch_size=None if batch_size is None else BatchSize.parse(batch_size, source="--batch_size", error=UsageError),
-        max_batch_size=max_batch_size, device=device, use_cache=use_cache,
-        cache_requests=cache_requests, rewrite_requests_cache=rewrite_requests_cache,
-        delete_requests_cache=delete_requests_cache, limit=limit, samples=samples,
-        bootstrap_iters=bootstrap_iters, check_integrity=check_integrity, write_out=write_out,
         log_samples=run_rules.log_samples(log_samples=log_samples, predict_only=predict_only),
-        system_instruction=system_instruction, apply_chat_template=apply_chat_template, fewshot_as_multiturn=fewshot_as_multiturn,
         gen_kwargs=parse_model_args(gen_kwargs, flag="--gen_kwargs") or None if isinstance(gen_kwargs, str) else gen_kwargs,
-        predict_only=predict_only, random_seed=random_seed, numpy_random_seed=numpy_random_seed,
-        torch_random_seed=torch_random_seed, fewshot_random_seed=fewshot_random_seed,
-        confirm_run_unsafe_code=confirm_run_unsafe_code, metadata=metadata,
+        **{keyword: given[keyword] for keyword in _KEYWORDS_AS_GIVEN},
     )  # fmt: skip
     return run(options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker)
 

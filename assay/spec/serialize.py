@@ -11,11 +11,6 @@ from assay.spec.model import JSON, Evaluation
 
 
 def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
-    seed = e.seed
-    if seed.random == seed.numpy == seed.torch == seed.fewshot and seed.random is not None:
-        seed_value: JSON = seed.random
-    else:
-        seed_value = ",".join("None" if s is None else str(s) for s in (seed.random, seed.numpy, seed.torch, seed.fewshot))
     out: dict[str, JSON] = {
         "model": e.model,
         "modelArgs": dict(e.model_args),
@@ -26,7 +21,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "batchSize": e.batch_size.given,
         "maxBatchSize": e.max_batch_size,
         "genKwargs": dict(e.gen_kwargs) if e.gen_kwargs is not None else None,
-        "seed": seed_value,
+        "seed": _seed(e),
         "applyChatTemplate": e.apply_chat_template,
         "chatTemplate": e.chat_template,
         "fewshotAsMultiturn": e.fewshot_as_multiturn,
@@ -36,24 +31,13 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "metadata": dict(e.metadata) if e.metadata is not None else None,
         "trustRemoteCode": e.trust_remote_code,
         "allowUnsafeCode": e.allow_unsafe_code,
-        "resources": _drop_none({
-            "nodes": e.resources.nodes, "gpusPerNode": e.resources.gpus_per_node,
-            "cpu": e.resources.cpu, "memory": e.resources.memory,
-        }),  # fmt: skip
+        "resources": _resources(e),
         "image": e.image,
         "hfTokenSecret": {"name": e.hf_token_secret.name, "key": e.hf_token_secret.key} if e.hf_token_secret else None,
         "endpoint": _endpoint(e),
-        "cache": _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
-                                   "localDatasetsDir": e.cache.local_datasets_dir}),
+        "cache": _cache(e),
         "output": _drop_none({"pvc": e.output.pvc, "path": e.output.path}),
-        "podTemplate": _drop_empty({
-            "nodeSelector": dict(e.pod_template.node_selector),
-            "tolerations": [dict(t) for t in e.pod_template.tolerations],
-            "affinity": e.pod_template.affinity,
-            "priorityClassName": e.pod_template.priority_class_name,
-            "labels": dict(e.pod_template.labels),
-            "annotations": dict(e.pod_template.annotations),
-        }),  # fmt: skip
+        "podTemplate": _pod_template(e),
         "backoffLimit": e.backoff_limit,
         "activeDeadlineSeconds": e.active_deadline_seconds,
         "suspend": e.suspend,
@@ -62,6 +46,37 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "gate": gate.gate_to_dict(e.gate) if e.baseline is not None else None,
     }
     return _drop_none(out)
+
+
+def _seed(e: Evaluation) -> JSON:
+    """One integer when the four seeds agree, else "random,numpy,torch,fewshot" as spec.seed takes it."""
+    seed = e.seed
+    if seed.random == seed.numpy == seed.torch == seed.fewshot and seed.random is not None:
+        return seed.random
+    return ",".join("None" if s is None else str(s) for s in (seed.random, seed.numpy, seed.torch, seed.fewshot))
+
+
+def _resources(e: Evaluation) -> JSON:
+    return _drop_none({
+        "nodes": e.resources.nodes, "gpusPerNode": e.resources.gpus_per_node,
+        "cpu": e.resources.cpu, "memory": e.resources.memory,
+    })  # fmt: skip
+
+
+def _cache(e: Evaluation) -> JSON:
+    return _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
+                       "localDatasetsDir": e.cache.local_datasets_dir})  # fmt: skip
+
+
+def _pod_template(e: Evaluation) -> JSON:
+    return _drop_empty({
+        "nodeSelector": dict(e.pod_template.node_selector),
+        "tolerations": [dict(t) for t in e.pod_template.tolerations],
+        "affinity": e.pod_template.affinity,
+        "priorityClassName": e.pod_template.priority_class_name,
+        "labels": dict(e.pod_template.labels),
+        "annotations": dict(e.pod_template.annotations),
+    })  # fmt: skip
 
 
 def _endpoint(e: Evaluation) -> JSON:

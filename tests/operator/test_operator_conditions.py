@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from assay.operator.decide import conditions as c
+from assay.operator.decide import job_status
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 T1 = T0 + datetime.timedelta(minutes=5)
@@ -75,34 +76,34 @@ def test_rejected_spec_fails_with_invalid_spec() -> None:
     ],
 )
 def test_job_state(job: dict[str, Any], phase: str, reason: str) -> None:
-    state = c.job_state(job)
+    state = job_status.job_state(job)
     assert (state.phase, state.reason) == (phase, reason)
 
 
 def test_the_jobs_first_sync_costs_no_status_write_and_its_start_time_comes_with_the_next() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     # The Job controller's first sync: startTime set, a pod created but not running.
-    assert c.from_job(status, _job(active=1, ready=0), generation=1, now=T0) == {}
-    patch = c.from_job(status, _job(active=1, ready=1), generation=1, now=T1)
+    assert job_status.from_job(status, _job(active=1, ready=0), generation=1, now=T0) == {}
+    patch = job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T1)
     assert patch["phase"] == c.RUNNING and patch["startTime"] == "2025-05-01T12:00:10Z"
     # A suspended Job's admission is news, and brings its startTime.
-    suspended = _apply(status, c.from_job(status, _job(suspend=True, start=None), generation=1, now=T0))
+    suspended = _apply(status, job_status.from_job(status, _job(suspend=True, start=None), generation=1, now=T0))
     assert suspended["reason"] == "Suspended"
-    admitted = c.from_job(suspended, _job(active=1, ready=0), generation=1, now=T1)
+    admitted = job_status.from_job(suspended, _job(active=1, ready=0), generation=1, now=T1)
     assert admitted["reason"] == "PodsPending" and admitted["startTime"] == "2025-05-01T12:00:10Z"
 
 
 def test_a_run_from_creation_to_success() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    status = _apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
+    status = _apply(status, job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
     assert status["phase"] == c.RUNNING and status["startTime"] == "2025-05-01T12:00:10Z"
     running_since = _by_type(status)["Running"]["lastTransitionTime"]
     # The same observation again changes nothing.
-    assert c.from_job(status, _job(active=1, ready=1), generation=1, now=T1) == {}
+    assert job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T1) == {}
     status["message"] = "Evaluated 2 tasks."  # the runner's final word
     status["results"] = RESULTS  # and its scores
     done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
-    patch = c.from_job(status, done, generation=1, now=T1)
+    patch = job_status.from_job(status, done, generation=1, now=T1)
     assert c.finished_now(status, patch) == c.SUCCEEDED
     status = _apply(status, patch)
     conds = _by_type(status)
@@ -112,14 +113,14 @@ def test_a_run_from_creation_to_success() -> None:
     assert status["message"] == "Evaluated 2 tasks."  # kept
     assert c.duration_seconds(status) == 30 * 60 + 50
     # Finished is final: later events of the same Job change nothing.
-    assert c.from_job(status, done, generation=1, now=T1) == {}
+    assert job_status.from_job(status, done, generation=1, now=T1) == {}
     assert c.finished_now(status, {}) is None
 
 
 def test_failure_keeps_the_runners_message() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     status["message"] = "Unknown dataset file train.jsonl."
-    patch = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    patch = job_status.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
     assert patch["phase"] == c.FAILED
     assert "configuration error" in patch["message"] and "Runner: Unknown dataset file" in patch["message"]
     assert _by_type(_apply(status, patch))["Failed"]["reason"] == "PodFailurePolicy"
@@ -130,10 +131,10 @@ def test_a_runner_that_fails_before_its_pod_is_reported_ready_keeps_its_message(
     # the Job controller reports the pod ready; the late Running must not overwrite it.
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     status["message"] = "The model path '/cache/m' does not exist."
-    running = c.from_job(status, _job(active=1, ready=1), generation=1, now=T0)
+    running = job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0)
     assert running["phase"] == c.RUNNING and "message" not in running
     status = _apply(status, running)
-    failed = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    failed = job_status.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
     assert "Runner: The model path '/cache/m' does not exist." in failed["message"]
 
 
@@ -141,15 +142,15 @@ def test_the_runners_message_survives_a_lost_update_of_message() -> None:
     # The operator's Running patch was computed from a read taken before the runner wrote
     # and replaced `message`; `runnerMessage` is the runner's alone.
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    status = _apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
+    status = _apply(status, job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0))
     status["runnerMessage"] = "The model path '/cache/m' does not exist."
-    failed = c.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
+    failed = job_status.from_job(status, _job(conds=[("Failed", "PodFailurePolicy", "exit 78")]), generation=1, now=T1)
     assert failed["message"].endswith("Runner: The model path '/cache/m' does not exist.")
 
 
 def test_operator_messages_are_not_mistaken_for_the_runners() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    patch = c.from_job(status, _job(conds=[("Failed", "DeadlineExceeded", "")]), generation=1, now=T1)
+    patch = job_status.from_job(status, _job(conds=[("Failed", "DeadlineExceeded", "")]), generation=1, now=T1)
     assert "Runner:" not in patch["message"] and "activeDeadlineSeconds" in patch["message"]
 
 
@@ -187,7 +188,7 @@ def test_ready_reconciling_and_stalled_follow_the_job_by_kstatus_conventions(
     status = c.accepted(None, job_name="ev-g1", generation=3, now=T0, new_run=True)
     assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
     status["results"] = RESULTS  # what the runner writes before its Job can complete
-    status = _apply(status, c.from_job(status, job, generation=3, now=T1))
+    status = _apply(status, job_status.from_job(status, job, generation=3, now=T1))
     assert tuple(_kstatus(status).values()) == expected
     conds = _by_type(status)
     # kstatus reads a condition only for the generation it was set for.
@@ -206,7 +207,7 @@ def test_a_rejected_spec_is_stalled_not_reconciling() -> None:
 
 def test_a_new_run_after_success_is_no_longer_ready() -> None:
     status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS}
-    status = _apply(status, c.from_job(status, _job(conds=[("Complete", "", "")]), generation=1, now=T0))
+    status = _apply(status, job_status.from_job(status, _job(conds=[("Complete", "", "")]), generation=1, now=T0))
     assert _kstatus(status)["Ready"] == "True"
     status = _apply(status, c.accepted(status, job_name="ev-g2", generation=2, now=T1, new_run=True))
     assert _kstatus(status) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
@@ -217,12 +218,12 @@ def test_a_new_run_after_success_is_no_longer_ready() -> None:
 
 
 def _finished(status: dict[str, Any], job: dict[str, Any], spec: dict[str, Any] | None = None) -> dict[str, Any]:
-    return _apply(status, c.from_job(status, job, generation=1, now=T1, spec=spec))
+    return _apply(status, job_status.from_job(status, job, generation=1, now=T1, spec=spec))
 
 
 def test_a_complete_job_without_scores_in_status_is_failed_not_succeeded() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    status = {**_apply(status, c.from_job(status, _job(active=1, ready=1), generation=1, now=T0)), "outputDir": "/output/ev/g1"}
+    status = {**_apply(status, job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0)), "outputDir": "/output/ev/g1"}
     done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
     failed = _finished(status, done)
     conds = _by_type(failed)
@@ -235,21 +236,21 @@ def test_a_complete_job_without_scores_in_status_is_failed_not_succeeded() -> No
     on_pvc = _finished(status, done, spec={"output": {"pvc": "results"}})
     assert on_pvc["message"].endswith("Its results files are on PVC results in ev/g1, if the runner could write them (its log says).")
     # The same Job seen again changes nothing: Failed is final.
-    assert c.from_job(failed, done, generation=1, now=T1) == {}
+    assert job_status.from_job(failed, done, generation=1, now=T1) == {}
 
 
 def test_a_runner_that_could_not_record_its_scores_fails_its_job_with_reason_results_not_recorded() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     fail_job = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 74 "
                 "matching FailJob rule at index 3")  # fmt: skip
-    assert c.job_state(_job(conds=[fail_job])).reason == "ResultsNotRecorded"
+    assert job_status.job_state(_job(conds=[fail_job])).reason == "ResultsNotRecorded"
     failed = _finished(status, _job(conds=[fail_job]), spec={"output": {"pvc": "results", "path": "runs/a"}})
     assert failed["reason"] == "ResultsNotRecorded" and _by_type(failed)["Failed"]["reason"] == "ResultsNotRecorded"
     assert "could not write its scores to status.results" in failed["message"]
     assert "on PVC results in its root" in failed["message"]  # no outputDir recorded in this status
     config_error = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 78 "
                     "matching FailJob rule at index 0")  # fmt: skip
-    assert c.job_state(_job(conds=[config_error])).reason == "PodFailurePolicy"
+    assert job_status.job_state(_job(conds=[config_error])).reason == "PodFailurePolicy"
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ import yaml
 
 from assay import spec as spec_module
 from assay.errors import UserError
-from assay.operator.decide import conditions
+from assay.operator.decide import conditions, job_status
 from assay.run_results import RunResults
 from assay.runner.results.status_sink import condense_results
 
@@ -220,7 +220,7 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     assert set(sink.status["timing"]) == set(declared["timing"]["properties"])
     accepted = conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True)
     status = {**{k: v for k, v in accepted.items() if v is not None}, **sink.status}
-    status.update(conditions.from_job(status, {"metadata": {"name": "ev-g1"}, "status": {"conditions": [
+    status.update(job_status.from_job(status, {"metadata": {"name": "ev-g1"}, "status": {"conditions": [
         {"type": "Complete", "status": "True"}]}}, generation=1, now=NOW))  # fmt: skip
     assert status["phase"] == "Succeeded" and status["conditions"][-1]["type"] == "OutputWritten"
     manifest = make_evaluation()

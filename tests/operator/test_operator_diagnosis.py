@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.operator.decide import conditions, diagnosis
+from assay.operator.decide import conditions, diagnosis, job_status
 from assay.operator.decide.diagnosis import Problem
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -173,26 +173,26 @@ def test_a_stuck_pull_stays_pending_with_the_reason_then_fails() -> None:
     status = _accepted()
     job, pod, pulls = load("job_pods_pending"), load("pod_image_pull_backoff"), events("events_pod_image_pull")
     problem = diagnosis.diagnose(job, [pod], pulls, now=at(2))
-    patch = conditions.from_job(status, job, generation=1, now=at(2), problem=problem)
+    patch = job_status.from_job(status, job, generation=1, now=at(2), problem=problem)
     status = _apply(status, patch)
     assert status["phase"] == "Pending" and status["reason"] == "ImagePullBackOff"
     assert status["message"] == problem.message
     running = _by_type(status)["Running"]
     assert running["status"] == "False" and running["reason"] == "ImagePullBackOff" and IMAGE in running["message"]
     # The same, or the kubelet's flip to ErrImagePull, changes nothing.
-    assert conditions.from_job(status, job, generation=1, now=at(3), problem=problem) == {}
+    assert job_status.from_job(status, job, generation=1, now=at(3), problem=problem) == {}
     flipped = diagnosis.diagnose(job, [load("pod_err_image_pull")], pulls, now=at(3))
-    assert conditions.from_job(status, job, generation=1, now=at(3), problem=flipped) == {}
+    assert job_status.from_job(status, job, generation=1, now=at(3), problem=flipped) == {}
     # Past the timeout: Failed, ImagePullFailed.
     fatal = diagnosis.diagnose(job, [pod], pulls, now=at(6))
-    patch = conditions.from_job(status, job, generation=1, now=at(6), problem=fatal)
+    patch = job_status.from_job(status, job, generation=1, now=at(6), problem=fatal)
     assert conditions.finished_now(status, patch) == "Failed"
     status = _apply(status, patch)
     failed = _by_type(status)["Failed"]
     assert status["reason"] == failed["reason"] == "ImagePullFailed" and failed["status"] == "True"
     assert status["completionTime"] == "2025-05-01T12:06:00Z" and IMAGE in status["message"]
     # The Job then fails with DeadlineExceeded (the operator ends it); the reason stays.
-    assert conditions.from_job(status, load("job_failed_deadline_exceeded"), generation=1, now=at(7),
+    assert job_status.from_job(status, load("job_failed_deadline_exceeded"), generation=1, now=at(7),
                                problem=fatal) == {}  # fmt: skip
 
 
@@ -200,9 +200,9 @@ def test_a_cleared_problem_clears_its_message() -> None:
     status = _accepted()
     job = load("job_pods_pending")
     unschedulable = diagnosis.diagnose(job, [load("pod_unschedulable")], now=at(1))
-    status = _apply(status, conditions.from_job(status, job, generation=1, now=at(1), problem=unschedulable))
+    status = _apply(status, job_status.from_job(status, job, generation=1, now=at(1), problem=unschedulable))
     assert status["reason"] == "Unschedulable" and "0/3 nodes are available" in status["message"]
-    status = _apply(status, conditions.from_job(status, job, generation=1, now=at(2), problem=None))
+    status = _apply(status, job_status.from_job(status, job, generation=1, now=at(2), problem=None))
     assert status["phase"] == "Pending" and status["reason"] == "PodsPending"
     assert status["message"] == f"Waiting for the runner pods of {job['metadata']['name']} to start."
 
@@ -212,7 +212,7 @@ def test_an_oom_killed_runner_fails_the_evaluation_with_oom_killed() -> None:
     job = load("job_failed_backoff_limit")
     problem = diagnosis.diagnose(job, [load("pod_oomkilled")], now=at(4))
     assert problem.reason == "OOMKilled"
-    status = _apply(status, conditions.from_job(status, job, generation=1, now=at(4), problem=problem))
+    status = _apply(status, job_status.from_job(status, job, generation=1, now=at(4), problem=problem))
     failed = _by_type(status)["Failed"]
     assert status["phase"] == "Failed" and status["reason"] == failed["reason"] == "OOMKilled"
     assert "was OOMKilled" in failed["message"] and "memory limit of 16Gi" in failed["message"]
@@ -226,12 +226,12 @@ def test_a_failed_job_without_a_pod_problem_keeps_its_reason() -> None:
     pod["status"]["containerStatuses"][0]["state"]["terminated"].update(reason="Error", exitCode=1)
     problem = diagnosis.diagnose(job, [pod], now=at(4))
     assert problem is None
-    status = _apply(status, conditions.from_job(status, job, generation=1, now=at(4), problem=problem))
+    status = _apply(status, job_status.from_job(status, job, generation=1, now=at(4), problem=problem))
     assert status["reason"] == "BackoffLimitExceeded"
 
 
 def test_deadline_exceeded_names_the_limit() -> None:
-    state = conditions.job_state(load("job_failed_deadline_exceeded"))
+    state = job_status.job_state(load("job_failed_deadline_exceeded"))
     assert (state.phase, state.reason) == ("Failed", "DeadlineExceeded")
     assert state.message == "tiny-g1 failed: the run took longer than spec.activeDeadlineSeconds (600 s)."
 
@@ -251,10 +251,10 @@ def test_a_fatal_problem_on_a_running_multi_node_job_fails_it() -> None:
     job["spec"]["parallelism"] = 2
     job["status"].update(active=2, ready=1)
     problem = diagnosis.diagnose(job, [load("pod_running"), load("pod_invalid_image_name")], now=at(1))
-    patch = conditions.from_job(status, job, generation=1, now=at(1), problem=problem)
+    patch = job_status.from_job(status, job, generation=1, now=at(1), problem=problem)
     assert patch["phase"] == "Failed" and patch["reason"] == "InvalidImageName"
     waiting = diagnosis.diagnose(job, [load("pod_running"), load("pod_unschedulable")], now=at(1))
-    patch = conditions.from_job(status, job, generation=1, now=at(1), problem=waiting)
+    patch = job_status.from_job(status, job, generation=1, now=at(1), problem=waiting)
     assert "phase" not in patch and patch["reason"] == "Unschedulable"
     assert patch["message"].startswith("1 runner pod(s) running. Runner pod tiny-g1-7xk2p cannot be scheduled")
 
@@ -263,4 +263,4 @@ def test_a_suspended_job_stays_suspended() -> None:
     job = load("job_no_pods")
     job["spec"]["suspend"] = True
     problem = Problem("FailedCreate", "Job tiny-g1 cannot create runner pods: quota.")
-    assert conditions.with_problem(conditions.job_state(job), problem, now=at(1)).reason == "Suspended"
+    assert job_status.with_problem(job_status.job_state(job), problem, now=at(1)).reason == "Suspended"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from assay import echoed_text
 from assay.operator.decide import conditions as c
+from assay.operator.decide import job_status
 from assay.runner.results.status_sink import MAX_MESSAGE_CHARS, FileStatusSink
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, tzinfo=datetime.timezone.utc)
@@ -43,7 +44,7 @@ def test_the_operator_repeats_a_runners_message_bounded() -> None:
            "status": {"active": 0, "startTime": "2025-05-01T12:00:10Z", "conditions": [
                {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "exit 78",
                 "lastTransitionTime": "2025-05-01T12:30:00Z"}]}}  # fmt: skip
-    message = c.from_job(status, job, generation=1, now=T1)["message"]
+    message = job_status.from_job(status, job, generation=1, now=T1)["message"]
     note = message.split("Runner: ", 1)[1]
-    assert note == echoed_text.bounded(HOSTILE, c.RUNNER_MESSAGE_CHARS)
+    assert note == echoed_text.bounded(HOSTILE, job_status.RUNNER_MESSAGE_CHARS)
     assert not [ch for ch in message if not ch.isprintable()]

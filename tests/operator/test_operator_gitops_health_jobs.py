@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from assay.operator.decide import conditions
+from assay.operator.decide import conditions, job_status
 from tests.argocd_health import argocd_health
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -23,7 +23,7 @@ KSTATUS = {"Healthy": ("True", "False", "False"), "Progressing": ("False", "True
 def _evaluation_for(job: dict[str, Any], **runner_wrote: Any) -> dict[str, Any]:
     status = conditions.accepted(None, job_name=job["metadata"]["name"], generation=1, now=NOW, new_run=True)
     status = {**{k: v for k, v in status.items() if v is not None}, **runner_wrote}
-    status.update(conditions.from_job(status, job, generation=1, now=NOW))
+    status.update(job_status.from_job(status, job, generation=1, now=NOW))
     return {"metadata": {"name": "tiny", "generation": 1}, "spec": {}, "status": status}
 
 

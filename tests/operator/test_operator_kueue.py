@@ -7,7 +7,7 @@ import datetime
 from typing import Any
 
 from assay.operator.build import builders
-from assay.operator.decide import conditions, reconcile
+from assay.operator.decide import conditions, job_status, reconcile
 from assay.spec import parse_spec
 
 NOW = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -24,7 +24,7 @@ def test_a_queued_job_is_created_suspended_with_the_queue_label() -> None:
     plan = reconcile.plan(_body(QUEUED), parse_spec(QUEUED), jobs=[], now=NOW)
     (job,) = [m for m in plan.create if m["kind"] == "Job"]
     assert job["spec"]["suspend"] is True and job["metadata"]["labels"][builders.KUEUE_QUEUE_LABEL] == "team"
-    state = conditions.job_state(job)
+    state = job_status.job_state(job)
     assert state.phase == conditions.PENDING and "waits for Kueue to admit it from queue team" in state.message
     unqueued = {k: v for k, v in QUEUED.items() if k != "podTemplate"}
     (plain,) = [m for m in reconcile.plan(_body(unqueued), parse_spec(unqueued), jobs=[], now=NOW).create

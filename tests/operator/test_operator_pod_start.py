@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from assay.operator.decide import conditions, diagnosis
+from assay.operator.decide import conditions, diagnosis, job_status
 from assay.operator.decide.diagnosis import Problem
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -36,7 +36,7 @@ def test_a_start_the_runtime_refused_explains_the_failed_job() -> None:
         explains_failure=True,
     )  # fmt: skip
     accepted = conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True)
-    patch = conditions.from_job(accepted, job, generation=1, now=at(1), problem=problem)
+    patch = job_status.from_job(accepted, job, generation=1, now=at(1), problem=problem)
     assert patch["phase"] == "Failed" and patch["reason"] == "StartError" and patch["message"] == problem.message
     # Another cause keeps the runtime's words and points at the pod.
     other = copy.deepcopy(pod)
@@ -63,7 +63,7 @@ def test_a_volume_that_cannot_be_mounted_names_its_cause() -> None:
     assert problem == Problem("FailedMount", 'Runner pod tiny-g1-7xk2p cannot mount its volumes: MountVolume.SetUp '
                                              'failed for volume "tasks" : configmap "my-tasks" not found; create what '
                                              "it names, or fix the spec field that names it.")  # fmt: skip
-    patch = conditions.from_job(conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True),
+    patch = job_status.from_job(conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True),
                                 load("job_pods_pending"), generation=1, now=at(5), problem=problem)  # fmt: skip
     assert patch["reason"] == "FailedMount" and "phase" not in patch  # Pending: a ConfigMap may yet be made
     # Only the summary known: it is what is shown.

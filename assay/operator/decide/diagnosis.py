@@ -27,9 +27,10 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Sequence
 
 from assay.operator import objects
+from assay.operator.decide import object_reading as read
 from assay.operator.decide import pod_start
 
 DEFAULT_IMAGE_PULL_TIMEOUT = 300.0
@@ -62,7 +63,6 @@ _CREATE_WAITING = {"CreateContainerConfigError": CONTAINER_CONFIG_ERROR, "Create
 # "Back-off pulling image \"x\": ErrImagePull: <cause>" (kubelet >= 1.31) → "<cause>".
 _BACKOFF_PREFIX = re.compile(r'^Back-off pulling image "[^"]*"(: (ErrImagePull: )?)?')
 _FAILED_PULL_PREFIX = re.compile(r'^Failed to pull image "[^"]*": ')
-_MAX_DETAIL = 400
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,79 +75,6 @@ class Problem:
     """The run cannot succeed as it is: the Evaluation fails now and its Job is ended."""
     explains_failure: bool = False
     """A runner that ended this way (OOMKilled) is why a failed Job failed."""
-
-
-# --- small readers ---------------------------------------------------------------------
-
-
-def _parse_time(value: Any) -> datetime.datetime | None:
-    if not value:
-        return None
-    if isinstance(value, datetime.datetime):
-        return value if value.tzinfo else value.replace(tzinfo=datetime.timezone.utc)
-    try:
-        return datetime.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _age(obj: Mapping[str, Any], now: datetime.datetime) -> float:
-    """Seconds since `obj` was created (infinite when it does not say)."""
-    created = _parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
-    return (now - created).total_seconds() if created is not None else float("inf")
-
-
-def _sentence(text: str) -> str:
-    text = " ".join(str(text).split())
-    if len(text) > _MAX_DETAIL:
-        text = text[: _MAX_DETAIL - 3].rstrip() + "..."
-    return text.rstrip(".")
-
-
-def _name(obj: Mapping[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("name", "?"))
-
-
-def _pod_finished(pod: objects.Pod) -> bool:
-    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed") or bool(
-        (pod.get("metadata") or {}).get("deletionTimestamp")
-    )
-
-
-def _containers(pod: objects.Pod) -> dict[str, Mapping[str, Any]]:
-    spec = pod.get("spec") or {}
-    return {str(c.get("name")): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
-
-
-def _statuses(pod: objects.Pod) -> list[objects.ContainerStatus]:
-    status = pod.get("status") or {}
-    return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
-
-
-def _image(pod: objects.Pod, container_status: objects.ContainerStatus) -> str:
-    spec = _containers(pod).get(str(container_status.get("name"))) or {}
-    return str(spec.get("image") or container_status.get("image") or "?")
-
-
-def _memory_limit(pod: objects.Pod, container: str) -> str | None:
-    spec = _containers(pod).get(container) or {}
-    value = ((spec.get("resources") or {}).get("limits") or {}).get("memory")
-    return str(value) if value is not None else None
-
-
-def _event_time(event: objects.Event, *, first: bool) -> datetime.datetime | None:
-    keys = ("firstTimestamp", "eventTime", "lastTimestamp") if first else ("lastTimestamp", "eventTime", "firstTimestamp")
-    for key in keys:
-        found = _parse_time(event.get(key))
-        if found:
-            return found
-    series = event.get("series") or {}
-    return _parse_time(series.get("lastObservedTime")) or _parse_time((event.get("metadata") or {}).get("creationTimestamp"))
-
-
-def _about(events: Iterable[objects.Event], kind: str, name: str) -> list[objects.Event]:
-    return [e for e in events if (e.get("involvedObject") or {}).get("kind") == kind
-            and (e.get("involvedObject") or {}).get("name") == name]  # fmt: skip
 
 
 def _is_pull_failure_event(event: objects.Event) -> bool:
@@ -167,72 +94,96 @@ def _pull_detail(waiting: objects.ContainerStateWaiting, pull_events: Sequence[o
         causes = [e for e in pull_events if _FAILED_PULL_PREFIX.match(str(e.get("message") or ""))]
         if causes:
             floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-            latest = max(causes, key=lambda e: _event_time(e, first=False) or floor)
+            latest = max(causes, key=lambda e: read.event_time(e, first=False) or floor)
             detail = _FAILED_PULL_PREFIX.sub("", str(latest.get("message"))).strip()
-    return _sentence(detail or str(waiting.get("reason") or "no cause given by the kubelet"))
+    return read.sentence(detail or str(waiting.get("reason") or "no cause given by the kubelet"))
 
 
 def _pull_since(pod: objects.Pod, pull_events: Sequence[objects.Event]) -> datetime.datetime | None:
-    times = [t for t in (_event_time(e, first=True) for e in pull_events) if t]
+    times = [t for t in (read.event_time(e, first=True) for e in pull_events) if t]
     if times:
         return min(times)
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
-            return _parse_time(condition.get("lastTransitionTime"))
-    return _parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
+            return read.parse_time(condition.get("lastTransitionTime"))
+    return read.parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
 def waiting_problem(pod: objects.Pod, events: Sequence[objects.Event] = (), *,
                     now: datetime.datetime | None = None,
                     image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT) -> Problem | None:  # fmt: skip
     """A live pod that cannot start or keeps failing: pull errors, scheduling, container creation."""
-    if _pod_finished(pod):
+    if read.pod_finished(pod):
         return None
-    name = _name(pod)
-    for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == UNSCHEDULABLE:  # fmt: skip
-            said = _sentence(condition.get("message") or "no node fits it")
-            return Problem(UNSCHEDULABLE, f"Runner pod {name} cannot be scheduled: {said}.")
-    for status in _statuses(pod):
-        waiting = (status.get("state") or {}).get("waiting") or {}
-        reason = waiting.get("reason")
-        container = status.get("name", "?")
-        if reason == INVALID_IMAGE_NAME:
-            image = _image(pod, status)
-            said = _sentence(waiting.get("message") or "invalid reference format")
-            return Problem(INVALID_IMAGE_NAME, f'The runner image "{image}" is not a valid image reference ({said}); '
-                                               "fix spec.image or the operator's runner image.", fatal=True)  # fmt: skip
-        if reason in _PULL_WAITING:
-            image = _image(pod, status)
-            pull_events = [e for e in _about(events, "Pod", name) if _is_pull_failure_event(e)]
-            detail = _pull_detail(waiting, pull_events)
-            since = _pull_since(pod, pull_events)
-            if now is not None and since is not None and (now - since).total_seconds() >= image_pull_timeout:
-                return Problem(IMAGE_PULL_FAILED, f'The runner image "{image}" could not be pulled for '
-                                                  f"{_duration(image_pull_timeout)} ({detail}).", fatal=True)  # fmt: skip
-            return Problem(IMAGE_PULL_BACKOFF, f'Cannot pull the runner image "{image}" ({detail}); the Evaluation '
-                                               f"fails if this lasts {_duration(image_pull_timeout)}.")  # fmt: skip
-        if reason == CRASH_LOOP_BACKOFF:
-            last = (status.get("lastState") or {}).get("terminated") or {}
-            if last.get("reason") == OOM_KILLED:
-                return dataclasses.replace(_oom_problem(pod, container), explains_failure=False)
-            code = f" (last exit code {last['exitCode']})" if last.get("exitCode") is not None else ""
-            return Problem(CRASH_LOOP_BACKOFF, f"Container {container} of runner pod {name} keeps crashing{code}; "
-                                               f"see kubectl logs {name} -c {container} --previous.")  # fmt: skip
-        if reason in _CREATE_WAITING:
-            said = _sentence(waiting.get("message") or reason)
-            return Problem(_CREATE_WAITING[reason], f"Container {container} of runner pod {name} cannot start: {said}.")
+    unschedulable = _unschedulable(pod)
+    if unschedulable:
+        return unschedulable
+    for status in read.statuses(pod):
+        problem = _container_waiting(pod, status, events, now=now, image_pull_timeout=image_pull_timeout)
+        if problem:
+            return problem
     floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    in_order = sorted(_about(events, "Pod", name), key=lambda e: _event_time(e, first=False) or floor)
+    in_order = sorted(read.about(events, "Pod", read.name(pod)), key=lambda e: read.event_time(e, first=False) or floor)
     mount = pod_start.mount_problem(pod, in_order)
     return Problem(*mount) if mount else None
 
 
+def _unschedulable(pod: objects.Pod) -> Problem | None:
+    """The scheduler's own word (PodScheduled=False, Unschedulable): which nodes lack what."""
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
+                and condition.get("reason") == UNSCHEDULABLE:  # fmt: skip
+            said = read.sentence(condition.get("message") or "no node fits it")
+            return Problem(UNSCHEDULABLE, f"Runner pod {read.name(pod)} cannot be scheduled: {said}.")
+    return None
+
+
+def _container_waiting(pod: objects.Pod, status: objects.ContainerStatus, events: Sequence[objects.Event], *,
+                       now: datetime.datetime | None, image_pull_timeout: float) -> Problem | None:  # fmt: skip
+    """What the kubelet says of one container that waits: a bad image, a pull, a crash loop, a create error."""
+    name = read.name(pod)
+    waiting = (status.get("state") or {}).get("waiting") or {}
+    reason = waiting.get("reason")
+    container = status.get("name", "?")
+    if reason == INVALID_IMAGE_NAME:
+        image = read.image(pod, status)
+        said = read.sentence(waiting.get("message") or "invalid reference format")
+        return Problem(INVALID_IMAGE_NAME, f'The runner image "{image}" is not a valid image reference ({said}); '
+                                           "fix spec.image or the operator's runner image.", fatal=True)  # fmt: skip
+    if reason in _PULL_WAITING:
+        return _pull_problem(pod, status, waiting, events, now=now, image_pull_timeout=image_pull_timeout)
+    if reason == CRASH_LOOP_BACKOFF:
+        last = (status.get("lastState") or {}).get("terminated") or {}
+        if last.get("reason") == OOM_KILLED:
+            return dataclasses.replace(_oom_problem(pod, container), explains_failure=False)
+        code = f" (last exit code {last['exitCode']})" if last.get("exitCode") is not None else ""
+        return Problem(CRASH_LOOP_BACKOFF, f"Container {container} of runner pod {name} keeps crashing{code}; "
+                                           f"see kubectl logs {name} -c {container} --previous.")  # fmt: skip
+    if reason in _CREATE_WAITING:
+        said = read.sentence(waiting.get("message") or reason)
+        return Problem(_CREATE_WAITING[reason], f"Container {container} of runner pod {name} cannot start: {said}.")
+    return None
+
+
+def _pull_problem(pod: objects.Pod, status: objects.ContainerStatus, waiting: objects.ContainerStateWaiting,
+                  events: Sequence[objects.Event], *, now: datetime.datetime | None,
+                  image_pull_timeout: float) -> Problem:  # fmt: skip
+    """A pull failing: ImagePullBackOff while it lasts, the fatal ImagePullFailed past `image_pull_timeout`."""
+    image = read.image(pod, status)
+    pull_events = [e for e in read.about(events, "Pod", read.name(pod)) if _is_pull_failure_event(e)]
+    detail = _pull_detail(waiting, pull_events)
+    since = _pull_since(pod, pull_events)
+    if now is not None and since is not None and (now - since).total_seconds() >= image_pull_timeout:
+        return Problem(IMAGE_PULL_FAILED, f'The runner image "{image}" could not be pulled for '
+                                          f"{_duration(image_pull_timeout)} ({detail}).", fatal=True)  # fmt: skip
+    return Problem(IMAGE_PULL_BACKOFF, f'Cannot pull the runner image "{image}" ({detail}); the Evaluation '
+                                       f"fails if this lasts {_duration(image_pull_timeout)}.")  # fmt: skip
+
+
 def terminated_problem(pod: objects.Pod) -> Problem | None:
     """A pod that ended for a reason of its own: OOMKilled, a start that failed, or its own deadline."""
-    name = _name(pod)
-    for status in _statuses(pod):
+    name = read.name(pod)
+    for status in read.statuses(pod):
         for state in (status.get("state"), status.get("lastState")):
             terminated = (state or {}).get("terminated") or {}
             if terminated.get("reason") != OOM_KILLED:
@@ -244,13 +195,13 @@ def terminated_problem(pod: objects.Pod) -> Problem | None:
     pod_status = pod.get("status") or {}
     if pod_status.get("reason") == DEADLINE_EXCEEDED:
         return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: "
-                                          f"{_sentence(pod_status.get('message') or '')}.", explains_failure=True)  # fmt: skip
+                                          f"{read.sentence(pod_status.get('message') or '')}.", explains_failure=True)  # fmt: skip
     return None
 
 
 def _oom_problem(pod: objects.Pod, container: str) -> Problem:
-    name = _name(pod)
-    limit = _memory_limit(pod, container)
+    name = read.name(pod)
+    limit = read.memory_limit(pod, container)
     if limit:
         message = (f"The runner (container {container} of pod {name}) was OOMKilled: it needed more than its "
                    f"memory limit of {limit}; raise spec.resources.memory.")  # fmt: skip
@@ -270,24 +221,24 @@ def failed_create(job: objects.Job, pods: Sequence[objects.Pod],
     Reported while the Job has fewer live pods than it wants and no pod was created since
     the latest FailedCreate (Events outlive the problem by an hour).
     """
-    name = _name(job)
+    name = read.name(job)
     spec = job.get("spec") or {}
     if spec.get("suspend"):
         return None
-    live = [p for p in pods if not _pod_finished(p)]
+    live = [p for p in pods if not read.pod_finished(p)]
     if len(live) >= int(spec.get("parallelism") or 1):
         return None
-    failures = [e for e in _about(events, "Job", name) if e.get("reason") == FAILED_CREATE]
+    failures = [e for e in read.about(events, "Job", name) if e.get("reason") == FAILED_CREATE]
     if not failures:
         return None
     floor = datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
-    latest = max(failures, key=lambda e: _event_time(e, first=False) or floor)
-    created = [_parse_time((p.get("metadata") or {}).get("creationTimestamp")) for p in pods]
+    latest = max(failures, key=lambda e: read.event_time(e, first=False) or floor)
+    created = [read.parse_time((p.get("metadata") or {}).get("creationTimestamp")) for p in pods]
     newest_pod = max((t for t in created if t), default=None)
-    latest_time = _event_time(latest, first=False)
+    latest_time = read.event_time(latest, first=False)
     if newest_pod and latest_time and newest_pod > latest_time:
         return None
-    said = _sentence(str(latest.get("message") or "").removeprefix("Error creating: "))
+    said = read.sentence(str(latest.get("message") or "").removeprefix("Error creating: "))
     return Problem(FAILED_CREATE, f"Job {name} cannot create runner pods: {said}.")
 
 
@@ -305,15 +256,15 @@ def events_to_read(job: objects.Job, pods: Sequence[objects.Pod], *,
     """(kind, name) of the objects whose Events `diagnose` needs: only what the statuses cannot tell."""
     wanted: list[tuple[str, str]] = []
     spec = job.get("spec") or {}
-    live = [p for p in pods if not _pod_finished(p)]
+    live = [p for p in pods if not read.pod_finished(p)]
     if not spec.get("suspend") and len(live) < int(spec.get("parallelism") or 1) \
-            and not (now is not None and _age(job, now) < JOB_EVENTS_GRACE):  # fmt: skip
-        wanted.append(("Job", _name(job)))
+            and not (now is not None and read.age(job, now) < JOB_EVENTS_GRACE):  # fmt: skip
+        wanted.append(("Job", read.name(job)))
     for pod in live:
-        pulling = any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in _statuses(pod))
-        young = now is not None and _age(pod, now) < pod_start.CREATING_EVENTS_GRACE
+        pulling = any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in read.statuses(pod))
+        young = now is not None and read.age(pod, now) < pod_start.CREATING_EVENTS_GRACE
         if pulling or (pod_start.stuck_creating(pod) and not young):
-            wanted.append(("Pod", _name(pod)))
+            wanted.append(("Pod", read.name(pod)))
             break  # one pod's history is enough to time the pull, or to tell why volumes do not mount
     return wanted
 
@@ -349,7 +300,7 @@ def diagnose(
     created = failed_create(job, pods, events)
     if created:
         return created
-    if ended and not any(not _pod_finished(p) for p in pods):
+    if ended and not any(not read.pod_finished(p) for p in pods):
         return ended[0]
     return None
 

@@ -29,7 +29,7 @@ from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import policy, secret_consent
 from assay.operator.build import builders, children, names
-from assay.operator.decide import conditions, reconcile
+from assay.operator.decide import conditions, job_status, reconcile
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import observe
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
@@ -262,7 +262,7 @@ class LostJobSweeper(PeriodicSweep):
             if found is not None and awaits_job(found, job_name):
                 recreate(found, admin=self.admin, default_image=self.default_image, emit=self.emit, now=now)
             return
-        state = conditions.job_state(job)
+        state = job_status.job_state(job)
         ended = state.phase in conditions.TERMINAL_PHASES
         if ended and _seconds_since(state.completion_time, now) < self.interval:
             return  # just ended: its watch event is `mirror_job`'s, and both would post the end's Event

@@ -70,7 +70,22 @@ class EvaluationMetrics:
         self.score_series = score_series
         self.max_series = max_series_per_evaluation
         self.registry = registry if registry is not None else CollectorRegistry()
-        r = self.registry
+        self._add_per_metric_gauges(self.registry)
+        self._add_per_evaluation_gauges(self.registry)
+        self._add_counters(self.registry)
+        self.controller = ControllerMetrics(self.registry)
+        self.run_phases = RunPhaseMetrics(self.registry)
+        # The per-metric series each Evaluation has, by gauge name, to remove those its next status lacks.
+        self._series: dict[tuple[str, str], set[series.Series]] = {}
+        # The series each Evaluation had dropped, so that each is counted once, not at every event.
+        self._dropped: dict[tuple[str, str], set[series.Series]] = {}
+        # The info, failure and regressed series of each Evaluation, by id of the gauge: their labels
+        # change with the spec, the reason or the baseline, and the old series must go when they do.
+        self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
+        self._lock = threading.Lock()
+
+    def _add_per_metric_gauges(self, r: CollectorRegistry) -> None:
+        """The series per metric/filter pair of each task and group: scores, stderr, intervals, deltas."""
         self.score = Gauge(series.SCORE, "Aggregated metric of a task or group.", _SCORE, registry=r)
         self.stderr = Gauge(series.STDERR, "Standard error of assay_evaluation_score.", _SCORE, registry=r)
         self.score_ci_low = Gauge(series.SCORE_CI_LOW, "Lower end of the score's 95% interval, score - 1.96 stderr.",
@@ -82,6 +97,14 @@ class EvaluationMetrics:
                                   _DELTA, registry=r)  # fmt: skip
         self.delta_ci_high = Gauge(series.DELTA_CI_HIGH, "Upper end of the delta's confidence interval (the comparison's).",
                                    _DELTA, registry=r)  # fmt: skip
+        self._row_gauges = {
+            series.SCORE: self.score, series.STDERR: self.stderr, series.SCORE_CI_LOW: self.score_ci_low,
+            series.SCORE_CI_HIGH: self.score_ci_high, series.DELTA: self.delta, series.DELTA_CI_LOW: self.delta_ci_low,
+            series.DELTA_CI_HIGH: self.delta_ci_high,
+        }  # fmt: skip
+
+    def _add_per_evaluation_gauges(self, r: CollectorRegistry) -> None:
+        """The series per Evaluation: regressed, progress, phase, duration, ETA, info, failure."""
         self.regressed = Gauge("assay_evaluation_regressed", "1 when the comparison with the baseline says regressed, "
                                "else 0; absent without a comparison.", (*_EVAL, "baseline"), registry=r)  # fmt: skip
         self.progress = Gauge("assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL,
@@ -96,6 +119,9 @@ class EvaluationMetrics:
                           _INFO, registry=r)  # fmt: skip
         self.failure = Gauge("assay_evaluation_failure", "1 while an Evaluation has failed, labelled with the reason.",
                              (*_EVAL, "reason"), registry=r)  # fmt: skip
+
+    def _add_counters(self, r: CollectorRegistry) -> None:
+        """What this operator process did: completions, handler and sweep errors, dropped series."""
         self.completed = Counter("assay_evaluations_completed", "Evaluations that finished, by result.",
                                  ("namespace", "result"), registry=r)  # fmt: skip
         self.reconcile_errors = Counter("assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",),
@@ -105,21 +131,6 @@ class EvaluationMetrics:
                                     registry=r)  # fmt: skip
         self.dropped = Counter("assay_metric_series_dropped", "Per-metric series not exported: over the cap per "
                                "Evaluation.", ("namespace",), registry=r)  # fmt: skip
-        self.controller = ControllerMetrics(r)
-        self.run_phases = RunPhaseMetrics(r)
-        self._row_gauges = {
-            series.SCORE: self.score, series.STDERR: self.stderr, series.SCORE_CI_LOW: self.score_ci_low,
-            series.SCORE_CI_HIGH: self.score_ci_high, series.DELTA: self.delta, series.DELTA_CI_LOW: self.delta_ci_low,
-            series.DELTA_CI_HIGH: self.delta_ci_high,
-        }  # fmt: skip
-        # The per-metric series each Evaluation has, by gauge name, to remove those its next status lacks.
-        self._series: dict[tuple[str, str], set[series.Series]] = {}
-        # The series each Evaluation had dropped, so that each is counted once, not at every event.
-        self._dropped: dict[tuple[str, str], set[series.Series]] = {}
-        # The info, failure and regressed series of each Evaluation, by id of the gauge: their labels
-        # change with the spec, the reason or the baseline, and the old series must go when they do.
-        self._one_series: dict[int, dict[tuple[str, str], tuple[str, ...]]] = {}
-        self._lock = threading.Lock()
 
     def observe(self, body: objects.Evaluation) -> None:
         """Set every gauge of one Evaluation from its current spec and status."""

@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping
 
 from assay.operator import objects
 from assay.operator.build import builders
-from assay.operator.decide import conditions, diagnosis, large_specs, outcome, peer_failures
+from assay.operator.decide import conditions, diagnosis, job_status, large_specs, outcome, peer_failures
 from assay.operator.kube import kube
 from assay.operator.runtime.periodic import PeriodicSweep
 from assay.operator.runtime.state import OperatorState
@@ -125,15 +125,13 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
     accepted = conditions.get_condition(status, conditions.ACCEPTED)
     if accepted and accepted.get("status") == "False":
         return {}  # the current spec was rejected; an earlier run's Job must not overwrite that
-    watched = state.watched
     if job is None:
-        job = watched.jobs.get(namespace, job_name) if watched is not None else None
-        job = job or kube.get_job(namespace=namespace, name=job_name)
+        job = _watched_job(state, namespace=namespace, job_name=job_name)
         if job is None:
             return {}
     if job["metadata"]["name"] != job_name or _rerun_token(job) != status.get("rerunToken"):
         return {}  # a superseded run being deleted (another spec, or a token whose name hash collides)
-    job_phase = conditions.job_state(job).phase
+    job_phase = job_status.job_state(job).phase
     if ending:
         if job_phase not in conditions.TERMINAL_PHASES:
             kube.end_job(namespace=namespace, name=job_name)
@@ -147,10 +145,28 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
     if (judged := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
         return {}
     generation = int(judged.get("observedGeneration") or meta.get("generation", 1))
-    patch = conditions.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
+    patch = job_status.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
     if not patch:
         return {}
     seen(state, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
+    _after_patch(evaluation, judged, patch, state=state, emit=emit, job_name=job_name, job_phase=job_phase,
+                 problem=problem)  # fmt: skip
+    return patch
+
+
+def _watched_job(state: OperatorState, *, namespace: str, job_name: str) -> objects.Job | None:
+    """The run's Job as the watch has it, else (no watches: unit tests) from the API."""
+    watched = state.watched
+    job = watched.jobs.get(namespace, job_name) if watched is not None else None
+    return job or kube.get_job(namespace=namespace, name=job_name)
+
+
+def _after_patch(evaluation: objects.Evaluation, judged: objects.EvaluationStatus, patch: Mapping[str, Any], *,
+                 state: OperatorState, emit: Emit, job_name: str, job_phase: str,
+                 problem: diagnosis.Problem | None) -> None:  # fmt: skip
+    """What a written patch sets off: a run the operator failed has its Job ended, a finished run
+    is counted, and the change worth telling (the end, a problem, pods running) becomes an Event."""
+    namespace = evaluation["metadata"]["namespace"]
     finished = conditions.finished_now(judged, patch)
     if finished == conditions.FAILED and job_phase not in conditions.TERMINAL_PHASES:
         # The operator failed the run (a fatal problem): end its Job, or its pod would wait forever.
@@ -164,7 +180,6 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
         emit(evaluation, type="Warning", reason=problem.reason, message=problem.message)
     elif patch.get("phase") == conditions.RUNNING:
         emit(evaluation, type="Normal", reason="Running", message=patch.get("message") or "Runner pods are running.")
-    return patch
 
 
 def _with_the_runners_last_write(evaluation: objects.Evaluation, status: objects.EvaluationStatus,

@@ -1,0 +1,97 @@
+"""Parsing what the spec asks lm-eval for: spec.tasks, limit, samples, batchSize and seed.
+
+Each parser reads one field through a `Reader` and raises a UserError naming it; `parsing`
+reads the whole spec with them.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from assay import batch_size, run_rules
+from assay.errors import UserError
+from assay.spec import kube_names
+from assay.spec.model import SEED_STRING_RE, Seed
+from assay.spec.reader import Reader, kind
+
+# The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml), as in `parsing`.
+_TASKS_MAX = 1000
+_TASK_NAME_MAX = 256
+_SAMPLE_TASKS_MAX = 1000
+_SAMPLE_INDICES_MAX = 100_000
+"""Document indices per task in spec.samples: a 200 KiB list of five-digit indices holds about 34000."""
+_SEED_MAX = 128
+
+
+def parse_tasks(r: Reader) -> tuple[str, ...]:
+    value = r.get("tasks")
+    if isinstance(value, str):
+        raise UserError(f"spec.tasks must be a list of task names, not a string: write tasks: [{value}].")
+    if value is not None and (isinstance(value, Mapping) or not isinstance(value, Sequence)):
+        raise UserError(f"spec.tasks must be a list of task names, not {kind(value)}.")
+    if not value:
+        raise UserError("spec.tasks is required: list one or more task, group or tag names.")
+    if len(value) > _TASKS_MAX:
+        raise UserError(f"spec.tasks lists {len(value)} names; keep at most {_TASKS_MAX} "
+                        "(a group or tag names many tasks at once).")  # fmt: skip
+    for i, name in enumerate(value):
+        if not isinstance(name, str) or not name.strip():
+            raise UserError(f"spec.tasks[{i}] must be a task name, not {kind(name)}.")
+        if len(name) > _TASK_NAME_MAX:
+            raise UserError(f"spec.tasks[{i}] is {len(name)} characters long; a task name has at most {_TASK_NAME_MAX}.")
+    return tuple(name.strip() for name in value)
+
+
+def parse_limit(r: Reader) -> int | float | None:
+    value = r.get("limit")
+    if value is None:
+        return None
+    if not run_rules.limit_is_valid(value):
+        raise UserError(f"spec.limit must be a number above 0 (below 1.0: a fraction of the docs), not {value!r}.")
+    return int(value) if value >= 1 and value == int(value) else float(value)
+
+
+def parse_samples(r: Reader) -> dict[str, tuple[int, ...]] | None:
+    value = r.mapping("samples", max_entries=_SAMPLE_TASKS_MAX)
+    if value is None:
+        return None
+    out: dict[str, tuple[int, ...]] = {}
+    for task, ids in value.items():
+        if not 1 <= len(str(task)) <= _TASK_NAME_MAX:
+            raise UserError(f"spec.samples key {kube_names.quoted(str(task))} must be a task name "
+                            f"of 1 to {_TASK_NAME_MAX} characters.")  # fmt: skip
+        if not isinstance(ids, Sequence) or isinstance(ids, str) or not all(
+            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+        ):
+            raise UserError(f"spec.samples.{task} must be a list of document indices (integers from 0).")
+        if len(ids) > _SAMPLE_INDICES_MAX:
+            raise UserError(f"spec.samples.{task} lists {len(ids)} documents; keep at most {_SAMPLE_INDICES_MAX} "
+                            "(or use spec.limit, or no selection, for a large share of the task).")  # fmt: skip
+        out[str(task)] = tuple(ids)
+    return out
+
+
+def parse_batch_size(r: Reader) -> batch_size.BatchSize:
+    value = r.get("batchSize")
+    if value is None:
+        return batch_size.BatchSize(1)
+    # The shared parser accepts exactly the CRD's forms (its CEL rule), so --local agrees with the API server.
+    parsed = batch_size.BatchSize.parse(value, source="spec.batchSize")
+    # a digit string given as its int, so that to_dict() round-trips and the results echo 8, not "8"
+    fixed = parsed.fixed
+    return parsed if fixed is None else batch_size.BatchSize(fixed, 1, fixed)
+
+
+def parse_seed(r: Reader) -> Seed:
+    value = r.get("seed")
+    if value is None:
+        return Seed()
+    if isinstance(value, int) and not isinstance(value, bool):
+        return Seed(value, value, value, value)
+    if isinstance(value, str) and len(value) <= _SEED_MAX and SEED_STRING_RE.fullmatch(value.replace(" ", "")):
+        slots = [None if s.lower() in ("none", "null") else int(s) for s in value.replace(" ", "").split(",")]
+        return Seed(*slots)
+    raise UserError(
+        f"spec.seed must be an integer (all four seeds) or four comma-separated values "
+        f"\"random,numpy,torch,fewshot\" such as \"0,1234,1234,None\", not {value!r}."
+    )
