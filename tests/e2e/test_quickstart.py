@@ -19,6 +19,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -75,7 +76,7 @@ def quickstart_volumes(control_plane: cp.ControlPlane, volumes: Path) -> Iterato
 
 def test_the_quickstart_runs_as_written(control_plane: cp.ControlPlane, node: Node, images: dict[str, str],
                                         operator: OperatorDeployment, quickstart_volumes: Path, shared_data: Path,
-                                        tmp_path: Path) -> None:  # fmt: skip
+                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
     blocks = quickstart_blocks()
     assert (NAMESPACE, "assay") == (OPERATOR_NAMESPACE, RELEASE), "the quickstart installs the suite's release"
     built = {images["operator"], images["runner"]}
@@ -88,15 +89,20 @@ def test_the_quickstart_runs_as_written(control_plane: cp.ControlPlane, node: No
            "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # fmt: skip
     cluster = Cluster(control_plane, operator, node, NAMESPACE, quickstart_volumes)
 
+    transcript: list[str] = []
+
     def step(name: str, timeout: float = 300, **substitutions: str) -> str:
+        started = time.monotonic()
         script = localized(blocks[name], shared_data=shared_data)
         for old, new in substitutions.items():
             assert old in script, f"docs/quickstart.md's {name} block no longer has {old!r}"
             script = script.replace(old, new)
         try:
-            return _bash(script, cwd=tmp_path, env=env, timeout=timeout)
+            out = _bash(script, cwd=tmp_path, env=env, timeout=timeout)
         except AssertionError as error:
             raise AssertionError(f"{error}\n{cluster.diagnostics()}") from None
+        transcript.append(f"--- {name}: {time.monotonic() - started:.1f} s\n{script.strip()}\n{out.strip()}".rstrip())
+        return out
 
     step("prepare")  # the tiny model and the datasets, in tmp_path
     step("install", **{"--wait": f"--wait {shlex.join(chart_values(images))}"})
@@ -113,4 +119,6 @@ def test_the_quickstart_runs_as_written(control_plane: cp.ControlPlane, node: No
     assert status["nSamples"]["arc_easy"]["effective"] == 8, status["nSamples"]  # limit: 8 in examples/evaluation.yaml
     assert list((quickstart_volumes / "assay-results").rglob("results_*.json")), "no results JSON on assay-results"
     step("clean-up", timeout=180)
+    with capsys.disabled():  # the transcript, each step with its wall time, in the suite's output
+        print("\nquickstart transcript (docs/quickstart.md on the e2e node):\n" + "\n".join(transcript))
     assert not [c for c in cluster.items("pvc") if c["metadata"]["name"] in CLAIMS], "the clean-up step left its claims"
