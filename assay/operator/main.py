@@ -27,6 +27,7 @@ import re
 from typing import Sequence
 
 from assay.errors import UsageError, UserError
+from assay.extras import needs_extra
 from assay.operator.admission.policy import HF_TOKEN_RE
 
 DEFAULT_METRICS_PORT = 9090
@@ -149,13 +150,14 @@ def main(argv: Sequence[str]) -> int:
     if not args.verbose:
         handler.addFilter(RoutineSuccessFilter())
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, handlers=[handler])
-    import kopf
+    with needs_extra("`assay operator`", "operator", "kopf", "kubernetes", "prometheus_client"):
+        import kopf
 
-    from assay.operator import handlers  # registers the handlers
-    from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.kube import kube
-    from assay.operator.runtime.metrics import EvaluationMetrics
-    from assay.operator.runtime.state import OperatorState
+        from assay.operator import handlers  # registers the handlers
+        from assay.operator.admission.policy import AdminPolicy
+        from assay.operator.kube import kube
+        from assay.operator.runtime.metrics import EvaluationMetrics
+        from assay.operator.runtime.state import OperatorState
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
     if pull_timeout <= 0:
