@@ -80,11 +80,11 @@ def test_wandb_missing_package_is_one_sentence(monkeypatch):
 
     def no_wandb(name, *args, **kwargs):
         if name == "wandb":
-            raise ImportError("no wandb")
+            raise ModuleNotFoundError("No module named 'wandb'", name="wandb")
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_wandb)
-    with pytest.raises(UserError, match="pip install wandb"):
+    with pytest.raises(UserError, match=r"--wandb_args needs the 'wandb' extra: pip install 'assay\[wandb\]'\.$"):
         loggers.WandbLogger({"project": "x"})
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 from typing import Any, Callable
 
 import lm_eval.api.metrics as lm
@@ -365,3 +366,20 @@ def test_pooled_group_stderr_approximates_stderr_of_all_items() -> None:
     pooled = st.pooled_group_stderr(stderrs, [len(items) for items in tasks])
     overall = st.mean_stderr([x for items in tasks for x in items])
     assert abs(pooled - overall) / overall < 0.15
+
+
+@pytest.mark.parametrize(("module", "metric"), [("sacrebleu", "bleu"), ("sklearn", "f1")])
+def test_a_metric_without_its_package_names_the_metrics_extra(module: str, metric: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.runner.scoring.aggregations import AGGREGATIONS
+
+    for name in (module, f"{module}.metrics"):
+        monkeypatch.setitem(sys.modules, name, None)  # `import` of it raises ModuleNotFoundError
+    with pytest.raises(UserError, match=rf"^The {metric} metric needs the 'metrics' extra: pip install 'assay\[metrics\]'\.$"):
+        AGGREGATIONS.get(metric)([("a b", "a b"), ("c d", "c d")] if metric == "bleu" else [(1, 1), (0, 1)])
+
+
+def test_a_missing_module_of_no_extra_keeps_its_traceback() -> None:
+    from assay.extras import needs_extra
+
+    with pytest.raises(ModuleNotFoundError), needs_extra("x", "y", "sacrebleu"):
+        import assay_no_such_module  # noqa: F401

@@ -13,7 +13,8 @@ import textwrap
 from typing import TYPE_CHECKING, Any
 
 from assay import echoed_text
-from assay.errors import UsageError, UserError
+from assay.errors import UsageError
+from assay.extras import needs_extra
 
 if TYPE_CHECKING:
     from assay.cli_cluster import cluster_api
@@ -66,12 +67,8 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from assay.cli_cluster import cluster_api, pod_logs, results_view
 
-    try:
+    with needs_extra(f"`assay {args.command}`", "cluster", "kubernetes"):
         target = cluster_api.find_target(kubeconfig=args.kubeconfig, context=args.context)
-    except ModuleNotFoundError as error:
-        if error.name != "kubernetes":
-            raise
-        raise UserError(f"`assay {args.command}` needs the kubernetes package: pip install 'assay[cluster]'.") from None
     cluster = cluster_api.Cluster(target)
     namespace = args.namespace or target.namespace
     now = datetime.datetime.now(datetime.timezone.utc)

@@ -27,6 +27,7 @@ import re
 from typing import TYPE_CHECKING, Sequence
 
 from assay.errors import UsageError, UserError
+from assay.extras import require_installed
 from assay.operator.admission.policy import HF_TOKEN_RE
 
 if TYPE_CHECKING:
@@ -160,6 +161,8 @@ def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     _configure_logging(verbose=args.verbose)
+    # Before anything else is imported: a missing kopf or prometheus_client names the extra.
+    require_installed("`assay operator`", "operator", "kopf", "prometheus_client")
     from assay.operator import handlers  # registers the handlers
     from assay.operator.admission.policy import AdminPolicy
     from assay.operator.kube import rate_limit

@@ -9,6 +9,7 @@ aggregates exactly as a single process would.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import math
 import random
@@ -245,7 +246,8 @@ def _seed_everything(python_seed: int | None, numpy_seed: int | None, torch_seed
         random.seed(python_seed)
     if numpy_seed is not None:
         np.random.seed(numpy_seed)
-    if torch_seed is not None:
+    # Without torch installed no backend of this process can draw from its generator.
+    if torch_seed is not None and importlib.util.find_spec("torch") is not None:
         import torch
 
         torch.manual_seed(torch_seed)

@@ -43,6 +43,7 @@ def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], ta
     configs = task_manager.leaf_configs(names) if names else {}
     if isinstance(model, str):
         models.check_model_name(model)
+        models.check_backend_installed(model)
         check_model_args(model, model_args)
     check_datasets(configs)
 

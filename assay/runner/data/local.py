@@ -24,10 +24,14 @@ import os
 from pathlib import Path
 from typing import Any, Iterator
 
-import datasets
-
 from assay.errors import DataError
+from assay.extras import needs_extra
 from assay.runner.data import converters
+
+# Every task's data goes through `datasets` (local JSON too), so `assay run` needs it; the
+# core does not, so that the operator and `assay get` install without it.
+with needs_extra("Loading a task's dataset", "data", "datasets"):
+    import datasets
 
 ENV_VAR = "ASSAY_DATASETS_DIR"
 DEFAULT_CONFIG = "default"

@@ -10,6 +10,7 @@ import importlib
 from typing import Callable
 
 from assay.errors import UserError, suggest
+from assay.extras import needs_extra, require_installed
 from assay.runner.models.lm import LM
 
 _BUILTIN: dict[str, str] = {
@@ -22,6 +23,9 @@ _BUILTIN: dict[str, str] = {
     "local-chat-completions": "assay.runner.models.api.chat:ChatCompletionsLM",
     "openai-chat-completions": "assay.runner.models.api.chat:OpenAIChatCompletionsLM",
 }
+# The extra each backend's imports come from, and those packages (the API backends need none).
+_HF_EXTRA = ("hf", ("torch", "transformers", "accelerate"))
+_BACKEND_EXTRA: dict[str, tuple[str, tuple[str, ...]]] = {"hf": _HF_EXTRA, "huggingface": _HF_EXTRA, "vllm": ("vllm", ("vllm",))}
 _REGISTERED: dict[str, type[LM]] = {}
 
 
@@ -46,11 +50,20 @@ def check_model_name(name: str) -> None:
         )
 
 
+def check_backend_installed(name: str) -> None:
+    """UserError naming the extra when a built-in backend's packages are not installed; imports nothing."""
+    if name not in _REGISTERED and name in _BACKEND_EXTRA:
+        extra, modules = _BACKEND_EXTRA[name]
+        require_installed(f"--model {name}", extra, *modules)
+
+
 def get_model(name: str) -> type[LM]:
     if name in _REGISTERED:
         return _REGISTERED[name]
     check_model_name(name)
     module_name, _, class_name = _BUILTIN[name].partition(":")
-    module = importlib.import_module(module_name)
+    extra, modules = _BACKEND_EXTRA.get(name, ("", ()))
+    with needs_extra(f"--model {name}", extra, *modules):
+        module = importlib.import_module(module_name)
     backend: type[LM] = getattr(module, class_name)
     return backend

@@ -28,6 +28,7 @@ from typing import Any, Collection, Mapping
 from assay import scores
 from assay.run_results import ABSENT, RunResults
 from assay.errors import UsageError, UserError
+from assay.extras import needs_extra
 from assay.runner.results.output import SavedRun, json_default
 
 # --- Weights & Biases -----------------------------------------------------------------
@@ -35,10 +36,8 @@ from assay.runner.results.output import SavedRun, json_default
 
 class WandbLogger:
     def __init__(self, init_args: Mapping[str, Any] | None = None, config_args: Mapping[str, Any] | None = None) -> None:
-        try:
+        with needs_extra("--wandb_args", "wandb", "wandb"):
             import wandb
-        except ImportError:
-            raise UserError("--wandb_args needs the wandb package; install it with `pip install wandb` (or assay[wandb]).") from None
         # wandb's own annotations are narrower than what it accepts (columns, data): held as Any.
         self._wandb: Any = wandb
         self.run: Any
@@ -252,10 +251,8 @@ class HubLogger:
         return self.push_results or self.push_samples
 
     def _api(self) -> Any:
-        try:
+        with needs_extra("--hf_hub_log_args", "hub", "huggingface_hub"):
             from huggingface_hub import HfApi
-        except ImportError:
-            raise UserError("--hf_hub_log_args needs huggingface_hub; install it with `pip install huggingface_hub` (or assay[hub]).") from None
         return HfApi(token=self.token, endpoint=self.endpoint)
 
     def _whoami(self) -> str:

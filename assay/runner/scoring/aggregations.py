@@ -15,6 +15,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from assay.extras import needs_extra
 from assay.runner.registry import Registry
 
 Aggregation = Callable[[Sequence[Any]], Any]
@@ -75,11 +76,18 @@ def _golds_preds(items: Sequence[tuple[Any, Any]]) -> tuple[tuple[Any, ...], tup
     return columns[0], columns[1]
 
 
+def _metrics_package(module: str, metric: str) -> Any:
+    """sacrebleu or sklearn.metrics, imported when `metric` is scored: the `metrics` extra installs them."""
+    import importlib
+
+    with needs_extra(f"The {metric} metric", "metrics", "sacrebleu", "sklearn"):
+        return importlib.import_module(module)
+
+
 @AGGREGATIONS.register("f1")
 def f1(items: Sequence[tuple[Any, Any]]) -> Any:
     """Binary F1 (positive label 1) of (gold, pred) pairs, by sklearn as lm-eval."""
-    from sklearn.metrics import f1_score
-
+    f1_score = _metrics_package("sklearn.metrics", "f1").f1_score
     golds, preds = _golds_preds(items)
     return np.max(f1_score(golds, preds))
 
@@ -87,8 +95,7 @@ def f1(items: Sequence[tuple[Any, Any]]) -> Any:
 @AGGREGATIONS.register("matthews_corrcoef")
 def matthews_corrcoef(items: Sequence[tuple[Any, Any]]) -> Any:
     """Matthews correlation of (gold, pred) pairs (the `mcc` metric's aggregation)."""
-    from sklearn.metrics import matthews_corrcoef as mcc
-
+    mcc = _metrics_package("sklearn.metrics", "mcc").matthews_corrcoef
     golds, preds = _golds_preds(items)
     return mcc(golds, preds)
 
@@ -119,8 +126,7 @@ def sacrebleu_inputs(items: Sequence[tuple[Any, Any]]) -> tuple[list[tuple[str, 
 @AGGREGATIONS.register("bleu")
 def bleu(items: Sequence[tuple[Any, Any]]) -> float:
     """Corpus BLEU (sacrebleu defaults) of (ref, pred) items."""
-    import sacrebleu
-
+    sacrebleu = _metrics_package("sacrebleu", "bleu")
     refs, preds = sacrebleu_inputs(items)
     return float(sacrebleu.corpus_bleu(preds, refs).score)
 
@@ -128,8 +134,7 @@ def bleu(items: Sequence[tuple[Any, Any]]) -> float:
 @AGGREGATIONS.register("chrf")
 def chrf(items: Sequence[tuple[Any, Any]]) -> float:
     """Corpus chrF (char_order 6, word_order 0, beta 2)."""
-    import sacrebleu
-
+    sacrebleu = _metrics_package("sacrebleu", "chrf")
     refs, preds = sacrebleu_inputs(items)
     return float(sacrebleu.corpus_chrf(preds, refs).score)
 
@@ -137,8 +142,7 @@ def chrf(items: Sequence[tuple[Any, Any]]) -> float:
 @AGGREGATIONS.register("chrf++")
 def chrf_plus_plus(items: Sequence[tuple[Any, Any]]) -> float:
     """Corpus chrF++ (chrF with word bigrams: word_order 2)."""
-    import sacrebleu
-
+    sacrebleu = _metrics_package("sacrebleu", "chrf++")
     refs, preds = sacrebleu_inputs(items)
     return float(sacrebleu.corpus_chrf(preds, refs, word_order=2).score)
 
@@ -146,8 +150,7 @@ def chrf_plus_plus(items: Sequence[tuple[Any, Any]]) -> float:
 @AGGREGATIONS.register("ter")
 def ter(items: Sequence[tuple[Any, Any]]) -> float:
     """Corpus translation error rate (lower is better)."""
-    import sacrebleu
-
+    sacrebleu = _metrics_package("sacrebleu", "ter")
     refs, preds = sacrebleu_inputs(items)
     return float(sacrebleu.corpus_ter(preds, refs).score)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from assay.errors import UserError
+from assay.extras import needs_extra
 from assay.runner.models.api.args import APIArgs
 
 
@@ -68,18 +69,14 @@ class APITokenizer:
 
 def _load(args: APIArgs) -> Any:
     if args.tokenizer_backend == "tiktoken":
-        try:
+        with needs_extra("tokenizer_backend=tiktoken", "api", "tiktoken"):
             import tiktoken
-        except ModuleNotFoundError:
-            raise UserError("tokenizer_backend=tiktoken needs the tiktoken package: pip install tiktoken.") from None
         try:
             return tiktoken.encoding_for_model(str(args.model))
         except KeyError:
             raise UserError(f"tiktoken has no encoding for model {args.model!r}; pass tokenizer_backend=huggingface,tokenizer=<dir>.") from None
-    try:
+    with needs_extra("tokenizer_backend=huggingface", "api", "transformers"):
         import transformers
-    except ModuleNotFoundError:
-        raise UserError("tokenizer_backend=huggingface needs transformers: pip install 'assay[hf]'.") from None
     name = str(args.tokenizer or args.model)
     try:
         return transformers.AutoTokenizer.from_pretrained(

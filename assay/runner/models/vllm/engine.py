@@ -25,6 +25,7 @@ from tqdm import tqdm
 
 from assay.batch_size import BatchSize
 from assay.errors import UserError
+from assay.extras import install_sentence
 from assay.runner.models import encoding, progress_label, stops
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM, with_run_settings
@@ -32,15 +33,17 @@ from assay.runner.models.token_pairs import TokenPair, left_truncated, rolling_w
 from assay.runner.models.vllm.args import VLLMArgs, normalize_gen_kwargs
 
 INSTALL_HINT = (
-    "--model vllm needs the vllm package in this Python: pip install vllm (GPU) or, on CPU, build the venv with"
-    " .ci/vllm_venv.sh (see docs/served.md)."
+    install_sentence("--model vllm", "vllm")[:-1]
+    + " (GPU wheels; on CPU build the venv with .ci/vllm_venv.sh, see docs/served.md)."
 )
 
 
 def _import_vllm() -> Any:
     try:
         import vllm
-    except ModuleNotFoundError:
+    except ModuleNotFoundError as error:
+        if error.name != "vllm":
+            raise
         raise UserError(INSTALL_HINT) from None
     return vllm
 
