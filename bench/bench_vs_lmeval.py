@@ -202,7 +202,7 @@ def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets
 def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall seconds and peak RSS (MB) of one child process, read from its own rusage."""
     start = time.perf_counter()
-    child = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    child = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     stderr = child.stderr.read() if child.stderr else b""
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
