@@ -3,6 +3,7 @@
     python bench/bench_vs_lmeval.py [--layers 6] [--width 256] [--limit 120] [--batch_size 8] [--device cpu]
     python bench/bench_vs_lmeval.py --quick        # the CI smoke run: tiny model, few documents
     python bench/bench_vs_lmeval.py --gpu          # on a GPU: a ~0.5B model in bf16, 500 documents
+    python bench/bench_vs_lmeval.py --startup      # start-up: `run ... --tasks arc_easy --limit 1`, both CLIs
 
 Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA) so the
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
@@ -13,6 +14,11 @@ document shares). Per row it prints wall seconds both sides, requests/s and mode
 (Assay's), peak RSS both sides, the ratio lm-eval / Assay (above 1: Assay is faster),
 whether every metric matched to 1e-6 relative (for generation, every generated text too),
 and Assay's achieved FLOP/s against a matmul peak measured in the same run.
+
+`--startup` times instead what a user waits for on the smallest run: each tool's own command
+line, `run --model hf --model_args pretrained=<model> --tasks arc_easy --limit 1 --device <device>`,
+as a fresh process (best of `--repeats`), with that process's peak RSS; for so small a run
+that is the import floor, the tokenizer and the model load, and one document.
 
 FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head
 included), not the attention score products: a lower bound. Timings on a shared machine
@@ -193,6 +199,45 @@ def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets
     return result
 
 
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB) of one child process, read from its own rusage."""
+    start = time.perf_counter()
+    child = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    stderr = child.stderr.read() if child.stderr else b""
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr.decode(errors='replace')[-4000:]}")
+    return wall, usage.ru_maxrss / 1024
+
+
+def lmeval_cli(datasets: str, argv: list[str]) -> int:
+    """lm-eval's own command line, served the same local files (it has no offline directory option)."""
+    patch_hub(Path(datasets))
+    from lm_eval.__main__ import cli_evaluate
+
+    sys.argv = ["lm_eval", *argv]
+    cli_evaluate()
+    return 0
+
+
+def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
+    """The start-up row: both command lines on a one-document run, best wall time of `args.repeats`."""
+    run = ["run", "--model", "hf", "--model_args", f"pretrained={model}", "--tasks", "arc_easy", "--limit", "1",
+           "--device", args.device]  # fmt: skip
+    env = {**os.environ, "ASSAY_DATASETS_DIR": str(datasets), "PYTHONPATH": str(REPO)}
+    sides = {"assay": [sys.executable, "-m", "assay", *run],
+             "lm-eval": [sys.executable, __file__, "--lmeval_cli", str(datasets), *run]}  # fmt: skip
+    best: dict[str, tuple[float, float]] = {}
+    for _ in range(args.repeats):
+        for side, cmd in sides.items():
+            wall, rss = _timed(cmd, env)
+            best[side] = min(best.get(side, (wall, rss)), (wall, rss))
+    (ours, our_rss), (theirs, their_rss) = best["assay"], best["lm-eval"]
+    print(f"{'row':<24}{'assay s':>8}{'lm-eval s':>10}{'ratio':>7}{'RSS MB':>8}{'lm-eval MB':>11}")
+    print(f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{our_rss:>8.0f}{their_rss:>11.0f}")
+
+
 def _agree(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
     def same(a: Any, b: Any) -> bool:
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -214,9 +259,13 @@ def main() -> int:
                         "500 documents, batch 32 (match at 1e-6 can read False in bf16: its rounding is ~1e-3)")
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--quick", action="store_true", help="tiny model, 4 documents per task (the CI smoke run)")
+    parser.add_argument("--startup", action="store_true", help="the start-up row: both command lines, --limit 1")
+    parser.add_argument("--repeats", type=int, default=3, help="--startup: runs per side; the best counts")
     parser.add_argument("--worker", choices=["assay", "lm-eval"], help=argparse.SUPPRESS)
     for hidden in ("--task", "--model", "--datasets"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
+    if sys.argv[1:2] == ["--lmeval_cli"]:  # the rest is lm-eval's command line, not this parser's
+        return lmeval_cli(sys.argv[2], sys.argv[3:])
     args = parser.parse_args()
     if args.worker:
         args.side = args.worker
@@ -233,6 +282,10 @@ def main() -> int:
     data_import.import_benchmarks(data, work / "datasets")
     add_train_splits(work / "datasets")
     model = build_model(work / "model", data / "gpt2_tokenizer", args.layers, args.width)
+    if args.startup:
+        print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.device}; best of {args.repeats}")
+        startup(args, model, work / "datasets")
+        return 0
     print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}")
     header = ("task", "kind", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB", "lm-eval MB", "GFLOP/s", "of peak", "match")
     wide = max(15, *(len(task) + 1 for task in args.tasks.split(",")))

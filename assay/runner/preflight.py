@@ -103,16 +103,16 @@ def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
 
     Local data (packaged builders with `data_files`, local folders, `custom_dataset`) is left
     to the loader; when the hub answers, it can still supply what is missing."""
-    hub = {name: config for name, config in configs.items() if _hub_dataset_path(config) is not None}
-    if not hub:
-        return
     from assay.runner.data import local
 
+    # Local files first: they settle it without asking `datasets` (a second to import) anything.
+    hub = {name: config for name, config in configs.items()
+           if not _has_local_files(config) and _hub_dataset_path(config) is not None}  # fmt: skip
+    if not hub:
+        return
     missing: list[tuple[str, Mapping[str, Any]]] = []
     for task, config in hub.items():
         path, dataset_name, kwargs = config["dataset_path"], config.get("dataset_name"), config.get("dataset_kwargs")
-        if local.find_local_files(path, dataset_name) is not None:
-            continue
         if not local.in_datasets_cache(path, dataset_name, dict(kwargs) if isinstance(kwargs, Mapping) else None):
             missing.append((task, config))
     if not missing:
@@ -133,6 +133,16 @@ def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
         f"Task {task!r} needs the dataset {path}{config_text}, which is neither under {local.roots_in_words()} nor in "
         f"the local datasets cache {cache}, and {why}; {local.fixes(path, dataset_name, last=undo)}{more}."
     )
+
+
+def _has_local_files(config: Mapping[str, Any]) -> bool:
+    """Whether ASSAY_DATASETS_DIR holds the dataset the task's loader would take from the hub."""
+    path = config.get("dataset_path")
+    if config.get("custom_dataset") is not None or "class" in config or not isinstance(path, str) or not path:
+        return False
+    from assay.runner.data import local
+
+    return local.find_local_files(path, config.get("dataset_name")) is not None
 
 
 def _hub_dataset_path(config: Mapping[str, Any]) -> str | None:

@@ -22,15 +22,13 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from assay.errors import DataError
 from assay.extras import needs_extra
-from assay.runner.data import converters
+from assay.runner.data import converters, plain_jsonl
 
-# Every task's data goes through `datasets` (local JSON too), so `assay run` needs it; the
-# core does not, so that the operator and `assay get` install without it.
-with needs_extra("Loading a task's dataset", "data", "datasets"):
+if TYPE_CHECKING:
     import datasets
 
 ENV_VAR = "ASSAY_DATASETS_DIR"
@@ -90,7 +88,18 @@ def find_local_files(
     return None
 
 
+def _datasets() -> Any:
+    """`datasets`, imported on first use: with pandas and pyarrow it is ~1 s and ~150 MB of start-up,
+    which a run whose documents are plain local JSON Lines (`plain_jsonl`) never needs. The core
+    install has no `datasets` (the operator and `assay get` do without it): the sentence names the extra."""
+    with needs_extra("Loading a task's dataset", "data", "datasets"):
+        import datasets
+
+    return datasets
+
+
 def _load_local(files: dict[str, Path]) -> datasets.DatasetDict:
+    datasets = _datasets()
     by_builder: dict[str, dict[str, str]] = {}
     for split, path in files.items():
         by_builder.setdefault(_BUILDERS[path.suffix], {})[split] = str(path)
@@ -103,17 +112,22 @@ def _load_local(files: dict[str, Path]) -> datasets.DatasetDict:
 
 def datasets_offline() -> bool:
     """Whether `datasets` will refuse the hub (HF_DATASETS_OFFLINE, else HF_HUB_OFFLINE), as it reads them."""
-    return bool(datasets.config.HF_HUB_OFFLINE)
+    return bool(_datasets().config.HF_HUB_OFFLINE)
 
 
 def is_hub_dataset(dataset_path: str) -> bool:
     """True when `datasets.load_dataset` would fetch `dataset_path` from the hub, by its own rules:
     not a packaged builder (`json`, `csv`, ...), not a local folder, and shaped `name` or `org/name`."""
-    from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
-
-    if dataset_path in _PACKAGED_DATASETS_MODULES or "://" in dataset_path or os.path.isdir(dataset_path):
+    if "://" in dataset_path or os.path.isdir(dataset_path) or dataset_path.startswith((".", "/", "~")):
         return False
-    return not dataset_path.startswith((".", "/", "~")) and dataset_path.count("/") <= 1
+    if dataset_path.count("/") > 1:
+        return False
+    if "/" in dataset_path:  # `org/name`: no packaged builder is named so; no need to import datasets to know
+        return True
+    with needs_extra("Loading a task's dataset", "data", "datasets"):
+        from datasets.packaged_modules import _PACKAGED_DATASETS_MODULES
+
+    return dataset_path not in _PACKAGED_DATASETS_MODULES
 
 
 # dataset_kwargs that `load_dataset` takes itself; any other key becomes part of the cached config's id.
@@ -122,7 +136,7 @@ _NOT_CONFIG_KWARGS = frozenset({"revision", "cache_dir", "token", "trust_remote_
 
 def datasets_cache_dir(dataset_kwargs: dict[str, Any] | None = None) -> Path:
     cache_dir = (dataset_kwargs or {}).get("cache_dir")
-    return Path(str(cache_dir or datasets.config.HF_DATASETS_CACHE)).expanduser()
+    return Path(str(cache_dir or _datasets().config.HF_DATASETS_CACHE)).expanduser()
 
 
 def in_datasets_cache(dataset_path: str, dataset_name: str | None, dataset_kwargs: dict[str, Any] | None = None) -> bool:
@@ -131,7 +145,8 @@ def in_datasets_cache(dataset_path: str, dataset_name: str | None, dataset_kwarg
     The layout is `<cache>/<org>___<name>/<config id>/<version>/<hash>/` (`datasets`' Cache
     builder). The config is checked only when its id is its name (no extra kwargs); otherwise
     any cached config counts, so the check never refuses what `datasets` could load."""
-    from datasets.naming import camelcase_to_snakecase
+    with needs_extra("Loading a task's dataset", "data", "datasets"):
+        from datasets.naming import camelcase_to_snakecase
 
     parts = dataset_path.split("/")
     parts[-1] = camelcase_to_snakecase(parts[-1])
@@ -158,6 +173,7 @@ def source_of(dataset_path: str, dataset_name: str | None = None, dataset_kwargs
 def quiet_progress() -> Iterator[None]:
     """No `datasets` progress bars inside (one per split and per `map`: MMLU alone drew 171); the
     task says what it loaded in one line instead. HF_DATASETS_DISABLE_PROGRESS_BARS=0 keeps them."""
+    datasets = _datasets()
     if getattr(datasets.config, "HF_DATASETS_DISABLE_PROGRESS_BARS", None) is False or datasets.are_progress_bars_disabled():
         yield
         return
@@ -185,19 +201,28 @@ def load_task_dataset(
     dataset_kwargs: dict[str, Any] | None = None,
     *,
     trust_remote_code: bool = False,
-) -> datasets.DatasetDict:
-    """The DatasetDict for a task: local files first, then `datasets.load_dataset`."""
+    plain: bool = False,
+) -> datasets.DatasetDict | dict[str, list[dict[str, Any]]]:
+    """The DatasetDict for a task: local files first, then `datasets.load_dataset`. With `plain`, for a
+    caller that only reads rows, local JSON Lines come as split -> rows where `plain_jsonl` can
+    give exactly the rows `datasets` would."""
     files = find_local_files(dataset_path, dataset_name)
     if files is not None:
-        return _load_local(files)
+        rows = plain_jsonl.read_splits(files) if plain else None
+        if rows is not None:
+            return rows
+        with quiet_progress():
+            return _load_local(files)
 
+    datasets = _datasets()
     kwargs = dict(dataset_kwargs or {})
     # datasets >= 4 has no loading scripts and rejects the flag; older versions need it.
     kwargs.pop("trust_remote_code", None)
     if trust_remote_code and int(datasets.__version__.split(".")[0]) < 4:
         kwargs["trust_remote_code"] = True
     try:
-        return datasets.load_dataset(dataset_path, dataset_name, **kwargs)
+        with quiet_progress():
+            return datasets.load_dataset(dataset_path, dataset_name, **kwargs)
     except _hub_unreachable_errors() as err:
         config = f" (config {dataset_name})" if dataset_name else ""
         raise DataError(

@@ -17,13 +17,16 @@ log = logging.getLogger(__name__)
 
 def _load_dataset(config: TaskConfig) -> Any:
     if config.custom_dataset is not None:
-        return config.custom_dataset(**(config.metadata or {}), **(config.dataset_kwargs or {}))
+        with _local().quiet_progress():
+            return config.custom_dataset(**(config.metadata or {}), **(config.dataset_kwargs or {}))
     kwargs = dict(config.dataset_kwargs or {})
     # datasets >= 4 dropped dataset scripts; lm-eval removes the flag the same way.
     trust = bool(kwargs.pop("trust_remote_code", False))
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
-    return _local().load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust)
+    # process_docs functions take a `datasets.Dataset` (they call .map); without one, plain rows will do.
+    plain = config.process_docs is None and (config.fewshot_config or {}).get("process_docs") is None
+    return _local().load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust, plain=plain)
 
 
 def _source(config: TaskConfig) -> str:
@@ -52,8 +55,7 @@ class TaskDocuments:
     def __init__(self, config: TaskConfig) -> None:
         self.config = config
         self.name = config.task
-        with _local().quiet_progress():
-            self.dataset = _load_dataset(config)
+        self.dataset = _load_dataset(config)
         eval_split = config.test_split or config.validation_split
         if eval_split is None:
             raise UserError(f"Task {self.name!r} has neither test_split nor validation_split; set one of them.")
