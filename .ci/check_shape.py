@@ -26,7 +26,9 @@ def main() -> int:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = (node.end_lineno or node.lineno) - node.lineno + 1
                 if length > MAX_FUNCTION_LINES:
-                    problems.append(f"{path.relative_to(root.parent)}:{node.lineno} {node.name}: {length} lines (limit {MAX_FUNCTION_LINES})")
+                    problems.append(
+                        f"{path.relative_to(root.parent)}:{node.lineno} {node.name}: {length} lines (limit {MAX_FUNCTION_LINES})"
+                    )
     print("\n".join(problems) or "module and function sizes within limits")
     return 1 if problems else 0
 

@@ -94,13 +94,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_run_arguments(run)
 
-    ls = sub.add_parser("ls", help="List tasks, groups, subtasks or tags", description="List the task library as Markdown tables.")
-    ls.add_argument("what", choices=["tasks", "groups", "subtasks", "tags"], nargs="?", help="What to list: tasks (all), groups, subtasks or tags")
+    ls = sub.add_parser(
+        "ls", help="List tasks, groups, subtasks or tags", description="List the task library as Markdown tables."
+    )
+    ls.add_argument(
+        "what",
+        choices=["tasks", "groups", "subtasks", "tags"],
+        nargs="?",
+        help="What to list: tasks (all), groups, subtasks or tags",
+    )
     ls.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
 
-    validate = sub.add_parser("validate", help="Check tasks, task YAML and Evaluation manifests offline; report every problem",
-                              description=validate_command.DESCRIPTION, epilog=validate_command.EPILOG,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    validate = sub.add_parser(
+        "validate",
+        help="Check tasks, task YAML and Evaluation manifests offline; report every problem",
+        description=validate_command.DESCRIPTION,
+        epilog=validate_command.EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     validate_command.add_arguments(validate)
 
     compare = sub.add_parser(
@@ -117,14 +128,17 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
 
-    _add_data_parser(sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data."))
+    _add_data_parser(
+        sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data.")
+    )
     return parser
 
 
 def _add_data_parser(data: argparse.ArgumentParser) -> None:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
     imp = data_sub.add_parser(
-        "import", help="Convert public benchmark files into an ASSAY_DATASETS_DIR folder",
+        "import",
+        help="Convert public benchmark files into an ASSAY_DATASETS_DIR folder",
         description="Convert public benchmark files into an ASSAY_DATASETS_DIR folder; then list the tasks it serves.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -185,8 +199,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                 cache = caching.response_cache_path(flags.use_cache, rank) if flags.use_cache is not None else None
                 if cache is None or not os.path.exists(cache):
                     raise
-                print(f"{PROG}: interrupted; to resume, run the same command again: the response cache {cache} "
-                      f"keeps the {caching.stored_answers(cache)} answers computed so far.", file=sys.stderr)  # fmt: skip
+                print(
+                    f"{PROG}: interrupted; to resume, run the same command again: the response cache {cache} "
+                    f"keeps the {caching.stored_answers(cache)} answers computed so far.",
+                    file=sys.stderr,
+                )
                 return 130
 
 
@@ -285,7 +302,9 @@ def _delegate(name: str, argv: list[str]) -> int:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as err:
         if err.name and module_name.startswith(err.name):
-            raise UserError(f"`{PROG} {name}` is not available in this installation ({module_name} is missing).") from None
+            raise UserError(
+                f"`{PROG} {name}` is not available in this installation ({module_name} is missing)."
+            ) from None
         raise
     main_fn: Callable[[list[str]], int | None] = module.main
     return int(main_fn(argv) or 0)

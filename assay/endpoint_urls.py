@@ -68,5 +68,7 @@ def refuse_userinfo(base_url: str) -> None:
     """A model_args base_url with a user name or password is refused, not stripped: the URL is
     copied into the results JSON and every log line naming it."""
     if has_userinfo(base_url):
-        raise UserError(f"model_args base_url {redacted(base_url)!r} has a user name or password in it: remove them, "
-                        "and give the API key in the OPENAI_API_KEY environment variable.")  # fmt: skip
+        raise UserError(
+            f"model_args base_url {redacted(base_url)!r} has a user name or password in it: remove them, "
+            "and give the API key in the OPENAI_API_KEY environment variable."
+        )

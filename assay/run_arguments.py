@@ -17,7 +17,13 @@ from assay.run_flags import DEFAULT_SEED
 class MergeDict(argparse.Action):
     """`k=v,k2=v2`, separate `k=v` tokens or one JSON object; repeated flags merge."""
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         from assay.runner.models.model_args import parse_model_args
 
         current = dict(getattr(namespace, self.dest, None) or {})
@@ -29,7 +35,13 @@ class MergeDict(argparse.Action):
 
 
 class SplitCommas(argparse.Action):
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
         items = list(getattr(namespace, self.dest, None) or [])
         for value in values:
             items.extend(value.split(","))
@@ -62,7 +74,7 @@ def parse_seed(value: str) -> list[int | None]:
         return items * 4
     if len(items) not in (3, 4):
         raise argparse.ArgumentTypeError("--seed takes 1 or 4 values (python,numpy,torch,fewshot), comma-separated")
-    return items + DEFAULT_SEED[len(items):]
+    return items + DEFAULT_SEED[len(items) :]
 
 
 def parse_cache_requests(value: str) -> dict[str, bool]:

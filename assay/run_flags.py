@@ -23,7 +23,15 @@ from assay.run_options import EvalOptions
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
 # Keys lm-eval's config accepts as `k=v` strings or mappings.
-DICT_KEYS = ("wandb_args", "wandb_config_args", "hf_hub_log_args", "metadata", "model_args", "gen_kwargs", "trackio_args")
+DICT_KEYS = (
+    "wandb_args",
+    "wandb_config_args",
+    "hf_hub_log_args",
+    "metadata",
+    "model_args",
+    "gen_kwargs",
+    "trackio_args",
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -75,20 +83,36 @@ class RunFlags:
         """The run's one options record (the values were checked when the flags were resolved)."""
         seed = self.seed
         return EvalOptions(
-            model=self.model, model_args=self.model_args, parsed_model_args=dict(self.model_args), tasks=tuple(self.tasks),
-            num_fewshot=self.num_fewshot, batch_size=self.batch_size, max_batch_size=self.max_batch_size,
-            device=self.device, use_cache=self.use_cache,
+            model=self.model,
+            model_args=self.model_args,
+            parsed_model_args=dict(self.model_args),
+            tasks=tuple(self.tasks),
+            num_fewshot=self.num_fewshot,
+            batch_size=self.batch_size,
+            max_batch_size=self.max_batch_size,
+            device=self.device,
+            use_cache=self.use_cache,
             cache_requests=self.cache_requests.get("cache_requests", False),
             rewrite_requests_cache=self.cache_requests.get("rewrite_requests_cache", False),
             delete_requests_cache=self.cache_requests.get("delete_requests_cache", False),
-            limit=self.limit, samples=self.samples, check_integrity=self.check_integrity, write_out=self.write_out,
-            log_samples=self.log_samples, system_instruction=self.system_instruction,
-            apply_chat_template=self.apply_chat_template, fewshot_as_multiturn=self.fewshot_as_multiturn,
-            gen_kwargs=self.gen_kwargs, predict_only=self.predict_only,
-            random_seed=seed[0] if seed else None, numpy_random_seed=seed[1] if seed else None,
-            torch_random_seed=seed[2] if seed else None, fewshot_random_seed=seed[3] if seed else None,
-            confirm_run_unsafe_code=self.confirm_run_unsafe_code, metadata=self.metadata, include_path=self.include_path,
-        )  # fmt: skip
+            limit=self.limit,
+            samples=self.samples,
+            check_integrity=self.check_integrity,
+            write_out=self.write_out,
+            log_samples=self.log_samples,
+            system_instruction=self.system_instruction,
+            apply_chat_template=self.apply_chat_template,
+            fewshot_as_multiturn=self.fewshot_as_multiturn,
+            gen_kwargs=self.gen_kwargs,
+            predict_only=self.predict_only,
+            random_seed=seed[0] if seed else None,
+            numpy_random_seed=seed[1] if seed else None,
+            torch_random_seed=seed[2] if seed else None,
+            fewshot_random_seed=seed[3] if seed else None,
+            confirm_run_unsafe_code=self.confirm_run_unsafe_code,
+            metadata=self.metadata,
+            include_path=self.include_path,
+        )
 
 
 _FLAG_NAMES = frozenset(field.name for field in dataclasses.fields(RunFlags))
@@ -111,13 +135,16 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
         config["tasks"] = config["tasks"].split(",")
     config["tasks"] = [part for task in (config["tasks"] or []) for part in str(task).split(",") if part]
 
-    config["log_samples"] = run_rules.log_samples(log_samples=config["log_samples"], predict_only=config["predict_only"])
+    config["log_samples"] = run_rules.log_samples(
+        log_samples=config["log_samples"], predict_only=config["predict_only"]
+    )
     if config["log_samples"] and not config["output_path"]:
         raise UsageError("Specify --output_path if providing --log_samples or --predict_only.")
     config["fewshot_as_multiturn"] = run_rules.fewshot_as_multiturn(
-        config["fewshot_as_multiturn"], apply_chat_template=config["apply_chat_template"],
+        config["fewshot_as_multiturn"],
+        apply_chat_template=config["apply_chat_template"],
         refusal="--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.",
-    )  # fmt: skip
+    )
     _check_counts(config)
     config["samples"] = _load_samples(config["samples"])
     config["seed"] = _normalize_seed(config["seed"])
@@ -126,7 +153,9 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
         os.environ["HF_DATASETS_TRUST_REMOTE_CODE"] = "1"
         config["model_args"]["trust_remote_code"] = True
     if config["trackio_args"]:
-        raise UsageError("--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead).")
+        raise UsageError(
+            "--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead)."
+        )
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     run_rules.check_limit_or_samples(config["limit"], config["samples"])
@@ -146,7 +175,9 @@ def _merged(args: argparse.Namespace) -> dict[str, Any]:
     config.update(cli)
     unknown = sorted(set(config) - _FLAG_NAMES)
     if unknown:
-        raise UsageError(f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names.")
+        raise UsageError(
+            f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names."
+        )
     return config
 
 
@@ -154,8 +185,10 @@ def _check_counts(config: dict[str, Any]) -> None:
     """Refuse what lm-eval runs silently (see `run_rules`): no documents, or a negative count of examples."""
     limit, shots = config["limit"], config["num_fewshot"]
     if limit is not None and not run_rules.limit_is_valid(limit):
-        raise UsageError(f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
-                         "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document.")  # fmt: skip
+        raise UsageError(
+            f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
+            "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document."
+        )
     if shots is not None and not run_rules.num_fewshot_is_valid(shots):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
     # The same parser as spec.batchSize and every backend's model_args batch_size, so a value
@@ -199,7 +232,9 @@ def _load_samples(samples: Any) -> Any:
                     return json.loads(path.read_text())
                 except json.JSONDecodeError as err:
                     raise UsageError(f"--samples file {path} is not valid JSON ({err.msg}).") from None
-    raise UsageError(f"--samples {samples!r} is neither a JSON object nor a JSON file; pass e.g. '{{\"task\": [0, 1]}}'.")
+    raise UsageError(
+        f"--samples {samples!r} is neither a JSON object nor a JSON file; pass e.g. '{{\"task\": [0, 1]}}'."
+    )
 
 
 def _normalize_seed(seed: Any) -> list[int | None] | None:

@@ -31,7 +31,17 @@ class _Absent(enum.Enum):
 ABSENT: Final = _Absent.ABSENT
 """A task's version or n-shot that the dict does not list (lm-eval may list None)."""
 
-_SECTIONS = ("results", "groups", "group_subtasks", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "samples")
+_SECTIONS = (
+    "results",
+    "groups",
+    "group_subtasks",
+    "configs",
+    "versions",
+    "n-shot",
+    "higher_is_better",
+    "n-samples",
+    "samples",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +132,9 @@ class RunResults:
             "configs": _sorted({task.name: task.config for task in tasks if task.config is not None}),
             "versions": _sorted({task.name: task.version for task in tasks if task.version is not ABSENT}),
             "n-shot": _sorted({task.name: task.n_shot for task in tasks if task.n_shot is not ABSENT}),
-            "higher_is_better": _sorted({task.name: task.higher_is_better for task in tasks if task.higher_is_better is not None}),
+            "higher_is_better": _sorted(
+                {task.name: task.higher_is_better for task in tasks if task.higher_is_better is not None}
+            ),
             "n-samples": {task.name: task.n_samples for task in tasks if task.n_samples is not None},
         }
         if samples and any(task.samples is not None for task in tasks):
@@ -138,14 +150,18 @@ class RunResults:
         sections = {key: _mapping(results.get(key)) for key in _SECTIONS}
         names = dict.fromkeys(str(name) for key in _SECTIONS if key != "group_subtasks" for name in sections[key])
         tasks = {name: _task_result(name, sections) for name in names}
-        subtasks = {str(name): tuple(children) if isinstance(children, (list, tuple)) else ()
-                    for name, children in sections["group_subtasks"].items()}  # fmt: skip
+        subtasks = {
+            str(name): tuple(children) if isinstance(children, (list, tuple)) else ()
+            for name, children in sections["group_subtasks"].items()
+        }
         config = results.get("config")
         return cls(
-            tasks=tasks, groups=tuple(str(name) for name in sections["groups"]), group_subtasks=subtasks,
+            tasks=tasks,
+            groups=tuple(str(name) for name in sections["groups"]),
+            group_subtasks=subtasks,
             config=config if isinstance(config, Mapping) else None,
             run_info={key: value for key, value in results.items() if key not in _SECTIONS and key != "config"},
-        )  # fmt: skip
+        )
 
 
 def _task_result(name: str, sections: Mapping[str, Mapping[str, Any]]) -> TaskResult:
@@ -168,14 +184,18 @@ def _task_result(name: str, sections: Mapping[str, Mapping[str, Any]]) -> TaskRe
 def _read_row(name: str, row: Any) -> scores.TaskScores:
     row = _mapping(row)
     counts = _mapping(row.get("sample_count"))
-    values = tuple(dataclasses.replace(value, sample_count=counts.get(value.key)) if value.key in counts else value
-                   for value in scores.read_row(row, comma_keys_only=True))  # fmt: skip
+    values = tuple(
+        dataclasses.replace(value, sample_count=counts.get(value.key)) if value.key in counts else value
+        for value in scores.read_row(row, comma_keys_only=True)
+    )
     alias = row.get("alias", name)
     sample_len = row.get("sample_len")
     return scores.TaskScores(
-        name, alias if isinstance(alias, str) else str(alias), values,
+        name,
+        alias if isinstance(alias, str) else str(alias),
+        values,
         sample_len if isinstance(sample_len, int) and not isinstance(sample_len, bool) else None,
-    )  # fmt: skip
+    )
 
 
 def _task_row(result: scores.TaskScores) -> dict[str, Any]:

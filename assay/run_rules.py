@@ -29,8 +29,9 @@ def check_limit_or_samples(
         raise error(f"{names[0]} and {names[1]} exclude each other: keep one of them.")
 
 
-def fewshot_as_multiturn(given: bool | None, *, apply_chat_template: bool | str, refusal: str,
-                         error: type[UserError] = UsageError) -> bool | None:  # fmt: skip
+def fewshot_as_multiturn(
+    given: bool | None, *, apply_chat_template: bool | str, refusal: str, error: type[UserError] = UsageError
+) -> bool | None:
     """Few-shot examples as chat turns need a chat template; left unset, they are on exactly
     when one is applied (lm-eval's EvaluatorConfig). `refusal` is the entry point's sentence."""
     if given and not apply_chat_template:

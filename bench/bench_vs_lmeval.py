@@ -45,12 +45,16 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 # task → (few-shot, kind shown in the table)
-TASKS = {"arc_easy": (5, "multiple choice"), "lambada_openai": (0, "loglikelihood"),
-         "wikitext": (0, "rolling"), "gsm8k": (5, "generate_until"),
-         # the same generation with the fixed 8-shot chain-of-thought prompt: every prompt shares its shots
-         "gsm8k_cot": (8, "generate, fixed"),
-         # multiple choice whose shots are the subject's first five (first_n): one few-shot prefix per subject
-         "mmlu_high_school_psychology": (5, "MC, fixed shots")}
+TASKS = {
+    "arc_easy": (5, "multiple choice"),
+    "lambada_openai": (0, "loglikelihood"),
+    "wikitext": (0, "rolling"),
+    "gsm8k": (5, "generate_until"),
+    # the same generation with the fixed 8-shot chain-of-thought prompt: every prompt shares its shots
+    "gsm8k_cot": (8, "generate, fixed"),
+    # multiple choice whose shots are the subject's first five (first_n): one few-shot prefix per subject
+    "mmlu_high_school_psychology": (5, "MC, fixed shots"),
+}
 
 
 def build_model(directory: Path, tokenizer_dir: Path, layers: int, width: int) -> Path:
@@ -59,7 +63,9 @@ def build_model(directory: Path, tokenizer_dir: Path, layers: int, width: int) -
 
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     torch.manual_seed(0)
-    config = GPT2Config(vocab_size=len(tokenizer), n_positions=1024, n_embd=width, n_layer=layers, n_head=max(width // 64, 1))
+    config = GPT2Config(
+        vocab_size=len(tokenizer), n_positions=1024, n_embd=width, n_layer=layers, n_head=max(width // 64, 1)
+    )
     GPT2LMHeadModel(config).save_pretrained(directory)
     tokenizer.save_pretrained(directory)
     return directory
@@ -134,7 +140,11 @@ class Counters:
 
         def count_flops(module: Any, args: Any, _out: Any) -> None:
             x = args[0]
-            fan_in, fan_out = (module.in_features, module.out_features) if isinstance(module, torch.nn.Linear) else module.weight.shape
+            fan_in, fan_out = (
+                (module.in_features, module.out_features)
+                if isinstance(module, torch.nn.Linear)
+                else module.weight.shape
+            )
             self.flops += 2 * (x.numel() // fan_in) * fan_in * fan_out
 
         # on the body, which every path calls once per forward (Assay's rolling path calls it directly)
@@ -158,8 +168,9 @@ def worker(args: argparse.Namespace) -> int:
     os.environ["ASSAY_DATASETS_DIR"] = args.datasets
     patch_hub(Path(args.datasets))
     fewshot, _ = TASKS[args.task]
-    kwargs: dict[str, Any] = dict(tasks=[args.task], limit=args.limit, bootstrap_iters=1000, num_fewshot=fewshot,
-                                  gen_kwargs="max_gen_toks=32")
+    kwargs: dict[str, Any] = dict(
+        tasks=[args.task], limit=args.limit, bootstrap_iters=1000, num_fewshot=fewshot, gen_kwargs="max_gen_toks=32"
+    )
     generates = TASKS[args.task][1].startswith("generate")
     kwargs["log_samples"] = generates  # to compare the generations themselves, not only their scores
     model_args = dict(pretrained=args.model, dtype=args.dtype, device=args.device, batch_size=int(args.batch_size))
@@ -184,14 +195,43 @@ def worker(args: argparse.Namespace) -> int:
         texts = sorted((s["doc_id"], json.dumps(s["resps"])) for s in out["samples"][args.task])
         metrics["generations sha256"] = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"wall": wall, "rss_mb": rss_mb, "requests": counters.requests, "tokens": counters.tokens,
-                      "flops": counters.flops, "metrics": metrics, "config": out.get("config", {}).get("shared_context")}))
+    print(
+        json.dumps(
+            {
+                "wall": wall,
+                "rss_mb": rss_mb,
+                "requests": counters.requests,
+                "tokens": counters.tokens,
+                "flops": counters.flops,
+                "metrics": metrics,
+                "config": out.get("config", {}).get("shared_context"),
+            }
+        )
+    )
     return 0
 
 
 def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets: Path) -> dict[str, Any]:
-    cmd = [sys.executable, __file__, "--worker", side, "--task", task, "--model", str(model), "--datasets", str(datasets),
-           "--limit", str(args.limit), "--batch_size", str(args.batch_size), "--device", args.device, "--dtype", args.dtype]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--worker",
+        side,
+        "--task",
+        task,
+        "--model",
+        str(model),
+        "--datasets",
+        str(datasets),
+        "--limit",
+        str(args.limit),
+        "--batch_size",
+        str(args.batch_size),
+        "--device",
+        args.device,
+        "--dtype",
+        args.dtype,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} on {task} failed:\n{done.stderr[-4000:]}")
@@ -223,11 +263,24 @@ def lmeval_cli(datasets: str, argv: list[str]) -> int:
 
 def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
     """The start-up row: both command lines on a one-document run, best wall time of `args.repeats`."""
-    run = ["run", "--model", "hf", "--model_args", f"pretrained={model}", "--tasks", "arc_easy", "--limit", "1",
-           "--device", args.device]  # fmt: skip
+    run = [
+        "run",
+        "--model",
+        "hf",
+        "--model_args",
+        f"pretrained={model}",
+        "--tasks",
+        "arc_easy",
+        "--limit",
+        "1",
+        "--device",
+        args.device,
+    ]
     env = {**os.environ, "ASSAY_DATASETS_DIR": str(datasets), "PYTHONPATH": str(REPO)}
-    sides = {"assay": [sys.executable, "-m", "assay", *run],
-             "lm-eval": [sys.executable, __file__, "--lmeval_cli", str(datasets), *run]}  # fmt: skip
+    sides = {
+        "assay": [sys.executable, "-m", "assay", *run],
+        "lm-eval": [sys.executable, __file__, "--lmeval_cli", str(datasets), *run],
+    }
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeats):
         for side, cmd in sides.items():
@@ -235,7 +288,9 @@ def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
             best[side] = min(best.get(side, (wall, rss)), (wall, rss))
     (ours, our_rss), (theirs, their_rss) = best["assay"], best["lm-eval"]
     print(f"{'row':<24}{'assay s':>8}{'lm-eval s':>10}{'ratio':>7}{'RSS MB':>8}{'lm-eval MB':>11}")
-    print(f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{our_rss:>8.0f}{their_rss:>11.0f}")
+    print(
+        f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{our_rss:>8.0f}{their_rss:>11.0f}"
+    )
 
 
 def _agree(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
@@ -255,8 +310,12 @@ def main() -> int:
     parser.add_argument("--batch_size", default="8")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    parser.add_argument("--gpu", action="store_true", help="the GPU comparison: a ~0.5B model (24 x 1280), bf16, cuda, "
-                        "500 documents, batch 32 (match at 1e-6 can read False in bf16: its rounding is ~1e-3)")
+    parser.add_argument(
+        "--gpu",
+        action="store_true",
+        help="the GPU comparison: a ~0.5B model (24 x 1280), bf16, cuda, "
+        "500 documents, batch 32 (match at 1e-6 can read False in bf16: its rounding is ~1e-3)",
+    )
     parser.add_argument("--tasks", default=",".join(TASKS))
     parser.add_argument("--quick", action="store_true", help="tiny model, 4 documents per task (the CI smoke run)")
     parser.add_argument("--startup", action="store_true", help="the start-up row: both command lines, --limit 1")
@@ -273,7 +332,14 @@ def main() -> int:
     if args.quick:
         args.layers, args.width, args.limit = 2, 64, 4
     if args.gpu:  # ~0.5B parameters (24 x 1280, GPT-2 vocabulary), bf16, on the first GPU
-        args.layers, args.width, args.limit, args.batch_size, args.device, args.dtype = 24, 1280, 500, "32", "cuda", "bfloat16"
+        args.layers, args.width, args.limit, args.batch_size, args.device, args.dtype = (
+            24,
+            1280,
+            500,
+            "32",
+            "cuda",
+            "bfloat16",
+        )
 
     data = Path(os.environ.get("ASSAY_SHARED_DATA", REPO.parent / "shared" / "data"))
     work = Path(tempfile.mkdtemp(prefix="assay-bench-"))
@@ -286,20 +352,41 @@ def main() -> int:
         print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.device}; best of {args.repeats}")
         startup(args, model, work / "datasets")
         return 0
-    print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}")
-    header = ("task", "kind", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB", "lm-eval MB", "GFLOP/s", "of peak", "match")
+    print(
+        f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}"
+    )
+    header = (
+        "task",
+        "kind",
+        "assay s",
+        "lm-eval s",
+        "ratio",
+        "req/s",
+        "tok/s",
+        "RSS MB",
+        "lm-eval MB",
+        "GFLOP/s",
+        "of peak",
+        "match",
+    )
     wide = max(15, *(len(task) + 1 for task in args.tasks.split(",")))
-    print(f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}  {{}}".format(*header))
+    print(
+        f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}  {{}}".format(*header)
+    )
     for task in args.tasks.split(","):
         peak = matmul_peak(args.device, args.dtype)  # per row: on a shared machine the peak moves too
         ours = _child(args, "assay", task, model, work / "datasets")
         theirs = _child(args, "lm-eval", task, model, work / "datasets")
         flops = ours["flops"] / ours["wall"]
-        print(f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
-              f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
-              f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}  {_agree(ours['metrics'], theirs['metrics'])}")
-        print(f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
-              f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}")
+        print(
+            f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
+            f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
+            f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}  {_agree(ours['metrics'], theirs['metrics'])}"
+        )
+        print(
+            f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
+            f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}"
+        )
     return 0
 
 

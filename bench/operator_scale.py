@@ -63,8 +63,12 @@ class AuditedControlPlane(cp.ControlPlane):
             with open(self.workdir / "tokens.csv", "a") as tokens:
                 tokens.write(f'{self.operator_token},{OPERATOR_USER},{OPERATOR_USER},"system:masters"\n')
             (self.workdir / "audit-policy.yaml").write_text(AUDIT_POLICY)
-            args = [*args, f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
-                    f"--audit-log-path={self.audit_log}", "--audit-log-format=json"]  # fmt: skip
+            args = [
+                *args,
+                f"--audit-policy-file={self.workdir / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+            ]
         return super()._spawn(name, args)
 
     @property
@@ -77,8 +81,14 @@ SPEC_KIB = 0
 
 
 def evaluation(name: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "limit": 4, "resources": {"nodes": 1, "gpusPerNode": 0},
-                            "cache": {"offline": True}, "backoffLimit": 0}  # fmt: skip
+    spec: dict[str, Any] = {
+        "model": "dummy",
+        "tasks": ["arc_easy"],
+        "limit": 4,
+        "resources": {"nodes": 1, "gpusPerNode": 0},
+        "cache": {"offline": True},
+        "backoffLimit": 0,
+    }
     if SPEC_KIB:
         del spec["limit"]  # the CRD takes `limit` or `samples`, not both
         # 7 bytes an index, split over two tasks: the CRD takes 100,000 indices a task at most
@@ -106,18 +116,39 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_operator(plane: AuditedControlPlane, namespace: str, workdir: Path) -> tuple[subprocess.Popen[bytes], Path, int]:
+def start_operator(
+    plane: AuditedControlPlane, namespace: str, workdir: Path
+) -> tuple[subprocess.Popen[bytes], Path, int]:
     """`assay operator` as the operator user, watching `namespace`; returns once it watches."""
-    kubeconfig = cp.write_kubeconfig(workdir / f"{namespace}.kubeconfig", cp.kubeconfig(
-        server=plane.server, ca_file=plane.ca_file, token=plane.operator_token, user=OPERATOR_USER))  # fmt: skip
+    kubeconfig = cp.write_kubeconfig(
+        workdir / f"{namespace}.kubeconfig",
+        cp.kubeconfig(server=plane.server, ca_file=plane.ca_file, token=plane.operator_token, user=OPERATOR_USER),
+    )
     metrics_port = cp.free_port()
     log_path = workdir / f"{namespace}-operator.log"
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig), "PYTHONPATH": str(REPO),
-           "ASSAY_RUNNER_IMAGE": "localhost/assay-runner:bench"}  # fmt: skip
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(kubeconfig),
+        "PYTHONPATH": str(REPO),
+        "ASSAY_RUNNER_IMAGE": "localhost/assay-runner:bench",
+    }
     # At the chart's default log level (info): debug logging alone costs the operator a third more CPU.
-    operator = subprocess.Popen([sys.executable, "-m", "assay", "operator", "--standalone", "-n", namespace,
-                                 f"--metrics-port={metrics_port}", "--health-port=0"],
-                                env=env, stdout=open(log_path, "wb"), stderr=subprocess.STDOUT)  # fmt: skip
+    operator = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "assay",
+            "operator",
+            "--standalone",
+            "-n",
+            namespace,
+            f"--metrics-port={metrics_port}",
+            "--health-port=0",
+        ],
+        env=env,
+        stdout=open(log_path, "wb"),
+        stderr=subprocess.STDOUT,
+    )
     warm_up(plane, namespace, operator, log_path)
     return operator, log_path, metrics_port
 
@@ -128,7 +159,8 @@ def warm_up(plane: AuditedControlPlane, namespace: str, operator: subprocess.Pop
 
     api_client = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
     client.CustomObjectsApi(api_client).create_namespaced_custom_object(
-        "assay.dev", "v1alpha1", namespace, "evaluations", evaluation("warm-up"))  # fmt: skip
+        "assay.dev", "v1alpha1", namespace, "evaluations", evaluation("warm-up")
+    )
     batch = client.BatchV1Api(api_client)
     deadline = time.monotonic() + 90
     while not batch.list_namespaced_job(namespace, label_selector="assay.dev/evaluation=warm-up").items:
@@ -173,7 +205,9 @@ def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> t
     if os.environ.get("ASSAY_BENCH_TRACE"):
         for name in sorted(created, key=created.get):
             print(f"  {name} created {created[name] - started:6.2f}  Job {seen.get(name, float('nan')) - started:6.2f}")
-    return [seen[name] - created[name] for name in created if name in seen], max(seen.values(), default=started) - started
+    return [seen[name] - created[name] for name in created if name in seen], max(
+        seen.values(), default=started
+    ) - started
 
 
 def scrape_ms(port: int) -> float:
@@ -186,7 +220,9 @@ def scrape_ms(port: int) -> float:
     return statistics.mean(times)
 
 
-def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, profile: str | None = None) -> dict[str, Any]:
+def run_one(
+    plane: AuditedControlPlane, n: int, workers: int, workdir: Path, profile: str | None = None
+) -> dict[str, Any]:
     namespace = f"scale-{n}"
     plane.kubectl("create", "namespace", namespace)
     operator, log_path, metrics_port = start_operator(plane, namespace, workdir)
@@ -196,14 +232,33 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
     profiler = None
     if profile:
         # py-spy (pip install py-spy) samples the operator through the burst: collapsed stacks.
-        profiler = subprocess.Popen(["py-spy", "record", "--pid", str(operator.pid), "--format", "raw", "--nonblocking", "--gil",
-                                     "-o", f"{profile}.{n}.txt", "--duration", "15"], stdout=subprocess.DEVNULL)  # fmt: skip
+        profiler = subprocess.Popen(
+            [
+                "py-spy",
+                "record",
+                "--pid",
+                str(operator.pid),
+                "--format",
+                "raw",
+                "--nonblocking",
+                "--gil",
+                "-o",
+                f"{profile}.{n}.txt",
+                "--duration",
+                "15",
+            ],
+            stdout=subprocess.DEVNULL,
+        )
         time.sleep(1)
     try:
         latencies, seconds = burst(plane, namespace, n, workers)
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         time.sleep(10)  # the status writes that follow the Jobs settle before counting
-        scrape, rss, settled_rss = scrape_ms(metrics_port), peak_rss_mb(operator.pid), peak_rss_mb(operator.pid, "VmRSS")
+        scrape, rss, settled_rss = (
+            scrape_ms(metrics_port),
+            peak_rss_mb(operator.pid),
+            peak_rss_mb(operator.pid, "VmRSS"),
+        )
     finally:
         if profiler is not None:
             profiler.wait(timeout=60)
@@ -213,27 +268,40 @@ def run_one(plane: AuditedControlPlane, n: int, workers: int, workdir: Path, pro
         audit.seek(audit_start)
         events = [json.loads(line) for line in audit if line.strip()]
     ours = [e for e in events if e.get("user", {}).get("username") == OPERATOR_USER]
-    status_writes = [e for e in ours if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"]
+    status_writes = [
+        e for e in ours if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"
+    ]
     lines = log_path.read_text(errors="replace").splitlines()
     if len(latencies) < n:
         print(f"Only {len(latencies)} of {n} Jobs appeared; the operator's log ends:", *lines[-40:], sep="\n")
     handler_runs: collections.Counter[str] = collections.Counter(
-        line.split(f"[{namespace}/", 1)[1].split("]", 1)[0] for line in lines
-        if "Run decided:" in line and f"[{namespace}/" in line)  # fmt: skip
+        line.split(f"[{namespace}/", 1)[1].split("]", 1)[0]
+        for line in lines
+        if "Run decided:" in line and f"[{namespace}/" in line
+    )
     decided = sum(1 for name in handler_runs if name.startswith("ev-"))
     if decided < n:
         print(f"Only {decided} of {n} Evaluations logged 'Run decided:'; the duplicate count misses the rest.")
     kinds = collections.Counter(
         f"{e['verb']} {(e.get('objectRef') or {}).get('resource', '?')}"
         + (f"/{e['objectRef']['subresource']}" if (e.get("objectRef") or {}).get("subresource") else "")
-        for e in ours)  # fmt: skip
-    other = collections.Counter(e.get("requestURI", "?").split("?")[0] for e in ours if not (e.get("objectRef") or {}).get("resource"))
+        for e in ours
+    )
+    other = collections.Counter(
+        e.get("requestURI", "?").split("?")[0] for e in ours if not (e.get("objectRef") or {}).get("resource")
+    )
     return {
-        "n": n, "jobs": len(latencies), "other": other.most_common(8), "seconds": seconds, "cpu": cpu,
+        "n": n,
+        "jobs": len(latencies),
+        "other": other.most_common(8),
+        "seconds": seconds,
+        "cpu": cpu,
         "by_kind": {kind: round(count / n, 2) for kind, count in kinds.most_common()},
         "p50": statistics.median(latencies) if latencies else float("nan"),
         "p99": percentile(latencies, 0.99) if latencies else float("nan"),
-        "rss_mb": rss, "settled_rss_mb": settled_rss, "requests_per_eval": len(ours) / n,
+        "rss_mb": rss,
+        "settled_rss_mb": settled_rss,
+        "requests_per_eval": len(ours) / n,
         "duplicates": sum(1 for count in handler_runs.values() if count > 1),
         "status_writes_per_s": len(status_writes) / seconds if seconds > 0 else float("nan"),
         "scrape_ms": scrape,
@@ -245,10 +313,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 300])
     parser.add_argument("--workers", type=int, default=8, help="threads creating the Evaluations")
-    parser.add_argument("--spec-kib", type=int, default=0, help="give each Evaluation a `samples` list of about "
-                        "this many KiB (the operator's memory with large specs)")  # fmt: skip
-    parser.add_argument("--profile", metavar="PREFIX", help="sample the operator with py-spy during each burst "
-                        "into PREFIX.<N>.txt (collapsed stacks)")  # fmt: skip
+    parser.add_argument(
+        "--spec-kib",
+        type=int,
+        default=0,
+        help="give each Evaluation a `samples` list of about this many KiB (the operator's memory with large specs)",
+    )
+    parser.add_argument(
+        "--profile",
+        metavar="PREFIX",
+        help="sample the operator with py-spy during each burst into PREFIX.<N>.txt (collapsed stacks)",
+    )
     args = parser.parse_args()
     global SPEC_KIB
     SPEC_KIB = args.spec_kib
@@ -265,12 +340,16 @@ def main() -> int:
             rows = [run_one(plane, n, args.workers, workdir, args.profile) for n in args.n]
         finally:
             plane.stop()
-    print(f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} {'dup':>4} "
-          f"{'status/s':>9} {'scrape ms':>10} {'unnamed':>8}")  # fmt: skip
+    print(
+        f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} {'dup':>4} "
+        f"{'status/s':>9} {'scrape ms':>10} {'unnamed':>8}"
+    )
     for r in rows:
-        print(f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} {r['settled_rss_mb']:>7.0f} "
-              f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
-              f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}")  # fmt: skip
+        print(
+            f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} {r['settled_rss_mb']:>7.0f} "
+            f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
+            f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}"
+        )
     for r in rows:
         usage = ", ".join(f"{name} {used:.1f} s" for name, used in r["cpu"].items())
         print(f"N={r['n']}: the last Job {r['seconds']:.1f} s after the burst began; CPU used meanwhile: {usage}")

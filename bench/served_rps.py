@@ -46,7 +46,9 @@ def timed(model: str, model_args: str, task_dir: Path, limit: int) -> tuple[floa
     tm = TaskManager(str(task_dir))
     simple_evaluate(model, model_args=model_args, tasks=["p_arc"], limit=1, task_manager=tm, bootstrap_iters=0)
     start = time.perf_counter()
-    out = simple_evaluate(model, model_args=model_args, tasks=["p_arc"], limit=limit, task_manager=tm, bootstrap_iters=0, log_samples=True)
+    out = simple_evaluate(
+        model, model_args=model_args, tasks=["p_arc"], limit=limit, task_manager=tm, bootstrap_iters=0, log_samples=True
+    )
     return time.perf_counter() - start, sum(len(s["resps"]) for s in out["samples"]["p_arc"])
 
 
@@ -80,9 +82,15 @@ def main() -> None:
     env = {**os.environ, "PYTHONPATH": str(REPO), "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
     script = work / "engine.py"
     script.write_text(ENGINE_SCRIPT)
-    done = subprocess.run([str(vllm_python()), str(script), str(model), str(tasks), str(limit)], env=env,
-                          capture_output=True, text=True, check=True, cwd=work)
-    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT "):])
+    done = subprocess.run(
+        [str(vllm_python()), str(script), str(model), str(tasks), str(limit)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=work,
+    )
+    result = json.loads(next(line for line in done.stdout.splitlines() if line.startswith("RESULT "))[len("RESULT ") :])
     rows.append(("vllm in process", result["requests"], result["seconds"]))
     print(f"{'backend':40s} {'requests':>8s} {'seconds':>8s} {'req/s':>8s}")
     for name, n, seconds in rows:

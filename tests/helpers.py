@@ -35,7 +35,9 @@ def write_parity_tasks(root: Path, data: Path, work: Path) -> Path:
     """The p_* parity tasks; BoolQ reads a copy of its first 200 rows with integer labels."""
     rows = [json.loads(line) for line in (data / "boolq/val.jsonl").read_text().splitlines()[:200]]
     work.mkdir(parents=True, exist_ok=True)
-    (work / "boolq.jsonl").write_text("".join(json.dumps({**row, "label": int(row["label"] in (True, "true"))}) + "\n" for row in rows))
+    (work / "boolq.jsonl").write_text(
+        "".join(json.dumps({**row, "label": int(row["label"] in (True, "true"))}) + "\n" for row in rows)
+    )
     return copy_tasks("parity", root, data=data, work=work)
 
 

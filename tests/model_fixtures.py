@@ -40,7 +40,9 @@ def _gpt2_backend(tokenizer_dir: Path):
     return tokenizers.Tokenizer.from_str(base.backend_tokenizer.to_str())
 
 
-def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS) -> Path:
+def tiny_gpt2(
+    directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS
+) -> Path:
     """GPT-2 (2 layers, 64 wide, 64 positions unless told) with the real GPT-2 tokenizer."""
     import torch
     import transformers
@@ -48,8 +50,13 @@ def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1
     directory = Path(directory)
     tokenizer = transformers.AutoTokenizer.from_pretrained(str(tokenizer_dir))
     config = transformers.GPT2Config(
-        vocab_size=len(tokenizer), n_positions=positions, n_embd=64, n_layer=2, n_head=2,
-        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+        vocab_size=len(tokenizer),
+        n_positions=positions,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
     )
     torch.manual_seed(seed)
     model = transformers.GPT2LMHeadModel(config).eval()
@@ -58,7 +65,9 @@ def tiny_gpt2(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1
     return directory
 
 
-def tiny_llama(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS) -> Path:
+def tiny_llama(
+    directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 1234, positions: int = N_POSITIONS
+) -> Path:
     """Llama (2 layers, 64 wide) whose tokenizer prepends `<s>` and carries a chat template."""
     import tokenizers
     import torch
@@ -72,13 +81,23 @@ def tiny_llama(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 
         single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", bos_id)]
     )
     tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, bos_token="<s>", eos_token="<|endoftext|>",
-        model_max_length=positions, chat_template=CHAT_TEMPLATE,
+        tokenizer_object=backend,
+        bos_token="<s>",
+        eos_token="<|endoftext|>",
+        model_max_length=positions,
+        chat_template=CHAT_TEMPLATE,
     )
     config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=positions,
-        bos_token_id=bos_id, eos_token_id=tokenizer.eos_token_id, tie_word_embeddings=True,
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=positions,
+        bos_token_id=bos_id,
+        eos_token_id=tokenizer.eos_token_id,
+        tie_word_embeddings=True,
     )
     torch.manual_seed(seed)
     model = transformers.LlamaForCausalLM(config).eval()
@@ -103,11 +122,22 @@ def tiny_t5(directory: Path | str, tokenizer_dir: Path | str, *, seed: int = 123
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", eos_id)]
     )
     tokenizer = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=backend, eos_token="</s>", pad_token="<pad>", model_max_length=N_POSITIONS,
+        tokenizer_object=backend,
+        eos_token="</s>",
+        pad_token="<pad>",
+        model_max_length=N_POSITIONS,
     )
     config = transformers.T5Config(
-        vocab_size=len(tokenizer), d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2,
-        num_heads=4, pad_token_id=pad_id, eos_token_id=eos_id, decoder_start_token_id=pad_id,
+        vocab_size=len(tokenizer),
+        d_model=64,
+        d_kv=16,
+        d_ff=128,
+        num_layers=2,
+        num_decoder_layers=2,
+        num_heads=4,
+        pad_token_id=pad_id,
+        eos_token_id=eos_id,
+        decoder_start_token_id=pad_id,
     )
     torch.manual_seed(seed)
     model = transformers.T5ForConditionalGeneration(config).eval()

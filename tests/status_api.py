@@ -19,8 +19,10 @@ class ApiServer:
         import http.server
         import threading
 
-        self.object: dict[str, Any] = {"metadata": {"name": "ev", "namespace": "team", "generation": generation},
-                                       "status": {"jobName": job_name}}  # fmt: skip
+        self.object: dict[str, Any] = {
+            "metadata": {"name": "ev", "namespace": "team", "generation": generation},
+            "status": {"jobName": job_name},
+        }
         self.others: dict[str, dict[str, Any]] = {}
         """Other Evaluations of the namespace (a baseline), by name; GET of any other is a 404."""
         self.refuse: int | None = None
@@ -68,10 +70,13 @@ class ApiServer:
 
     def patch(self, kind: str, body: Any) -> tuple[int, Any]:
         if self.refuse is not None:
-            return self.refuse, _status_body(self.refuse, "evaluations.assay.dev \"ev\" is forbidden: User "
-                                             "\"system:serviceaccount:team:ev-runner\" cannot patch resource")  # fmt: skip
+            return self.refuse, _status_body(
+                self.refuse,
+                'evaluations.assay.dev "ev" is forbidden: User '
+                '"system:serviceaccount:team:ev-runner" cannot patch resource',
+            )
         if self.invalid:
-            return 422, _status_body(422, "Evaluation.assay.dev \"ev\" is invalid: status.results: Invalid value")
+            return 422, _status_body(422, 'Evaluation.assay.dev "ev" is invalid: status.results: Invalid value')
         if kind == "application/merge-patch+json":
             self.object["status"].update(body["status"])
             return 200, self.object
@@ -102,4 +107,11 @@ class ApiServer:
 
 def _status_body(code: int, message: str) -> dict[str, Any]:
     reasons = {403: "Forbidden", 404: "NotFound", 422: "Invalid"}
-    return {"kind": "Status", "apiVersion": "v1", "status": "Failure", "message": message, "reason": reasons[code], "code": code}
+    return {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "status": "Failure",
+        "message": message,
+        "reason": reasons[code],
+        "code": code,
+    }

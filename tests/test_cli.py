@@ -25,11 +25,36 @@ from tests.helpers import copy_tasks
 REPO = Path(__file__).resolve().parents[1]
 
 COMPARED = [
-    "model", "model_args", "tasks", "num_fewshot", "batch_size", "max_batch_size", "device", "limit", "samples",
-    "use_cache", "cache_requests", "check_integrity", "write_out", "log_samples", "output_path", "predict_only",
-    "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "show_config", "include_path", "gen_kwargs",
-    "verbosity", "wandb_args", "wandb_config_args", "hf_hub_log_args", "seed", "trust_remote_code",
-    "confirm_run_unsafe_code", "metadata",
+    "model",
+    "model_args",
+    "tasks",
+    "num_fewshot",
+    "batch_size",
+    "max_batch_size",
+    "device",
+    "limit",
+    "samples",
+    "use_cache",
+    "cache_requests",
+    "check_integrity",
+    "write_out",
+    "log_samples",
+    "output_path",
+    "predict_only",
+    "system_instruction",
+    "apply_chat_template",
+    "fewshot_as_multiturn",
+    "show_config",
+    "include_path",
+    "gen_kwargs",
+    "verbosity",
+    "wandb_args",
+    "wandb_config_args",
+    "hf_hub_log_args",
+    "seed",
+    "trust_remote_code",
+    "confirm_run_unsafe_code",
+    "metadata",
 ]
 
 ARGVS = [
@@ -92,7 +117,8 @@ def test_run_flags_resolve_like_lm_eval(argv, monkeypatch):
 
 def test_yaml_config_precedence_like_lm_eval(tmp_path):
     config = tmp_path / "run.yaml"
-    config.write_text(textwrap.dedent("""
+    config.write_text(
+        textwrap.dedent("""
         model: dummy
         model_args: pretrained=gpt2,dtype=float32
         tasks: [hellaswag, arc_easy]
@@ -100,8 +126,12 @@ def test_yaml_config_precedence_like_lm_eval(tmp_path):
         batch_size: 4
         seed: 7
         gen_kwargs: {temperature: 0}
-    """))
-    for argv in (["run", "--config", str(config)], ["run", "-C", str(config), "--num_fewshot", "0", "-t", "piqa", "-b", "2"]):
+    """)
+    )
+    for argv in (
+        ["run", "--config", str(config)],
+        ["run", "-C", str(config), "--num_fewshot", "0", "-t", "piqa", "-b", "2"],
+    ):
         assert assay_config(argv) == lm_eval_config(argv)
 
 
@@ -181,12 +211,24 @@ def test_counts_lm_eval_would_run_silently_are_refused_from_a_config_file_too(tm
     assert assay_config(["run", "--tasks", "x", "--num_fewshot", "0"])["num_fewshot"] == 0
 
 
-@pytest.mark.parametrize("target,why", [("a_file/out", "(Not a directory)"), ("a_file/run.json", "a_file is a file, not a folder")])
+@pytest.mark.parametrize(
+    "target,why", [("a_file/out", "(Not a directory)"), ("a_file/run.json", "a_file is a file, not a folder")]
+)
 def test_an_unwritable_output_path_fails_before_the_model_loads(target, why, tmp_path, capsys):
     (tmp_path / "a_file").write_text("not a folder")
     path = tmp_path / target
     # Had the model been loaded first, the error would name its missing path instead.
-    argv = ["run", "--model", "hf", "--model_args", "pretrained=/no/such/model", "--tasks", "x", "--output_path", str(path)]
+    argv = [
+        "run",
+        "--model",
+        "hf",
+        "--model_args",
+        "pretrained=/no/such/model",
+        "--tasks",
+        "x",
+        "--output_path",
+        str(path),
+    ]
     code, _, err = run_main(argv, capsys)
     assert code == 1
     assert f"Cannot write to --output_path {path} (" in err and why in err
@@ -234,7 +276,12 @@ def test_no_arguments_prints_help(capsys):
 def task_dir(tmp_path):
     """A tiny local multiple-choice task (JSON data made here)."""
     data = tmp_path / "data.jsonl"
-    data.write_text("\n".join(json.dumps({"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2}) for i in range(4)) + "\n")
+    data.write_text(
+        "\n".join(
+            json.dumps({"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2}) for i in range(4)
+        )
+        + "\n"
+    )
     folder = copy_tasks("cli", tmp_path / "tasks", work=tmp_path)
     return folder
 
@@ -266,7 +313,10 @@ def test_ls_and_validate_do_not_import_heavy_modules(task_dir):
 
 def test_validate(task_dir, capsys):
     code, out, _ = run_main(["validate", "--tasks", "tiny_mc,tiny_group", "--include_path", str(task_dir)], capsys)
-    assert code == 0 and out.splitlines() == ["Validating tasks: ['tiny_mc', 'tiny_group']", "All tasks found and valid"]
+    assert code == 0 and out.splitlines() == [
+        "Validating tasks: ['tiny_mc', 'tiny_group']",
+        "All tasks found and valid",
+    ]
     code, out, _ = run_main(["validate", "--tasks", "tiny_mc,tiny_mcc", "--include_path", str(task_dir)], capsys)
     assert code == 1 and out.splitlines() == [
         "Validating tasks: ['tiny_mc', 'tiny_mcc']",
@@ -291,7 +341,9 @@ def test_delegated_subcommands_get_their_argv(monkeypatch):
 
 def test_data_import_says_which_tasks_it_built_from_which_files(shared_data, tmp_path, capsys):
     dst = tmp_path / "d"
-    code, out, _ = run_main(["data", "import", "--from", str(shared_data), "--to", str(dst), "--only", "lambada,arc"], capsys)
+    code, out, _ = run_main(
+        ["data", "import", "--from", str(shared_data), "--to", str(dst), "--only", "lambada,arc"], capsys
+    )
     assert code == 0
     assert out.splitlines() == [
         "arc: arc/ARC-{Easy,Challenge}-{Test,Dev}.jsonl -> allenai/ai2_arc/ARC-Challenge, allenai/ai2_arc/ARC-Easy; "
@@ -308,27 +360,52 @@ def test_data_import_says_which_tasks_it_built_from_which_files(shared_data, tmp
 
 def test_run_end_to_end_writes_lm_eval_files_and_prints_tables(task_dir, tmp_path, capsys):
     out_dir = tmp_path / "out"
-    argv = ["run", "--model", "dummy", "--tasks", "tiny_group", "--include_path", str(task_dir),
-            "--output_path", str(out_dir), "--log_samples", "--seed", "3"]
+    argv = [
+        "run",
+        "--model",
+        "dummy",
+        "--tasks",
+        "tiny_group",
+        "--include_path",
+        str(task_dir),
+        "--output_path",
+        str(out_dir),
+        "--log_samples",
+        "--seed",
+        "3",
+    ]
     code, out, err = run_main(argv, capsys)
     assert code == 0, err
     results_files = list(out_dir.glob("*/results_*.json"))
     assert len(results_files) == 1
     results = json.loads(results_files[0].read_text())
     folder = results_files[0].parent
-    date_id = results_files[0].stem[len("results_"):]
+    date_id = results_files[0].stem[len("results_") :]
     assert folder.name == results["model_name_sanitized"]
     assert (folder / f"samples_tiny_mc_{date_id}.jsonl").is_file()
-    assert list(results)[-9:] == ["model_source", "model_name", "model_name_sanitized", "system_instruction",
-                                  "system_instruction_sha", "fewshot_as_multiturn", "chat_template",
-                                  "chat_template_sha", "total_evaluation_time_seconds"]
+    assert list(results)[-9:] == [
+        "model_source",
+        "model_name",
+        "model_name_sanitized",
+        "system_instruction",
+        "system_instruction_sha",
+        "fewshot_as_multiturn",
+        "chat_template",
+        "chat_template_sha",
+        "total_evaluation_time_seconds",
+    ]
     assert set(results["task_hashes"]) == {"tiny_mc"}
     config = cli.resolve_run_config(cli.build_parser().parse_args(argv))
-    expected = "\n".join([
-        cli.summary_line(config, results["config"]["batch_sizes"]),
-        lm_make_table(results),
-        lm_make_table(results, "groups"),
-    ]) + "\n"
+    expected = (
+        "\n".join(
+            [
+                cli.summary_line(config, results["config"]["batch_sizes"]),
+                lm_make_table(results),
+                lm_make_table(results, "groups"),
+            ]
+        )
+        + "\n"
+    )
     assert out == expected
     assert out.splitlines()[0] == "dummy ({}), gen_kwargs: ({}), limit: None, num_fewshot: None, batch_size: 1"
     assert make_table(RunResults.from_lmeval_dict(results)) == lm_make_table(results)
@@ -336,8 +413,24 @@ def test_run_end_to_end_writes_lm_eval_files_and_prints_tables(task_dir, tmp_pat
 
 def test_run_json_output_path_and_show_config(task_dir, tmp_path, capsys):
     target = tmp_path / "res" / "run.json"
-    code, out, err = run_main(["--model", "dummy", "-t", "tiny_mc", "--include_path", str(task_dir), "-o", str(target),
-                               "--show_config", "--limit", "2", "-a", "pretrained=my/model"], capsys)
+    code, out, err = run_main(
+        [
+            "--model",
+            "dummy",
+            "-t",
+            "tiny_mc",
+            "--include_path",
+            str(task_dir),
+            "-o",
+            str(target),
+            "--show_config",
+            "--limit",
+            "2",
+            "-a",
+            "pretrained=my/model",
+        ],
+        capsys,
+    )
     assert code == 0, err
     (written,) = list(target.parent.glob("run_*.json"))
     results = json.loads(written.read_text())

@@ -80,14 +80,20 @@ def test_wikitext_pages_start_at_level_one_headings() -> None:
 
 def test_winogrande_rebuild_renders_the_same_contexts() -> None:
     doc = converters.rebuild_winogrande(["The cat chased the Samantha", "The cat chased the Sarah"], "ran off.", 1)
-    assert doc == {"sentence": "The cat chased the _ ran off.", "option1": "Samantha", "option2": "Sarah", "answer": "2"}
+    assert doc == {
+        "sentence": "The cat chased the _ ran off.",
+        "option1": "Samantha",
+        "option2": "Sarah",
+        "answer": "2",
+    }
 
 
 def test_hellaswag_context_split_heuristic() -> None:
     assert converters.split_hellaswag_context("A man sits. he") == ("A man sits.", "he")
     assert converters.split_hellaswag_context("A man sits. He stands.") == ("A man sits. He stands.", "")
     assert converters.split_openbookqa_choices("(A) a b (B) c (C) d (D) e") == {
-        "text": ["a b", "c", "d", "e"], "label": ["A", "B", "C", "D"]
+        "text": ["a b", "c", "d", "e"],
+        "label": ["A", "B", "C", "D"],
     }
 
 
@@ -152,11 +158,15 @@ def test_without_local_files_the_normal_loader_runs(tmp_path: Path, monkeypatch:
     monkeypatch.delenv(datasets_local.ENV_VAR, raising=False)
     data = tmp_path / "rows.jsonl"
     _write(data, [{"q": "a"}, {"q": "b"}])
-    loaded = datasets_local.load_task_dataset("json", None, {"data_files": {"test": str(data)}, "trust_remote_code": True})
+    loaded = datasets_local.load_task_dataset(
+        "json", None, {"data_files": {"test": str(data)}, "trust_remote_code": True}
+    )
     assert loaded["test"]["q"] == ["a", "b"]
 
 
-def test_unreachable_hub_is_a_user_error_saying_where_the_data_comes_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_unreachable_hub_is_a_user_error_saying_where_the_data_comes_from(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(datasets_local.ENV_VAR, str(tmp_path / "absent"))
 
     def offline(path: str, name: str | None = None, **kwargs: Any) -> None:
@@ -173,14 +183,18 @@ def test_unreachable_hub_is_a_user_error_saying_where_the_data_comes_from(tmp_pa
         "datasets cache that holds it (a copy of that machine's), write its splits yourself as "
         "allenai/sciq/default/<split>.jsonl in a folder named by ASSAY_DATASETS_DIR, or run where the hub can be reached."
     )
-    with pytest.raises(UserError, match=r"\(`assay data import --from <benchmark files> --to <folder> --only mmlu` writes one\)"):
+    with pytest.raises(
+        UserError, match=r"\(`assay data import --from <benchmark files> --to <folder> --only mmlu` writes one\)"
+    ):
         datasets_local.load_task_dataset("cais/mmlu", "anatomy")
 
 
 def test_every_folder_an_import_writes_is_declared_by_its_benchmark(converted: Path) -> None:
     """`benchmark_writing` (which errors use to suggest `--only <name>`) knows every folder the converters write."""
     folders = {path.parent.relative_to(converted).as_posix() for path in converted.rglob("*.jsonl")}
-    assert {folder: converters.benchmark_writing(folder) is not None for folder in folders} == dict.fromkeys(folders, True)
+    assert {folder: converters.benchmark_writing(folder) is not None for folder in folders} == dict.fromkeys(
+        folders, True
+    )
     assert converters.benchmark_writing("allenai/sciq/default") is None
     assert converters.benchmark_writing("cais/mmlu/anatomy") == "mmlu"
 

@@ -26,15 +26,23 @@ pytestmark = pytest.mark.slow
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # pip's output when the package index cannot be reached: then there is nothing to test here.
-_OFFLINE_MARKS = ("NewConnectionError", "Failed to establish a new connection", "No matching distribution found",
-                  "Could not find a version that satisfies")  # fmt: skip
+_OFFLINE_MARKS = (
+    "NewConnectionError",
+    "Failed to establish a new connection",
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+)
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     out = tmp_path_factory.mktemp("wheel")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO_ROOT)],
-                   check=True, capture_output=True, cwd=out)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(REPO_ROOT)],
+        check=True,
+        capture_output=True,
+        cwd=out,
+    )
     [built] = out.glob("assay-*.whl")
     yield built
     shutil.rmtree(out, ignore_errors=True)
@@ -91,7 +99,9 @@ def _env() -> dict[str, str]:
 
 
 def _assay(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(bin_dir / "assay"), *args], capture_output=True, text=True, env=_env(), cwd=cwd, timeout=120)
+    return subprocess.run(
+        [str(bin_dir / "assay"), *args], capture_output=True, text=True, env=_env(), cwd=cwd, timeout=120
+    )
 
 
 def _says_only(done: subprocess.CompletedProcess[str], what: str, extra: str) -> None:
@@ -107,9 +117,11 @@ def task(tmp_path: Path) -> Path:
     rows = tmp_path / "rows.jsonl"
     rows.write_text('{"q": "2+2", "a": "4"}\n{"q": "1+3", "a": "4"}\n')
     path = tmp_path / "tiny.yaml"
-    path.write_text(f"task: tiny\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {rows}}}}}\ntest_split: test\n"
-                    "output_type: generate_until\ndoc_to_text: 'Q: {{q}} A:'\ndoc_to_target: a\n"
-                    "generation_kwargs: {until: ['Q:'], max_gen_toks: 4}\nmetric_list: [{metric: exact_match}]\n")  # fmt: skip
+    path.write_text(
+        f"task: tiny\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {rows}}}}}\ntest_split: test\n"
+        "output_type: generate_until\ndoc_to_text: 'Q: {{q}} A:'\ndoc_to_target: a\n"
+        "generation_kwargs: {until: ['Q:'], max_gen_toks: 4}\nmetric_list: [{metric: exact_match}]\n"
+    )
     return path
 
 
@@ -132,7 +144,9 @@ def test_the_core_alone_names_the_extra_each_command_needs(core: Path, task: Pat
 
 
 def test_data_runs_the_dummy_model_on_a_local_json_task(data: Path, task: Path, tmp_path: Path) -> None:
-    done = _assay(data, "run", "--model", "dummy", "--tasks", str(task), "--output_path", str(tmp_path / "out"), cwd=tmp_path)
+    done = _assay(
+        data, "run", "--model", "dummy", "--tasks", str(task), "--output_path", str(tmp_path / "out"), cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     assert list((tmp_path / "out").rglob("results_*.json"))
 
@@ -172,10 +186,25 @@ def test_api_runs_completions_and_chat_against_a_local_server(
     # local-completions counts tokens with transformers' tokenizer by default: no torch needed.
     completions = f"base_url={server}/completions,model=m,tokenizer={shared_data / 'gpt2_tokenizer'}"
     chat = f"base_url={server}/chat/completions,model=m"
-    for name, model, args in (("completions", "local-completions", completions), ("chat", "local-chat-completions", chat)):
+    for name, model, args in (
+        ("completions", "local-completions", completions),
+        ("chat", "local-chat-completions", chat),
+    ):
         out = tmp_path / name
-        done = _assay(api, "run", "--model", model, "--model_args", args, "--tasks", str(task), "--output_path", str(out),
-                      *(["--apply_chat_template"] if name == "chat" else []), cwd=tmp_path)  # fmt: skip
+        done = _assay(
+            api,
+            "run",
+            "--model",
+            model,
+            "--model_args",
+            args,
+            "--tasks",
+            str(task),
+            "--output_path",
+            str(out),
+            *(["--apply_chat_template"] if name == "chat" else []),
+            cwd=tmp_path,
+        )
         assert done.returncode == 0, done.stderr
         assert _exact_match(out) == 1.0
     # transformers and datasets are here, torch is not: --model hf still names its extra.
@@ -186,11 +215,15 @@ def test_api_runs_completions_and_chat_against_a_local_server(
 def test_operator_starts_and_says_what_it_lacks(operator: Path, tmp_path: Path) -> None:
     assert _assay(operator, "operator", "--help", cwd=tmp_path).returncode == 0
     entry = "import kopf; from assay.operator import handlers, main; print(callable(main.main))"
-    imported = subprocess.run([str(operator / "python"), "-c", entry], capture_output=True, text=True, env=_env(), cwd=tmp_path)
+    imported = subprocess.run(
+        [str(operator / "python"), "-c", entry], capture_output=True, text=True, env=_env(), cwd=tmp_path
+    )
     assert imported.stdout.strip() == "True", imported.stderr
     # Against no cluster at all: the credentials sentence, not an import error.
     done = _assay(operator, "operator", cwd=tmp_path)
-    assert done.returncode != 0 and "Traceback" not in done.stderr and "No Kubernetes credentials" in done.stderr, done.stderr
+    assert done.returncode != 0 and "Traceback" not in done.stderr and "No Kubernetes credentials" in done.stderr, (
+        done.stderr
+    )
 
 
 def test_cluster_reads_a_cluster_and_says_when_there_is_none(cluster: Path, tmp_path: Path) -> None:
@@ -199,5 +232,7 @@ def test_cluster_reads_a_cluster_and_says_when_there_is_none(cluster: Path, tmp_
         done = _assay(cluster, *command, cwd=tmp_path)
         lines = done.stderr.strip().splitlines()
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
-        assert lines[-1].startswith("assay: error: No Kubernetes configuration found: /nonexistent/kubeconfig does not exist")
+        assert lines[-1].startswith(
+            "assay: error: No Kubernetes configuration found: /nonexistent/kubeconfig does not exist"
+        )
     _says_only(_assay(cluster, "operator", cwd=tmp_path), "`assay operator`", "operator")

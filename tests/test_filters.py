@@ -74,7 +74,9 @@ def test_regex_matches_lm_eval(kwargs: dict[str, Any]) -> None:
 
 def test_regex_after_take_first_reads_characters_like_lm_eval() -> None:
     resps = [["#### 12"], ["abc 3"]]
-    ours = filters.build_filter_ensemble("x", [{"function": "take_first"}, {"function": "regex", "regex_pattern": "[0-9]"}])
+    ours = filters.build_filter_ensemble(
+        "x", [{"function": "take_first"}, {"function": "regex", "regex_pattern": "[0-9]"}]
+    )
     theirs = lm_filters.build_filter_ensemble("x", [("take_first", None), ("regex", {"regex_pattern": "[0-9]"})])
     assert run_ours(ours, resps, [{}, {}]) == run_theirs(theirs, resps, [{}, {}])
 
@@ -128,7 +130,12 @@ def test_multi_choice_regex_matches_lm_eval(kwargs: dict[str, Any]) -> None:
 def test_selection_filters_match_lm_eval() -> None:
     resps = [["b", "a", "b", "c"], ["x", "y", "y", "x"], ["q", "r", "s", "t"]]
     docs: list[dict[str, Any]] = [{}, {}, {}]
-    for name, kwargs in [("take_first", {}), ("take_first_k", {"k": 2}), ("take_first_k", {"k": 4}), ("majority_vote", {})]:
+    for name, kwargs in [
+        ("take_first", {}),
+        ("take_first_k", {"k": 2}),
+        ("take_first_k", {"k": 4}),
+        ("majority_vote", {}),
+    ]:
         assert assay_apply(name, kwargs, resps, docs) == lm_apply(name, kwargs, resps, docs), name
 
 
@@ -137,7 +144,9 @@ def test_take_first_k_needs_enough_repeats() -> None:
         assay_apply("take_first_k", {"k": 3}, [["a", "b"]], [{}])
 
 
-@pytest.mark.parametrize("kwargs", [{"mapping_dict": {"A": 0, "B": 1}, "default_value": -1}, {}, {"mapping_dict": {"yes": True}}])
+@pytest.mark.parametrize(
+    "kwargs", [{"mapping_dict": {"A": 0, "B": 1}, "default_value": -1}, {}, {"mapping_dict": {"yes": True}}]
+)
 def test_map_matches_lm_eval(kwargs: dict[str, Any]) -> None:
     resps = [["A", "B", "C"], ["yes", "no"]]
     docs: list[dict[str, Any]] = [{}, {}]
@@ -195,7 +204,12 @@ GSM8K_PIPELINES: dict[str, list[dict[str, Any]]] = {
         {"function": "regex", "group_select": -1, "regex_pattern": "(-?[$0-9.,]{2,})|(-?[0-9]+)"},
         {"function": "take_first"},
     ],
-    "maj@3": [{"function": "take_first_k", "k": 3}, {"function": "regex"}, {"function": "majority_vote"}, {"function": "take_first"}],
+    "maj@3": [
+        {"function": "take_first_k", "k": 3},
+        {"function": "regex"},
+        {"function": "majority_vote"},
+        {"function": "take_first"},
+    ],
 }
 
 
@@ -220,9 +234,19 @@ def test_default_ensemble_is_none_take_first() -> None:
 def test_every_lm_eval_filter_is_registered() -> None:
     # decontaminate is a stub in lm-eval (its apply returns None), so it is left out.
     expected = {
-        "regex", "regex_pos", "remove_whitespace", "multi_choice_regex", "take_first", "take_first_k",
-        "majority_vote", "lowercase", "uppercase", "map", "format_span", "custom",
-    }  # fmt: skip
+        "regex",
+        "regex_pos",
+        "remove_whitespace",
+        "multi_choice_regex",
+        "take_first",
+        "take_first_k",
+        "majority_vote",
+        "lowercase",
+        "uppercase",
+        "map",
+        "format_span",
+        "custom",
+    }
     assert set(filters.FILTERS.names()) == expected
 
 

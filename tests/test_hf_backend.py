@@ -19,7 +19,6 @@ from assay.runner.models.hf.model import HFLM
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 
 
-
 def lm_eval_hf() -> Any:
     """lm-eval's HF module; only tests that compare with lm-eval call this (and skip without it)."""
     return pytest.importorskip("lm_eval.models.huggingface")
@@ -169,7 +168,9 @@ def test_rolling_matches_lm_eval(model_dirs: dict[str, Path], kind: str, batch_s
 
 def gen_both(ours: HFLM, theirs: Any, reqs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[str]]:
     mine = ours.generate_until([GenerationRequest(c, dict(k)) for c, k in reqs], disable_tqdm=True)
-    ref = theirs.generate_until([Instance("generate_until", {}, (c, dict(k)), i) for i, (c, k) in enumerate(reqs)], disable_tqdm=True)
+    ref = theirs.generate_until(
+        [Instance("generate_until", {}, (c, dict(k)), i) for i, (c, k) in enumerate(reqs)], disable_tqdm=True
+    )
     return mine, ref
 
 
@@ -206,7 +207,9 @@ def test_generate_respects_max_gen_toks(model_dirs: dict[str, Path]) -> None:
 
 def test_generate_think_end_token_stripped(model_dirs: dict[str, Path]) -> None:
     _, theirs = pair(model_dirs, "gpt2", batch_size=1)
-    free = theirs.generate_until([Instance("generate_until", {}, ("Once upon a time", {"until": [], "max_gen_toks": 10}), 0)], disable_tqdm=True)[0]
+    free = theirs.generate_until(
+        [Instance("generate_until", {}, ("Once upon a time", {"until": [], "max_gen_toks": 10}), 0)], disable_tqdm=True
+    )[0]
     think = free.split()[1] if len(free.split()) > 1 else free.strip()[:2]
     ours, theirs = pair(model_dirs, "gpt2", batch_size=1, think_end_token=think)
     mine, ref = gen_both(ours, theirs, [("Once upon a time", {"until": [], "max_gen_toks": 10})])
@@ -267,16 +270,19 @@ def test_unknown_model_arg_is_named(gpt2_dir: Path) -> None:  # noqa: F811
         HFLM(pretrained=str(gpt2_dir), dtyp="float32")
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"dtype": "float33"}, "dtype='float33'"),
-    ({"softmax_dtype": "nope"}, "softmax_dtype"),
-    ({"batch_size": "big"}, "batch_size"),
-    ({"batch_size": "auto:0"}, "batch_size"),
-    ({"backend": "encoder"}, "backend"),
-    ({"device": "cuda:7"}, "device"),
-    ({"peft": "x", "delta": "y"}, "peft and delta"),
-    ({"enable_thinking": True}, "think_end_token"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"dtype": "float33"}, "dtype='float33'"),
+        ({"softmax_dtype": "nope"}, "softmax_dtype"),
+        ({"batch_size": "big"}, "batch_size"),
+        ({"batch_size": "auto:0"}, "batch_size"),
+        ({"backend": "encoder"}, "backend"),
+        ({"device": "cuda:7"}, "device"),
+        ({"peft": "x", "delta": "y"}, "peft and delta"),
+        ({"enable_thinking": True}, "think_end_token"),
+    ],
+)
 def test_bad_model_args(gpt2_dir: Path, args: dict[str, Any], message: str) -> None:  # noqa: F811
     if args.get("device") == "cuda:7":
         import torch
@@ -322,7 +328,8 @@ def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
 
 def test_create_from_arg_string_and_passthrough(gpt2_dir: Path) -> None:  # noqa: F811
     lm = HFLM.create_from_arg_string(
-        f"pretrained={gpt2_dir},dtype=float32,attn_implementation=eager", {"batch_size": "auto:2", "device": "cpu", "max_batch_size": None}
+        f"pretrained={gpt2_dir},dtype=float32,attn_implementation=eager",
+        {"batch_size": "auto:2", "device": "cpu", "max_batch_size": None},
     )
     assert isinstance(lm, HFLM)
     assert lm.batch_size == "auto" and lm.batch_plan.schedule == 2.0 and lm.batch_plan.max_batch_size == 64

@@ -57,7 +57,8 @@ def test_shared_prefix_runs_once_and_generations_equal_lm_evals(
     reqs = [(SHOTS + f"Question: {q}\nAnswer:", {"until": ["Question:"], "max_gen_toks": 12}) for q in QUESTIONS]
     shapes: list[tuple[int, ...]] = []
     hook = ours.model.register_forward_pre_hook(
-        lambda _m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)), with_kwargs=True
+        lambda _m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)),
+        with_kwargs=True,
     )
     try:
         mine, ref = gen_both(ours, theirs, reqs)
@@ -89,7 +90,9 @@ def test_left_truncated_prompts_and_sampling_kwargs_take_the_plain_path(
     reqs = [(long_shots + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 6}) for q in QUESTIONS[:3]]
     mine, ref = gen_both(ours, theirs, reqs)
     assert mine == ref and built == []
-    beams = [(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 4, "num_beams": 2}) for q in QUESTIONS[:2]]
+    beams = [
+        (SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 4, "num_beams": 2}) for q in QUESTIONS[:2]
+    ]
     torch.manual_seed(0)
     mine, ref = gen_both(ours, theirs, beams)
     assert mine == ref and built == []
@@ -110,7 +113,9 @@ def test_a_static_cache_never_switches_on_transformers_auto_compile(
         return real_generate(*args, **kwargs)
 
     monkeypatch.setattr(ours.model, "generate", spying_generate)
-    shared = [GenerationRequest(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[:2]]
+    shared = [
+        GenerationRequest(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[:2]
+    ]
     plain = [GenerationRequest(f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[2:4]]
     ours.generate_until(shared + plain, disable_tqdm=True)
     static = [c for c in calls if any(isinstance(v, transformers.StaticCache) for v in c.values())]

@@ -22,31 +22,45 @@ from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 BATCH = 2
 
-LL_REQUESTS = [LoglikelihoodRequest(c, x) for c, x in [
-    ("The capital of France is", " Paris"),
-    ("", "Hello world"),
-    ("Question: what is 2+2?\nAnswer:", " A"),  # one shared context: a cache group
-    ("Question: what is 2+2?\nAnswer:", " B"),
-    ("Question: what is 2+2?\nAnswer:", " four"),
-    ("Trailing space moves ", "to the continuation"),
-    ("many words " * 30, "after a context longer than max_length"),
-    ("Short", " and sweet."),
-    ("Hello world", " Hello world"),
-    ("Hello world", " Hello"),  # a prefix of the one before: a logits-cache group member
-    ("Nothing follows", ""),  # empty continuation: answered without the model
-    ("One more", " request"),
-    ("And another", " one here"),
-]]
-ROLLING_REQUESTS = [RollingRequest(t) for t in [
-    "A short document.",
-    "This is a longer document that needs several windows. " * 12,  # two windows, in two batches
-    "x",
-    "Another document of a few words, but more than one window long. " * 2,
-    "The end.",
-]]
-GEN_REQUESTS = [GenerationRequest(c, {"until": ["\n"], "max_gen_toks": 5}) for c in [
-    "Once upon a time", "The answer is", "Q: 1+1?\nA:", "Hello", "A long prompt " * 5, "Last",
-]]
+LL_REQUESTS = [
+    LoglikelihoodRequest(c, x)
+    for c, x in [
+        ("The capital of France is", " Paris"),
+        ("", "Hello world"),
+        ("Question: what is 2+2?\nAnswer:", " A"),  # one shared context: a cache group
+        ("Question: what is 2+2?\nAnswer:", " B"),
+        ("Question: what is 2+2?\nAnswer:", " four"),
+        ("Trailing space moves ", "to the continuation"),
+        ("many words " * 30, "after a context longer than max_length"),
+        ("Short", " and sweet."),
+        ("Hello world", " Hello world"),
+        ("Hello world", " Hello"),  # a prefix of the one before: a logits-cache group member
+        ("Nothing follows", ""),  # empty continuation: answered without the model
+        ("One more", " request"),
+        ("And another", " one here"),
+    ]
+]
+ROLLING_REQUESTS = [
+    RollingRequest(t)
+    for t in [
+        "A short document.",
+        "This is a longer document that needs several windows. " * 12,  # two windows, in two batches
+        "x",
+        "Another document of a few words, but more than one window long. " * 2,
+        "The end.",
+    ]
+]
+GEN_REQUESTS = [
+    GenerationRequest(c, {"until": ["\n"], "max_gen_toks": 5})
+    for c in [
+        "Once upon a time",
+        "The answer is",
+        "Q: 1+1?\nA:",
+        "Hello",
+        "A long prompt " * 5,
+        "Last",
+    ]
+]
 CASES = {"loglikelihood": LL_REQUESTS, "loglikelihood_rolling": ROLLING_REQUESTS, "generate_until": GEN_REQUESTS}
 
 # the functions that run one forward batch (or, for generation, one generated batch)
@@ -125,8 +139,12 @@ def test_cached_run_equals_uncached_run_exactly(gpt2_dir: Path, tmp_path: Path, 
 # batch 2, so the kill must leave it out (a partial total is not an answer)
 @pytest.mark.parametrize("method,k", [("loglikelihood", 3), ("loglikelihood_rolling", 1), ("generate_until", 1)])
 def test_killed_run_keeps_its_finished_batches_and_resumes(
-    gpt2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,  # noqa: F811
-    method: str, k: int,
+    gpt2_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,  # noqa: F811
+    method: str,
+    k: int,
 ) -> None:
     requests = CASES[method]
     all_keys = keys(method, requests)
@@ -159,8 +177,10 @@ def test_killed_run_keeps_its_finished_batches_and_resumes(
     with caplog.at_level(logging.INFO, logger="assay.runner.models.caching"):
         resumed = getattr(CachingLM(lm, path), method)(requests, disable_tqdm=True)
     assert sizes == [len(requests) - len(finished)]
-    assert f"{method}: {len(finished)} of {len(requests)} requests answered from the response cache; " \
-           f"{len(requests) - len(finished)} sent to the model" in caplog.text
+    assert (
+        f"{method}: {len(finished)} of {len(requests)} requests answered from the response cache; "
+        f"{len(requests) - len(finished)} sent to the model" in caplog.text
+    )
     assert set(stored(path)) == set(all_keys)
     # answers from the cache are the killed run's, bit for bit; the rest are exactly what an
     # uncached run on the missing requests gives. Those sit in other batches than in one
@@ -168,7 +188,9 @@ def test_killed_run_keeps_its_finished_batches_and_resumes(
     missing = [i for i, key in enumerate(all_keys) if key not in finished]
     fresh = getattr(hf(gpt2_dir), method)([requests[i] for i in missing], disable_tqdm=True)
     assert [resumed[i] for i in missing] == fresh
-    assert [r for i, r in enumerate(resumed) if i not in missing] == [r for i, r in enumerate(expected) if i not in missing]
+    assert [r for i, r in enumerate(resumed) if i not in missing] == [
+        r for i, r in enumerate(expected) if i not in missing
+    ]
     assert_close(resumed, expected)
 
 

@@ -36,7 +36,8 @@ MC_REQUESTS = [
 def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]:
     shapes: list[tuple[int, ...]] = []
     handle = model.register_forward_pre_hook(
-        lambda _m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)), with_kwargs=True
+        lambda _m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)),
+        with_kwargs=True,
     )
     return shapes, handle
 
@@ -68,10 +69,19 @@ def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dic
 
 def test_sliding_window_model_keeps_full_passes() -> None:
     config = transformers.MistralConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, sliding_window=8, max_position_embeddings=64,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        sliding_window=8,
+        max_position_embeddings=64,
     )
-    assert sharing_blocker(transformers.MistralForCausalLM(config), backend="causal") == "sliding-window or chunked attention"
+    assert (
+        sharing_blocker(transformers.MistralForCausalLM(config), backend="causal")
+        == "sliding-window or chunked attention"
+    )
     config.sliding_window = None
     assert sharing_blocker(transformers.MistralForCausalLM(config), backend="causal") is None
 
@@ -86,14 +96,19 @@ def test_results_config_reports_shared_context(gpt2_dir: Path, tmp_path: Path) -
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_rolling_uses_chunked_head_and_matches(model_dirs: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rolling_uses_chunked_head_and_matches(
+    model_dirs: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=4)
     assert ours._rolling_scorer() is not None
     monkeypatch.setattr(rolling, "CHUNK", 7)  # several head chunks per window
     texts = ["A document long enough for three windows of the tiny model. " * 9, "short", "Two windows here. " * 8]
     mine = ours.loglikelihood_rolling([RollingRequest(t) for t in texts], disable_tqdm=True)
     ref = theirs.loglikelihood_rolling(
-        [pytest.importorskip("lm_eval.api.instance").Instance("loglikelihood_rolling", {}, (t,), i) for i, t in enumerate(texts)],
+        [
+            pytest.importorskip("lm_eval.api.instance").Instance("loglikelihood_rolling", {}, (t,), i)
+            for i, t in enumerate(texts)
+        ],
         disable_tqdm=True,
     )
     for m, r in zip(mine, ref, strict=True):
@@ -103,8 +118,15 @@ def test_rolling_uses_chunked_head_and_matches(model_dirs: dict[str, Path], kind
 def test_rolling_falls_back_when_head_is_not_the_model() -> None:
     """Gemma 2 soft-caps its logits after the head: the body → head split is refused."""
     config = transformers.Gemma2Config(
-        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, final_logit_softcapping=0.5, max_position_embeddings=64,
+        vocab_size=64,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        final_logit_softcapping=0.5,
+        max_position_embeddings=64,
     )
     torch.manual_seed(0)
     assert rolling.split_model(transformers.Gemma2ForCausalLM(config).eval(), torch.device("cpu")) is None
@@ -117,8 +139,11 @@ def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_th
 
     shots, other = list(range(100, 100 + MIN_SHARED_PREFIX + 4)), list(range(500, 500 + MIN_SHARED_PREFIX + 4))
     pairs = [
-        (shots + [1, 2], [9]), (other + [3], [9]), (shots + [1, 3], [9]), (other + [4], [9]),
-        (shots[:MIN_SHARED_PREFIX - 1] + [7], [9]),  # shares too little with the others
+        (shots + [1, 2], [9]),
+        (other + [3], [9]),
+        (shots + [1, 3], [9]),
+        (other + [4], [9]),
+        (shots[: MIN_SHARED_PREFIX - 1] + [7], [9]),  # shares too little with the others
     ]
     planned = by_prefix([[0], [1], [2], [3], [4]], pairs)
     prefix_of = {group[0]: prefix for group, prefix in planned}

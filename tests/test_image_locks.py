@@ -21,9 +21,16 @@ REPO = Path(__file__).resolve().parents[1]
 IMAGES = REPO / "deploy" / "images"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # The platform the locks are resolved for (lock.sh): the base images' CPython 3.11 on x86_64 Linux.
-TARGET = {"python_version": "3.11", "python_full_version": "3.11.2", "sys_platform": "linux",
-          "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
-          "implementation_name": "cpython", "platform_python_implementation": "CPython"}  # fmt: skip
+TARGET = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.2",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+}
 HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
 
@@ -98,7 +105,11 @@ def test_dockerfile_installs_python_packages_only_in_hash_mode() -> None:
     dockerfile = re.sub(r"\\\n", " ", (IMAGES / "Dockerfile").read_text())
     commands = re.findall(r"pip (?:download|install)[^&\n]*-r [^&\n]*", dockerfile)
     assert {Path(c.split("-r ")[-1].split()[0]).name for c in commands} == {
-        "build.lock.txt", "sbom.lock.txt", "operator.lock.txt", "runner.lock.txt"}  # fmt: skip
+        "build.lock.txt",
+        "sbom.lock.txt",
+        "operator.lock.txt",
+        "runner.lock.txt",
+    }
     for command in commands:
         assert "--require-hashes" in command, command
         assert ("--only-binary :all:" if command.startswith("pip download") else "--no-index") in command, command

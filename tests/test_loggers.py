@@ -18,7 +18,13 @@ from assay.runner.results import output
 
 RESULTS = {
     "results": {
-        "task_a": {"alias": "task_a", "acc,none": 0.5, "acc_stderr,none": 0.1, "bleu,strict": 3.0, "bleu_stderr,strict": "N/A"},
+        "task_a": {
+            "alias": "task_a",
+            "acc,none": 0.5,
+            "acc_stderr,none": 0.1,
+            "bleu,strict": 3.0,
+            "bleu_stderr,strict": "N/A",
+        },
         "grp": {"alias": "grp", "acc,none": 0.5, "acc_stderr,none": "N/A"},
     },
     "groups": {"grp": {"alias": "grp", "acc,none": 0.5, "acc_stderr,none": "N/A"}},
@@ -29,8 +35,17 @@ RESULTS = {
 }
 SAMPLES = {
     "task_a": [
-        {"doc_id": 0, "target": 1, "arguments": [("Q:", " a"), ("Q:", " b")], "resps": [[(-2.0, False)], [(-1.0, True)]],
-         "filtered_resps": [(-2.0, False), (-1.0, True)], "acc": 1.0, "doc_hash": "d", "prompt_hash": "p", "target_hash": "t"},
+        {
+            "doc_id": 0,
+            "target": 1,
+            "arguments": [("Q:", " a"), ("Q:", " b")],
+            "resps": [[(-2.0, False)], [(-1.0, True)]],
+            "filtered_resps": [(-2.0, False), (-1.0, True)],
+            "acc": 1.0,
+            "doc_hash": "d",
+            "prompt_hash": "p",
+            "target_hash": "t",
+        },
     ]
 }
 
@@ -53,7 +68,9 @@ def test_wandb_offline_run_logs_results_tables_and_artifacts(tmp_path, monkeypat
     logger = loggers.WandbLogger({"project": "assay-test", "mode": "offline"}, {"extra": 1})
     logged = []
     original_log = logger.run.log
-    monkeypatch.setattr(logger.run, "log", lambda data, step=None: (logged.append(dict(data)), original_log(data, step=step)))
+    monkeypatch.setattr(
+        logger.run, "log", lambda data, step=None: (logged.append(dict(data)), original_log(data, step=step))
+    )
     logger.post_init(RESULTS)
     logger.log_eval_result()
     logger.log_eval_samples(SAMPLES)
@@ -61,8 +78,14 @@ def test_wandb_offline_run_logs_results_tables_and_artifacts(tmp_path, monkeypat
     assert logger.run.config["cli_configs"] == {"model": "dummy"}
     assert logger.run.summary["task_a/bleu_stderr,strict"] == "N/A"
     keys = {key for data in logged for key in data}
-    assert {"task_a/acc", "task_a/acc_stderr", "task_a/bleu,strict", "evaluation/eval_results",
-            "evaluation/group_eval_results", "task_a_eval_results"} <= keys
+    assert {
+        "task_a/acc",
+        "task_a/acc_stderr",
+        "task_a/bleu,strict",
+        "evaluation/eval_results",
+        "evaluation/group_eval_results",
+        "task_a_eval_results",
+    } <= keys
     table = next(data["evaluation/eval_results"] for data in logged if "evaluation/eval_results" in data)
     assert table.columns == ["Tasks", *loggers.WANDB_TABLE_COLUMNS]
     assert ["task_a", 1.0, "none", 0, "acc", "0.5", "0.1000"] in table.data
@@ -109,7 +132,14 @@ def test_hub_unknown_key_is_a_usage_error():
 def test_hub_upload_plan_matches_lm_eval_layout(tmp_path, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_test")
     saved = _saved(tmp_path)
-    hub = loggers.HubLogger({"hub_results_org": "me", "details_repo_name": "details", "push_results_to_hub": True, "push_samples_to_hub": True})
+    hub = loggers.HubLogger(
+        {
+            "hub_results_org": "me",
+            "details_repo_name": "details",
+            "push_results_to_hub": True,
+            "push_samples_to_hub": True,
+        }
+    )
     results_upload, samples_upload = hub.plan(saved)
     assert results_upload.repo_id == "me/details-private" and results_upload.private
     assert results_upload.path_in_repo == f"org/model/{saved.results_path.name}"
@@ -119,7 +149,9 @@ def test_hub_upload_plan_matches_lm_eval_layout(tmp_path, monkeypatch):
     assert sorted(p.name for p in samples_upload.local.iterdir()) == sorted(
         [saved.results_path.name] + [p.name for p in saved.sample_paths]
     )
-    public = loggers.HubLogger({"hub_results_org": "me", "results_repo_name": "res", "public_repo": True, "push_results_to_hub": True})
+    public = loggers.HubLogger(
+        {"hub_results_org": "me", "results_repo_name": "res", "public_repo": True, "push_results_to_hub": True}
+    )
     assert [u.repo_id for u in public.plan(saved)] == ["me/res"]
 
 

@@ -218,7 +218,9 @@ AGGREGATION_INPUTS: list[tuple[str, list[Any]]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "items"), AGGREGATION_INPUTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(AGGREGATION_INPUTS)])
+@pytest.mark.parametrize(
+    ("name", "items"), AGGREGATION_INPUTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(AGGREGATION_INPUTS)]
+)
 def test_aggregation_matches_lm_eval(name: str, items: list[Any]) -> None:
     ours = AGGREGATIONS.get(name)(items)
     theirs = aggregation_registry.get(name)(items)
@@ -251,7 +253,9 @@ BOOTSTRAP_CASES: list[tuple[str, list[Any], int]] = [
 ]
 
 
-@pytest.mark.parametrize(("name", "items", "iters"), BOOTSTRAP_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(BOOTSTRAP_CASES)])
+@pytest.mark.parametrize(
+    ("name", "items", "iters"), BOOTSTRAP_CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(BOOTSTRAP_CASES)]
+)
 def test_bootstrap_stderr_is_bit_exact(name: str, items: list[Any], iters: int) -> None:
     ours = st.stderr_for(name, items, iters)
     theirs = lm_eval_stderr(name, name, items, iters)
@@ -267,7 +271,12 @@ def test_bootstrap_stderr_many_chunks_is_bit_exact() -> None:
 
 def test_fast_paths_agree_with_the_generic_loop_where_they_apply() -> None:
     # Same inputs through the per-replicate loop (what unsupported inputs use).
-    cases = [("median", LOGLIKELIHOODS), ("f1", BINARY_PAIRS), ("matthews_corrcoef", FOUR_WAY_PAIRS), ("bleu", MULTI_REF_PAIRS)]
+    cases = [
+        ("median", LOGLIKELIHOODS),
+        ("f1", BINARY_PAIRS),
+        ("matthews_corrcoef", FOUR_WAY_PAIRS),
+        ("bleu", MULTI_REF_PAIRS),
+    ]
     for name, items in cases:
         fast = st.bootstrap_stderr(name, items, 200)
         slow = st._sample_stddev(st._slow_replicates(AGGREGATIONS.get(name), items, 0, 200))
@@ -286,11 +295,16 @@ def test_unsupported_inputs_take_the_generic_path() -> None:
 
 
 # the last one mixes reference layouts, so lm-eval's per-resample layout choice varies
-MIXED_PAIRS: list[tuple[Any, Any]] = [*TRANSLATION_PAIRS[:12], *[([r, r.upper()], h) for r, h in TRANSLATION_PAIRS[12:]]]
+MIXED_PAIRS: list[tuple[Any, Any]] = [
+    *TRANSLATION_PAIRS[:12],
+    *[([r, r.upper()], h) for r, h in TRANSLATION_PAIRS[12:]],
+]
 
 
 @pytest.mark.parametrize("metric", ["bleu", "chrf", "chrf++", "ter"])
-@pytest.mark.parametrize("items", [TRANSLATION_PAIRS, MULTI_REF_PAIRS, MIXED_PAIRS], ids=["one-ref", "two-refs", "mixed"])
+@pytest.mark.parametrize(
+    "items", [TRANSLATION_PAIRS, MULTI_REF_PAIRS, MIXED_PAIRS], ids=["one-ref", "two-refs", "mixed"]
+)
 def test_corpus_metric_bootstrap_is_capped_and_bit_exact(metric: str, items: list[Any]) -> None:
     try:
         theirs = lm_eval_stderr(metric, metric, items, 100000)
@@ -369,12 +383,16 @@ def test_pooled_group_stderr_approximates_stderr_of_all_items() -> None:
 
 
 @pytest.mark.parametrize(("module", "metric"), [("sacrebleu", "bleu"), ("sklearn", "f1")])
-def test_a_metric_without_its_package_names_the_metrics_extra(module: str, metric: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_metric_without_its_package_names_the_metrics_extra(
+    module: str, metric: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from assay.runner.scoring.aggregations import AGGREGATIONS
 
     for name in (module, f"{module}.metrics"):
         monkeypatch.setitem(sys.modules, name, None)  # `import` of it raises ModuleNotFoundError
-    with pytest.raises(UserError, match=rf"^The {metric} metric needs the 'metrics' extra: pip install 'assay\[metrics\]'\.$"):
+    with pytest.raises(
+        UserError, match=rf"^The {metric} metric needs the 'metrics' extra: pip install 'assay\[metrics\]'\.$"
+    ):
         AGGREGATIONS.get(metric)([("a b", "a b"), ("c d", "c d")] if metric == "bleu" else [(1, 1), (0, 1)])
 
 

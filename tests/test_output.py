@@ -37,8 +37,10 @@ def _sample(doc_id: int, task_value: float) -> dict:
 
 def _results() -> dict:
     return {
-        "results": {"task_b": {"alias": "task_b", "acc,none": np.float64(0.5), "acc_stderr,none": "N/A"},
-                    "task_a": {"alias": "task_a", "acc,none": 1.0}},
+        "results": {
+            "task_b": {"alias": "task_b", "acc,none": np.float64(0.5), "acc_stderr,none": "N/A"},
+            "task_a": {"alias": "task_a", "acc,none": 1.0},
+        },
         "configs": {"task_a": {"task": "task_a", "tags": {"x"}}, "task_b": {"task": "task_b"}},
         "versions": {"task_a": 1.0, "task_b": 1.0},
         "n-samples": {"task_a": {"original": np.int64(3), "effective": 2}},
@@ -53,8 +55,11 @@ MODEL_ARGS = {"pretrained": "org/My:Model[v1]", "dtype": "float16"}
 def _lm_eval_files(out: Path, system_instruction=None, chat_template=None) -> tuple[dict, dict]:
     tracker = LmTracker(output_path=str(out))
     tracker.general_config_tracker.log_experiment_args(
-        model_source="hf", model_args=MODEL_ARGS, system_instruction=system_instruction,
-        chat_template=chat_template, fewshot_as_multiturn=False,
+        model_source="hf",
+        model_args=MODEL_ARGS,
+        system_instruction=system_instruction,
+        chat_template=chat_template,
+        fewshot_as_multiturn=False,
     )
     results = _results()
     samples = copy.deepcopy(SAMPLES)
@@ -67,8 +72,13 @@ def _lm_eval_files(out: Path, system_instruction=None, chat_template=None) -> tu
 def _assay_files(out: Path, system_instruction=None, chat_template=None) -> tuple[dict, dict]:
     tracker = output.EvaluationTracker(str(out))
     saved = tracker.save(
-        _results(), copy.deepcopy(SAMPLES), model_source="hf", model_args=MODEL_ARGS,
-        system_instruction=system_instruction, chat_template=chat_template, fewshot_as_multiturn=False,
+        _results(),
+        copy.deepcopy(SAMPLES),
+        model_source="hf",
+        model_args=MODEL_ARGS,
+        system_instruction=system_instruction,
+        chat_template=chat_template,
+        fewshot_as_multiturn=False,
     )
     assert saved.results_path is not None and saved.results_path.is_file()
     return _read_tree(out)
@@ -90,11 +100,15 @@ def _read_tree(root: Path) -> tuple[dict, dict]:
 def test_directory_output_matches_lm_eval(tmp_path, system_instruction, chat_template):
     lm_texts, lm_parsed = _lm_eval_files(tmp_path / "lm", system_instruction, chat_template)
     texts, parsed = _assay_files(tmp_path / "assay", system_instruction, chat_template)
-    assert sorted(texts) == sorted(lm_texts) == [
-        "org__My__Model__v1__/results_<date>.json",
-        "org__My__Model__v1__/samples_task_a_<date>.jsonl",
-        "org__My__Model__v1__/samples_task_b_<date>.jsonl",
-    ]
+    assert (
+        sorted(texts)
+        == sorted(lm_texts)
+        == [
+            "org__My__Model__v1__/results_<date>.json",
+            "org__My__Model__v1__/samples_task_a_<date>.jsonl",
+            "org__My__Model__v1__/samples_task_b_<date>.jsonl",
+        ]
+    )
     for name in texts:
         assert list(parsed[name]) == list(lm_parsed[name]) if isinstance(parsed[name], dict) else True
         assert texts[name] == lm_texts[name], name
@@ -113,7 +127,10 @@ def test_results_and_samples_share_one_date_id(tmp_path):
         _results(), copy.deepcopy(SAMPLES), model_source="hf", model_args=MODEL_ARGS
     )
     assert saved.results_path.name == f"results_{saved.date_id}.json"
-    assert [p.name for p in saved.sample_paths] == [f"samples_task_a_{saved.date_id}.jsonl", f"samples_task_b_{saved.date_id}.jsonl"]
+    assert [p.name for p in saved.sample_paths] == [
+        f"samples_task_a_{saved.date_id}.jsonl",
+        f"samples_task_b_{saved.date_id}.jsonl",
+    ]
 
 
 def test_no_output_path_still_completes_results():
@@ -127,8 +144,11 @@ def test_no_output_path_still_completes_results():
 def test_evaluator_logged_args_win_over_fallback():
     tracker = output.EvaluationTracker(None)
     tracker.general_config_tracker.log_experiment_args(
-        model_source="hf", model_args="pretrained=gpt2,dtype=float32", system_instruction=None,
-        chat_template="TEMPLATE", fewshot_as_multiturn=True,
+        model_source="hf",
+        model_args="pretrained=gpt2,dtype=float32",
+        system_instruction=None,
+        chat_template="TEMPLATE",
+        fewshot_as_multiturn=True,
     )
     results: dict = {}
     tracker.save(results, None, model_source="x", model_args={}, chat_template=None)
@@ -145,7 +165,15 @@ def test_sanitize_like_lm_eval(name):
 
 @pytest.mark.parametrize(
     "model_args",
-    [{"peft": "a", "pretrained": "b"}, {"model": "m"}, "pretrained=gpt2,dtype=float32", "engine=davinci", "delta=x,pretrained=y", {}, ""],
+    [
+        {"peft": "a", "pretrained": "b"},
+        {"model": "m"},
+        "pretrained=gpt2,dtype=float32",
+        "engine=davinci",
+        "delta=x,pretrained=y",
+        {},
+        "",
+    ],
 )
 def test_model_name_lookup_like_lm_eval(model_args):
     from lm_eval.loggers.evaluation_tracker import GeneralConfigTracker
@@ -155,7 +183,18 @@ def test_model_name_lookup_like_lm_eval(model_args):
 
 @pytest.mark.parametrize(
     "value",
-    [np.bool_(True), np.int32(3), np.int64(4), np.float32(0.5), np.float64(0.25), {1, 2}, torch.tensor(1.5), torch.float16, Path("/p"), object],
+    [
+        np.bool_(True),
+        np.int32(3),
+        np.int64(4),
+        np.float32(0.5),
+        np.float64(0.25),
+        {1, 2},
+        torch.tensor(1.5),
+        torch.float16,
+        Path("/p"),
+        object,
+    ],
 )
 def test_json_default_like_lm_eval(value):
     assert output.json_default(value) == handle_non_serializable(value)

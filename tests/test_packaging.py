@@ -11,9 +11,7 @@ REPO = Path(__file__).resolve().parents[1]
 def test_every_package_under_assay_is_packaged() -> None:
     config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(config["packages"])
-    on_disk = {
-        ".".join(init.parent.relative_to(REPO).parts) for init in (REPO / "assay").rglob("__init__.py")
-    }
+    on_disk = {".".join(init.parent.relative_to(REPO).parts) for init in (REPO / "assay").rglob("__init__.py")}
     assert on_disk <= listed, sorted(on_disk - listed)
     assert config["package-dir"]["assay.tasks"] == "tasks" and "assay.tasks" in listed
     assert "**/*.yaml" in config["package-data"]["assay.tasks"]

@@ -33,7 +33,9 @@ def test_every_imported_benchmark_reads_as_datasets_reads_it(converted: Path) ->
     folders = sorted({path.parent for path in converted.rglob("*.jsonl")})
     plain = 0
     for folder in folders:
-        files = datasets_local.find_local_files(str(folder.parent.relative_to(converted)), folder.name, roots=[converted])
+        files = datasets_local.find_local_files(
+            str(folder.parent.relative_to(converted)), folder.name, roots=[converted]
+        )
         assert files is not None
         rows = plain_jsonl.read_splits(files)
         if rows is None:
@@ -73,7 +75,9 @@ def _write(tmp_path: Path, *rows: Any, raw: str | None = None) -> dict[str, Path
         ((), ""),
     ],
 )
-def test_rows_datasets_would_reshape_are_left_to_datasets(tmp_path: Path, rows: tuple[Any, ...], raw: str | None) -> None:
+def test_rows_datasets_would_reshape_are_left_to_datasets(
+    tmp_path: Path, rows: tuple[Any, ...], raw: str | None
+) -> None:
     assert plain_jsonl.read_splits(_write(tmp_path, *rows, raw=raw)) is None
 
 
@@ -93,8 +97,23 @@ def test_splits_must_share_one_shape(tmp_path: Path) -> None:
 
 
 def test_uniform_rows_equal_what_datasets_gives(tmp_path: Path) -> None:
-    rows = [{"q": "why", "n": 3, "x": 0.5, "ok": True, "choices": {"text": ["a", "b"], "label": ["A", "B"]},
-             "nested": [{"k": 1, "v": [1.0, 2.0]}]}, {"q": "é ✓", "n": -1, "x": 1e-3, "ok": False,
-             "choices": {"text": ["c"], "label": ["C"]}, "nested": [{"k": 2, "v": [3.0]}, {"k": 3, "v": [4.0]}]}]  # fmt: skip
+    rows = [
+        {
+            "q": "why",
+            "n": 3,
+            "x": 0.5,
+            "ok": True,
+            "choices": {"text": ["a", "b"], "label": ["A", "B"]},
+            "nested": [{"k": 1, "v": [1.0, 2.0]}],
+        },
+        {
+            "q": "é ✓",
+            "n": -1,
+            "x": 1e-3,
+            "ok": False,
+            "choices": {"text": ["c"], "label": ["C"]},
+            "nested": [{"k": 2, "v": [3.0]}, {"k": 3, "v": [4.0]}],
+        },
+    ]
     files = _write(tmp_path, *rows)
     assert _typed(plain_jsonl.read_splits(files)) == _typed(_datasets_rows(files)) == _typed({"test": rows})

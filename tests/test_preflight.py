@@ -30,8 +30,10 @@ from assay.runner.tasks.index import TaskManager
 
 HUB_DATASET, CONFIG = "assay-test/tiny_qa", "easy"
 ROWS = [{"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2} for i in range(4)]
-MC_TASK = "test_split: test\noutput_type: multiple_choice\ndoc_to_text: 'Q: {{q}}\\nA:'\ndoc_to_choice: '{{choices}}'\n" \
-          "doc_to_target: label\nmetric_list:\n  - metric: acc\n"  # fmt: skip
+MC_TASK = (
+    "test_split: test\noutput_type: multiple_choice\ndoc_to_text: 'Q: {{q}}\\nA:'\ndoc_to_choice: '{{choices}}'\n"
+    "doc_to_target: label\nmetric_list:\n  - metric: acc\n"
+)
 
 
 @pytest.fixture()
@@ -107,8 +109,14 @@ def dataset_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = root / "rows.jsonl"
     source.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
     org, name = HUB_DATASET.split("/")
-    builder = Json(cache_dir=str(root / "cache"), dataset_name=name, config_name=CONFIG, config_id=CONFIG,
-                   hash="0123abcd", data_files={"test": str(source)})  # fmt: skip
+    builder = Json(
+        cache_dir=str(root / "cache"),
+        dataset_name=name,
+        config_name=CONFIG,
+        config_id=CONFIG,
+        hash="0123abcd",
+        data_files={"test": str(source)},
+    )
     builder.download_and_prepare()
     shutil.move(root / "cache" / name, root / "cache" / f"{org}___{name}")  # the namespaced folder of a hub id
     return root / "cache"
@@ -121,11 +129,17 @@ def task_dir(tmp_path: Path, dataset_cache: Path) -> Path:
     folder.mkdir()
     data = tmp_path / "data.jsonl"
     data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    (folder / "local.yaml").write_text(f"task: pf_local\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: '{data}'}}}}\n{MC_TASK}")
-    (folder / "cached.yaml").write_text(f"task: pf_cached\ndataset_path: {HUB_DATASET}\ndataset_name: {CONFIG}\n"
-                                        f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}")  # fmt: skip
-    (folder / "uncached.yaml").write_text(f"task: pf_uncached\ndataset_path: {HUB_DATASET}\ndataset_name: hard\n"
-                                          f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}")  # fmt: skip
+    (folder / "local.yaml").write_text(
+        f"task: pf_local\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: '{data}'}}}}\n{MC_TASK}"
+    )
+    (folder / "cached.yaml").write_text(
+        f"task: pf_cached\ndataset_path: {HUB_DATASET}\ndataset_name: {CONFIG}\n"
+        f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}"
+    )
+    (folder / "uncached.yaml").write_text(
+        f"task: pf_uncached\ndataset_path: {HUB_DATASET}\ndataset_name: hard\n"
+        f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}"
+    )
     return folder
 
 
@@ -138,7 +152,9 @@ def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]
 
 def _pod(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str, **spec: Any) -> tuple[int, str]:
     path = tmp_path / "spec.json"
-    path.write_text(json.dumps({"model": "hf", "modelArgs": {"pretrained": str(tmp_path)}, "tasks": ["pf_local"], **spec}))
+    path.write_text(
+        json.dumps({"model": "hf", "modelArgs": {"pretrained": str(tmp_path)}, "tasks": ["pf_local"], **spec})
+    )
     code = job.main(["--spec", str(path), *extra])
     err = capsys.readouterr().err
     assert "Traceback" not in err
@@ -163,29 +179,50 @@ def test_the_pod_and_its_check_refuse_an_output_directory_they_cannot_write(
 # -- (b) the model path -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("arg", ["pretrained=/no/such/model", "pretrained=./no/such", "pretrained=org/name/extra", "tokenizer=~/no/tok"])
+@pytest.mark.parametrize(
+    "arg", ["pretrained=/no/such/model", "pretrained=./no/such", "pretrained=org/name/extra", "tokenizer=~/no/tok"]
+)
 def test_a_missing_model_directory_fails_before_the_model_is_built(
     arg: str, task_dir: Path, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = arg if arg.startswith("pretrained") else f"pretrained={tmp_path},{arg}"
-    code, err = _cli(["run", "--model", "hf", "--model_args", args, "--tasks", "pf_local", "--include_path", str(task_dir)], capsys)
+    code, err = _cli(
+        ["run", "--model", "hf", "--model_args", args, "--tasks", "pf_local", "--include_path", str(task_dir)], capsys
+    )
     key, _, value = arg.partition("=")
     what = "model" if key == "pretrained" else "tokenizer"
     assert code == 1 and built == []
-    assert err == (f"assay: error: model_args {key}={value} names a {what} directory that does not exist on this machine; "
-                   "point it at an existing directory, or give a Hugging Face hub id (org/name).\n")  # fmt: skip
+    assert err == (
+        f"assay: error: model_args {key}={value} names a {what} directory that does not exist on this machine; "
+        "point it at an existing directory, or give a Hugging Face hub id (org/name).\n"
+    )
 
 
 def test_the_pod_and_its_check_refuse_a_missing_model_directory_with_the_config_exit_code(
-    task_dir: Path, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    task_dir: Path,
+    tmp_path: Path,
+    built: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(models, "check_backend_installed", lambda name: None)  # a vLLM image has vllm; this Python may not
+    monkeypatch.setattr(
+        models, "check_backend_installed", lambda name: None
+    )  # a vLLM image has vllm; this Python may not
     for check in ([], ["--check"]):
-        code, err = _pod(tmp_path, capsys, "--include_path", str(task_dir), *check, model="vllm",
-                         modelArgs={"pretrained": str(tmp_path), "lora_local_path": "adapters/mine"})  # fmt: skip
+        code, err = _pod(
+            tmp_path,
+            capsys,
+            "--include_path",
+            str(task_dir),
+            *check,
+            model="vllm",
+            modelArgs={"pretrained": str(tmp_path), "lora_local_path": "adapters/mine"},
+        )
         assert code == job.EXIT_CONFIG == 78
-        assert "model_args lora_local_path=adapters/mine names a LoRA adapter directory that does not exist on this machine; " \
-               "point it at an existing directory." in err  # fmt: skip
+        assert (
+            "model_args lora_local_path=adapters/mine names a LoRA adapter directory that does not exist on this machine; "
+            "point it at an existing directory." in err
+        )
     assert built == []
 
 
@@ -202,7 +239,9 @@ def _hub_cache(root: Path, repo_id: str, *, branch: str = "main") -> Path:
 
 
 @pytest.mark.model  # writes a transformers config and loads it as transformers would
-def test_an_offline_hub_model_must_be_in_the_cache_exactly_when_transformers_needs_it(offline: None, tmp_path: Path) -> None:
+def test_an_offline_hub_model_must_be_in_the_cache_exactly_when_transformers_needs_it(
+    offline: None, tmp_path: Path
+) -> None:
     import transformers
 
     cache = _hub_cache(tmp_path / "hub", "assay-test/tiny-gpt2")
@@ -211,7 +250,9 @@ def test_an_offline_hub_model_must_be_in_the_cache_exactly_when_transformers_nee
     assert transformers.AutoConfig.from_pretrained("assay-test/tiny-gpt2", cache_dir=cache).n_layer == 1
     for refused in ({**args, "revision": "v2"}, {**args, "pretrained": "assay-test/other"}):
         with pytest.raises(OSError):
-            transformers.AutoConfig.from_pretrained(refused["pretrained"], cache_dir=cache, revision=refused.get("revision", "main"))
+            transformers.AutoConfig.from_pretrained(
+                refused["pretrained"], cache_dir=cache, revision=refused.get("revision", "main")
+            )
         with pytest.raises(UserError, match="not in the local cache"):
             preflight.check_model_args("hf", refused)
 
@@ -220,19 +261,35 @@ def test_an_offline_hub_id_missing_from_the_cache_is_one_sentence(
     offline: None, task_dir: Path, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     cache = tmp_path / "empty_hub"
-    code, err = _cli(["run", "--model", "hf", "--model_args", f"pretrained=assay-test/absent,revision=v1,cache_dir={cache}",
-                      "--tasks", "pf_local", "--include_path", str(task_dir)], capsys)  # fmt: skip
+    code, err = _cli(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained=assay-test/absent,revision=v1,cache_dir={cache}",
+            "--tasks",
+            "pf_local",
+            "--include_path",
+            str(task_dir),
+        ],
+        capsys,
+    )
     assert code == 1 and built == []
-    assert err == (f"assay: error: model_args pretrained=assay-test/absent names a Hugging Face hub model at revision v1 that is "
-                   f"not in the local cache {cache}, and HF_HUB_OFFLINE=1 forbids downloading it; download it into that cache "
-                   "on a connected machine (`hf download assay-test/absent`), set HF_HUB_CACHE to a cache that holds it, "
-                   "give a local directory, or unset HF_HUB_OFFLINE.\n")  # fmt: skip
+    assert err == (
+        f"assay: error: model_args pretrained=assay-test/absent names a Hugging Face hub model at revision v1 that is "
+        f"not in the local cache {cache}, and HF_HUB_OFFLINE=1 forbids downloading it; download it into that cache "
+        "on a connected machine (`hf download assay-test/absent`), set HF_HUB_CACHE to a cache that holds it, "
+        "give a local directory, or unset HF_HUB_OFFLINE.\n"
+    )
 
 
 def test_online_a_hub_id_is_left_to_the_hub(reachable_hub: str, tmp_path: Path) -> None:
     preflight.check_model_args("hf", {"pretrained": "assay-test/absent", "cache_dir": str(tmp_path)})
     with pytest.raises(UserError, match="local_files_only=True forbids downloading it; .* or drop local_files_only"):
-        preflight.check_model_args("hf", {"pretrained": "assay-test/absent", "cache_dir": str(tmp_path), "local_files_only": True})
+        preflight.check_model_args(
+            "hf", {"pretrained": "assay-test/absent", "cache_dir": str(tmp_path), "local_files_only": True}
+        )
 
 
 def test_a_missing_hub_id_fails_at_once_when_the_hub_is_out_of_reach(
@@ -240,14 +297,28 @@ def test_a_missing_hub_id_fails_at_once_when_the_hub_is_out_of_reach(
 ) -> None:
     """Not offline, but no network: one sentence before the model loads, not huggingface_hub's five retries."""
     cache = tmp_path / "empty_hub"
-    code, err = _cli(["run", "--model", "hf", "--model_args", f"pretrained=assay-test/absent,cache_dir={cache}",
-                      "--tasks", "pf_local", "--include_path", str(task_dir)], capsys)  # fmt: skip
+    code, err = _cli(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained=assay-test/absent,cache_dir={cache}",
+            "--tasks",
+            "pf_local",
+            "--include_path",
+            str(task_dir),
+        ],
+        capsys,
+    )
     assert code == 1 and built == []
-    assert err == (f"assay: error: model_args pretrained=assay-test/absent names a Hugging Face hub model that is not in the "
-                   f"local cache {cache}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this machine "
-                   "(ConnectError: [Errno 111] Connection refused); download it into that cache on a connected machine "
-                   "(`hf download assay-test/absent`), set HF_HUB_CACHE to a cache that holds it, give a local directory, "
-                   "or run where the hub can be reached.\n")  # fmt: skip
+    assert err == (
+        f"assay: error: model_args pretrained=assay-test/absent names a Hugging Face hub model that is not in the "
+        f"local cache {cache}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this machine "
+        "(ConnectError: [Errno 111] Connection refused); download it into that cache on a connected machine "
+        "(`hf download assay-test/absent`), set HF_HUB_CACHE to a cache that holds it, give a local directory, "
+        "or run where the hub can be reached.\n"
+    )
 
 
 def test_a_hub_that_accepts_but_never_answers_is_out_of_reach_within_the_timeout(online: None) -> None:
@@ -266,8 +337,20 @@ def test_an_unknown_task_fails_before_the_model_is_built_in_the_cli_and_the_pod(
     task_dir: Path, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     sentence = "Unknown task 'pf_locl'. Did you mean pf_local? Run `assay ls tasks` to see the names, or add --include_path for your own YAMLs."
-    code, err = _cli(["run", "--model", "hf", "--model_args", f"pretrained={tmp_path}", "--tasks", "pf_locl",
-                      "--include_path", str(task_dir)], capsys)  # fmt: skip
+    code, err = _cli(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tmp_path}",
+            "--tasks",
+            "pf_locl",
+            "--include_path",
+            str(task_dir),
+        ],
+        capsys,
+    )
     assert code == 1 and err == f"assay: error: {sentence}\n"
     for check in ([], ["--check"]):
         code, err = _pod(tmp_path, capsys, "--include_path", str(task_dir), *check, tasks=["pf_locl"])
@@ -278,12 +361,16 @@ def test_an_unknown_task_fails_before_the_model_is_built_in_the_cli_and_the_pod(
 # -- (d) datasets offline ----------------------------------------------------------------------
 
 
-def test_an_offline_hub_dataset_must_be_cached_exactly_when_datasets_needs_it(offline: None, task_dir: Path, dataset_cache: Path) -> None:
+def test_an_offline_hub_dataset_must_be_cached_exactly_when_datasets_needs_it(
+    offline: None, task_dir: Path, dataset_cache: Path
+) -> None:
     from assay.runner.data.local import load_task_dataset
 
     manager = TaskManager(str(task_dir), include_defaults=False)
     preflight.check_datasets(manager.leaf_configs(["pf_local", "pf_cached"]))
-    assert load_task_dataset(HUB_DATASET, CONFIG, {"cache_dir": str(dataset_cache)})["test"]["q"] == [row["q"] for row in ROWS]
+    assert load_task_dataset(HUB_DATASET, CONFIG, {"cache_dir": str(dataset_cache)})["test"]["q"] == [
+        row["q"] for row in ROWS
+    ]
     with pytest.raises(ValueError, match="Couldn't find cache"):
         load_task_dataset(HUB_DATASET, "hard", {"cache_dir": str(dataset_cache)})
     with pytest.raises(UserError, match=r"^Task 'pf_uncached' needs the dataset assay-test/tiny_qa \(config hard\)"):
@@ -291,36 +378,61 @@ def test_an_offline_hub_dataset_must_be_cached_exactly_when_datasets_needs_it(of
 
 
 def test_a_missing_offline_dataset_is_one_sentence_naming_task_dataset_and_fix(
-    offline: None, task_dir: Path, tmp_path: Path, dataset_cache: Path, built: list[Any], capsys: pytest.CaptureFixture[str]
+    offline: None,
+    task_dir: Path,
+    tmp_path: Path,
+    dataset_cache: Path,
+    built: list[Any],
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, err = _cli(["run", "--model", "hf", "--model_args", f"pretrained={tmp_path}", "--tasks", "pf_local,pf_uncached",
-                      "--include_path", str(task_dir)], capsys)  # fmt: skip
+    code, err = _cli(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={tmp_path}",
+            "--tasks",
+            "pf_local,pf_uncached",
+            "--include_path",
+            str(task_dir),
+        ],
+        capsys,
+    )
     assert code == 1 and built == []
-    assert err == (f"assay: error: Task 'pf_uncached' needs the dataset {HUB_DATASET} (config hard), which is neither under "
-                   f"ASSAY_DATASETS_DIR (not set) nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 "
-                   f"forbids downloading it; `assay data import` cannot build it: its data comes from the Hugging Face hub, so "
-                   f"run datasets.load_dataset('{HUB_DATASET}', 'hard') once on a machine that reaches the hub and set "
-                   "HF_DATASETS_CACHE to a datasets cache that holds it (a copy of that machine's), write its splits yourself "
-                   f"as {HUB_DATASET}/hard/<split>.jsonl in a folder named by ASSAY_DATASETS_DIR, or unset HF_DATASETS_OFFLINE.\n")  # fmt: skip
+    assert err == (
+        f"assay: error: Task 'pf_uncached' needs the dataset {HUB_DATASET} (config hard), which is neither under "
+        f"ASSAY_DATASETS_DIR (not set) nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 "
+        f"forbids downloading it; `assay data import` cannot build it: its data comes from the Hugging Face hub, so "
+        f"run datasets.load_dataset('{HUB_DATASET}', 'hard') once on a machine that reaches the hub and set "
+        "HF_DATASETS_CACHE to a datasets cache that holds it (a copy of that machine's), write its splits yourself "
+        f"as {HUB_DATASET}/hard/<split>.jsonl in a folder named by ASSAY_DATASETS_DIR, or unset HF_DATASETS_OFFLINE.\n"
+    )
     for check in ([], ["--check"]):
         code, err = _pod(tmp_path, capsys, "--include_path", str(task_dir), *check, tasks=["pf_uncached"])
         assert code == job.EXIT_CONFIG and "Task 'pf_uncached' needs the dataset" in err
 
 
-def test_library_tasks_served_by_assay_datasets_dir_pass(offline: None, shared_data: Path, tmp_path: Path,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_library_tasks_served_by_assay_datasets_dir_pass(
+    offline: None, shared_data: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from assay.runner.data import importer
 
     configs = TaskManager().leaf_configs(["arc_easy", "arc_challenge"])
-    with pytest.raises(UserError, match=r"^Task 'arc_easy' needs the dataset allenai/ai2_arc \(config ARC-Easy\).*"
-                                        r"\(1 more tasks lack their data too: arc_challenge\)\.$"):  # fmt: skip
+    with pytest.raises(
+        UserError,
+        match=r"^Task 'arc_easy' needs the dataset allenai/ai2_arc \(config ARC-Easy\).*"
+        r"\(1 more tasks lack their data too: arc_challenge\)\.$",
+    ):
         preflight.check_datasets(configs)
     importer.import_benchmarks(shared_data, tmp_path / "data", ["arc"])
     monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tmp_path / "data"))
     preflight.check_datasets(configs)
 
 
-def test_local_and_cached_data_run_to_the_end_offline(offline: None, task_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_local_and_cached_data_run_to_the_end_offline(
+    offline: None, task_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     code = cli.main(["run", "--model", "dummy", "--tasks", "pf_local,pf_cached", "--include_path", str(task_dir)])
     out, err = capsys.readouterr()
     assert code == 0, err
@@ -332,7 +444,11 @@ def test_online_a_missing_dataset_is_left_to_the_hub(reachable_hub: str, task_di
 
 
 def test_a_missing_dataset_fails_at_once_when_the_hub_is_out_of_reach(
-    unreachable_hub: str, tmp_path: Path, built: list[Any], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    unreachable_hub: str,
+    tmp_path: Path,
+    built: list[Any],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A library task `assay data import` builds: the error names the folder ASSAY_DATASETS_DIR lacks and the import."""
     monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tmp_path / "no-such-folder"))
@@ -340,22 +456,28 @@ def test_a_missing_dataset_fails_at_once_when_the_hub_is_out_of_reach(
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets-cache")
     code, err = _cli(["run", "--model", "dummy", "--tasks", "arc_easy"], capsys)
     assert code == 1 and built == []
-    assert err == (f"assay: error: Task 'arc_easy' needs the dataset allenai/ai2_arc (config ARC-Easy), which is neither under "
-                   f"ASSAY_DATASETS_DIR ({tmp_path / 'no-such-folder'}: no such folder) nor in the local datasets cache "
-                   f"{tmp_path / 'datasets-cache'}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this "
-                   "machine (ConnectError: [Errno 111] Connection refused); set ASSAY_DATASETS_DIR to a folder holding "
-                   "allenai/ai2_arc/ARC-Easy/<split>.jsonl (`assay data import --from <benchmark files> --to <folder> --only "
-                   "arc` writes one), set HF_DATASETS_CACHE to a datasets cache that holds it, or run where the hub can be "
-                   "reached.\n")  # fmt: skip
+    assert err == (
+        f"assay: error: Task 'arc_easy' needs the dataset allenai/ai2_arc (config ARC-Easy), which is neither under "
+        f"ASSAY_DATASETS_DIR ({tmp_path / 'no-such-folder'}: no such folder) nor in the local datasets cache "
+        f"{tmp_path / 'datasets-cache'}, and the Hugging Face hub ({unreachable_hub}) cannot be reached from this "
+        "machine (ConnectError: [Errno 111] Connection refused); set ASSAY_DATASETS_DIR to a folder holding "
+        "allenai/ai2_arc/ARC-Easy/<split>.jsonl (`assay data import --from <benchmark files> --to <folder> --only "
+        "arc` writes one), set HF_DATASETS_CACHE to a datasets cache that holds it, or run where the hub can be "
+        "reached.\n"
+    )
 
 
 @pytest.mark.parametrize(("task", "dataset"), [("sciq", "allenai/sciq"), ("lambada_standard", "cimec/lambada")])
-def test_a_task_the_importer_cannot_build_is_told_where_its_data_comes_from(offline: None, task: str, dataset: str) -> None:
+def test_a_task_the_importer_cannot_build_is_told_where_its_data_comes_from(
+    offline: None, task: str, dataset: str
+) -> None:
     with pytest.raises(UserError) as error:
         preflight.check_datasets(TaskManager().leaf_configs([task]))
     message = str(error.value)
-    assert f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run datasets.load_dataset(" \
-           f"'{dataset}') once on a machine that reaches the hub" in message  # fmt: skip
+    assert (
+        f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run datasets.load_dataset("
+        f"'{dataset}') once on a machine that reaches the hub" in message
+    )
     assert "--only" not in message
 
 

@@ -30,7 +30,9 @@ def test_readme_offline_smoke_run(shared_data: Path, tmp_path: Path) -> None:
     script = _smoke_block()
     script = script.replace("../shared/data", str(shared_data)).replace("examples/", f"{REPO}/examples/")
     script = script.replace("python ", f"{sys.executable} ")
-    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"\|arc_easy\s*\|", run.stdout), run.stdout
     assert "phase: Succeeded" in run.stdout
@@ -40,7 +42,9 @@ def test_readme_offline_smoke_run(shared_data: Path, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_quickstart_prepare_step_makes_the_model_and_datasets(shared_data: Path, tmp_path: Path) -> None:
     script = localized(quickstart_blocks()["prepare"], shared_data=shared_data)
-    run = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert (tmp_path / "tiny-gpt2" / "config.json").is_file()
     # the folders examples/evaluation.yaml's runner reads: /cache/datasets/<hub id>/...
@@ -50,10 +54,21 @@ def test_quickstart_prepare_step_makes_the_model_and_datasets(shared_data: Path,
 
 def test_quickstart_keeps_one_namespace_and_this_version() -> None:
     blocks = quickstart_blocks()
-    assert {"build", "load-kind", "load-minikube", "load-k3d", "load-containerd", "install", "prepare", "volumes",
-            "fill", "run", "clean-up"} <= set(blocks)  # fmt: skip
+    assert {
+        "build",
+        "load-kind",
+        "load-minikube",
+        "load-k3d",
+        "load-containerd",
+        "install",
+        "prepare",
+        "volumes",
+        "fill",
+        "run",
+        "clean-up",
+    } <= set(blocks)
     readme = (REPO / "README.md").read_text()
-    on_kubernetes = readme[readme.index("## On Kubernetes"):]
+    on_kubernetes = readme[readme.index("## On Kubernetes") :]
     readme_block = re.search(r"```bash\n(.*?)```", on_kubernetes, re.S)
     assert readme_block is not None
     lines = [line for text in [*blocks.values(), readme_block.group(1)] for line in text.splitlines()]
@@ -67,11 +82,17 @@ def test_quickstart_keeps_one_namespace_and_this_version() -> None:
     version = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)
     assert version is not None
     values = yaml.safe_load((REPO / "deploy" / "helm" / "assay" / "values.yaml").read_text())
-    chart_images = {f"{values['image']['repository']}:{version.group(1)}",
-                    f"{values['runnerImage']['repository']}:{version.group(1)}"}  # fmt: skip
-    named = {*image_references((REPO / "docs" / "quickstart.md").read_text()),
-             *image_references((REPO / "examples" / "cache-loader.yaml").read_text())}  # fmt: skip
-    assert named == chart_images, "docs/quickstart.md and examples/cache-loader.yaml must name the chart's images at this version"
+    chart_images = {
+        f"{values['image']['repository']}:{version.group(1)}",
+        f"{values['runnerImage']['repository']}:{version.group(1)}",
+    }
+    named = {
+        *image_references((REPO / "docs" / "quickstart.md").read_text()),
+        *image_references((REPO / "examples" / "cache-loader.yaml").read_text()),
+    }
+    assert named == chart_images, (
+        "docs/quickstart.md and examples/cache-loader.yaml must name the chart's images at this version"
+    )
     assert set(image_references(blocks["build"])) == chart_images
     for load in ("load-kind", "load-minikube", "load-k3d", "load-containerd"):
         assert set(image_references(blocks[load])) == chart_images, load

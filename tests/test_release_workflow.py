@@ -35,7 +35,9 @@ def _release() -> dict[Any, Any]:
 
 
 def test_actionlint_finds_nothing_in_the_workflows() -> None:
-    assert ACTIONLINT_INSTALL.removeprefix("go install ") in (REPO / ".ci" / "run").read_text(), "keep .ci/run's version"
+    assert ACTIONLINT_INSTALL.removeprefix("go install ") in (REPO / ".ci" / "run").read_text(), (
+        "keep .ci/run's version"
+    )
     actionlint = _actionlint()
     if actionlint is None:
         message = f"actionlint is not installed (.ci/run does it: GOBIN=~/.cache/assay/bin {ACTIONLINT_INSTALL})"
@@ -50,8 +52,11 @@ def test_actionlint_finds_nothing_in_the_workflows() -> None:
 
 def test_the_release_publishes_the_images_the_chart_names() -> None:
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    named = {"operator": values["image"]["repository"], "runner": values["runnerImage"]["repository"],
-             "runner-vllm": values["runnerVllmImage"]["repository"]}  # fmt: skip
+    named = {
+        "operator": values["image"]["repository"],
+        "runner": values["runnerImage"]["repository"],
+        "runner-vllm": values["runnerVllmImage"]["repository"],
+    }
     workflow = _release()
     matrix = workflow["jobs"]["images"]["strategy"]["matrix"]["include"]
     assert {entry["target"]: entry["image"] for entry in matrix} == named
@@ -67,7 +72,8 @@ def test_the_release_version_is_the_projects_and_the_charts() -> None:
     project = re.search(r'^version = "([^"]+)"', (REPO / "pyproject.toml").read_text(), re.M)
     assert project is not None
     assert chart["version"] == chart["appVersion"] == project.group(1), (
-        "Chart.yaml's version and appVersion follow pyproject.toml's: a tag vX.Y.Z releases all three")
+        "Chart.yaml's version and appVersion follow pyproject.toml's: a tag vX.Y.Z releases all three"
+    )
     steps = "\n".join(str(s.get("run", "")) for s in _release()["jobs"]["chart"]["steps"])
     assert '--version "$VERSION" --app-version "$VERSION"' in steps
 
@@ -84,4 +90,6 @@ def test_the_release_has_least_privilege_and_pinned_actions() -> None:
         assert "contents" not in writes or name == "release", f"only the release job writes contents, not {name}"
         for step in job["steps"]:
             if "uses" in step:
-                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), f"not pinned by commit: {step['uses']}"
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), (
+                    f"not pinned by commit: {step['uses']}"
+                )

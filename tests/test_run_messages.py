@@ -47,12 +47,32 @@ def test_a_run_says_where_it_wrote_results_and_samples(
     imported: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    code = cli.main(["run", "--model", "dummy", "--tasks", "arc_easy,arc_challenge", "--limit", "2",
-                     "--output_path", str(out), "--log_samples"])  # fmt: skip
+    code = cli.main(
+        [
+            "run",
+            "--model",
+            "dummy",
+            "--tasks",
+            "arc_easy,arc_challenge",
+            "--limit",
+            "2",
+            "--output_path",
+            str(out),
+            "--log_samples",
+        ]
+    )
     assert code == 0, capsys.readouterr().err
-    results, easy, challenge = _only(out, "results_*.json"), _only(out, "samples_arc_easy_*"), _only(out, "samples_arc_challenge_*")
+    results, easy, challenge = (
+        _only(out, "results_*.json"),
+        _only(out, "samples_arc_easy_*"),
+        _only(out, "samples_arc_challenge_*"),
+    )
     messages = _messages(caplog)
-    assert messages[-3:] == [f"Results written to {results}", f"Samples written to {challenge}", f"Samples written to {easy}"]
+    assert messages[-3:] == [
+        f"Results written to {results}",
+        f"Samples written to {challenge}",
+        f"Samples written to {easy}",
+    ]
     # the run's INFO records are shown by default; afterwards the `assay` logger is as it was
     assert logging.getLogger("assay").level == logging.NOTSET
 
@@ -63,9 +83,12 @@ def test_a_run_without_output_path_says_nothing_was_saved(imported: Path, caplog
 
 
 def test_each_task_says_what_it_loaded_in_one_line_without_progress_bars(
-    imported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    imported: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     import datasets
 
     # a fresh datasets cache: `datasets` builds every split again, where it draws its bars
@@ -82,7 +105,10 @@ def test_each_task_says_what_it_loaded_in_one_line_without_progress_bars(
 
 
 def test_check_integrity_says_what_it_checked(imported: Path, caplog: pytest.LogCaptureFixture) -> None:
-    assert cli.main(["run", "--model", "dummy", "--tasks", "arc_easy,lambada_openai", "--limit", "1", "--check_integrity"]) == 0
+    assert (
+        cli.main(["run", "--model", "dummy", "--tasks", "arc_easy,lambada_openai", "--limit", "1", "--check_integrity"])
+        == 0
+    )
     assert [m for m in _messages(caplog) if "--check_integrity" in m] == [
         "--check_integrity: arc_easy renders its first document: a 103-character prompt, target 0.",
         "--check_integrity: lambada_openai renders its first document: a 339-character prompt, target ' signs'.",
@@ -92,16 +118,21 @@ def test_check_integrity_says_what_it_checked(imported: Path, caplog: pytest.Log
 
 
 def test_the_response_cache_says_what_it_answered_and_ctrl_c_says_how_to_resume(
-    imported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    imported: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     """Ctrl-C is raised from the model's second call (the cache sends 1024 requests per call), as the
     signal would raise it there; a rerun of the same command answers the first 1024 from the cache."""
     argv = ["run", "--model", "dummy", "--tasks", "arc_easy", "--limit", "300", "--use_cache", str(tmp_path / "cache")]
     calls: list[int] = []
     answer = DummyLM.loglikelihood
 
-    def interrupted(self: DummyLM, requests: Sequence[LoglikelihoodRequest], **kwargs: Any) -> list[LoglikelihoodResult]:
+    def interrupted(
+        self: DummyLM, requests: Sequence[LoglikelihoodRequest], **kwargs: Any
+    ) -> list[LoglikelihoodResult]:
         calls.append(len(requests))
         if len(calls) == 2:
             raise KeyboardInterrupt
@@ -116,11 +147,14 @@ def test_the_response_cache_says_what_it_answered_and_ctrl_c_says_how_to_resume(
     monkeypatch.setattr(DummyLM, "loglikelihood", answer)
     caplog.clear()
     assert cli.main(argv) == 0
-    assert "loglikelihood: 1024 of 1199 requests answered from the response cache; 175 sent to the model" in _messages(caplog)
+    assert "loglikelihood: 1024 of 1199 requests answered from the response cache; 175 sent to the model" in _messages(
+        caplog
+    )
 
 
-def test_ctrl_c_without_use_cache_stays_as_it_was(imported: Path, monkeypatch: pytest.MonkeyPatch,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_ctrl_c_without_use_cache_stays_as_it_was(
+    imported: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
@@ -133,8 +167,22 @@ def test_a_default_run_prints_its_info_lines_in_a_fresh_process(imported: Path, 
     """Without pytest's handlers: what a user at a terminal sees on stderr."""
     env = {**os.environ, "ASSAY_DATASETS_DIR": str(imported)}
     env.pop("LMEVAL_LOG_LEVEL", None)
-    argv = [sys.executable, "-m", "assay", "run", "--model", "dummy", "--tasks", "arc_easy", "--limit", "2",
-            "--output_path", str(tmp_path / "out"), "--use_cache", str(tmp_path / "cache")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "assay",
+        "run",
+        "--model",
+        "dummy",
+        "--tasks",
+        "arc_easy",
+        "--limit",
+        "2",
+        "--output_path",
+        str(tmp_path / "out"),
+        "--use_cache",
+        str(tmp_path / "cache"),
+    ]
     for _ in range(2):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=300, env=env)
         assert done.returncode == 0, done.stderr
@@ -157,13 +205,17 @@ class _Recorder(DummyLM):
     def __init__(self) -> None:
         self.labels: list[str] = []
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
+    ) -> list[LoglikelihoodResult]:
         self.labels.append(progress_label.bar_label("loglikelihood"))
         return [LoglikelihoodResult(0.0, True) for _ in requests]
 
 
 def _instances(*task_names: str) -> list[Instance]:
-    return [Instance("loglikelihood", LoglikelihoodRequest("c", " x"), {}, i, 0, name) for i, name in enumerate(task_names)]
+    return [
+        Instance("loglikelihood", LoglikelihoodRequest("c", " x"), {}, i, 0, name) for i, name in enumerate(task_names)
+    ]
 
 
 def test_a_bar_names_the_tasks_its_requests_come_from() -> None:
@@ -174,12 +226,27 @@ def test_a_bar_names_the_tasks_its_requests_come_from() -> None:
         "Running loglikelihood requests (arc_easy, lambada_openai)",
         "Running loglikelihood requests (mmlu_0, mmlu_1, mmlu_2 and 54 more)",
     ]
-    assert progress_label.bar_label("generate_until") == "Running generate_until requests"  # outside a run: lm-eval's words
+    assert (
+        progress_label.bar_label("generate_until") == "Running generate_until requests"
+    )  # outside a run: lm-eval's words
 
 
 def test_the_hf_backend_bar_names_the_tasks(imported: Path, gpt2_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
-    code = cli.main(["run", "--model", "hf", "--model_args", f"pretrained={gpt2_dir}", "--tasks", "arc_easy,lambada_openai",
-                     "--limit", "2", "--device", "cpu"])  # fmt: skip
+    code = cli.main(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={gpt2_dir}",
+            "--tasks",
+            "arc_easy,lambada_openai",
+            "--limit",
+            "2",
+            "--device",
+            "cpu",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 0, err
     assert "Running loglikelihood requests (arc_easy, lambada_openai): 100%" in err

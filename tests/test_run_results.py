@@ -33,11 +33,27 @@ def test_the_files_cover_lm_eval_and_assay_with_groups() -> None:
 
 def test_one_task_is_one_record() -> None:
     results = {
-        "results": {"t": {"name": "t", "alias": "t", "sample_len": 4, "acc,none": 0.5, "acc_stderr,none": "N/A"},
-                    "g": {"alias": "g", "name": "g", "sample_len": 4, "acc,none": 0.5, "acc_stderr,none": 0.1,
-                          "sample_count": {"acc,none": 4}}},
-        "groups": {"g": {"alias": "g", "name": "g", "sample_len": 4, "acc,none": 0.5, "acc_stderr,none": 0.1,
-                         "sample_count": {"acc,none": 4}}},
+        "results": {
+            "t": {"name": "t", "alias": "t", "sample_len": 4, "acc,none": 0.5, "acc_stderr,none": "N/A"},
+            "g": {
+                "alias": "g",
+                "name": "g",
+                "sample_len": 4,
+                "acc,none": 0.5,
+                "acc_stderr,none": 0.1,
+                "sample_count": {"acc,none": 4},
+            },
+        },
+        "groups": {
+            "g": {
+                "alias": "g",
+                "name": "g",
+                "sample_len": 4,
+                "acc,none": 0.5,
+                "acc_stderr,none": 0.1,
+                "sample_count": {"acc,none": 4},
+            }
+        },
         "group_subtasks": {"g": ["t"]},
         "configs": {"t": {"task": "t", "num_fewshot": 2}},
         "versions": {"g": None, "t": 1.0},
@@ -48,7 +64,7 @@ def test_one_task_is_one_record() -> None:
         "config": {"model": "dummy"},
         "git_hash": None,
         "date": 1.0,
-    }  # fmt: skip
+    }
     run = RunResults.from_lmeval_dict(results)
     task, group = run.tasks["t"], run.tasks["g"]
     assert task.config == {"task": "t", "num_fewshot": 2} and task.version == 1.0 and task.n_shot == 2
@@ -63,8 +79,14 @@ def test_one_task_is_one_record() -> None:
 
 
 def test_a_sparse_dict_reads_leniently() -> None:
-    run = RunResults.from_lmeval_dict({"results": {"t": {"acc,none": 1}}, "groups": {"g": {"acc,none": 0.5}},
-                                       "versions": {"v": 2}, "configs": {"t": "not a mapping"}})  # fmt: skip
+    run = RunResults.from_lmeval_dict(
+        {
+            "results": {"t": {"acc,none": 1}},
+            "groups": {"g": {"acc,none": 0.5}},
+            "versions": {"v": 2},
+            "configs": {"t": "not a mapping"},
+        }
+    )
     assert run.results_names() == ["t"] and run.groups == ("g",) and not run.tasks["g"].in_results
     assert run.tasks["v"].scores is None and run.tasks["v"].version == 2 and run.tasks["t"].version is ABSENT
     assert run.config_of("t") == {} and run.config_of("missing") == {} and run.config is None

@@ -15,8 +15,19 @@ from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 # None of these is needed by a run of arc_easy / lambada_openai / gsm8k on ASSAY_DATASETS_DIR.
-UNUSED = ("datasets", "pandas", "pyarrow", "sacrebleu", "sklearn", "evaluate", "nltk", "rouge_score", "wandb",
-          "kubernetes", "kopf")  # fmt: skip
+UNUSED = (
+    "datasets",
+    "pandas",
+    "pyarrow",
+    "sacrebleu",
+    "sklearn",
+    "evaluate",
+    "nltk",
+    "rouge_score",
+    "wandb",
+    "kubernetes",
+    "kopf",
+)
 _RUN_THEN_LIST_MODULES = """
 import json, sys
 from assay.cli import main
@@ -26,10 +37,17 @@ print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 
 
 def _modules_after_run(argv: list[str], datasets_dir: Path) -> set[str]:
-    env = {**os.environ, "ASSAY_DATASETS_DIR": str(datasets_dir), "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "WANDB_MODE": "offline"}  # fmt: skip
-    done = subprocess.run([sys.executable, "-c", _RUN_THEN_LIST_MODULES, *argv], env=env, capture_output=True, text=True,
-                          check=False)  # fmt: skip
+    env = {
+        **os.environ,
+        "ASSAY_DATASETS_DIR": str(datasets_dir),
+        "PYTHONPATH": str(REPO),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", _RUN_THEN_LIST_MODULES, *argv], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["code"] in (0, None), done.stderr[-3000:]
@@ -41,17 +59,33 @@ def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
 
 
 def test_a_local_data_run_imports_no_datasets_metric_library_or_cluster_client(converted: Path) -> None:
-    modules = _modules_after_run(["run", "--model", "dummy", "--tasks", "arc_easy,lambada_openai,gsm8k", "--limit", "2"],
-                                 converted)  # fmt: skip
+    modules = _modules_after_run(
+        ["run", "--model", "dummy", "--tasks", "arc_easy,lambada_openai,gsm8k", "--limit", "2"], converted
+    )
     assert "assay.runner.tasks.documents" in modules  # the documents were read
     assert _loaded(modules, UNUSED) == []
 
 
 @pytest.mark.model
 def test_an_hf_run_on_local_data_imports_its_model_module_and_nothing_it_does_not_use(
-    converted: Path, gpt2_dir: Path  # noqa: F811
+    converted: Path,
+    gpt2_dir: Path,  # noqa: F811
 ) -> None:
-    modules = _modules_after_run(["run", "--model", "hf", "--model_args", f"pretrained={gpt2_dir}", "--tasks", "arc_easy",
-                                  "--limit", "1", "--device", "cpu"], converted)  # fmt: skip
+    modules = _modules_after_run(
+        [
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={gpt2_dir}",
+            "--tasks",
+            "arc_easy",
+            "--limit",
+            "1",
+            "--device",
+            "cpu",
+        ],
+        converted,
+    )
     assert "transformers.models.gpt2.modeling_gpt2" in modules
     assert _loaded(modules, UNUSED) == []

@@ -47,7 +47,11 @@ def random_results(seed: int) -> dict:
     tasks = [f"t{i}" for i in range(rnd.randint(1, 4))]
     results = {}
     for task in tasks:
-        entry = {"alias": rnd.choice([task, "A | b", "ＷＩＤＥ", "名前", task + "_long_name"]), "name": task, "sample_len": 3}
+        entry = {
+            "alias": rnd.choice([task, "A | b", "ＷＩＤＥ", "名前", task + "_long_name"]),
+            "name": task,
+            "sample_len": 3,
+        }
         for metric in rnd.sample(["acc", "acc_norm", "exact_match", "perplexity", "bleu", "f1"], rnd.randint(1, 3)):
             for filt in rnd.sample(["none", "strict-match", "flexible-extract"], rnd.randint(1, 2)):
                 entry[f"{metric},{filt}"] = _value(rnd)
@@ -73,8 +77,19 @@ def random_results(seed: int) -> dict:
 def test_typical_results_match_lm_eval():
     results = {
         "results": {
-            "hellaswag": {"alias": "hellaswag", "acc,none": 0.28914, "acc_stderr,none": 0.0045, "acc_norm,none": 0.3093, "acc_norm_stderr,none": 0.0046},
-            "wikitext": {"alias": "wikitext", "word_perplexity,none": 37.37, "word_perplexity_stderr,none": "N/A", "bits_per_byte,none": 0.9731},
+            "hellaswag": {
+                "alias": "hellaswag",
+                "acc,none": 0.28914,
+                "acc_stderr,none": 0.0045,
+                "acc_norm,none": 0.3093,
+                "acc_norm_stderr,none": 0.0046,
+            },
+            "wikitext": {
+                "alias": "wikitext",
+                "word_perplexity,none": 37.37,
+                "word_perplexity_stderr,none": "N/A",
+                "bits_per_byte,none": 0.9731,
+            },
         },
         "versions": {"hellaswag": 1.0, "wikitext": 2.0},
         "n-shot": {"hellaswag": 0, "wikitext": 0},
@@ -112,7 +127,10 @@ def test_random_results_match_lm_eval(seed):
     [
         (["Group", "Config Location"], [["mmlu", "tasks/mmlu/_mmlu.yaml"], ["bbh", "---"]]),
         (["Tag"], [["ai2_arc"], ["123"], ["0.5"]]),
-        (["Task", "Config Location", "Output Type"], [["arc_easy", "tasks/arc/arc_easy.yaml", "multiple_choice"], ["x", "/a|b.yaml", ""]]),
+        (
+            ["Task", "Config Location", "Output Type"],
+            [["arc_easy", "tasks/arc/arc_easy.yaml", "multiple_choice"], ["x", "/a|b.yaml", ""]],
+        ),
     ],
 )
 def test_listing_tables_match_pytablewriter(headers, rows):

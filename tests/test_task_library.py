@@ -34,17 +34,42 @@ TASKS_DIR = REPO / "tasks"
 LMEVAL_TASKS = Path(lm_eval_tasks.__file__).resolve().parent
 # The built-in folders our tasks correspond to (indexing all of lm-eval takes seconds).
 LMEVAL_FOLDERS = [
-    "hellaswag", "arc", "piqa", "winogrande", "super_glue/boolq", "super_glue/copa", "lambada",
-    "wikitext", "mmlu/default", "gsm8k", "truthfulqa", "sciq", "openbookqa",
+    "hellaswag",
+    "arc",
+    "piqa",
+    "winogrande",
+    "super_glue/boolq",
+    "super_glue/copa",
+    "lambada",
+    "wikitext",
+    "mmlu/default",
+    "gsm8k",
+    "truthfulqa",
+    "sciq",
+    "openbookqa",
 ]
 ROWS_SERVED = 40
 FIRST_DOCS = 3
 
 MMLU_CATEGORIES = ["mmlu_stem", "mmlu_other", "mmlu_social_sciences", "mmlu_humanities"]
 HEADLINE_TASKS = [
-    "hellaswag", "arc_easy", "arc_challenge", "piqa", "winogrande", "boolq", "lambada_openai",
-    "lambada_standard", "wikitext", "gsm8k", "gsm8k_cot", "truthfulqa_mc1", "truthfulqa_mc2",
-    "truthfulqa_gen", "sciq", "openbookqa", "copa",
+    "hellaswag",
+    "arc_easy",
+    "arc_challenge",
+    "piqa",
+    "winogrande",
+    "boolq",
+    "lambada_openai",
+    "lambada_standard",
+    "wikitext",
+    "gsm8k",
+    "gsm8k_cot",
+    "truthfulqa_mc1",
+    "truthfulqa_mc2",
+    "truthfulqa_gen",
+    "sciq",
+    "openbookqa",
+    "copa",
 ]
 
 # Hand-made documents for datasets that shared/data does not have, in the hub's schema.
@@ -52,13 +77,17 @@ HANDMADE: dict[tuple[str, str | None], list[dict[str, Any]]] = {
     ("allenai/sciq", None): [
         {
             "question": "What type of organism is commonly used in preparation of foods such as cheese and yogurt?",
-            "distractor3": "viruses", "distractor1": "protozoa", "distractor2": "gymnosperms",
+            "distractor3": "viruses",
+            "distractor1": "protozoa",
+            "distractor2": "gymnosperms",
             "correct_answer": "mesophilic organisms",
             "support": " Mesophiles grow best in moderate temperature, typically between 25°C and 40°C.",
         },
         {
             "question": "What is the least dangerous radioactive decay?",
-            "distractor3": "zeta decay", "distractor1": "beta decay", "distractor2": "gamma decay",
+            "distractor3": "zeta decay",
+            "distractor1": "beta decay",
+            "distractor2": "gamma decay",
             "correct_answer": "alpha decay",
             "support": "All radioactive decay is dangerous to living things, but alpha decay is the least dangerous.",
         },
@@ -244,7 +273,12 @@ def test_open_llm_leaderboard_sets_shots_per_child(fake_hub: None, ours: Any) ->
     subjects = {k: v for k, v in shots.items() if k.startswith("mmlu_")}
     assert len(subjects) == 57 and set(subjects.values()) == {5}
     assert loaded["group_map"]["open_llm_leaderboard"] == [
-        "arc_challenge", "hellaswag", "mmlu", "truthfulqa_mc2", "winogrande", "gsm8k"
+        "arc_challenge",
+        "hellaswag",
+        "mmlu",
+        "truthfulqa_mc2",
+        "winogrande",
+        "gsm8k",
     ]
     # Running a child alone keeps its own default.
     assert _load_one(ours, "arc_challenge").config.num_fewshot is None

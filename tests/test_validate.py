@@ -31,8 +31,12 @@ doc_to_target: label
 """
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str, stdin: str | None = None,
-         monkeypatch: pytest.MonkeyPatch | None = None) -> tuple[int, list[str]]:  # fmt: skip
+def _run(
+    capsys: pytest.CaptureFixture[str],
+    *argv: str,
+    stdin: str | None = None,
+    monkeypatch: pytest.MonkeyPatch | None = None,
+) -> tuple[int, list[str]]:
     if stdin is not None and monkeypatch is not None:
         monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
     code = cli.main(["validate", *argv])
@@ -58,9 +62,13 @@ def tasks(tmp_path: Path) -> Path:
 # -- task names and task YAML ------------------------------------------------------------------
 
 
-def test_a_valid_task_passes_and_an_unknown_one_gets_the_closest_names(tasks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_valid_task_passes_and_an_unknown_one_gets_the_closest_names(
+    tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert _run(capsys, "--tasks", "v_good,arc_easy", "--include_path", str(tasks)) == (
-        0, ["Validating tasks: ['v_good', 'arc_easy']", "All tasks found and valid"])  # fmt: skip
+        0,
+        ["Validating tasks: ['v_good', 'arc_easy']", "All tasks found and valid"],
+    )
     code, out = _run(capsys, "--tasks", "v_god,arc_eazy", "--include_path", str(tasks))
     assert code == 1 and out == [
         "Validating tasks: ['v_god', 'arc_eazy']",
@@ -70,7 +78,9 @@ def test_a_valid_task_passes_and_an_unknown_one_gets_the_closest_names(tasks: Pa
     ]
 
 
-def test_a_broken_yaml_under_the_include_path_is_reported_not_skipped(tasks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_broken_yaml_under_the_include_path_is_reported_not_skipped(
+    tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tasks / "broken.yaml").write_text("task: v_broken\ndataset_path: json\ndoc_to_text: [unclosed\n")
     (tasks / "lost.yaml").write_text("task: v_lost\ninclude: _missing_template.yaml\n")
     code, out = _run(capsys, "--tasks", "v_good", "--include_path", str(tasks))
@@ -83,9 +93,13 @@ def test_a_broken_yaml_under_the_include_path_is_reported_not_skipped(tasks: Pat
     ]
 
 
-def test_an_unknown_task_that_a_broken_file_defines_names_the_file_and_its_error(tasks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_an_unknown_task_that_a_broken_file_defines_names_the_file_and_its_error(
+    tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tasks / "mine.yaml").write_text("task: v_mine\ndoc_to_text: [unclosed\n")
-    malformed = f"Task YAML {tasks}/mine.yaml is malformed at line 3: did not find expected ',' or ']'; fix the YAML syntax."
+    malformed = (
+        f"Task YAML {tasks}/mine.yaml is malformed at line 3: did not find expected ',' or ']'; fix the YAML syntax."
+    )
     code, out = _run(capsys, "--tasks", "v_mine", "--include_path", str(tasks))
     assert code == 1 and out == [
         "Validating tasks: ['v_mine']",
@@ -98,9 +112,12 @@ def test_an_unknown_task_that_a_broken_file_defines_names_the_file_and_its_error
     assert str(caught.value) == f"'mine' is defined in {tasks}/mine.yaml, which failed to load: {malformed}"
 
 
-def test_a_task_config_reports_every_unknown_key_template_and_function_problem(tasks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_task_config_reports_every_unknown_key_template_and_function_problem(
+    tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tasks / "utils.py").write_text("def other(docs):\n    return docs\n")
-    (tasks / "typo.yaml").write_text(textwrap.dedent("""\
+    (tasks / "typo.yaml").write_text(
+        textwrap.dedent("""\
         task: v_typo
         dataset_path: json
         test_split: test
@@ -111,7 +128,8 @@ def test_a_task_config_reports_every_unknown_key_template_and_function_problem(t
         doc_to_choice: "{{ choices"
         process_docs: !function utils.process
         process_results: !function helpers.score
-        """))
+        """)
+    )
     code, out = _run(capsys, "--tasks", "v_typo", "--include_path", str(tasks))
     typo = f"{tasks}/typo.yaml"
     assert code == 1 and out == [
@@ -187,14 +205,18 @@ spec: {model: dummy, tasks: [arc_easy]}
 """
 
 
-def test_every_error_of_every_document_is_reported_at_once_on_its_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_error_of_every_document_is_reported_at_once_on_its_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "evals.yaml"
     path.write_text(MANIFESTS)
     code, out = _run(capsys, "-f", str(path))
-    known = ("activeDeadlineSeconds, allowUnsafeCode, applyChatTemplate, backoffLimit, baseline, batchSize, cache, chatTemplate, "
-             "endpoint, fewshotAsMultiturn, gate, genKwargs, hfTokenSecret, image, limit, logSamples, maxBatchSize, metadata, "
-             "model, modelArgs, numFewshot, output, podTemplate, predictOnly, resources, samples, seed, suspend, "
-             "systemInstruction, taskSources, tasks, trustRemoteCode")  # fmt: skip
+    known = (
+        "activeDeadlineSeconds, allowUnsafeCode, applyChatTemplate, backoffLimit, baseline, batchSize, cache, chatTemplate, "
+        "endpoint, fewshotAsMultiturn, gate, genKwargs, hfTokenSecret, image, limit, logSamples, maxBatchSize, metadata, "
+        "model, modelArgs, numFewshot, output, podTemplate, predictOnly, resources, samples, seed, suspend, "
+        "systemInstruction, taskSources, tasks, trustRemoteCode"
+    )
     assert code == 1 and out == [
         f"{path}: Evaluation 'third' is valid: model 'dummy', tasks arc_easy.",
         f"{path}:10: Unknown field 'spec.limitt' in the Evaluation spec. Did you mean 'limit'? Known fields: {known}.",
@@ -214,8 +236,16 @@ def test_every_error_of_every_document_is_reported_at_once_on_its_line(tmp_path:
 def test_a_rule_between_fields_is_skipped_when_a_field_it_involves_failed() -> None:
     from assay.spec import read_spec
 
-    reading = read_spec({"model": 5, "tasks": ["arc_easy"], "applyChatTemplate": "yes", "chatTemplate": "tool_use",
-                         "endpoint": {"url": "http://vllm:8000/v1/completions"}, "seed": "x"})  # fmt: skip
+    reading = read_spec(
+        {
+            "model": 5,
+            "tasks": ["arc_easy"],
+            "applyChatTemplate": "yes",
+            "chatTemplate": "tool_use",
+            "endpoint": {"url": "http://vllm:8000/v1/completions"},
+            "seed": "x",
+        }
+    )
     assert [str(error) for error in reading.errors] == [
         "spec.model must be a non-empty string, not the number 5.",
         "spec.applyChatTemplate must be true or false, not the string 'yes'.",
@@ -228,18 +258,33 @@ def test_a_rule_between_fields_is_skipped_when_a_field_it_involves_failed() -> N
 def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "eval.yaml"
     path.write_text("apiVersion: assay.dev/v1alpha1\nkind: Evaluation\nspec:\n  tasks: [arc_easy\n  model: hf\n")
-    assert _run(capsys, "-f", str(path)) == (1, [
-        f"{path}:5: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence); fix the YAML syntax.",
-        "1 problem found.",
-    ])  # fmt: skip
+    assert _run(capsys, "-f", str(path)) == (
+        1,
+        [
+            f"{path}:5: not valid YAML: expected ',' or ']', but got ':' (while parsing a flow sequence); fix the YAML syntax.",
+            "1 problem found.",
+        ],
+    )
 
 
-def test_manifests_from_stdin_and_several_files(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_manifests_from_stdin_and_several_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     good = tmp_path / "good.yaml"
-    good.write_text("apiVersion: assay.dev/v1alpha1\nkind: Evaluation\nmetadata: {name: ok}\nspec: {model: dummy, tasks: [arc_easy]}\n")
-    code, out = _run(capsys, "-f", str(good), "-f", "-", "-f", str(tmp_path / "absent.yaml"),
-                     stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", monkeypatch=monkeypatch)  # fmt: skip
+    good.write_text(
+        "apiVersion: assay.dev/v1alpha1\nkind: Evaluation\nmetadata: {name: ok}\nspec: {model: dummy, tasks: [arc_easy]}\n"
+    )
+    code, out = _run(
+        capsys,
+        "-f",
+        str(good),
+        "-f",
+        "-",
+        "-f",
+        str(tmp_path / "absent.yaml"),
+        stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        monkeypatch=monkeypatch,
+    )
     assert code == 1 and out == [
         f"{good}: Evaluation 'ok' is valid: model 'dummy', tasks arc_easy.",
         "<stdin>:1: Expected apiVersion: assay.dev/v1alpha1 and kind: Evaluation, got apiVersion: 'v1' and kind: 'ConfigMap'.",
@@ -249,9 +294,12 @@ def test_manifests_from_stdin_and_several_files(tmp_path: Path, capsys: pytest.C
     assert _run(capsys, "-f", str(good)) == (0, [f"{good}: Evaluation 'ok' is valid: model 'dummy', tasks arc_easy."])
 
 
-def test_admission_rules_and_task_sources_offline(tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_admission_rules_and_task_sources_offline(
+    tmp_path: Path, tasks: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     path = tmp_path / "eval.yaml"
-    path.write_text(textwrap.dedent("""\
+    path.write_text(
+        textwrap.dedent("""\
         apiVersion: assay.dev/v1alpha1
         kind: Evaluation
         metadata: {name: tenant}
@@ -260,21 +308,30 @@ def test_admission_rules_and_task_sources_offline(tmp_path: Path, tasks: Path, c
           modelArgs: {pretrained: gpt2, trust_remote_code: true}
           tasks: [v_good, arc_easy]
           taskSources: [{configMap: my-tasks}]
-        """))
-    remote = (f"{path}:6: spec.modelArgs.trust_remote_code asks to run the model repository's code: set "
-              "spec.trustRemoteCode: true to allow it.")  # fmt: skip
-    assert _run(capsys, "-f", str(path)) == (1, [
-        f"note: {path}:8: the tasks of spec.taskSources (ConfigMaps my-tasks) cannot be read offline and were not checked; "
-        "pass their YAML files with --include_path to check them.",
-        remote,
-        "1 problem found.",
-    ])  # fmt: skip
+        """)
+    )
+    remote = (
+        f"{path}:6: spec.modelArgs.trust_remote_code asks to run the model repository's code: set "
+        "spec.trustRemoteCode: true to allow it."
+    )
+    assert _run(capsys, "-f", str(path)) == (
+        1,
+        [
+            f"note: {path}:8: the tasks of spec.taskSources (ConfigMaps my-tasks) cannot be read offline and were not checked; "
+            "pass their YAML files with --include_path to check them.",
+            remote,
+            "1 problem found.",
+        ],
+    )
     (tasks / "good.yaml").write_text(GOOD + "unsafe_code: true\n")
-    assert _run(capsys, "-f", str(path), "--include_path", str(tasks)) == (1, [
-        remote,
-        f"{path}:7: Tasks v_good execute model-generated code: set spec.allowUnsafeCode: true to allow it.",
-        "2 problems found.",
-    ])  # fmt: skip
+    assert _run(capsys, "-f", str(path), "--include_path", str(tasks)) == (
+        1,
+        [
+            remote,
+            f"{path}:7: Tasks v_good execute model-generated code: set spec.allowUnsafeCode: true to allow it.",
+            "2 problems found.",
+        ],
+    )
 
 
 # -- the runner pod's --check shares the checks --------------------------------------------------
@@ -286,8 +343,15 @@ def test_the_runner_check_reports_the_first_problem_and_counts_the_rest(
     monkeypatch.setenv("ASSAY_TASK_CODE", "allowed")  # as a pod's operator sets it (job.main would set "refused")
     (tasks / "typo.yaml").write_text(GOOD.replace("v_good", "v_typo").replace("doc_to_text", "doc_to_txt"))
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({"model": "local-completions", "tasks": ["v_typo"],
-                                "modelArgs": {"api_key": "k", "base_url": "http://x/v1/completions", "tokenizer": "gpt2"}}))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "local-completions",
+                "tasks": ["v_typo"],
+                "modelArgs": {"api_key": "k", "base_url": "http://x/v1/completions", "tokenizer": "gpt2"},
+            }
+        )
+    )
     assert job.main(["--check", "--spec", str(spec), "--include_path", str(tasks)]) == job.EXIT_CONFIG
     err = capsys.readouterr().err
     assert err.startswith("assay runner: model_args api_key is not how the local-completions model gets its key")

@@ -28,15 +28,47 @@ REPO = Path(__file__).resolve().parents[1]
 
 # (value, accepted?) — the expectation is the CRD's; test_the_crd_says_what_the_corpus_says checks that.
 BATCH_SIZES: list[tuple[Any, bool]] = [
-    (1, True), (8, True), (2**31, True), ("8", True), ("64", True), ("auto", True), ("auto:1", True),
-    ("auto:4", True), ("auto:10", True), ("auto:" + "1" * 27, True),  # 32 characters: the CRD's maxLength
-    ("auto:" + "1" * 28, False), ("1" * 33, False),
-    ("08", False), ("0", False), (0, False), (-3, False), ("-3", False), ("+8", False), ("auto:01", False),
-    ("auto:0", False), ("auto:", False), ("auto:-1", False), ("autoXYZ", False), ("AUTO", False), ("Auto", False),
-    ("4.5", False), (4.5, False), (4.0, False), ("1e3", False), (True, False), (False, False), ("", False),
-    (" 8", False), ("8 ", False), ("8\n", False), ("auto\n", False), (" auto", False), ("auto:4 ", False),
+    (1, True),
+    (8, True),
+    (2**31, True),
+    ("8", True),
+    ("64", True),
+    ("auto", True),
+    ("auto:1", True),
+    ("auto:4", True),
+    ("auto:10", True),
+    ("auto:" + "1" * 27, True),  # 32 characters: the CRD's maxLength
+    ("auto:" + "1" * 28, False),
+    ("1" * 33, False),
+    ("08", False),
+    ("0", False),
+    (0, False),
+    (-3, False),
+    ("-3", False),
+    ("+8", False),
+    ("auto:01", False),
+    ("auto:0", False),
+    ("auto:", False),
+    ("auto:-1", False),
+    ("autoXYZ", False),
+    ("AUTO", False),
+    ("Auto", False),
+    ("4.5", False),
+    (4.5, False),
+    (4.0, False),
+    ("1e3", False),
+    (True, False),
+    (False, False),
+    ("", False),
+    (" 8", False),
+    ("8 ", False),
+    ("8\n", False),
+    ("auto\n", False),
+    (" auto", False),
+    ("auto:4 ", False),
     ("\u0663", False),  # an Arabic-Indic digit: str.isdigit() says yes, the CRD's [0-9] says no
-    ([8], False), ({"size": 8}, False),
+    ([8], False),
+    ({"size": 8}, False),
 ]
 IDS = [repr(value)[:20] for value, _ in BATCH_SIZES]
 
@@ -53,7 +85,12 @@ def _spec(**fields: Any) -> dict[str, Any]:
 
 
 def _manifest(**fields: Any) -> dict[str, Any]:
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": "ev"}, "spec": _spec(**fields)}
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "ev"},
+        "spec": _spec(**fields),
+    }
 
 
 def _accepts(check: Any, *args: Any, **kwargs: Any) -> tuple[bool, str]:
@@ -94,10 +131,16 @@ def _validators(value: Any, tmp_path: Path) -> dict[str, tuple[bool, str]]:
         "spec (apply --local, operator)": _accepts(parse_spec, _spec(batchSize=value)),
         "hf model_args": _accepts(HFArgs.from_model_args, {"pretrained": "m", "batch_size": value}),
         "vllm model_args": _accepts(VLLMArgs.from_model_args, {"pretrained": "m", "batch_size": value}),
-        "api model_args": _accepts(APIArgs.from_model_args, "local-completions",
-                                   {"base_url": "http://127.0.0.1:9/v1/completions", "model": "m", "batch_size": value}),
-        "chat api model_args": _accepts(APIArgs.from_model_args, "local-chat-completions",
-                                        {"base_url": "http://127.0.0.1:9/v1/chat/completions", "batch_size": value}),
+        "api model_args": _accepts(
+            APIArgs.from_model_args,
+            "local-completions",
+            {"base_url": "http://127.0.0.1:9/v1/completions", "model": "m", "batch_size": value},
+        ),
+        "chat api model_args": _accepts(
+            APIArgs.from_model_args,
+            "local-chat-completions",
+            {"base_url": "http://127.0.0.1:9/v1/chat/completions", "batch_size": value},
+        ),
         "simple_evaluate": _accepts(_simple_evaluate_options, batch_size=value),
     }
     config = tmp_path / "run.yaml"
@@ -119,7 +162,9 @@ def test_the_crd_says_what_the_corpus_says(crd: CrdValidator, value: Any, accept
 def test_every_validator_agrees_with_the_crd_on_batch_size(value: Any, accepted: bool, tmp_path: Path) -> None:
     said = _validators(value, tmp_path)
     disagree = {name: message for name, (yes, message) in said.items() if yes is not accepted}
-    assert not disagree, f"batch_size {value!r}: the CRD {'accepts' if accepted else 'refuses'} it; these do not: {disagree}"
+    assert not disagree, (
+        f"batch_size {value!r}: the CRD {'accepts' if accepted else 'refuses'} it; these do not: {disagree}"
+    )
     for name, (_, message) in said.items():
         if not accepted:  # one sentence naming the input and the accepted forms
             assert repr(value) in message and '"auto:N"' in message, (name, message)
@@ -137,15 +182,24 @@ def test_an_accepted_batch_size_means_the_same_everywhere() -> None:
     assert parse_spec(_spec(batchSize="8")).batch_size.given == 8  # the spec holds the parsed record
     assert parse_spec(_spec(batchSize="auto:4")).batch_size.given == "auto:4"
     assert VLLMArgs.from_model_args({"pretrained": "m", "batch_size": "auto:4"}).batch_size is None
-    assert APIArgs.from_model_args("local-completions", {"base_url": "http://h/v1/completions", "model": "m",
-                                                         "batch_size": "auto"}).batch_size == 1
+    assert (
+        APIArgs.from_model_args(
+            "local-completions", {"base_url": "http://h/v1/completions", "model": "m", "batch_size": "auto"}
+        ).batch_size
+        == 1
+    )
     hf = HFArgs.from_model_args({"pretrained": "m", "batch_size": "auto:4"}).batch_size
     assert (hf.fixed, hf.schedule) == (None, 4)
 
 
 def test_the_command_line_refuses_a_bad_batch_size_in_one_line_without_a_traceback() -> None:
-    done = subprocess.run([sys.executable, "-m", "assay", "run", "--tasks", "x", "--batch_size", "08"],
-                          capture_output=True, text=True, cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "assay", "run", "--tasks", "x", "--batch_size", "08"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=300,
+    )
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert "--batch_size '08' is not a batch size" in done.stderr
@@ -155,14 +209,24 @@ def test_the_command_line_refuses_a_bad_batch_size_in_one_line_without_a_traceba
 
 # Only numbers: a command line's text and a YAML number are different inputs for these.
 COUNTS: list[tuple[str, str, Any, bool]] = [
-    ("maxBatchSize", "--max_batch_size", 1, True), ("maxBatchSize", "--max_batch_size", 64, True),
-    ("maxBatchSize", "--max_batch_size", 0, False), ("maxBatchSize", "--max_batch_size", -3, False),
+    ("maxBatchSize", "--max_batch_size", 1, True),
+    ("maxBatchSize", "--max_batch_size", 64, True),
+    ("maxBatchSize", "--max_batch_size", 0, False),
+    ("maxBatchSize", "--max_batch_size", -3, False),
     ("maxBatchSize", "--max_batch_size", 1.5, False),
-    ("limit", "--limit", 0, False), ("limit", "--limit", 0.0, False), ("limit", "--limit", -1, False),
-    ("limit", "--limit", -0.5, False), ("limit", "--limit", 1e-9, True), ("limit", "--limit", 0.5, True),
-    ("limit", "--limit", 1, True), ("limit", "--limit", 1.5, True), ("limit", "--limit", 100, True),
-    ("numFewshot", "--num_fewshot", -1, False), ("numFewshot", "--num_fewshot", 0, True),
-    ("numFewshot", "--num_fewshot", 5, True), ("numFewshot", "--num_fewshot", 1.5, False),
+    ("limit", "--limit", 0, False),
+    ("limit", "--limit", 0.0, False),
+    ("limit", "--limit", -1, False),
+    ("limit", "--limit", -0.5, False),
+    ("limit", "--limit", 1e-9, True),
+    ("limit", "--limit", 0.5, True),
+    ("limit", "--limit", 1, True),
+    ("limit", "--limit", 1.5, True),
+    ("limit", "--limit", 100, True),
+    ("numFewshot", "--num_fewshot", -1, False),
+    ("numFewshot", "--num_fewshot", 0, True),
+    ("numFewshot", "--num_fewshot", 5, True),
+    ("numFewshot", "--num_fewshot", 1.5, False),
 ]
 
 
@@ -174,7 +238,9 @@ def test_counts_agree_with_the_crd(crd: CrdValidator, field: str, flag: str, val
     assert _accepts(_run_flags, [flag, str(value)])[0] is accepted
 
 
-@pytest.mark.parametrize("value,accepted", [(1, True), (64, True), (0, False), (-3, False), ("8", False), (True, False)])
+@pytest.mark.parametrize(
+    "value,accepted", [(1, True), (64, True), (0, False), (-3, False), ("8", False), (True, False)]
+)
 def test_a_backend_max_batch_size_follows_spec_max_batch_size(value: Any, accepted: bool) -> None:
     assert _accepts(parse_spec, _spec(maxBatchSize=value))[0] is accepted
     assert _accepts(HFArgs.from_model_args, {"pretrained": "m", "max_batch_size": value})[0] is accepted
@@ -188,16 +254,45 @@ def test_a_backend_max_batch_size_follows_spec_max_batch_size(value: Any, accept
 
 SUBDOMAIN_253 = ".".join(["b" * 63] * 3 + ["b" * 61])
 LABEL_KEYS: list[tuple[str, bool]] = [
-    ("a", True), ("a/b", True), ("example.com/x", True), ("kueue.x-k8s.io/queue-name", True), ("A_b.c-D", True),
-    ("app.kubernetes.io/name", True), ("a" * 63, True), (f"{SUBDOMAIN_253}/{'n' * 63}", True),
-    ("a" * 64, False), ("-bad", False), ("bad-", False), ("_a", False), ("UPPER/x", False), ("Example.com/x", False),
-    ("/x", False), ("a/", False), ("a/b/c", False), ("", False), ("a b", False), ("a\n", False), ("é", False),
+    ("a", True),
+    ("a/b", True),
+    ("example.com/x", True),
+    ("kueue.x-k8s.io/queue-name", True),
+    ("A_b.c-D", True),
+    ("app.kubernetes.io/name", True),
+    ("a" * 63, True),
+    (f"{SUBDOMAIN_253}/{'n' * 63}", True),
+    ("a" * 64, False),
+    ("-bad", False),
+    ("bad-", False),
+    ("_a", False),
+    ("UPPER/x", False),
+    ("Example.com/x", False),
+    ("/x", False),
+    ("a/", False),
+    ("a/b/c", False),
+    ("", False),
+    ("a b", False),
+    ("a\n", False),
+    ("é", False),
     (f"c{SUBDOMAIN_253}/x", False),  # a prefix of 254 characters
-    ("example..com/x", False), ("-example.com/x", False), ("example.com-/x", False), ("example.com/" + "n" * 64, False),
+    ("example..com/x", False),
+    ("-example.com/x", False),
+    ("example.com-/x", False),
+    ("example.com/" + "n" * 64, False),
 ]
 LABEL_VALUES: list[tuple[str, bool]] = [
-    ("", True), ("a", True), ("A.b_c-9", True), ("a" * 63, True),
-    ("a" * 64, False), ("-a", False), ("a-", False), ("a b", False), ("a\n", False), ("a/b", False), ("é", False),
+    ("", True),
+    ("a", True),
+    ("A.b_c-9", True),
+    ("a" * 63, True),
+    ("a" * 64, False),
+    ("-a", False),
+    ("a-", False),
+    ("a b", False),
+    ("a\n", False),
+    ("a/b", False),
+    ("é", False),
 ]
 
 
@@ -211,7 +306,9 @@ def _in_node_selector(key: str) -> dict[str, Any]:
 
 def _in_match_labels(key: str) -> dict[str, Any]:
     term = {"labelSelector": {"matchLabels": {key: "v"}}, "topologyKey": "kubernetes.io/hostname"}
-    return {"podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+    return {
+        "podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    }
 
 
 def _as_toleration_key(key: str) -> dict[str, Any]:
@@ -221,8 +318,13 @@ def _as_toleration_key(key: str) -> dict[str, Any]:
 
 def _as_node_requirement_key(key: str) -> dict[str, Any]:
     term = {"matchExpressions": [{"key": key, "operator": "Exists"}]}
-    return {"podTemplate": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [term]}}}}}  # fmt: skip
+    return {
+        "podTemplate": {
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+            }
+        }
+    }
 
 
 def _as_topology_key(key: str) -> dict[str, Any]:
@@ -235,8 +337,15 @@ def _as_match_label_key(key: str) -> dict[str, Any]:
     return {"podTemplate": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
 
 
-KEY_PLACES = [_in_labels, _in_node_selector, _in_match_labels, _as_toleration_key, _as_node_requirement_key,
-              _as_topology_key, _as_match_label_key]  # fmt: skip
+KEY_PLACES = [
+    _in_labels,
+    _in_node_selector,
+    _in_match_labels,
+    _as_toleration_key,
+    _as_node_requirement_key,
+    _as_topology_key,
+    _as_match_label_key,
+]
 
 
 def _value_in_labels(value: str) -> dict[str, Any]:
@@ -252,7 +361,10 @@ def _value_in_toleration(value: str) -> dict[str, Any]:
 
 
 def _value_in_selector(value: str) -> dict[str, Any]:
-    term = {"preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", value]}]}, "weight": 1}
+    term = {
+        "preference": {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["a", value]}]},
+        "weight": 1,
+    }
     return {"podTemplate": {"affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [term]}}}}
 
 
@@ -280,7 +392,9 @@ def _node_expression(operator: str, values: list[str] | None = None) -> dict[str
 
 def _pod_term(**fields: Any) -> dict[str, Any]:
     term = {"topologyKey": "kubernetes.io/hostname", **fields}
-    return {"podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}}
+    return {
+        "podTemplate": {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}}
+    }
 
 
 def _pod_expression(operator: str, values: list[str] | None = None) -> dict[str, Any]:
@@ -291,8 +405,11 @@ def _pod_expression(operator: str, values: list[str] | None = None) -> dict[str,
 
 
 def _endpoint(**fields: Any) -> dict[str, Any]:
-    return {"model": "local-completions", "modelArgs": {},
-            "endpoint": {"url": "http://vllm.ml:8000/v1/completions", **fields}}  # fmt: skip
+    return {
+        "model": "local-completions",
+        "modelArgs": {},
+        "endpoint": {"url": "http://vllm.ml:8000/v1/completions", **fields},
+    }
 
 
 def _many(n: int, value: Any = "v") -> dict[str, Any]:
@@ -306,9 +423,12 @@ def _url(length: int) -> str:
 
 FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     # maps of free-form arguments: 256 entries each
-    ("modelArgs 256", {"modelArgs": _many(256)}, True), ("modelArgs 257", {"modelArgs": _many(257)}, False),
-    ("genKwargs 256", {"genKwargs": _many(256)}, True), ("genKwargs 257", {"genKwargs": _many(257)}, False),
-    ("metadata 256", {"metadata": _many(256)}, True), ("metadata 257", {"metadata": _many(257)}, False),
+    ("modelArgs 256", {"modelArgs": _many(256)}, True),
+    ("modelArgs 257", {"modelArgs": _many(257)}, False),
+    ("genKwargs 256", {"genKwargs": _many(256)}, True),
+    ("genKwargs 257", {"genKwargs": _many(257)}, False),
+    ("metadata 256", {"metadata": _many(256)}, True),
+    ("metadata 257", {"metadata": _many(257)}, False),
     # samples: 1000 tasks, 100000 indices a task (a 200 KiB list is admitted)
     ("samples 200 KiB", {"samples": {"arc_easy": list(range(10_000, 44_000))}}, True),
     ("samples 100000", {"samples": {"arc_easy": list(range(100_000))}}, True),
@@ -316,12 +436,14 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("samples 1000 tasks", {"samples": {f"t{i}": [0] for i in range(1000)}}, True),
     ("samples 1001 tasks", {"samples": {f"t{i}": [0] for i in range(1001)}}, False),
     ("samples -1", {"samples": {"arc_easy": [0, -1]}}, False),
-    ("samples task 256", {"samples": {"t" * 256: [0]}}, True), ("samples task 257", {"samples": {"t" * 257: [0]}}, False),
+    ("samples task 256", {"samples": {"t" * 256: [0]}}, True),
+    ("samples task 257", {"samples": {"t" * 257: [0]}}, False),
     ("samples task ''", {"samples": {"": [0]}}, False),
     # tasks
     ("tasks 1000", {"tasks": [f"t{i}" for i in range(1000)]}, True),
     ("tasks 1001", {"tasks": [f"t{i}" for i in range(1001)]}, False),
-    ("task 256", {"tasks": ["t" * 256]}, True), ("task 257", {"tasks": ["t" * 257]}, False),
+    ("task 256", {"tasks": ["t" * 256]}, True),
+    ("task 257", {"tasks": ["t" * 257]}, False),
     # text
     ("systemInstruction 65536", {"systemInstruction": "s" * 65536}, True),
     ("systemInstruction 65537", {"systemInstruction": "s" * 65537}, False),
@@ -329,18 +451,23 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("chatTemplate 65536", {"applyChatTemplate": True, "chatTemplate": "c" * 65536}, True),
     ("chatTemplate 65537", {"applyChatTemplate": True, "chatTemplate": "c" * 65537}, False),
     ("chatTemplate ''", {"applyChatTemplate": True, "chatTemplate": ""}, False),
-    ("seed 128", {"seed": "1" * 122 + ",1,1,1"}, True), ("seed 129", {"seed": "1" * 123 + ",1,1,1"}, False),
+    ("seed 128", {"seed": "1" * 122 + ",1,1,1"}, True),
+    ("seed 129", {"seed": "1" * 123 + ",1,1,1"}, False),
     ("seed newline", {"seed": "0,1,2,3\n"}, False),
-    ("cpu 64", {"resources": {"cpu": "1" * 64}}, True), ("cpu 65", {"resources": {"cpu": "1" * 65}}, False),
+    ("cpu 64", {"resources": {"cpu": "1" * 64}}, True),
+    ("cpu 65", {"resources": {"cpu": "1" * 65}}, False),
     ("memory newline", {"resources": {"memory": "64Gi\n"}}, False),
-    ("image 1024", {"image": "r/" + "i" * 1022}, True), ("image 1025", {"image": "r/" + "i" * 1023}, False),
+    ("image 1024", {"image": "r/" + "i" * 1022}, True),
+    ("image 1025", {"image": "r/" + "i" * 1023}, False),
     ("image ''", {"image": ""}, False),
     # object names (DNS subdomains of 253) and Secret and ConfigMap keys
     ("secret hf.token", {"hfTokenSecret": {"name": "hf.token"}}, True),
     ("secret 253", {"hfTokenSecret": {"name": SUBDOMAIN_253}}, True),
     ("secret 254", {"hfTokenSecret": {"name": "c" + SUBDOMAIN_253}}, False),
-    ("secret Hf", {"hfTokenSecret": {"name": "Hf"}}, False), ("secret hf_token", {"hfTokenSecret": {"name": "hf_token"}}, False),
-    ("secret ''", {"hfTokenSecret": {"name": ""}}, False), ("secret hf\\n", {"hfTokenSecret": {"name": "hf\n"}}, False),
+    ("secret Hf", {"hfTokenSecret": {"name": "Hf"}}, False),
+    ("secret hf_token", {"hfTokenSecret": {"name": "hf_token"}}, False),
+    ("secret ''", {"hfTokenSecret": {"name": ""}}, False),
+    ("secret hf\\n", {"hfTokenSecret": {"name": "hf\n"}}, False),
     ("secret key .a", {"hfTokenSecret": {"name": "hf", "key": ".a"}}, True),
     ("secret key a..b_C-1", {"hfTokenSecret": {"name": "hf", "key": "a..b_C-1"}}, True),
     ("secret key 253", {"hfTokenSecret": {"name": "hf", "key": "k" * 253}}, True),
@@ -350,7 +477,8 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("secret key ..a", {"hfTokenSecret": {"name": "hf", "key": "..a"}}, False),
     ("secret key a/b", {"hfTokenSecret": {"name": "hf", "key": "a/b"}}, False),
     ("secret key ''", {"hfTokenSecret": {"name": "hf", "key": ""}}, False),
-    ("cache.pvc", {"cache": {"pvc": "models"}}, True), ("cache.pvc Models", {"cache": {"pvc": "Models"}}, False),
+    ("cache.pvc", {"cache": {"pvc": "models"}}, True),
+    ("cache.pvc Models", {"cache": {"pvc": "Models"}}, False),
     ("output.pvc 254", {"output": {"pvc": "c" + SUBDOMAIN_253}}, False),
     ("output.path 1025", {"output": {"path": "p" * 1025}}, False),
     ("taskSources 16", {"taskSources": [{"configMap": f"c{i}"} for i in range(16)]}, True),
@@ -360,7 +488,8 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("priorityClassName ''", {"podTemplate": {"priorityClassName": ""}}, False),
     ("priorityClassName Low", {"podTemplate": {"priorityClassName": "Low"}}, False),
     # the endpoint
-    ("url 2048", _endpoint(url=_url(2048)), True), ("url 2049", _endpoint(url=_url(2049)), False),
+    ("url 2048", _endpoint(url=_url(2048)), True),
+    ("url 2049", _endpoint(url=_url(2049)), False),
     ("servedModel 1024", _endpoint(servedModel="m" * 1024), True),
     ("servedModel 1025", _endpoint(servedModel="m" * 1025), False),
     ("tokenizer 1025", _endpoint(tokenizer="t" * 1025), False),
@@ -397,67 +526,155 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("toleration effect ''", _toleration(key="gpu", operator="Exists", effect=""), False),
     ("tolerationSeconds", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds=300), True),
     ("tolerationSeconds no effect", _toleration(key="gpu", operator="Exists", tolerationSeconds=300), False),
-    ("tolerationSeconds NoSchedule", _toleration(key="gpu", operator="Exists", effect="NoSchedule", tolerationSeconds=3), False),
-    ("tolerationSeconds '300'", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds="300"), False),
-    ("tolerationSeconds 1.5", _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds=1.5), False),
-    ("tolerations 64", {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(64)]}}, True),
-    ("tolerations 65", {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(65)]}}, False),
+    (
+        "tolerationSeconds NoSchedule",
+        _toleration(key="gpu", operator="Exists", effect="NoSchedule", tolerationSeconds=3),
+        False,
+    ),
+    (
+        "tolerationSeconds '300'",
+        _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds="300"),
+        False,
+    ),
+    (
+        "tolerationSeconds 1.5",
+        _toleration(key="gpu", operator="Exists", effect="NoExecute", tolerationSeconds=1.5),
+        False,
+    ),
+    (
+        "tolerations 64",
+        {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(64)]}},
+        True,
+    ),
+    (
+        "tolerations 65",
+        {"podTemplate": {"tolerations": [{"key": f"k{i}", "operator": "Exists"} for i in range(65)]}},
+        False,
+    ),
     ("toleration not a mapping", {"podTemplate": {"tolerations": ["gpu"]}}, False),
     # node affinity
     ("node In", _node_expression("In", ["H100", "a100-80gb"]), True),
     ("node In no values", _node_expression("In", []), False),
     ("node NotIn unset values", _node_expression("NotIn"), False),
-    ("node Exists", _node_expression("Exists"), True), ("node DoesNotExist []", _node_expression("DoesNotExist", []), True),
+    ("node Exists", _node_expression("Exists"), True),
+    ("node DoesNotExist []", _node_expression("DoesNotExist", []), True),
     ("node Exists with values", _node_expression("Exists", ["x"]), False),
-    ("node Gt one", _node_expression("Gt", ["5"]), True), ("node Lt two", _node_expression("Lt", ["5", "6"]), False),
-    ("node Gt none", _node_expression("Gt"), False), ("node operator Equal", _node_expression("Equal", ["x"]), False),
+    ("node Gt one", _node_expression("Gt", ["5"]), True),
+    ("node Lt two", _node_expression("Lt", ["5", "6"]), False),
+    ("node Gt none", _node_expression("Gt"), False),
+    ("node operator Equal", _node_expression("Equal", ["x"]), False),
     ("node values 256", _node_expression("In", [f"n{i}" for i in range(256)]), True),
     ("node values 257", _node_expression("In", [f"n{i}" for i in range(257)]), False),
     ("node value -x", _node_expression("In", ["-x"]), False),
-    ("node terms 16", _required_nodes(*[{}] * 16), True), ("node terms 17", _required_nodes(*[{}] * 17), False),
+    ("node terms 16", _required_nodes(*[{}] * 16), True),
+    ("node terms 17", _required_nodes(*[{}] * 17), False),
     ("node terms none", _required_nodes(), False),
     ("node selector without terms", _node_affinity(requiredDuringSchedulingIgnoredDuringExecution={}), False),
     ("node expressions 17", _required_nodes({"matchExpressions": [{"key": "k", "operator": "Exists"}] * 17}), False),
     ("node expression no key", _required_nodes({"matchExpressions": [{"operator": "Exists"}]}), False),
-    ("matchFields", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}), True),
-    ("matchFields uid", _required_nodes({"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}), False),
-    ("matchFields two", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}),
-     False),
-    ("matchFields Exists", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "Exists", "values": ["a"]}]}),
-     False),
-    ("matchFields Node_1", _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["Node_1"]}]}),
-     False),
-    ("preferred weight 1", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 1, "preference": {}}]),
-     True),
-    ("preferred weight 100", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 100, "preference": {}}]),
-     True),
-    ("preferred weight 0", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 0, "preference": {}}]),
-     False),
-    ("preferred weight 101", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 101, "preference": {}}]),
-     False),
+    (
+        "matchFields",
+        _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["node-1"]}]}),
+        True,
+    ),
+    (
+        "matchFields uid",
+        _required_nodes({"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["x"]}]}),
+        False,
+    ),
+    (
+        "matchFields two",
+        _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}),
+        False,
+    ),
+    (
+        "matchFields Exists",
+        _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "Exists", "values": ["a"]}]}),
+        False,
+    ),
+    (
+        "matchFields Node_1",
+        _required_nodes({"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["Node_1"]}]}),
+        False,
+    ),
+    (
+        "preferred weight 1",
+        _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 1, "preference": {}}]),
+        True,
+    ),
+    (
+        "preferred weight 100",
+        _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 100, "preference": {}}]),
+        True,
+    ),
+    (
+        "preferred weight 0",
+        _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 0, "preference": {}}]),
+        False,
+    ),
+    (
+        "preferred weight 101",
+        _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 101, "preference": {}}]),
+        False,
+    ),
     ("preferred no preference", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5}]), False),
-    ("preferred 17", _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5, "preference": {}}] * 17),
-     False),
+    (
+        "preferred 17",
+        _node_affinity(preferredDuringSchedulingIgnoredDuringExecution=[{"weight": 5, "preference": {}}] * 17),
+        False,
+    ),
     # pod affinity and anti-affinity
     ("pod term", _pod_term(labelSelector={"matchLabels": {"app": "vllm"}}), True),
-    ("pod term no topologyKey", {"podTemplate": {"affinity": {"podAffinity": {
-        "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]}}}}, False),  # fmt: skip
+    (
+        "pod term no topologyKey",
+        {
+            "podTemplate": {
+                "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {}}]}}
+            }
+        },
+        False,
+    ),
     ("pod term topologyKey ''", _pod_term(topologyKey=""), False),
-    ("pod In", _pod_expression("In", ["a", "b"]), True), ("pod In none", _pod_expression("In", []), False),
-    ("pod Exists", _pod_expression("Exists"), True), ("pod DoesNotExist values", _pod_expression("DoesNotExist", ["a"]), False),
-    ("pod Gt", _pod_expression("Gt", ["1"]), False), ("pod value a/b", _pod_expression("In", ["a/b"]), False),
-    ("namespaces", _pod_term(namespaces=["team-a", "b"]), True), ("namespaces Team", _pod_term(namespaces=["Team"]), False),
-    ("namespace 63", _pod_term(namespaces=["n" * 63]), True), ("namespace 64", _pod_term(namespaces=["n" * 64]), False),
+    ("pod In", _pod_expression("In", ["a", "b"]), True),
+    ("pod In none", _pod_expression("In", []), False),
+    ("pod Exists", _pod_expression("Exists"), True),
+    ("pod DoesNotExist values", _pod_expression("DoesNotExist", ["a"]), False),
+    ("pod Gt", _pod_expression("Gt", ["1"]), False),
+    ("pod value a/b", _pod_expression("In", ["a/b"]), False),
+    ("namespaces", _pod_term(namespaces=["team-a", "b"]), True),
+    ("namespaces Team", _pod_term(namespaces=["Team"]), False),
+    ("namespace 63", _pod_term(namespaces=["n" * 63]), True),
+    ("namespace 64", _pod_term(namespaces=["n" * 64]), False),
     ("namespaces 65", _pod_term(namespaces=[f"n{i}" for i in range(65)]), False),
     ("namespaceSelector", _pod_term(namespaceSelector={"matchLabels": {"team": "ml"}}), True),
     ("namespaceSelector key", _pod_term(namespaceSelector={"matchLabels": {"Team/x": "ml"}}), False),
     ("matchLabels 65", _pod_term(labelSelector={"matchLabels": _many(65)}), False),
     ("mismatchLabelKeys 16", _pod_term(labelSelector={}, mismatchLabelKeys=[f"k{i}" for i in range(16)]), True),
     ("mismatchLabelKeys 17", _pod_term(labelSelector={}, mismatchLabelKeys=[f"k{i}" for i in range(17)]), False),
-    ("pod weighted", {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone"}}]}}}}, True),  # fmt: skip
-    ("pod weighted no term", {"podTemplate": {"affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
-        {"weight": 50}]}}}}, False),  # fmt: skip
+    (
+        "pod weighted",
+        {
+            "podTemplate": {
+                "affinity": {
+                    "podAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 50, "podAffinityTerm": {"topologyKey": "topology.kubernetes.io/zone"}}
+                        ]
+                    }
+                }
+            }
+        },
+        True,
+    ),
+    (
+        "pod weighted no term",
+        {
+            "podTemplate": {
+                "affinity": {"podAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{"weight": 50}]}}
+            }
+        },
+        False,
+    ),
     # baseline and gate
     ("baseline evaluation", {"baseline": {"evaluation": "model-v1"}}, True),
     ("baseline path", {"baseline": {"path": "runs/v1/g1"}}, True),
@@ -469,8 +686,20 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("baseline path 1024", {"baseline": {"path": "p" * 1024}}, True),
     ("baseline path 1025", {"baseline": {"path": "p" * 1025}}, False),
     ("gate alone", {"gate": {"maxDrop": 0.01}}, False),
-    ("gate full", {"baseline": {"evaluation": "v1"}, "gate": {"maxDrop": 0.01, "maxDropFor": {"mmlu*:acc": 0.02, "arc_easy": 0},
-                                                            "alpha": 0.1, "equivalenceMargin": 0.01, "strict": True}}, True),  # fmt: skip
+    (
+        "gate full",
+        {
+            "baseline": {"evaluation": "v1"},
+            "gate": {
+                "maxDrop": 0.01,
+                "maxDropFor": {"mmlu*:acc": 0.02, "arc_easy": 0},
+                "alpha": 0.1,
+                "equivalenceMargin": 0.01,
+                "strict": True,
+            },
+        },
+        True,
+    ),
     ("gate maxDrop -0.1", {"baseline": {"evaluation": "v1"}, "gate": {"maxDrop": -0.1}}, False),
     ("gate alpha 0", {"baseline": {"evaluation": "v1"}, "gate": {"alpha": 0}}, False),
     ("gate alpha 0.5", {"baseline": {"evaluation": "v1"}, "gate": {"alpha": 0.5}}, False),
@@ -479,14 +708,20 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ("gate maxDropFor a:b:c", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {"a:b:c": 0.1}}}, False),
     ("gate maxDropFor :acc", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {":acc": 0.1}}}, False),
     ("gate maxDropFor -1", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {"mmlu": -1}}}, False),
-    ("gate maxDropFor 257", {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {f"t{i}": 0 for i in range(257)}}}, False),
+    (
+        "gate maxDropFor 257",
+        {"baseline": {"evaluation": "v1"}, "gate": {"maxDropFor": {f"t{i}": 0 for i in range(257)}}},
+        False,
+    ),
     ("gate margin -1", {"baseline": {"evaluation": "v1"}, "gate": {"equivalenceMargin": -1}}, False),
     ("gate strict 'yes'", {"baseline": {"evaluation": "v1"}, "gate": {"strict": "yes"}}, False),
 ]
 for key, ok in LABEL_KEYS:
     FIELDS += [(f"label key {key!r:.20} ({len(key)}) {place.__name__}", place(key), ok) for place in KEY_PLACES]
 for value, ok in LABEL_VALUES:
-    FIELDS += [(f"label value {value!r:.20} ({len(value)}) {place.__name__}", place(value), ok) for place in VALUE_PLACES]
+    FIELDS += [
+        (f"label value {value!r:.20} ({len(value)}) {place.__name__}", place(value), ok) for place in VALUE_PLACES
+    ]
 
 
 @pytest.mark.parametrize("fields,accepted", [(f, a) for _, f, a in FIELDS], ids=[name for name, _, _ in FIELDS])
@@ -509,8 +744,12 @@ def test_an_empty_toleration_key_tolerates_every_taint_only_with_exists(crd: Crd
 
 def test_refusals_name_the_field_and_the_fix() -> None:
     said = _accepts(parse_spec, _spec(podTemplate={"labels": {"UPPER/x": "v"}}))[1]
-    assert said.startswith("spec.podTemplate.labels key 'UPPER/x' is not a Kubernetes label key: use an optional lowercase")
-    said = _accepts(parse_spec, _spec(podTemplate={"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]}))[1]
+    assert said.startswith(
+        "spec.podTemplate.labels key 'UPPER/x' is not a Kubernetes label key: use an optional lowercase"
+    )
+    said = _accepts(
+        parse_spec, _spec(podTemplate={"tolerations": [{"key": "gpu", "operator": "Exists", "value": "x"}]})
+    )[1]
     assert said == "spec.podTemplate.tolerations[0] has operator Exists, which matches any value: remove its value."
     said = _accepts(parse_spec, _spec(samples={"arc_easy": list(range(100_001))}))[1]
     assert said.startswith("spec.samples.arc_easy lists 100001 documents; keep at most 100000")

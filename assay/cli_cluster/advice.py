@@ -28,37 +28,37 @@ BY_REASON = {
     "PodFailurePolicy": f"The runner stopped on a configuration error, which retries cannot fix: {_READ_LOG}.",
     "MaxFailedIndexesExceeded": f"Too many ranks failed: read them all (`assay logs {{name}} --all-ranks`), then {_RERUN}.",
     outcome.RESULTS_NOT_RECORDED: "The runner could not write its scores to status: read `assay logs {name}` for the API "
-                                  "server's answer (RBAC, an admission webhook, the API server away).",
+    "server's answer (RBAC, an admission webhook, the API server away).",
     # Problems the operator read from the pods and Events (`decide.diagnosis`).
     diagnosis.IMAGE_PULL_BACKOFF: "Check the image name and tag, and that the nodes may pull it (imagePullSecrets, "
-                                  "registry access).",
+    "registry access).",
     diagnosis.IMAGE_PULL_FAILED: f"Fix spec.image (or the operator's runner image) or the registry access, then {_RERUN}.",
     diagnosis.INVALID_IMAGE_NAME: "Fix spec.image: it is not a valid image reference.",
     diagnosis.UNSCHEDULABLE: "Ask for less (spec.resources) or for nodes that fit: check GPUs, memory, nodeSelector and "
-                             "tolerations in spec.podTemplate.",
+    "tolerations in spec.podTemplate.",
     diagnosis.FAILED_CREATE: "A ResourceQuota or LimitRange of the namespace forbade the pod: lower spec.resources or "
-                             "ask for more quota.",
+    "ask for more quota.",
     diagnosis.CRASH_LOOP_BACKOFF: f"The runner keeps crashing: {_READ_LOG}.",
     diagnosis.CONTAINER_CONFIG_ERROR: "A Secret or ConfigMap the pod needs is missing or lacks a key (spec.hfTokenSecret, "
-                                      "spec.endpoint.apiKeySecret): create it.",
+    "spec.endpoint.apiKeySecret): create it.",
     diagnosis.CONTAINER_CREATE_ERROR: "The container runtime could not start the runner: read the events below.",
     diagnosis.OOM_KILLED: f"Give the runner more memory (spec.resources.memory) or smaller batches (spec.batchSize), then {_RERUN}.",
     diagnosis.PEER_FAILURES_EXCEEDED: "One rank keeps failing and stopping the others: find it with "
-                                      "`assay logs {name} --all-ranks`.",
+    "`assay logs {name} --all-ranks`.",
     pod_start.START_ERROR: "The runner's command could not start in its image: check spec.image.",
     pod_start.FAILED_MOUNT: "A volume could not be mounted: check that the claims in spec.cache and spec.output exist and bind.",
     pod_start.FAILED_ATTACH_VOLUME: "A volume could not be attached to the node: read the events below.",
-}  # fmt: skip
+}
 
 BY_REGRESSION_REASON = {
     regression.REGRESSED: "Compare the metrics below with the baseline's; `assay compare` on the two output folders "
-                          "shows every document.",
+    "shows every document.",
     regression.INCONCLUSIVE: "Evaluate more documents (a larger spec.limit, or none) so the comparison can tell.",
     regression.BASELINE_UNAVAILABLE: "Make sure the baseline Evaluation succeeded and wrote its files to the same "
-                                     "output volume.",
+    "output volume.",
     regression.RUN_FAILED: "Fix the run first: nothing was compared.",
     regression.NO_REGRESSION: "Nothing: no metric is worse than the gate allows.",
-}  # fmt: skip
+}
 
 
 def next_step(reason: str, *, name: str) -> str | None:

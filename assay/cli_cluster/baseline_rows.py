@@ -33,8 +33,10 @@ def render(comparison: Mapping[str, Any], *, markdown: bool) -> str:
     if rows and (omitted or notes):
         lines.append("")  # a line after a Markdown table would be read as one more row
     if omitted:
-        lines.append(f"({omitted} more compared metric{'s' if omitted != 1 else ''} left out of status; the runner's log "
-                     "and its output volume have them all.)")  # fmt: skip
+        lines.append(
+            f"({omitted} more compared metric{'s' if omitted != 1 else ''} left out of status; the runner's log "
+            "and its output volume have them all.)"
+        )
     for note in notes:
         lines.append(("- " if markdown else "") + _text(note))
     return "\n".join(lines) + "\n"
@@ -46,11 +48,23 @@ def _text(value: Any) -> str:
 
 def _cells(row: Mapping[str, Any]) -> list[str]:
     low, high = row.get("ciLow"), row.get("ciHigh")
-    interval = f"[{_number(low, signed=True)}, {_number(high, signed=True)}]" if low is not None and high is not None else "N/A"
+    interval = (
+        f"[{_number(low, signed=True)}, {_number(high, signed=True)}]"
+        if low is not None and high is not None
+        else "N/A"
+    )
     texts = [row.get("task"), row.get("filter"), row.get("metric")]
-    return [*(_text(t or "") for t in texts), str(row.get("n") if row.get("n") is not None else ""), _number(row.get("baseline")),
-            _number(row.get("candidate")), _number(row.get("delta"), signed=True), interval, _p(row.get("pValue")),
-            _text(row.get("test") or ""), _text(row.get("verdict") or "")]  # fmt: skip
+    return [
+        *(_text(t or "") for t in texts),
+        str(row.get("n") if row.get("n") is not None else ""),
+        _number(row.get("baseline")),
+        _number(row.get("candidate")),
+        _number(row.get("delta"), signed=True),
+        interval,
+        _p(row.get("pValue")),
+        _text(row.get("test") or ""),
+        _text(row.get("verdict") or ""),
+    ]
 
 
 def _number(value: Any, *, signed: bool = False) -> str:
@@ -69,11 +83,17 @@ def _table(rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
     header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths)) + "|"
     rule = "|" + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths)) + "|"
-    body = ["|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|" for r in rows]
+    body = [
+        "|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|"
+        for r in rows
+    ]
     return "\n".join([header, rule, *body])
 
 
 def _markdown(rows: list[list[str]]) -> str:
     escaped = [[cell.replace("|", "\\|") for cell in row] for row in rows]
-    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---:" if h in _NUMERIC else "---" for h in HEADERS) + "|"]
+    lines = [
+        "| " + " | ".join(HEADERS) + " |",
+        "|" + "|".join("---:" if h in _NUMERIC else "---" for h in HEADERS) + "|",
+    ]
     return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in escaped])

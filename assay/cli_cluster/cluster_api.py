@@ -56,8 +56,9 @@ class Target:
     """The kubeconfig files read, or "in-cluster": named in error messages."""
 
 
-def find_target(*, kubeconfig: str | None = None, context: str | None = None,
-                environ: Mapping[str, str] | None = None) -> Target:  # fmt: skip
+def find_target(
+    *, kubeconfig: str | None = None, context: str | None = None, environ: Mapping[str, str] | None = None
+) -> Target:
     """kubectl's order: the files named (flag, $KUBECONFIG or ~/.kube/config), else in-cluster."""
     from kubernetes import client, config
 
@@ -68,8 +69,9 @@ def find_target(*, kubeconfig: str | None = None, context: str | None = None,
     if files:
         joined = os.pathsep.join(files)
         try:
-            config.load_kube_config(config_file=joined, context=context, client_configuration=configuration,
-                                    persist_config=False)  # fmt: skip
+            config.load_kube_config(
+                config_file=joined, context=context, client_configuration=configuration, persist_config=False
+            )
             contexts, current = config.list_kube_config_contexts(config_file=joined)
         except Exception as error:  # noqa: BLE001 - the loader raises ConfigException, YAML, key and base64 errors alike
             raise ClusterError(f"The kubeconfig {joined} cannot be used: {_first_line(error)}.") from None
@@ -84,8 +86,10 @@ def find_target(*, kubeconfig: str | None = None, context: str | None = None,
             raise ClusterError(f"The pod's service account cannot be used: {_first_line(error)}.") from None
         namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.is_file() else ""
         return Target(configuration, namespace or "default", "in-cluster")
-    raise ClusterError(f"No Kubernetes configuration found: {named} does not exist; set KUBECONFIG or write "
-                       "~/.kube/config as for kubectl (or pass --kubeconfig).")  # fmt: skip
+    raise ClusterError(
+        f"No Kubernetes configuration found: {named} does not exist; set KUBECONFIG or write "
+        "~/.kube/config as for kubectl (or pass --kubeconfig)."
+    )
 
 
 class Cluster:
@@ -106,11 +110,15 @@ class Cluster:
         """The Evaluations of one namespace, or of all (`namespace` None), sorted as kubectl sorts them."""
         group, version, plural = spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL
         if namespace is None:
-            found = self._json(lambda: self.custom.list_cluster_custom_object(group, version, plural, label_selector=selector,
-                                                                              **_RAW))  # fmt: skip
+            found = self._json(
+                lambda: self.custom.list_cluster_custom_object(group, version, plural, label_selector=selector, **_RAW)
+            )
         else:
-            found = self._json(lambda: self.custom.list_namespaced_custom_object(group, version, namespace, plural,
-                                                                                 label_selector=selector, **_RAW))  # fmt: skip
+            found = self._json(
+                lambda: self.custom.list_namespaced_custom_object(
+                    group, version, namespace, plural, label_selector=selector, **_RAW
+                )
+            )
         items: list[Manifest] = found.get("items") or []
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"].get("name", "")))
 
@@ -118,27 +126,37 @@ class Cluster:
         """One Evaluation; NotFound names it, its namespace and the names that come close."""
         group, version, plural = spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL
         try:
-            found: Manifest = self._json(lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural,
-                                                                                          name, **_RAW))  # fmt: skip
+            found: Manifest = self._json(
+                lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name, **_RAW)
+            )
         except NotFound:
-            raise NotFound(f'Evaluation "{name}" not found in namespace "{namespace}".{self._close_names(namespace, name)}') from None
+            raise NotFound(
+                f'Evaluation "{name}" not found in namespace "{namespace}".{self._close_names(namespace, name)}'
+            ) from None
         return found
 
     def pods(self, *, namespace: str, selector: str) -> list[Manifest]:
-        items: list[Manifest] = self._json(lambda: self.core.list_namespaced_pod(namespace, label_selector=selector,
-                                                                                 **_RAW)).get("items") or []  # fmt: skip
+        items: list[Manifest] = (
+            self._json(lambda: self.core.list_namespaced_pod(namespace, label_selector=selector, **_RAW)).get("items")
+            or []
+        )
         return items
 
     def events(self, *, namespace: str) -> list[Manifest]:
-        items: list[Manifest] = self._json(lambda: self.core.list_namespaced_event(namespace, **_RAW)).get("items") or []
+        items: list[Manifest] = (
+            self._json(lambda: self.core.list_namespaced_event(namespace, **_RAW)).get("items") or []
+        )
         return items
 
     def log(self, *, namespace: str, pod: str, container: str, follow: bool) -> Iterator[bytes]:
         """A container's log as it arrives; with `follow`, until the container ends (no read timeout)."""
         timeout = None if follow else REQUEST_TIMEOUT
         # The raw urllib3 response (typed as the decoded str the client would return otherwise).
-        response: Any = self._call(lambda: self.core.read_namespaced_pod_log(pod, namespace, container=container, follow=follow,
-                                                                             _preload_content=False, _request_timeout=timeout))  # fmt: skip
+        response: Any = self._call(
+            lambda: self.core.read_namespaced_pod_log(
+                pod, namespace, container=container, follow=follow, _preload_content=False, _request_timeout=timeout
+            )
+        )
         chunks = response.stream(4096)
         try:
             while (chunk := self._call(lambda: next(chunks, None))) is not None:
@@ -185,14 +203,18 @@ def _api_error(error: Any, *, server: str) -> ClusterError:
     said = echoed_text.bounded(said or str(getattr(error, "reason", "") or ""), 300).rstrip(".")
     if status == 404:
         if "could not find the requested resource" in said:
-            return NoEvaluationResource(f"The cluster at {server} has no Evaluation resource ({spec_module.PLURAL}.{spec_module.GROUP}); "
-                            "install Assay's CRD with its Helm chart (deploy/helm/assay).")  # fmt: skip
+            return NoEvaluationResource(
+                f"The cluster at {server} has no Evaluation resource ({spec_module.PLURAL}.{spec_module.GROUP}); "
+                "install Assay's CRD with its Helm chart (deploy/helm/assay)."
+            )
         return NotFound(f"Not found: {said}.")
     if status == 400:  # the server's own words say it all: 'container "runner" ... is waiting to start'
         return ClusterError(f"{said}.")
     if status == 401:
-        return ClusterError(f"The API server at {server} refused the kubeconfig's credentials (401 Unauthorized); "
-                            "log in again or pick another context.")  # fmt: skip
+        return ClusterError(
+            f"The API server at {server} refused the kubeconfig's credentials (401 Unauthorized); "
+            "log in again or pick another context."
+        )
     if status == 403:
         return ClusterError(f"Forbidden: {said}; ask your cluster admin for that permission.")
     return ClusterError(f"The API server at {server} answered {status} {getattr(error, 'reason', '') or ''}: {said}.")

@@ -13,8 +13,10 @@ MIN_WIDTH = 6
 
 
 def render(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(MIN_WIDTH, PADDING + max([text_width(h), *(text_width(row[i]) for row in rows)]))
-              for i, h in enumerate(headers)]  # fmt: skip
+    widths = [
+        max(MIN_WIDTH, PADDING + max([text_width(h), *(text_width(row[i]) for row in rows)]))
+        for i, h in enumerate(headers)
+    ]
     lines = []
     for cells in [list(headers), *rows]:
         padded = [cell + " " * (width - text_width(cell)) for cell, width in zip(cells[:-1], widths)]

@@ -32,35 +32,55 @@ def add_parsers(sub: Any) -> None:
     """`get`, `results`, `logs` and `describe` under `assay`'s subcommands."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-n", "--namespace", default=None, help="Namespace (default: the current context's)")
-    common.add_argument("--kubeconfig", default=None, metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    common.add_argument(
+        "--kubeconfig", default=None, metavar="FILE", help="Kubeconfig file (default: $KUBECONFIG, ~/.kube/config)"
+    )
     common.add_argument("--context", default=None, help="Kubeconfig context (default: its current-context)")
 
     def command(name: str, text: str, description: str) -> argparse.ArgumentParser:
-        parser: argparse.ArgumentParser = sub.add_parser(name, parents=[common], help=text, description=description,
-                                                         epilog=_CONNECTION, formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+        parser: argparse.ArgumentParser = sub.add_parser(
+            name,
+            parents=[common],
+            help=text,
+            description=description,
+            epilog=_CONNECTION,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         return parser
 
-    get = command("get", "List Evaluations on the cluster: phase, progress, regression",
-                  "List Evaluations like `kubectl get evals`: phase, reason, progress, the verdict against the baseline, age.")  # fmt: skip
+    get = command(
+        "get",
+        "List Evaluations on the cluster: phase, progress, regression",
+        "List Evaluations like `kubectl get evals`: phase, reason, progress, the verdict against the baseline, age.",
+    )
     get.add_argument("name", nargs="?", metavar="NAME", help="One Evaluation (default: all in the namespace)")
     get.add_argument("-l", "--selector", default=None, help="Label selector, e.g. assay.dev/suite=nightly")
     get.add_argument("-A", "--all-namespaces", action="store_true", help="Evaluations of every namespace")
     get.add_argument("-o", "--output", choices=["wide", "json"], default=None, help="wide (adds the message) or json")
 
-    results = command("results", "Print an Evaluation's scores as lm-eval's results table",
-                      "Print the scores in an Evaluation's status as lm-eval's results table (or its results JSON), "
-                      "and the comparison with the baseline when there is one.")  # fmt: skip
+    results = command(
+        "results",
+        "Print an Evaluation's scores as lm-eval's results table",
+        "Print the scores in an Evaluation's status as lm-eval's results table (or its results JSON), "
+        "and the comparison with the baseline when there is one.",
+    )
     results.add_argument("name", metavar="NAME")
     results.add_argument("--format", choices=RESULTS_FORMATS, default="table", help="table (default), json or markdown")
 
-    logs = command("logs", "Print the runner pods' logs (rank 0 first)",
-                   "Print the logs of an Evaluation's runner pods: rank 0's by default, every attempt oldest first.")  # fmt: skip
+    logs = command(
+        "logs",
+        "Print the runner pods' logs (rank 0 first)",
+        "Print the logs of an Evaluation's runner pods: rank 0's by default, every attempt oldest first.",
+    )
     logs.add_argument("name", metavar="NAME")
     logs.add_argument("--all-ranks", action="store_true", help="Every rank's pods too, in rank order")
     logs.add_argument("-f", "--follow", action="store_true", help="Keep streaming until the runner ends")
 
-    about = command("describe", "Say what happened to an Evaluation, why, and what to do",
-                    "An Evaluation in plain words: what happened, why and what to do; its conditions and recent Events.")  # fmt: skip
+    about = command(
+        "describe",
+        "Say what happened to an Evaluation, why, and what to do",
+        "An Evaluation in plain words: what happened, why and what to do; its conditions and recent Events.",
+    )
     about.add_argument("name", metavar="NAME")
 
 
@@ -78,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "results":
         status = evaluation.get("status") or {}
         if status.get("results") is None:
-            raise cluster_api.ClusterError(f'Evaluation "{args.name}" has no results in its status yet ({_state(status)}).')
+            raise cluster_api.ClusterError(
+                f'Evaluation "{args.name}" has no results in its status yet ({_state(status)}).'
+            )
         sys.stdout.write(results_view.render(evaluation, args.format))
         return 0
     if args.command == "logs":
@@ -100,7 +122,9 @@ def _get(cluster: cluster_api.Cluster, args: argparse.Namespace, *, namespace: s
         print(listing.as_json(found, single=bool(args.name)))
     elif not found:
         where = "any namespace" if args.all_namespaces else f"namespace {namespace}"
-        print(f"No Evaluations found in {where}{' matching ' + args.selector if args.selector else ''}.", file=sys.stderr)
+        print(
+            f"No Evaluations found in {where}{' matching ' + args.selector if args.selector else ''}.", file=sys.stderr
+        )
     else:
         sys.stdout.write(listing.table(found, now=now, all_namespaces=args.all_namespaces, wide=args.output == "wide"))
     return 0
@@ -108,11 +132,15 @@ def _get(cluster: cluster_api.Cluster, args: argparse.Namespace, *, namespace: s
 
 def _state(status: dict[str, Any]) -> str:
     state = f"phase {status.get('phase') or 'Pending'}"
-    detail = (status.get("progress") or {}).get("summary") if status.get("phase") == "Running" else status.get("message")
+    detail = (
+        (status.get("progress") or {}).get("summary") if status.get("phase") == "Running" else status.get("message")
+    )
     return f"{state}: {echoed_text.bounded(str(detail), 300)}" if detail else state
 
 
-def _describe(cluster: cluster_api.Cluster, evaluation: dict[str, Any], *, namespace: str, now: datetime.datetime) -> str:
+def _describe(
+    cluster: cluster_api.Cluster, evaluation: dict[str, Any], *, namespace: str, now: datetime.datetime
+) -> str:
     from assay.cli_cluster import cluster_api, describe, pod_logs
 
     job = (evaluation.get("status") or {}).get("jobName")

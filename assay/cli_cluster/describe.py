@@ -26,8 +26,14 @@ _PHASE_WORDS = {
 }
 
 
-def render(evaluation: Mapping[str, Any], *, pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]] | None,
-           now: datetime.datetime, unread: str = "") -> str:  # fmt: skip
+def render(
+    evaluation: Mapping[str, Any],
+    *,
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]] | None,
+    now: datetime.datetime,
+    unread: str = "",
+) -> str:
     """`events` None: they could not be read, for the reason `unread` gives (RBAC may allow
     reading Evaluations but not Events)."""
     meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
@@ -50,16 +56,27 @@ def _text(value: Any, limit: int = MESSAGE_CHARS) -> str:
 
 def _summary(evaluation: Mapping[str, Any], *, pods: Sequence[Mapping[str, Any]], now: datetime.datetime) -> str:
     meta, spec, status = evaluation.get("metadata") or {}, evaluation.get("spec") or {}, evaluation.get("status") or {}
-    fields = [("Name", meta.get("name")), ("Namespace", meta.get("namespace")),
-              ("Model", f"{listing.model_name(evaluation)} ({spec.get('model')})"),
-              ("Tasks", ", ".join(map(str, spec.get("tasks") or ()))),
-              ("Phase", " ".join(filter(None, [str(status.get("phase") or "Pending"),
-                                               f"({status['reason']})" if status.get("reason") else ""]))),
-              ("Created", _ago(meta.get("creationTimestamp"), now)), ("Started", _ago(status.get("startTime"), now)),
-              ("Finished", _ago(status.get("completionTime"), now)),
-              ("Progress", (status.get("progress") or {}).get("summary")),
-              ("Job", status.get("jobName")),
-              ("Pods", ", ".join(f"{p.name} (rank {p.rank}, {p.phase})" for p in runner_pods(pods, all_ranks=True)))]  # fmt: skip
+    fields = [
+        ("Name", meta.get("name")),
+        ("Namespace", meta.get("namespace")),
+        ("Model", f"{listing.model_name(evaluation)} ({spec.get('model')})"),
+        ("Tasks", ", ".join(map(str, spec.get("tasks") or ()))),
+        (
+            "Phase",
+            " ".join(
+                filter(
+                    None,
+                    [str(status.get("phase") or "Pending"), f"({status['reason']})" if status.get("reason") else ""],
+                )
+            ),
+        ),
+        ("Created", _ago(meta.get("creationTimestamp"), now)),
+        ("Started", _ago(status.get("startTime"), now)),
+        ("Finished", _ago(status.get("completionTime"), now)),
+        ("Progress", (status.get("progress") or {}).get("summary")),
+        ("Job", status.get("jobName")),
+        ("Pods", ", ".join(f"{p.name} (rank {p.rank}, {p.phase})" for p in runner_pods(pods, all_ranks=True))),
+    ]
     return "".join(f"{label + ':':<11}{_text(value)}\n" for label, value in fields if value)
 
 
@@ -88,7 +105,9 @@ def _comparison(status: Mapping[str, Any]) -> str:
     if condition is None:
         return ""
     reason = str(condition.get("reason") or "")
-    lines = [f"Against the baseline: Regressed is {condition.get('status')} ({reason}): {_text(condition.get('message') or '')}"]
+    lines = [
+        f"Against the baseline: Regressed is {condition.get('status')} ({reason}): {_text(condition.get('message') or '')}"
+    ]
     step = advice.regression_step(reason)
     if step:
         lines.append(f"What to do: {step}")
@@ -96,27 +115,45 @@ def _comparison(status: Mapping[str, Any]) -> str:
 
 
 def _conditions(status: Mapping[str, Any], *, now: datetime.datetime) -> str:
-    rows = [[_text(c.get("type"), 80), _text(c.get("status"), 10), _text(c.get("reason") or "", 80),
-             ages.since(c.get("lastTransitionTime"), now=now), _text(c.get("message") or "")]
-            for c in status.get("conditions") or ()]  # fmt: skip
+    rows = [
+        [
+            _text(c.get("type"), 80),
+            _text(c.get("status"), 10),
+            _text(c.get("reason") or "", 80),
+            ages.since(c.get("lastTransitionTime"), now=now),
+            _text(c.get("message") or ""),
+        ]
+        for c in status.get("conditions") or ()
+    ]
     if not rows:
         return "Conditions: none yet.\n"
     return "Conditions:\n" + _indent(columns.render(["TYPE", "STATUS", "REASON", "SINCE", "MESSAGE"], rows))
 
 
-def _about(evaluation: Mapping[str, Any], pods: Sequence[Mapping[str, Any]],
-           events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:  # fmt: skip
+def _about(
+    evaluation: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
     """The Events about the Evaluation, its current Job and that Job's pods, oldest first."""
     meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
     ours = {("Evaluation", meta.get("name")), ("Job", status.get("jobName"))}
     ours |= {("Pod", (pod.get("metadata") or {}).get("name")) for pod in pods}
-    found = [e for e in events if ((e.get("involvedObject") or {}).get("kind"), (e.get("involvedObject") or {}).get("name")) in ours]
-    return sorted(found, key=lambda e: ages.parse(_last_seen(e)) or datetime.datetime.min.replace(tzinfo=datetime.timezone.utc))
+    found = [
+        e
+        for e in events
+        if ((e.get("involvedObject") or {}).get("kind"), (e.get("involvedObject") or {}).get("name")) in ours
+    ]
+    return sorted(
+        found, key=lambda e: ages.parse(_last_seen(e)) or datetime.datetime.min.replace(tzinfo=datetime.timezone.utc)
+    )
 
 
 def _last_seen(event: Mapping[str, Any]) -> Any:
-    return (event.get("series") or {}).get("lastObservedTime") or event.get("lastTimestamp") or event.get("eventTime") \
-        or (event.get("metadata") or {}).get("creationTimestamp")  # fmt: skip
+    return (
+        (event.get("series") or {}).get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("eventTime")
+        or (event.get("metadata") or {}).get("creationTimestamp")
+    )
 
 
 def _events(events: Sequence[Mapping[str, Any]], *, now: datetime.datetime) -> str:
@@ -127,11 +164,19 @@ def _events(events: Sequence[Mapping[str, Any]], *, now: datetime.datetime) -> s
     for event in recent:
         involved = event.get("involvedObject") or {}
         count = int(event.get("count") or (event.get("series") or {}).get("count") or 1)
-        rows.append([ages.since(_last_seen(event), now=now) + (f" (x{count})" if count > 1 else ""), _text(event.get("type") or "", 20),
-                     _text(event.get("reason") or "", 80), _text(f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}", 120),
-                     _text(event.get("message") or "")])  # fmt: skip
+        rows.append(
+            [
+                ages.since(_last_seen(event), now=now) + (f" (x{count})" if count > 1 else ""),
+                _text(event.get("type") or "", 20),
+                _text(event.get("reason") or "", 80),
+                _text(f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}", 120),
+                _text(event.get("message") or ""),
+            ]
+        )
     older = f", {len(events) - len(recent)} older left out" if len(events) > len(recent) else ""
-    return f"Events (oldest first{older}):\n" + _indent(columns.render(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows))
+    return f"Events (oldest first{older}):\n" + _indent(
+        columns.render(["LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"], rows)
+    )
 
 
 def _indent(text: str) -> str:

@@ -21,16 +21,27 @@ CELL_CHARS = 300
 """Bound on a cell holding text from the cluster (a message, a model's name)."""
 
 
-def table(evaluations: Sequence[Mapping[str, Any]], *, now: datetime.datetime, all_namespaces: bool = False,
-          wide: bool = False) -> str:  # fmt: skip
+def table(
+    evaluations: Sequence[Mapping[str, Any]],
+    *,
+    now: datetime.datetime,
+    all_namespaces: bool = False,
+    wide: bool = False,
+) -> str:
     headers = [*(["NAMESPACE"] if all_namespaces else []), *HEADERS, *(["MESSAGE"] if wide else [])]
     rows = []
     for evaluation in evaluations:
         meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
-        cells = [str(meta.get("name", "")), model_name(evaluation), ",".join(map(str, (evaluation.get("spec") or {}).get("tasks") or ())),
-                 str(status.get("phase") or ""), str(status.get("reason") or ""),
-                 str((status.get("progress") or {}).get("summary") or ""), regressed(status),
-                 ages.since(meta.get("creationTimestamp"), now=now)]  # fmt: skip
+        cells = [
+            str(meta.get("name", "")),
+            model_name(evaluation),
+            ",".join(map(str, (evaluation.get("spec") or {}).get("tasks") or ())),
+            str(status.get("phase") or ""),
+            str(status.get("reason") or ""),
+            str((status.get("progress") or {}).get("summary") or ""),
+            regressed(status),
+            ages.since(meta.get("creationTimestamp"), now=now),
+        ]
         if all_namespaces:
             cells.insert(0, str(meta.get("namespace", "")))
         if wide:
@@ -51,7 +62,7 @@ def regression_condition(status: Mapping[str, Any]) -> Mapping[str, Any] | None:
 
 
 def regressed(status: Mapping[str, Any]) -> str:
-    """"True (regressed)", "False (equivalent)", "Unknown (BaselineUnavailable)"; "" without a baseline."""
+    """ "True (regressed)", "False (equivalent)", "Unknown (BaselineUnavailable)"; "" without a baseline."""
     condition = regression_condition(status)
     verdict = str((status.get("comparison") or {}).get("verdict") or "")
     if condition is None:

@@ -43,11 +43,23 @@ def runner_pods(pods: Iterable[Mapping[str, Any]], *, all_ranks: bool) -> list[R
     found = []
     for pod in pods:
         meta = pod.get("metadata") or {}
-        index = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or (meta.get("labels") or {}).get(COMPLETION_INDEX)
+        index = (meta.get("annotations") or {}).get(COMPLETION_INDEX) or (meta.get("labels") or {}).get(
+            COMPLETION_INDEX
+        )
         rank = int(str(index)) if str(index or "").isdigit() else 0  # a NonIndexed Job's one pod is rank 0
         if rank == 0 or all_ranks:
-            found.append((rank, str(meta.get("creationTimestamp") or ""), RunnerPod(str(meta.get("name")), rank,
-                          str((pod.get("status") or {}).get("phase") or "Unknown"), _container(pod))))  # fmt: skip
+            found.append(
+                (
+                    rank,
+                    str(meta.get("creationTimestamp") or ""),
+                    RunnerPod(
+                        str(meta.get("name")),
+                        rank,
+                        str((pod.get("status") or {}).get("phase") or "Unknown"),
+                        _container(pod),
+                    ),
+                )
+            )
     return [runner for _, _, runner in sorted(found, key=lambda entry: (entry[0], entry[1], entry[2].name))]
 
 
@@ -59,19 +71,30 @@ def _container(pod: Mapping[str, Any]) -> str:
     return builders.RUNNER_CONTAINER
 
 
-def show(cluster: cluster_api.Cluster, evaluation: Mapping[str, Any], *, all_ranks: bool, follow: bool,
-         out: TextIO | None = None, err: TextIO | None = None) -> int:  # fmt: skip
+def show(
+    cluster: cluster_api.Cluster,
+    evaluation: Mapping[str, Any],
+    *,
+    all_ranks: bool,
+    follow: bool,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
     """Print the logs; 1 when some pod's log could not be read (each said on `err`), else 0."""
     out, err = out or sys.stdout, err or sys.stderr
     meta, status = evaluation["metadata"], evaluation.get("status") or {}
     name, namespace, job = meta["name"], meta["namespace"], status.get("jobName")
     if not job:
-        raise cluster_api.ClusterError(f'Evaluation "{name}" has no runner Job yet (phase {status.get("phase") or "Pending"}'
-                                       f'{": " + str(status["message"]) if status.get("message") else ""}).')  # fmt: skip
+        raise cluster_api.ClusterError(
+            f'Evaluation "{name}" has no runner Job yet (phase {status.get("phase") or "Pending"}'
+            f"{': ' + str(status['message']) if status.get('message') else ''})."
+        )
     pods = runner_pods(cluster.pods(namespace=namespace, selector=selector(job)), all_ranks=all_ranks)
     if not pods:
-        raise cluster_api.ClusterError(f'No runner pods of Job {job} (Evaluation "{name}") exist: they are not created '
-                                       "yet, or were removed with the Job.")  # fmt: skip
+        raise cluster_api.ClusterError(
+            f'No runner pods of Job {job} (Evaluation "{name}") exist: they are not created '
+            "yet, or were removed with the Job."
+        )
     printer = _Printer(cluster, namespace=namespace, out=out, err=err, follow=follow)
     ranks = sorted({pod.rank for pod in pods})
     if follow and len(ranks) > 1:
@@ -111,7 +134,9 @@ class _Printer:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         pending = ""
         try:
-            for chunk in self.cluster.log(namespace=self.namespace, pod=pod.name, container=pod.container, follow=self.follow):
+            for chunk in self.cluster.log(
+                namespace=self.namespace, pod=pod.name, container=pod.container, follow=self.follow
+            ):
                 pending += decoder.decode(chunk)
                 if prefix:
                     pending = self._lines(pending, prefix)
@@ -137,4 +162,3 @@ class _Printer:
         with self._lock:
             self.out.write(text)
             self.out.flush()
-

@@ -23,7 +23,6 @@ from assay.run_results import RunResults
 from assay.runner.results import table
 
 
-
 def results_dict(status: Mapping[str, Any]) -> dict[str, Any]:
     """lm-eval's results dict as far as status holds it: results, groups, versions, n-samples."""
     out: dict[str, Any] = {"results": _rows(status.get("results"))}
@@ -31,8 +30,11 @@ def results_dict(status: Mapping[str, Any]) -> dict[str, Any]:
     if groups:  # as in lm-eval's dict: the key only when some group aggregates
         out["groups"] = groups
     out["versions"] = {str(name): str(version) for name, version in (status.get("versions") or {}).items()}
-    out["n-samples"] = {str(name): {key: int(count) for key, count in counts.items()}
-                        for name, counts in (status.get("nSamples") or {}).items() if isinstance(counts, Mapping)}  # fmt: skip
+    out["n-samples"] = {
+        str(name): {key: int(count) for key, count in counts.items()}
+        for name, counts in (status.get("nSamples") or {}).items()
+        if isinstance(counts, Mapping)
+    }
     return out
 
 
@@ -43,7 +45,9 @@ def _rows(condensed: Any) -> dict[str, dict[str, Any]]:
         for key, entry in (metrics or {}).items():
             metric, filter_name = scores.split_key(key)
             entry = entry if isinstance(entry, Mapping) else {}
-            values.append(scores.MetricValue(metric, filter_name, _number(entry.get("value")), _number(entry.get("stderr"))))
+            values.append(
+                scores.MetricValue(metric, filter_name, _number(entry.get("value")), _number(entry.get("stderr")))
+            )
         rows[str(name)] = scores.row_entries(values)
     return rows
 

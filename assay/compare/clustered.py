@@ -52,7 +52,9 @@ def cluster_indices(clusters: Clusters) -> np.ndarray:
     numbers: dict[str | tuple[int], int] = {}
     ids = np.empty(len(clusters), dtype=np.int64)
     for i, cluster in enumerate(clusters):
-        ids[i] = numbers.setdefault(cluster if cluster is not None else (i,), len(numbers))  # a tuple never equals a str
+        ids[i] = numbers.setdefault(
+            cluster if cluster is not None else (i,), len(numbers)
+        )  # a tuple never equals a str
     return ids
 
 
@@ -60,13 +62,24 @@ def cluster_count(clusters: Clusters) -> int:
     return int(cluster_indices(clusters).max()) + 1 if len(clusters) else 0
 
 
-def clustered_z(baseline: np.ndarray, candidate: np.ndarray, clusters: Clusters, *, alpha: float) -> statistics.PairedTest:
+def clustered_z(
+    baseline: np.ndarray, candidate: np.ndarray, clusters: Clusters, *, alpha: float
+) -> statistics.PairedTest:
     """The paired comparison of one task's mean metric with documents clustered."""
     differences = candidate - baseline
     gained, lost = _flips([baseline], [candidate])
-    return z_test(CLUSTERED, n=len(differences), baseline=float(baseline.mean()), candidate=float(candidate.mean()),
-                  delta=float(differences.mean()), se=clustered_se(differences, clusters), agree=not differences.any(),
-                  alpha=alpha, gained=gained, lost=lost)  # fmt: skip
+    return z_test(
+        CLUSTERED,
+        n=len(differences),
+        baseline=float(baseline.mean()),
+        candidate=float(candidate.mean()),
+        delta=float(differences.mean()),
+        se=clustered_se(differences, clusters),
+        agree=not differences.any(),
+        alpha=alpha,
+        gained=gained,
+        lost=lost,
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,15 +97,28 @@ def stratified_z(strata: Sequence[Stratum], *, alpha: float) -> statistics.Paire
     variance, delta, base, cand = 0.0, 0.0, 0.0, 0.0
     for stratum in strata:
         differences = stratum.candidate - stratum.baseline
-        se = statistics.paired_se(differences) if stratum.clusters is None else clustered_se(differences, stratum.clusters)
+        se = (
+            statistics.paired_se(differences)
+            if stratum.clusters is None
+            else clustered_se(differences, stratum.clusters)
+        )
         variance += stratum.weight**2 * se**2
         delta += stratum.weight * float(differences.mean())
         base += stratum.weight * float(stratum.baseline.mean())
         cand += stratum.weight * float(stratum.candidate.mean())
     gained, lost = _flips([s.baseline for s in strata], [s.candidate for s in strata])
-    return z_test(STRATIFIED, n=sum(len(s.baseline) for s in strata), baseline=base, candidate=cand, delta=delta,
-                  se=math.sqrt(variance), agree=not any((s.candidate - s.baseline).any() for s in strata),
-                  alpha=alpha, gained=gained, lost=lost)  # fmt: skip
+    return z_test(
+        STRATIFIED,
+        n=sum(len(s.baseline) for s in strata),
+        baseline=base,
+        candidate=cand,
+        delta=delta,
+        se=math.sqrt(variance),
+        agree=not any((s.candidate - s.baseline).any() for s in strata),
+        alpha=alpha,
+        gained=gained,
+        lost=lost,
+    )
 
 
 def _flips(baselines: Sequence[np.ndarray], candidates: Sequence[np.ndarray]) -> tuple[int | None, int | None]:
@@ -103,8 +129,19 @@ def _flips(baselines: Sequence[np.ndarray], candidates: Sequence[np.ndarray]) ->
     return int(np.count_nonzero((base == 0) & (cand == 1))), int(np.count_nonzero((base == 1) & (cand == 0)))
 
 
-def z_test(test: str, *, n: int, baseline: float, candidate: float, delta: float, se: float, agree: bool,
-           alpha: float, gained: int | None = None, lost: int | None = None) -> statistics.PairedTest:  # fmt: skip
+def z_test(
+    test: str,
+    *,
+    n: int,
+    baseline: float,
+    candidate: float,
+    delta: float,
+    se: float,
+    agree: bool,
+    alpha: float,
+    gained: int | None = None,
+    lost: int | None = None,
+) -> statistics.PairedTest:
     """A PairedTest from an estimate and its SE under the normal approximation.
 
     `agree`: every paired document scored the same in both runs, so p = 1 (as the paired t);
@@ -117,11 +154,22 @@ def z_test(test: str, *, n: int, baseline: float, candidate: float, delta: float
     else:
         p_value = distributions.normal_two_sided_p(delta / se) if se > 0 else math.nan
     return statistics.PairedTest(
-        test=test, n=n, baseline=baseline, candidate=candidate, delta=delta, se=se,
-        ci_low=_bound(delta, se, -1, 1 - alpha / 2), ci_high=_bound(delta, se, 1, 1 - alpha / 2), interval="normal",
-        p_value=p_value, mde=statistics.minimum_detectable_effect(se, alpha=alpha),
-        tost_low=_bound(delta, se, -1, 1 - alpha), tost_high=_bound(delta, se, 1, 1 - alpha), gained=gained, lost=lost,
-    )  # fmt: skip
+        test=test,
+        n=n,
+        baseline=baseline,
+        candidate=candidate,
+        delta=delta,
+        se=se,
+        ci_low=_bound(delta, se, -1, 1 - alpha / 2),
+        ci_high=_bound(delta, se, 1, 1 - alpha / 2),
+        interval="normal",
+        p_value=p_value,
+        mde=statistics.minimum_detectable_effect(se, alpha=alpha),
+        tost_low=_bound(delta, se, -1, 1 - alpha),
+        tost_high=_bound(delta, se, 1, 1 - alpha),
+        gained=gained,
+        lost=lost,
+    )
 
 
 def _bound(delta: float, se: float, sign: int, level: float) -> float:

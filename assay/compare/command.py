@@ -34,19 +34,42 @@ EPILOG = textwrap.dedent("""
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUN", help="BASELINE CANDIDATE (or, with --plan, BASELINE)")
-    parser.add_argument("--plan", action="store_true", help="Size a comparison from the baseline alone: its MDE and documents needed")
-    parser.add_argument("--alpha", type=_fraction, default=0.05, help="Significance level; intervals are 1−alpha (default 0.05)")
-    parser.add_argument("--max-drop", action="append", default=[], type=verdicts.parse_max_drop, metavar="[TASK[:METRIC]=]VALUE",
-                        help="Tolerated drop in the metric's units (default 0); repeatable, TASK may be a glob")  # fmt: skip
-    parser.add_argument("--equivalence-margin", type=_non_negative, default=None, metavar="M",
-                        help="Call a metric equivalent when its 1−2·alpha interval lies inside ±M (TOST)")  # fmt: skip
-    parser.add_argument("--iterations", type=_positive_int, default=1000, help="Bootstrap iterations for corpus metrics (default 1000)")
+    parser.add_argument(
+        "--plan", action="store_true", help="Size a comparison from the baseline alone: its MDE and documents needed"
+    )
+    parser.add_argument(
+        "--alpha", type=_fraction, default=0.05, help="Significance level; intervals are 1−alpha (default 0.05)"
+    )
+    parser.add_argument(
+        "--max-drop",
+        action="append",
+        default=[],
+        type=verdicts.parse_max_drop,
+        metavar="[TASK[:METRIC]=]VALUE",
+        help="Tolerated drop in the metric's units (default 0); repeatable, TASK may be a glob",
+    )
+    parser.add_argument(
+        "--equivalence-margin",
+        type=_non_negative,
+        default=None,
+        metavar="M",
+        help="Call a metric equivalent when its 1−2·alpha interval lies inside ±M (TOST)",
+    )
+    parser.add_argument(
+        "--iterations", type=_positive_int, default=1000, help="Bootstrap iterations for corpus metrics (default 1000)"
+    )
     parser.add_argument("--seed", type=int, default=1234, help="Bootstrap seed (default 1234)")
     parser.add_argument("--format", choices=FORMATS, default="table", help="Output format (default table)")
     parser.add_argument("--strict", action="store_true", help="Exit 3 when the verdict is inconclusive")
-    parser.add_argument("--mde", type=_non_negative, default=None, help="--plan: the effect to detect; prints the documents needed")
-    parser.add_argument("--correlation", type=_correlation, default=0.5,
-                        help="--plan: assumed correlation of baseline and candidate scores per document (default 0.5)")  # fmt: skip
+    parser.add_argument(
+        "--mde", type=_non_negative, default=None, help="--plan: the effect to detect; prints the documents needed"
+    )
+    parser.add_argument(
+        "--correlation",
+        type=_correlation,
+        default=0.5,
+        help="--plan: assumed correlation of baseline and candidate scores per document (default 0.5)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,13 +81,23 @@ def run(args: argparse.Namespace) -> int:
         return _plan(args)
     if len(args.runs) != 2:
         raise UsageError("assay compare takes two runs, BASELINE and CANDIDATE (or --plan BASELINE).")
-    settings = comparison.Settings(alpha=args.alpha, iterations=args.iterations, seed=args.seed,
-                                   tolerances=tuple(args.max_drop), margin=args.equivalence_margin)  # fmt: skip
+    settings = comparison.Settings(
+        alpha=args.alpha,
+        iterations=args.iterations,
+        seed=args.seed,
+        tolerances=tuple(args.max_drop),
+        margin=args.equivalence_margin,
+    )
     try:
-        result = comparison.compare_runs(outputs.read_run(args.runs[0], label="baseline"),
-                                         outputs.read_run(args.runs[1], label="candidate"), settings)  # fmt: skip
+        result = comparison.compare_runs(
+            outputs.read_run(args.runs[0], label="baseline"),
+            outputs.read_run(args.runs[1], label="candidate"),
+            settings,
+        )
     except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise UsageError(f"The runs could not be compared: a results or samples file has an unexpected shape ({error!r}).") from None
+        raise UsageError(
+            f"The runs could not be compared: a results or samples file has an unexpected shape ({error!r})."
+        ) from None
     print(render.render(result, args.format))
     codes = verdicts.STRICT_EXIT_CODES if args.strict else verdicts.EXIT_CODES
     return codes[result.verdict]
@@ -77,9 +110,20 @@ def _plan(args: argparse.Namespace) -> int:
     try:
         rows = planning.plan(run_output, alpha=args.alpha, correlation=args.correlation, target=args.mde)
     except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise UsageError(f"The run could not be read: a results or samples file has an unexpected shape ({error!r}).") from None
+        raise UsageError(
+            f"The run could not be read: a results or samples file has an unexpected shape ({error!r})."
+        ) from None
     fmt = "json" if args.format == "json" else "table"
-    print(planning.render_plan(rows, label=str(run_output.results_path), alpha=args.alpha, correlation=args.correlation, target=args.mde, fmt=fmt))
+    print(
+        planning.render_plan(
+            rows,
+            label=str(run_output.results_path),
+            alpha=args.alpha,
+            correlation=args.correlation,
+            target=args.mde,
+            fmt=fmt,
+        )
+    )
     return 0
 
 

@@ -65,10 +65,12 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
     tasks: list[pairing.TaskPairing] = []
     for task in _shared_tasks(baseline, candidate, notes):
         pairs = pairing.pair_task(
-            task, baseline.samples(task), candidate.samples(task),
+            task,
+            baseline.samples(task),
+            candidate.samples(task),
             configs=(_config(baseline, task), _config(candidate, task)),
             higher_is_better={**_directions(candidate, task), **_directions(baseline, task)},
-        )  # fmt: skip
+        )
         tasks.append(pairs)
         notes.extend(pairing.prompt_notes(task, pairs, (baseline.results, candidate.results)))
         notes.extend(_pairing_notes(pairs))
@@ -76,11 +78,21 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         notes.extend(_cluster_notes(pairs, baseline.cluster_key(task) or candidate.cluster_key(task), rows))
     rows.extend(_group_rows(baseline.results, candidate.results, tasks, settings, notes))
     if not rows:
-        raise UsageError(f"Nothing to compare: {baseline.label} and {candidate.label} have no task, metric and document "
-                         "in common with samples (run both with --log_samples).")  # fmt: skip
+        raise UsageError(
+            f"Nothing to compare: {baseline.label} and {candidate.label} have no task, metric and document "
+            "in common with samples (run both with --log_samples)."
+        )
     rows = _with_holm(rows, settings)
     overall = verdicts.overall([_holm_verdict(row, settings) for row in rows])
-    return Comparison(str(baseline.results_path), str(candidate.results_path), settings, tuple(rows), tuple(tasks), overall, tuple(notes))
+    return Comparison(
+        str(baseline.results_path),
+        str(candidate.results_path),
+        settings,
+        tuple(rows),
+        tuple(tasks),
+        overall,
+        tuple(notes),
+    )
 
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:
@@ -114,22 +126,33 @@ def _run_notes(baseline: RunResults, candidate: RunResults) -> list[str]:
 def _pairing_notes(pairs: pairing.TaskPairing) -> list[str]:
     notes = []
     if pairs.only_baseline or pairs.only_candidate:
-        notes.append(f"{pairs.task}: {pairs.paired} documents paired; left out {pairs.only_baseline} in the baseline only "
-                     f"and {pairs.only_candidate} in the candidate only.")  # fmt: skip
+        notes.append(
+            f"{pairs.task}: {pairs.paired} documents paired; left out {pairs.only_baseline} in the baseline only "
+            f"and {pairs.only_candidate} in the candidate only."
+        )
     if pairs.doc_id_mismatches:
-        notes.append(f"{pairs.task}: {pairs.doc_id_mismatches} paired documents have different doc_ids (another order?).")
+        notes.append(
+            f"{pairs.task}: {pairs.doc_id_mismatches} paired documents have different doc_ids (another order?)."
+        )
     return notes
 
 
 def _row(metric: pairing.MetricPairs, settings: Settings, notes: list[str]) -> Row | None:
     result = _test(metric, settings)
     if result is None:
-        notes.append(f"{metric.task} {metric.metric} ({metric.filter}): aggregation {metric.aggregation!r} is not "
-                     "one assay compare knows; left out.")  # fmt: skip
+        notes.append(
+            f"{metric.task} {metric.metric} ({metric.filter}): aggregation {metric.aggregation!r} is not "
+            "one assay compare knows; left out."
+        )
         return None
     max_drop = verdicts.max_drop_for(list(settings.tolerances), metric.task, metric.metric)
-    verdict = verdicts.verdict(result, higher_is_better=metric.higher_is_better, alpha=settings.alpha,
-                               max_drop=max_drop, margin=settings.margin)  # fmt: skip
+    verdict = verdicts.verdict(
+        result,
+        higher_is_better=metric.higher_is_better,
+        alpha=settings.alpha,
+        max_drop=max_drop,
+        margin=settings.margin,
+    )
     return Row(metric.task, metric.metric, metric.filter, metric.higher_is_better, result, max_drop, verdict)
 
 
@@ -139,15 +162,25 @@ def _test(metric: pairing.MetricPairs, settings: Settings) -> statistics.PairedT
         candidate = np.array([corpus.brier_per_document(item) for item in metric.candidate])
     elif metric.aggregation in corpus.CORPUS:
         aggregate, prepare = corpus.CORPUS[metric.aggregation]
-        return statistics.paired_bootstrap(prepare(metric.baseline), prepare(metric.candidate), aggregate,
-                                           alpha=settings.alpha, iterations=settings.iterations, seed=settings.seed)  # fmt: skip
+        return statistics.paired_bootstrap(
+            prepare(metric.baseline),
+            prepare(metric.candidate),
+            aggregate,
+            alpha=settings.alpha,
+            iterations=settings.iterations,
+            seed=settings.seed,
+        )
     elif (numbers := metric.numbers()) is not None:
         baseline, candidate = numbers
     else:
         return None
     if metric.clusters is not None:
         return clustered.clustered_z(baseline, candidate, metric.clusters, alpha=settings.alpha)
-    binary = metric.aggregation != "brier_score" and np.isin(baseline, (0.0, 1.0)).all() and np.isin(candidate, (0.0, 1.0)).all()
+    binary = (
+        metric.aggregation != "brier_score"
+        and np.isin(baseline, (0.0, 1.0)).all()
+        and np.isin(candidate, (0.0, 1.0)).all()
+    )
     test = statistics.mcnemar if binary else statistics.paired_t
     return test(baseline, candidate, alpha=settings.alpha)
 
@@ -157,8 +190,10 @@ def _cluster_notes(pairs: pairing.TaskPairing, key: str | None, rows: list[Row])
     if clusters is None:
         return []
     count = clustered.cluster_count(clusters)
-    sentence = (f"{pairs.task}: documents clustered by {repr(key) if key else 'their cluster field'} ({count} clusters over "
-                f"{len(clusters)} paired documents): its means get a clustered z test instead of McNemar or paired t")  # fmt: skip
+    sentence = (
+        f"{pairs.task}: documents clustered by {repr(key) if key else 'their cluster field'} ({count} clusters over "
+        f"{len(clusters)} paired documents): its means get a clustered z test instead of McNemar or paired t"
+    )
     if any(row.task == pairs.task and row.result.test == "bootstrap" for row in rows):
         sentence += "; the bootstrap of its corpus metrics ignores the clusters"
     sentence += "."
@@ -167,8 +202,9 @@ def _cluster_notes(pairs: pairing.TaskPairing, key: str | None, rows: list[Row])
     return [sentence]
 
 
-def _group_rows(baseline: RunResults, candidate: RunResults, tasks: list[pairing.TaskPairing],
-                settings: Settings, notes: list[str]) -> list[Row]:  # fmt: skip
+def _group_rows(
+    baseline: RunResults, candidate: RunResults, tasks: list[pairing.TaskPairing], settings: Settings, notes: list[str]
+) -> list[Row]:
     pairs = {(metric.task, metric.metric, metric.filter): metric for task in tasks for metric in task.metrics}
     rows = []
     specs = groups.group_metrics(baseline, candidate, notes)
@@ -178,7 +214,9 @@ def _group_rows(baseline: RunResults, candidate: RunResults, tasks: list[pairing
             continue
         higher = groups.direction(spec, baseline, pairs)
         max_drop = verdicts.max_drop_for(list(settings.tolerances), spec.group, spec.metric)
-        verdict = verdicts.verdict(result, higher_is_better=higher, alpha=settings.alpha, max_drop=max_drop, margin=settings.margin)
+        verdict = verdicts.verdict(
+            result, higher_is_better=higher, alpha=settings.alpha, max_drop=max_drop, margin=settings.margin
+        )
         rows.append(Row(spec.group, spec.metric, spec.filter, higher, result, max_drop, verdict, group=spec))
     notes.extend(groups.weighting_note([row.group for row in rows if row.group is not None]))
     return rows
@@ -190,5 +228,11 @@ def _with_holm(rows: list[Row], settings: Settings) -> list[Row]:
 
 
 def _holm_verdict(row: Row, settings: Settings) -> str:
-    return verdicts.verdict(row.result, higher_is_better=row.higher_is_better, alpha=settings.alpha,
-                            max_drop=row.max_drop, margin=settings.margin, p_value=row.p_holm)  # fmt: skip
+    return verdicts.verdict(
+        row.result,
+        higher_is_better=row.higher_is_better,
+        alpha=settings.alpha,
+        max_drop=row.max_drop,
+        margin=settings.margin,
+        p_value=row.p_holm,
+    )

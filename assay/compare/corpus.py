@@ -25,10 +25,18 @@ from assay.compare.statistics import Aggregate
 
 MEAN = "mean"
 DEFAULT_AGGREGATIONS: Mapping[str, str] = {
-    "perplexity": "perplexity", "word_perplexity": "weighted_perplexity", "byte_perplexity": "weighted_perplexity",
-    "bits_per_byte": "bits_per_byte", "f1": "f1", "mcc": "matthews_corrcoef", "bleu": "bleu", "chrf": "chrf",
-    "chrf++": "chrf++", "ter": "ter", "brier_score": "brier_score",
-}  # fmt: skip
+    "perplexity": "perplexity",
+    "word_perplexity": "weighted_perplexity",
+    "byte_perplexity": "weighted_perplexity",
+    "bits_per_byte": "bits_per_byte",
+    "f1": "f1",
+    "mcc": "matthews_corrcoef",
+    "bleu": "bleu",
+    "chrf": "chrf",
+    "chrf++": "chrf++",
+    "ter": "ter",
+    "brier_score": "brier_score",
+}
 """lm-eval's registered aggregation of each non-mean metric (every other metric: mean)."""
 
 

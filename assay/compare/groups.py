@@ -54,7 +54,9 @@ def group_metrics(baseline: RunResults, candidate: RunResults, notes: list[str])
     found = []
     base_groups, cand_groups = set(baseline.groups), set(candidate.groups)
     if base_groups ^ cand_groups:
-        notes.append(f"Groups aggregated in one run only, not compared: {', '.join(sorted(base_groups ^ cand_groups))}.")
+        notes.append(
+            f"Groups aggregated in one run only, not compared: {', '.join(sorted(base_groups ^ cand_groups))}."
+        )
     for group in sorted(base_groups & cand_groups):
         leaves = leaf_tasks(group, baseline.group_subtasks)
         if leaves != leaf_tasks(group, candidate.group_subtasks):
@@ -66,18 +68,28 @@ def group_metrics(baseline: RunResults, candidate: RunResults, notes: list[str])
     return found
 
 
-def _group_metric(group: str, metric: str, filter_name: str, leaves: tuple[str, ...], runs: tuple[RunResults, RunResults],
-                  notes: list[str]) -> GroupMetric | None:  # fmt: skip
+def _group_metric(
+    group: str,
+    metric: str,
+    filter_name: str,
+    leaves: tuple[str, ...],
+    runs: tuple[RunResults, RunResults],
+    notes: list[str],
+) -> GroupMetric | None:
     name = f"{group} {metric} ({filter_name})"
     # lm-eval aggregates the leaves that report the key; the candidate's must be the same ones.
     subtasks = tuple(task for task in leaves if _value(runs[0], task, metric, filter_name) is not None)
     if not subtasks or any(_value(runs[1], task, metric, filter_name) is None for task in subtasks):
         notes.append(f"{name}: the runs' subtasks do not both report it; not compared as a group.")
         return None
-    weightings = _weightings(runs[0], group, metric, filter_name, subtasks) & _weightings(runs[1], group, metric, filter_name, subtasks)
+    weightings = _weightings(runs[0], group, metric, filter_name, subtasks) & _weightings(
+        runs[1], group, metric, filter_name, subtasks
+    )
     if not weightings:
-        notes.append(f"{name}: neither a size-weighted nor a plain mean of its subtasks gives the group's value "
-                     "(a custom aggregation?); not compared as a group.")  # fmt: skip
+        notes.append(
+            f"{name}: neither a size-weighted nor a plain mean of its subtasks gives the group's value "
+            "(a custom aggregation?); not compared as a group."
+        )
         return None
     # {True, False}: equal sizes, where both weightings are the same number and the same test.
     return GroupMetric(group, metric, filter_name, subtasks, weight_by_size=True in weightings)
@@ -109,8 +121,11 @@ def _value(run: RunResults, task: str, metric: str, filter_name: str) -> MetricV
 
 def _metric_keys(baseline: TaskScores, candidate: TaskScores) -> list[tuple[str, str]]:
     """(metric, filter) with a number in both runs' group entry, sorted by filter then metric."""
-    keys = [(value.metric, value.filter) for value in baseline.values if _is_number(value.value)
-            and _is_number(getattr(candidate.find(value.metric, value.filter), "value", None))]  # fmt: skip
+    keys = [
+        (value.metric, value.filter)
+        for value in baseline.values
+        if _is_number(value.value) and _is_number(getattr(candidate.find(value.metric, value.filter), "value", None))
+    ]
     return sorted(keys, key=lambda key: (key[1], key[0]))
 
 
@@ -157,7 +172,9 @@ def _configured(results: RunResults, group: str, metric: str, filter_name: str) 
     return None
 
 
-def compare_group(spec: GroupMetric, pairs: PairsByKey, *, alpha: float, notes: list[str]) -> statistics.PairedTest | None:
+def compare_group(
+    spec: GroupMetric, pairs: PairsByKey, *, alpha: float, notes: list[str]
+) -> statistics.PairedTest | None:
     """The group's paired comparison (clustered.stratified_z), or None with a note saying why not."""
     parts = [pairs.get((task, spec.metric, spec.filter)) for task in spec.subtasks]
     missing = [task for task, part in zip(spec.subtasks, parts) if part is None]
@@ -169,14 +186,19 @@ def compare_group(spec: GroupMetric, pairs: PairsByKey, *, alpha: float, notes: 
     for part in (part for part in parts if part is not None):
         numbers = part.numbers()
         if numbers is None:
-            notes.append(f"{name}: not compared as a group; {part.task}'s {part.metric} is not a mean of per-document numbers.")
+            notes.append(
+                f"{name}: not compared as a group; {part.task}'s {part.metric} is not a mean of per-document numbers."
+            )
             return None
         strata.append((numbers, part.clusters))
     total = sum(len(numbers[0]) for numbers, _ in strata)
-    return clustered.stratified_z([
-        clustered.Stratum(base, cand, len(base) / total if spec.weight_by_size else 1 / len(strata), clusters)
-        for (base, cand), clusters in strata
-    ], alpha=alpha)  # fmt: skip
+    return clustered.stratified_z(
+        [
+            clustered.Stratum(base, cand, len(base) / total if spec.weight_by_size else 1 / len(strata), clusters)
+            for (base, cand), clusters in strata
+        ],
+        alpha=alpha,
+    )
 
 
 def direction(spec: GroupMetric, results: RunResults, pairs: PairsByKey) -> bool:
@@ -193,5 +215,7 @@ def weighting_note(specs: Sequence[GroupMetric]) -> list[str]:
     if not named:
         return []
     listed = ", ".join(f"{group} ({how})" for group, how in named.items())
-    return [f"Groups compared as a whole: {listed}; stratified z: delta over the paired documents, "
-            "SE from each subtask's own (paired or clustered) SE."]  # fmt: skip
+    return [
+        f"Groups compared as a whole: {listed}; stratified z: delta over the paired documents, "
+        "SE from each subtask's own (paired or clustered) SE."
+    ]

@@ -93,10 +93,15 @@ def cluster_id(value: Any) -> str:
 
 def run_in_memory(results: RunResults, samples: Mapping[str, Any], *, label: str) -> RunOutput:
     """A run from its results and its samples records (lm-eval's `samples` member)."""
-    loaded = {task: [_sample(record, path=Path(label), number=number, label=label,
-                             cluster_key=cluster_key(results.config_of(task)))
-                     for number, record in enumerate(records, start=1)]
-              for task, records in samples.items()}  # fmt: skip
+    loaded = {
+        task: [
+            _sample(
+                record, path=Path(label), number=number, label=label, cluster_key=cluster_key(results.config_of(task))
+            )
+            for number, record in enumerate(records, start=1)
+        ]
+        for task, records in samples.items()
+    }
     return RunOutput(label=label, results_path=Path(label), results=results, samples_paths={}, in_memory=loaded)
 
 
@@ -109,10 +114,17 @@ def read_run(path: str | Path, *, label: str) -> RunOutput:
     elif location.is_file():
         results_path = location
     else:
-        raise UsageError(f"{label} {path} does not exist; give an output folder or a results JSON written by `assay run` or `lm_eval`.")
+        raise UsageError(
+            f"{label} {path} does not exist; give an output folder or a results JSON written by `assay run` or `lm_eval`."
+        )
     results = _load_results(results_path, label=label)
-    return RunOutput(label=label, results_path=results_path, results=results,
-                     samples_paths=_samples_beside(results_path), notes=tuple(notes))  # fmt: skip
+    return RunOutput(
+        label=label,
+        results_path=results_path,
+        results=results,
+        samples_paths=_samples_beside(results_path),
+        notes=tuple(notes),
+    )
 
 
 def _newest_results(folder: Path, *, label: str, notes: list[str]) -> Path:
@@ -172,7 +184,9 @@ def read_samples(path: Path, *, label: str, cluster_key: str | None = None) -> l
         with open(path, encoding="utf-8") as handle:
             for number, line in enumerate(handle, start=1):
                 if line.strip():
-                    samples.append(_sample(json.loads(line), path=path, number=number, label=label, cluster_key=cluster_key))
+                    samples.append(
+                        _sample(json.loads(line), path=path, number=number, label=label, cluster_key=cluster_key)
+                    )
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
         raise UsageError(f"{label} {path} is not a readable samples JSONL ({error}).") from None
     return samples
@@ -180,13 +194,18 @@ def read_samples(path: Path, *, label: str, cluster_key: str | None = None) -> l
 
 def _sample(record: Any, *, path: Path, number: int, label: str, cluster_key: str | None = None) -> Sample:
     if not isinstance(record, dict) or any(key not in record for key in ("doc_id", "doc_hash")):
-        raise UsageError(f"{label} {path} line {number} has no doc_id and doc_hash; was it written by lm-eval 0.4 or Assay?")
+        raise UsageError(
+            f"{label} {path} line {number} has no doc_id and doc_hash; was it written by lm-eval 0.4 or Assay?"
+        )
     names = record.get("metrics") or [k for k in record if k not in _KEPT and k not in _NOT_METRICS]
     return Sample(
-        doc_id=int(record["doc_id"]), doc_hash=str(record["doc_hash"]), prompt_hash=str(record.get("prompt_hash", "")),
-        filter=str(record.get("filter", "none")), values={name: record[name] for name in names if name in record},
+        doc_id=int(record["doc_id"]),
+        doc_hash=str(record["doc_hash"]),
+        prompt_hash=str(record.get("prompt_hash", "")),
+        filter=str(record.get("filter", "none")),
+        values={name: record[name] for name in names if name in record},
         cluster=_cluster(record, cluster_key),
-    )  # fmt: skip
+    )
 
 
 def _cluster(record: Mapping[str, Any], cluster_key: str | None) -> str | None:

@@ -66,34 +66,51 @@ class TaskPairing:
     metrics: tuple[MetricPairs, ...]
 
 
-def pair_task(task: str, baseline: list[outputs.Sample], candidate: list[outputs.Sample], *,
-              configs: tuple[Mapping[str, Any], Mapping[str, Any]],
-              higher_is_better: Mapping[str, Any]) -> TaskPairing:  # fmt: skip
+def pair_task(
+    task: str,
+    baseline: list[outputs.Sample],
+    candidate: list[outputs.Sample],
+    *,
+    configs: tuple[Mapping[str, Any], Mapping[str, Any]],
+    higher_is_better: Mapping[str, Any],
+) -> TaskPairing:
     """Pairs one task's samples; `configs` are the task's config in each results JSON."""
     left, right = _keyed(baseline), _keyed(candidate)
     shared = [key for key in left if key in right]
     metrics = []
     for filter_name, metric in _metric_names(left, right, shared):
-        keys = [key for key in shared if key[0] == filter_name and metric in left[key].values and metric in right[key].values]
+        keys = [
+            key
+            for key in shared
+            if key[0] == filter_name and metric in left[key].values and metric in right[key].values
+        ]
         if keys:
-            metrics.append(MetricPairs(
-                task=task, metric=metric, filter=filter_name,
-                aggregation=_aggregation(metric, configs),
-                higher_is_better=bool(higher_is_better.get(metric, True)),
-                baseline=[left[key].values[metric] for key in keys],
-                candidate=[right[key].values[metric] for key in keys],
-                clusters=_clusters(left, right, keys),
-            ))  # fmt: skip
+            metrics.append(
+                MetricPairs(
+                    task=task,
+                    metric=metric,
+                    filter=filter_name,
+                    aggregation=_aggregation(metric, configs),
+                    higher_is_better=bool(higher_is_better.get(metric, True)),
+                    baseline=[left[key].values[metric] for key in keys],
+                    candidate=[right[key].values[metric] for key in keys],
+                    clusters=_clusters(left, right, keys),
+                )
+            )
     return TaskPairing(
-        task=task, paired=len(_documents(shared)), only_baseline=len(_documents(left) - _documents(right)),
+        task=task,
+        paired=len(_documents(shared)),
+        only_baseline=len(_documents(left) - _documents(right)),
         only_candidate=len(_documents(right) - _documents(left)),
         doc_id_mismatches=len({(k[1], k[2]) for k in shared if left[k].doc_id != right[k].doc_id}),
         prompt_differences=len({(k[1], k[2]) for k in shared if left[k].prompt_hash != right[k].prompt_hash}),
         metrics=tuple(metrics),
-    )  # fmt: skip
+    )
 
 
-def _clusters(left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample], keys: list[Key]) -> list[str | None] | None:
+def _clusters(
+    left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample], keys: list[Key]
+) -> list[str | None] | None:
     clusters = [left[key].cluster if left[key].cluster is not None else right[key].cluster for key in keys]
     return clusters if any(cluster is not None for cluster in clusters) else None
 
@@ -113,8 +130,9 @@ def _keyed(samples: Iterable[outputs.Sample]) -> dict[Key, outputs.Sample]:
     return keyed
 
 
-def _metric_names(left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample],
-                  shared: list[Key]) -> list[tuple[str, str]]:  # fmt: skip
+def _metric_names(
+    left: Mapping[Key, outputs.Sample], right: Mapping[Key, outputs.Sample], shared: list[Key]
+) -> list[tuple[str, str]]:
     """(filter, metric) pairs with a value in both runs, in first-seen order."""
     names: dict[tuple[str, str], None] = {}
     for key in shared:
@@ -144,7 +162,9 @@ def prompt_notes(task: str, pairing: TaskPairing, results: tuple[RunResults, Run
     if changed:
         notes.append(f"{task}: the task configs differ in {', '.join(changed)}.")
     if pairing.prompt_differences:
-        notes.append(f"{task}: {pairing.prompt_differences} of {pairing.paired} paired documents have different prompts.")
+        notes.append(
+            f"{task}: {pairing.prompt_differences} of {pairing.paired} paired documents have different prompts."
+        )
     return notes
 
 
@@ -153,7 +173,15 @@ def _n_shot(run: RunResults, task: str) -> Any:
     return None if shots is ABSENT else shots
 
 
-PROMPT_KEYS = ("description", "doc_to_text", "doc_to_choice", "doc_to_target", "target_delimiter", "fewshot_delimiter",
-               "gen_prefix", "generation_kwargs")  # fmt: skip
+PROMPT_KEYS = (
+    "description",
+    "doc_to_text",
+    "doc_to_choice",
+    "doc_to_target",
+    "target_delimiter",
+    "fewshot_delimiter",
+    "gen_prefix",
+    "generation_kwargs",
+)
 """Task config keys that change a prompt (or what is asked of the model). Not fewshot_config:
 lm-eval writes its defaults where Assay leaves it out; n-shot and prompt_hash show its effect."""

@@ -47,7 +47,9 @@ def plan(run: outputs.RunOutput, *, alpha: float, correlation: float, target: fl
             if metric.aggregation == corpus.MEAN and all(isinstance(v, (int, float)) for v in metric.baseline):
                 rows.append(_row(metric, alpha=alpha, correlation=correlation, target=target))
     if not rows:
-        raise UsageError(f"Nothing to plan from: {run.label} has no samples of a per-document metric (run with --log_samples).")
+        raise UsageError(
+            f"Nothing to plan from: {run.label} has no samples of a per-document metric (run with --log_samples)."
+        )
     return rows
 
 
@@ -58,21 +60,45 @@ def _row(metric: pairing.MetricPairs, *, alpha: float, correlation: float, targe
     variance_d = 2 * sd * sd * (1 - correlation)
     z = normal_quantile(1 - alpha / 2) + normal_quantile(statistics.POWER)
     needed = math.ceil(z * z * variance_d / (target * target)) if target and not math.isnan(variance_d) else None
-    return PlanRow(metric.task, metric.metric, metric.filter, n, float(values.mean()), sd, z * math.sqrt(variance_d / n), needed)
+    return PlanRow(
+        metric.task, metric.metric, metric.filter, n, float(values.mean()), sd, z * math.sqrt(variance_d / n), needed
+    )
 
 
-def render_plan(rows: list[PlanRow], *, label: str, alpha: float, correlation: float, target: float | None, fmt: str) -> str:
+def render_plan(
+    rows: list[PlanRow], *, label: str, alpha: float, correlation: float, target: float | None, fmt: str
+) -> str:
     if fmt == "json":
-        return json.dumps({"baseline": label, "alpha": alpha, "power": statistics.POWER, "correlation": correlation,
-                           "target_mde": target, "plans": [_json(row) for row in rows]}, indent=2)  # fmt: skip
-    headers = ["Tasks", "Filter", "Metric", "n", "Value", "SD", "MDE at n"] + ([f"n for MDE {target:g}"] if target else [])
+        return json.dumps(
+            {
+                "baseline": label,
+                "alpha": alpha,
+                "power": statistics.POWER,
+                "correlation": correlation,
+                "target_mde": target,
+                "plans": [_json(row) for row in rows],
+            },
+            indent=2,
+        )
+    headers = ["Tasks", "Filter", "Metric", "n", "Value", "SD", "MDE at n"] + (
+        [f"n for MDE {target:g}"] if target else []
+    )
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     for row in rows:
         cells = [row.task, row.filter, row.metric, str(row.n), f"{row.value:.4f}", _fmt(row.sd), _fmt(row.mde)]
-        lines.append("| " + " | ".join(cells + ([str(row.needed) if row.needed is not None else "N/A"] if target else [])) + " |")
-    return "\n".join([f"baseline: {label}", "", *lines, "",
-                      f"Assumes a candidate with the baseline's per-document variance, correlated with it at ρ = {correlation:g} "
-                      f"(--correlation), compared at α = {alpha:g} with {statistics.POWER:.0%} power."])  # fmt: skip
+        lines.append(
+            "| " + " | ".join(cells + ([str(row.needed) if row.needed is not None else "N/A"] if target else [])) + " |"
+        )
+    return "\n".join(
+        [
+            f"baseline: {label}",
+            "",
+            *lines,
+            "",
+            f"Assumes a candidate with the baseline's per-document variance, correlated with it at ρ = {correlation:g} "
+            f"(--correlation), compared at α = {alpha:g} with {statistics.POWER:.0%} power.",
+        ]
+    )
 
 
 def _fmt(value: float) -> str:

@@ -12,7 +12,21 @@ from typing import Any
 
 from assay.compare.comparison import Comparison, Row
 
-HEADERS = ["Tasks", "Filter", "Metric", "", "Baseline", "Candidate", "Delta", "CI", "p", "Test", "Flips", "MDE", "Verdict"]
+HEADERS = [
+    "Tasks",
+    "Filter",
+    "Metric",
+    "",
+    "Baseline",
+    "Candidate",
+    "Delta",
+    "CI",
+    "p",
+    "Test",
+    "Flips",
+    "MDE",
+    "Verdict",
+]
 _NUMERIC = {"Baseline", "Candidate", "Delta", "p", "MDE"}
 
 
@@ -29,14 +43,18 @@ def render(comparison: Comparison, fmt: str) -> str:
 def _summary(comparison: Comparison) -> list[str]:
     settings = comparison.settings
     level = f"{100 * (1 - settings.alpha):g}%"
-    normal = "; normal for clustered and stratified z" if any(row.result.interval == "normal" for row in comparison.rows) else ""
+    normal = (
+        "; normal for clustered and stratified z"
+        if any(row.result.interval == "normal" for row in comparison.rows)
+        else ""
+    )
     sentences = [
         _paired_sentence(comparison),
         f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {settings.iterations} "
         f"iterations, seed {settings.seed}). MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
-    ]  # fmt: skip
+    ]
     return sentences
 
 
@@ -56,12 +74,18 @@ def _table(comparison: Comparison, *, markdown: bool) -> str:
         previous = row.task
         rows.append(cells)
     if markdown:
-        lines = ["| " + " | ".join(HEADERS) + " |", "|" + "|".join("---:" if h in _NUMERIC else "---" for h in HEADERS) + "|"]
+        lines = [
+            "| " + " | ".join(HEADERS) + " |",
+            "|" + "|".join("---:" if h in _NUMERIC else "---" for h in HEADERS) + "|",
+        ]
         return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
     header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths)) + "|"
     rule = "|" + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths)) + "|"
-    body = ["|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|" for r in rows]
+    body = [
+        "|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|"
+        for r in rows
+    ]
     return "\n".join([header, rule, *body])
 
 
@@ -69,9 +93,21 @@ def _cells(row: Row) -> list[str]:
     result = row.result
     flips = f"+{result.gained}/-{result.lost}" if result.gained is not None else ""
     interval = f"[{_number(result.ci_low)}, {_number(result.ci_high)}]" if not math.isnan(result.ci_low) else "N/A"
-    return [row.task, row.filter, row.metric, "↑" if row.higher_is_better else "↓", _number(result.baseline),
-            _number(result.candidate), _number(result.delta, signed=True), interval, _p(result.p_value), result.test,
-            flips, _number(result.mde), row.verdict]  # fmt: skip
+    return [
+        row.task,
+        row.filter,
+        row.metric,
+        "↑" if row.higher_is_better else "↓",
+        _number(result.baseline),
+        _number(result.candidate),
+        _number(result.delta, signed=True),
+        interval,
+        _p(result.p_value),
+        result.test,
+        flips,
+        _number(result.mde),
+        row.verdict,
+    ]
 
 
 def _number(value: float, *, signed: bool = False) -> str:
@@ -97,9 +133,17 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         "equivalence_margin": settings.margin,
         "verdict": comparison.verdict,
         "comparisons": [_row_json(row, margin=settings.margin is not None) for row in comparison.rows],
-        "tasks": [{"task": t.task, "paired": t.paired, "only_baseline": t.only_baseline, "only_candidate": t.only_candidate,
-                   "doc_id_mismatches": t.doc_id_mismatches, "prompt_differences": t.prompt_differences}
-                  for t in comparison.tasks],  # fmt: skip
+        "tasks": [
+            {
+                "task": t.task,
+                "paired": t.paired,
+                "only_baseline": t.only_baseline,
+                "only_candidate": t.only_candidate,
+                "doc_id_mismatches": t.doc_id_mismatches,
+                "prompt_differences": t.prompt_differences,
+            }
+            for t in comparison.tasks
+        ],
         "notes": list(comparison.notes),
     }
 
@@ -107,14 +151,29 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
 def _row_json(row: Row, *, margin: bool) -> dict[str, Any]:
     result = row.result
     entry: dict[str, Any] = {
-        "task": row.task, "metric": row.metric, "filter": row.filter, "higher_is_better": row.higher_is_better,
-        "n": result.n, "baseline": result.baseline, "candidate": result.candidate, "delta": result.delta,
-        "se": result.se, "ci_low": result.ci_low, "ci_high": result.ci_high, "interval": result.interval,
-        "p_value": result.p_value, "p_holm": row.p_holm, "test": result.test,
+        "task": row.task,
+        "metric": row.metric,
+        "filter": row.filter,
+        "higher_is_better": row.higher_is_better,
+        "n": result.n,
+        "baseline": result.baseline,
+        "candidate": result.candidate,
+        "delta": result.delta,
+        "se": result.se,
+        "ci_low": result.ci_low,
+        "ci_high": result.ci_high,
+        "interval": result.interval,
+        "p_value": result.p_value,
+        "p_holm": row.p_holm,
+        "test": result.test,
         "flips": {"gained": result.gained, "lost": result.lost} if result.gained is not None else None,
-        "mde": result.mde, "max_drop": row.max_drop, "verdict": row.verdict,
-        "group": {"subtasks": list(row.group.subtasks), "weight_by_size": row.group.weight_by_size} if row.group else None,
-    }  # fmt: skip
+        "mde": result.mde,
+        "max_drop": row.max_drop,
+        "verdict": row.verdict,
+        "group": {"subtasks": list(row.group.subtasks), "weight_by_size": row.group.weight_by_size}
+        if row.group
+        else None,
+    }
     if margin:
         entry.update(tost_low=result.tost_low, tost_high=result.tost_high)
     return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in entry.items()}

@@ -107,8 +107,16 @@ def paired_t(baseline: np.ndarray, candidate: np.ndarray, *, alpha: float) -> Pa
     return _mean_test("paired-t", baseline, candidate, p_value, alpha=alpha)
 
 
-def _mean_test(test: str, baseline: np.ndarray, candidate: np.ndarray, p_value: float, *, alpha: float,
-               gained: int | None = None, lost: int | None = None) -> PairedTest:  # fmt: skip
+def _mean_test(
+    test: str,
+    baseline: np.ndarray,
+    candidate: np.ndarray,
+    p_value: float,
+    *,
+    alpha: float,
+    gained: int | None = None,
+    lost: int | None = None,
+) -> PairedTest:
     differences = candidate - baseline
     n = len(differences)
     se = paired_se(differences)
@@ -116,14 +124,27 @@ def _mean_test(test: str, baseline: np.ndarray, candidate: np.ndarray, p_value: 
     low, high = t_interval(delta, se, n, alpha=alpha)
     tost_low, tost_high = t_interval(delta, se, n, alpha=2 * alpha)
     return PairedTest(
-        test=test, n=n, baseline=float(baseline.mean()), candidate=float(candidate.mean()), delta=delta, se=se,
-        ci_low=low, ci_high=high, interval="t", p_value=p_value, mde=minimum_detectable_effect(se, alpha=alpha),
-        tost_low=tost_low, tost_high=tost_high, gained=gained, lost=lost,
-    )  # fmt: skip
+        test=test,
+        n=n,
+        baseline=float(baseline.mean()),
+        candidate=float(candidate.mean()),
+        delta=delta,
+        se=se,
+        ci_low=low,
+        ci_high=high,
+        interval="t",
+        p_value=p_value,
+        mde=minimum_detectable_effect(se, alpha=alpha),
+        tost_low=tost_low,
+        tost_high=tost_high,
+        gained=gained,
+        lost=lost,
+    )
 
 
-def paired_bootstrap(baseline: Sequence[Any], candidate: Sequence[Any], aggregate: Aggregate, *,
-                     alpha: float, iterations: int, seed: int) -> PairedTest:  # fmt: skip
+def paired_bootstrap(
+    baseline: Sequence[Any], candidate: Sequence[Any], aggregate: Aggregate, *, alpha: float, iterations: int, seed: int
+) -> PairedTest:
     """Resample documents with replacement (the same indices for both runs) `iterations` times.
 
     The interval is the α/2 and 1−α/2 percentiles of the replicated differences; the p-value
@@ -137,15 +158,27 @@ def paired_bootstrap(baseline: Sequence[Any], candidate: Sequence[Any], aggregat
     for i in range(iterations):
         indices = rng.integers(0, n, size=n)
         replicates[i] = float(aggregate(_take(candidate, indices))) - float(aggregate(_take(baseline, indices)))
-    low, high, tost_low, tost_high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha]) if n else [math.nan] * 4
+    low, high, tost_low, tost_high = (
+        np.quantile(replicates, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha]) if n else [math.nan] * 4
+    )
     se = float(replicates.std(ddof=1)) if iterations > 1 and n else math.nan
     below = (int(np.count_nonzero(replicates <= 0)) + 1) / (iterations + 1)
     above = (int(np.count_nonzero(replicates >= 0)) + 1) / (iterations + 1)
     return PairedTest(
-        test="bootstrap", n=n, baseline=base_value, candidate=cand_value, delta=cand_value - base_value, se=se,
-        ci_low=float(low), ci_high=float(high), interval="bootstrap percentile", p_value=min(1.0, 2 * min(below, above)),
-        mde=minimum_detectable_effect(se, alpha=alpha), tost_low=float(tost_low), tost_high=float(tost_high),
-    )  # fmt: skip
+        test="bootstrap",
+        n=n,
+        baseline=base_value,
+        candidate=cand_value,
+        delta=cand_value - base_value,
+        se=se,
+        ci_low=float(low),
+        ci_high=float(high),
+        interval="bootstrap percentile",
+        p_value=min(1.0, 2 * min(below, above)),
+        mde=minimum_detectable_effect(se, alpha=alpha),
+        tost_low=float(tost_low),
+        tost_high=float(tost_high),
+    )
 
 
 def _take(items: Sequence[Any], indices: np.ndarray) -> Any:

@@ -28,7 +28,13 @@ from assay.errors import UsageError
 if TYPE_CHECKING:  # the CLI parses --max-drop with this module before numpy is needed
     from assay.compare.statistics import PairedTest
 
-REGRESSED, EQUIVALENT, IMPROVED, UNCHANGED, INCONCLUSIVE = "regressed", "equivalent", "improved", "unchanged", "inconclusive"
+REGRESSED, EQUIVALENT, IMPROVED, UNCHANGED, INCONCLUSIVE = (
+    "regressed",
+    "equivalent",
+    "improved",
+    "unchanged",
+    "inconclusive",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,7 +58,9 @@ def parse_max_drop(text: str) -> Tolerance:
     except ValueError:
         value = math.nan
     if not value >= 0 or (_ and not target):
-        raise UsageError(f"--max-drop {text!r} is not VALUE, TASK=VALUE or TASK:METRIC=VALUE with a VALUE of 0 or more.")
+        raise UsageError(
+            f"--max-drop {text!r} is not VALUE, TASK=VALUE or TASK:METRIC=VALUE with a VALUE of 0 or more."
+        )
     if not target:
         return Tolerance(value)
     task, _, metric = target.partition(":")
@@ -62,15 +70,23 @@ def parse_max_drop(text: str) -> Tolerance:
 def max_drop_for(tolerances: list[Tolerance], task: str, metric: str) -> float:
     """The most specific tolerance that matches (a later one wins a tie); 0 if none does."""
     matching = [
-        t for t in tolerances
+        t
+        for t in tolerances
         if (t.task is None or fnmatch.fnmatchcase(task, t.task)) and (t.metric is None or t.metric == metric)
-    ]  # fmt: skip
+    ]
     # max() keeps the first of equals, so look from the end: the later flag wins a tie.
     return max(reversed(matching), key=lambda t: t.specificity).value if matching else 0.0
 
 
-def verdict(result: PairedTest, *, higher_is_better: bool, alpha: float, max_drop: float,
-            margin: float | None, p_value: float | None = None) -> str:  # fmt: skip
+def verdict(
+    result: PairedTest,
+    *,
+    higher_is_better: bool,
+    alpha: float,
+    max_drop: float,
+    margin: float | None,
+    p_value: float | None = None,
+) -> str:
     """One metric's verdict; `p_value` replaces the test's own (the overall verdict's Holm p)."""
     p = result.p_value if p_value is None else p_value
     sign = 1.0 if higher_is_better else -1.0

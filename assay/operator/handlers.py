@@ -96,18 +96,34 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     watched = Watched(job_label=builders.LABEL_JOB)
     state: OperatorState  # made below; the decisions read it when they run
     run_decisions = decisions.RunDecisions(
-        decide=lambda evaluation: _timed_decision(evaluation, state), on_error=_decision_failed(given.metrics),
-        latest=lambda key: watched.evaluations.get(*key), executor=settings.execution.executor)  # fmt: skip
+        decide=lambda evaluation: _timed_decision(evaluation, state),
+        on_error=_decision_failed(given.metrics),
+        latest=lambda key: watched.evaluations.get(*key),
+        executor=settings.execution.executor,
+    )
     given.metrics.controller.watch_queue(run_decisions.depth)
     api_client.load_config()
     mirror = concurrent.futures.ThreadPoolExecutor(MIRROR_WORKERS, thread_name_prefix="assay-mirror")
     unfinished = converge.UnfinishedRuns()
     state = memo.state = dataclasses.replace(
-        given, watched=watched, executor=settings.execution.executor, mirror_executor=mirror, decisions=run_decisions,
-        pending=observe.PendingEvaluations(), events=events.EventPoster().start(), unfinished=unfinished)
+        given,
+        watched=watched,
+        executor=settings.execution.executor,
+        mirror_executor=mirror,
+        decisions=run_decisions,
+        pending=observe.PendingEvaluations(),
+        events=events.EventPoster().start(),
+        unfinished=unfinished,
+    )
     observe.PendingSweeper(state).start()
-    converge.LostJobSweeper(runs=unfinished, admin=state.policy, default_image=state.default_image,
-                            emit=observe.emitter(state), on_error=state.metrics.record_sweep_error, state=state).start()
+    converge.LostJobSweeper(
+        runs=unfinished,
+        admin=state.policy,
+        default_image=state.default_image,
+        emit=observe.emitter(state),
+        on_error=state.metrics.record_sweep_error,
+        state=state,
+    ).start()
 
 
 @kopf.on.cleanup()
@@ -157,7 +173,9 @@ def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
     now = _now()
     admin = state.policy
     meta = evaluation["metadata"]
-    whole = large_specs.whole(evaluation, read=lambda: kube.get_evaluation(namespace=meta["namespace"], name=meta["name"]))
+    whole = large_specs.whole(
+        evaluation, read=lambda: kube.get_evaluation(namespace=meta["namespace"], name=meta["name"])
+    )
     if whole is None:
         return  # deleted meanwhile
     evaluation = whole
@@ -166,21 +184,34 @@ def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
         policy.check(spec, admin)  # before the task index sees a path it would walk
         namespace = meta["namespace"]
-        secret_consent.check(spec, label=admin.secret_consent_label, namespace=namespace,
-                             get=kube.secret_metadata(namespace))  # fmt: skip
-        sources = validation.validate_with_sources(spec, namespace=namespace, get=lambda config_map: kube.get(
-            "ConfigMap", "v1", namespace=namespace, name=config_map), allow_task_code=admin.allow_task_code)  # fmt: skip
+        secret_consent.check(
+            spec, label=admin.secret_consent_label, namespace=namespace, get=kube.secret_metadata(namespace)
+        )
+        sources = validation.validate_with_sources(
+            spec,
+            namespace=namespace,
+            get=lambda config_map: kube.get("ConfigMap", "v1", namespace=namespace, name=config_map),
+            allow_task_code=admin.allow_task_code,
+        )
         spec = policy.enforce(spec, admin)
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:
-            _status_written(state)(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"],
-                                                               status=status))  # fmt: skip
+            _status_written(state)(
+                kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"], status=status)
+            )
             observe.emitter(state)(evaluation, type="Warning", reason="InvalidSpec", message=str(error))
         log.info("Refused: %s", error)
         return
-    steps = converge.carry_out(evaluation, spec, now=now, default_image=state.default_image,
-                               emit=observe.emitter(state), task_sources=sources, written=_status_written(state))  # fmt: skip
+    steps = converge.carry_out(
+        evaluation,
+        spec,
+        now=now,
+        default_image=state.default_image,
+        emit=observe.emitter(state),
+        task_sources=sources,
+        written=_status_written(state),
+    )
     log.info("Run decided: %s", steps.summary())
 
 
@@ -198,7 +229,9 @@ def _decision_failed(metrics: EvaluationMetrics) -> Callable[[tuple[str, str], B
     def report(key: tuple[str, str], error: BaseException) -> None:
         metrics.record_error("reconcile")
         _object_logger({"namespace": key[0], "name": key[1]}).warning(
-            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, api_errors.ApiError))
+            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, api_errors.ApiError)
+        )
+
     return report
 
 
@@ -219,7 +252,9 @@ def _mirror_job_run(job: objects.Job, state: OperatorState) -> None:
     with _counting_errors(state, "mirror_job"):
         # A finished Job is read against the Evaluation as it is now: the runner's last
         # status write (its results and last word) must not be missing from the cache.
-        evaluation = observe.evaluation_of(job, state=state, fresh=job_status.job_state(job).phase in conditions.TERMINAL_PHASES)
+        evaluation = observe.evaluation_of(
+            job, state=state, fresh=job_status.job_state(job).phase in conditions.TERMINAL_PHASES
+        )
         if evaluation is not None:
             observe.observe_run(evaluation, job=job, state=state, emit=observe.emitter(state))
 
@@ -229,8 +264,14 @@ def _job_deleted(job: objects.Job, state: OperatorState) -> None:
     with _counting_errors(state, "recreate_job"):
         evaluation = observe.evaluation_of(job, state=state, fresh=True)
         if evaluation is not None and converge.awaits_job(evaluation, job["metadata"]["name"]):
-            converge.recreate(evaluation, admin=state.policy, default_image=state.default_image,
-                              emit=observe.emitter(state), now=_now(), written=_status_written(state))  # fmt: skip
+            converge.recreate(
+                evaluation,
+                admin=state.policy,
+                default_image=state.default_image,
+                emit=observe.emitter(state),
+                now=_now(),
+                written=_status_written(state),
+            )
 
 
 @kopf.on.event("", "v1", "pods", labels=RUNNER_PODS)
@@ -249,11 +290,17 @@ async def mirror_pod(event: kopf.RawEvent, body: kopf.Body, memo: kopf.Memo, **_
         return
     watched = state.watched
     evaluation_name = builders.evaluation_name(pod)
-    cached = watched.evaluations.get(pod["metadata"]["namespace"], evaluation_name) \
-        if watched is not None and evaluation_name else None  # fmt: skip
+    cached = (
+        watched.evaluations.get(pod["metadata"]["namespace"], evaluation_name)
+        if watched is not None and evaluation_name
+        else None
+    )
     # A pod of another run than the one the watch shows is looked up in the API, in the thread.
-    if cached is not None and (cached.get("status") or {}).get("jobName") == job_name \
-            and not _pod_has_news(pod, cached, state=state):  # fmt: skip
+    if (
+        cached is not None
+        and (cached.get("status") or {}).get("jobName") == job_name
+        and not _pod_has_news(pod, cached, state=state)
+    ):
         return
     loop = asyncio.get_running_loop()
     await loop.run_in_executor(state.mirror_executor, _mirror_pod_run, pod, state)
@@ -265,8 +312,9 @@ def _pod_has_news(pod: objects.Pod, evaluation: objects.Evaluation, *, state: Op
     if status.get("jobName") != (pod["metadata"].get("labels") or {}).get(builders.LABEL_JOB):
         return False
     # A healthy pod of a run without a problem: the Job's own events tell the rest.
-    has_problem = diagnosis.waiting_problem(pod, now=_now(), image_pull_timeout=state.image_pull_timeout) \
-        or diagnosis.terminated_problem(pod)  # fmt: skip
+    has_problem = diagnosis.waiting_problem(
+        pod, now=_now(), image_pull_timeout=state.image_pull_timeout
+    ) or diagnosis.terminated_problem(pod)
     return bool(has_problem) or status.get("reason") in diagnosis.REASONS
 
 

@@ -44,4 +44,3 @@ def tune(settings: kopf.OperatorSettings) -> None:
     settings.execution.max_workers = HANDLER_WORKERS
     # Namespaces are given explicitly (or all); no need to watch Namespaces or CRDs.
     settings.scanning.disabled = True
-

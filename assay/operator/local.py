@@ -33,10 +33,16 @@ DEFAULT_OUTPUT_ROOT = "assay-output"
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="assay apply", description="Run Evaluation manifests.")
-    parser.add_argument("-f", "--filename", required=True, help="Manifest file (YAML, several documents allowed; - for stdin).")
+    parser.add_argument(
+        "-f", "--filename", required=True, help="Manifest file (YAML, several documents allowed; - for stdin)."
+    )
     parser.add_argument("--local", action="store_true", help="Run here instead of in a cluster (required).")
-    parser.add_argument("--output-dir", "-o", default=DEFAULT_OUTPUT_ROOT,
-                        help="Results go to OUTPUT_DIR/<name> unless the spec's output.path says otherwise.")  # fmt: skip
+    parser.add_argument(
+        "--output-dir",
+        "-o",
+        default=DEFAULT_OUTPUT_ROOT,
+        help="Results go to OUTPUT_DIR/<name> unless the spec's output.path says otherwise.",
+    )
     return parser
 
 
@@ -81,13 +87,20 @@ def run_in_process(spec: spec_module.Evaluation, output_dir: Path, *, output_roo
 
 def torchrun_command(spec: spec_module.Evaluation) -> list[str]:
     return [
-        sys.executable, "-m", "assay.runner.launch", "--standalone",
-        f"--nproc_per_node={spec.resources.world_size}", "--max_restarts=0", "-m", "assay.runner",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "assay.runner.launch",
+        "--standalone",
+        f"--nproc_per_node={spec.resources.world_size}",
+        "--max_restarts=0",
+        "-m",
+        "assay.runner",
+    ]
 
 
-def run_under_torchrun(metadata: Mapping[str, Any], spec: spec_module.Evaluation, output_dir: Path,
-                       *, output_root: str) -> tuple[int, dict[str, Any]]:  # fmt: skip
+def run_under_torchrun(
+    metadata: Mapping[str, Any], spec: spec_module.Evaluation, output_dir: Path, *, output_root: str
+) -> tuple[int, dict[str, Any]]:
     with tempfile.TemporaryDirectory(prefix="assay-status-") as tmp:
         status_file = Path(tmp) / "status.json"
         # A file, as in a pod: an environment variable over 128 KiB (a long `samples` list) fails the exec.

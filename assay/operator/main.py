@@ -87,12 +87,20 @@ class RoutineSuccessFilter(logging.Filter):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="assay operator", description="Run the Assay operator.",
+        prog="assay operator",
+        description="Run the Assay operator.",
         epilog="The admin's policy (allowed images, remote/unsafe code, online runners, GPU and node caps) "
-               "is read from $ASSAY_POLICY, the JSON of the Helm chart's `policy` values.")  # fmt: skip
+        "is read from $ASSAY_POLICY, the JSON of the Helm chart's `policy` values.",
+    )
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("--namespace", "-n", action="append", default=[], metavar="NS",
-                       help="Watch this namespace (repeatable; globs as in kopf).")  # fmt: skip
+    scope.add_argument(
+        "--namespace",
+        "-n",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="Watch this namespace (repeatable; globs as in kopf).",
+    )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="Watch every namespace.")
     _add_endpoint_flags(parser)
     _add_run_flags(parser)
@@ -101,31 +109,58 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     """/metrics (port, authentication, TLS) and /healthz."""
-    parser.add_argument("--metrics-port", type=int, default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
-                        help="Port of /metrics (0: none).")  # fmt: skip
-    parser.add_argument("--metrics-secure", action=argparse.BooleanOptionalAction,
-                        default=_env_flag(os.environ.get(METRICS_SECURE_ENV, "")),
-                        help="Serve /metrics only to callers whose bearer token the API server authenticates and "
-                             "allows to get /metrics (TokenReview, SubjectAccessReview); default $ASSAY_METRICS_SECURE.")  # fmt: skip
-    parser.add_argument("--metrics-cert-dir", default=os.environ.get("ASSAY_METRICS_CERT_DIR") or None, metavar="DIR",
-                        help="Serve /metrics over HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls "
-                             "Secret); default $ASSAY_METRICS_CERT_DIR, else plain HTTP.")  # fmt: skip
-    parser.add_argument("--health-port", type=int, default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
-                        help="Port of the /healthz liveness and readiness endpoint (0: none).")  # fmt: skip
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
+        help="Port of /metrics (0: none).",
+    )
+    parser.add_argument(
+        "--metrics-secure",
+        action=argparse.BooleanOptionalAction,
+        default=_env_flag(os.environ.get(METRICS_SECURE_ENV, "")),
+        help="Serve /metrics only to callers whose bearer token the API server authenticates and "
+        "allows to get /metrics (TokenReview, SubjectAccessReview); default $ASSAY_METRICS_SECURE.",
+    )
+    parser.add_argument(
+        "--metrics-cert-dir",
+        default=os.environ.get("ASSAY_METRICS_CERT_DIR") or None,
+        metavar="DIR",
+        help="Serve /metrics over HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls "
+        "Secret); default $ASSAY_METRICS_CERT_DIR, else plain HTTP.",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
+        help="Port of the /healthz liveness and readiness endpoint (0: none).",
+    )
 
 
 def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     """How replicas share the work, what runner Jobs get by default, logging."""
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
-    parser.add_argument("--leader-election", metavar="LEASE", default=None,
-                        help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
-                             "namespace (POD_NAMESPACE); standbys wait and take over 15-20 s after the leader's loss.")  # fmt: skip
-    parser.add_argument("--runner-image", default=os.environ.get("ASSAY_RUNNER_IMAGE"),
-                        help="Default image of runner Jobs whose spec sets none (spec.model vllm: "
-                             "$ASSAY_RUNNER_VLLM_IMAGE, else the assay-runner-vllm image).")  # fmt: skip
-    parser.add_argument("--image-pull-timeout", type=float, default=None, metavar="SECONDS",
-                        help="Fail an Evaluation whose runner image has failed to pull for this long "
-                             "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).")  # fmt: skip
+    parser.add_argument(
+        "--leader-election",
+        metavar="LEASE",
+        default=None,
+        help="Elect one leader among replicas with this coordination.k8s.io Lease in the operator's "
+        "namespace (POD_NAMESPACE); standbys wait and take over 15-20 s after the leader's loss.",
+    )
+    parser.add_argument(
+        "--runner-image",
+        default=os.environ.get("ASSAY_RUNNER_IMAGE"),
+        help="Default image of runner Jobs whose spec sets none (spec.model vllm: "
+        "$ASSAY_RUNNER_VLLM_IMAGE, else the assay-runner-vllm image).",
+    )
+    parser.add_argument(
+        "--image-pull-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="Fail an Evaluation whose runner image has failed to pull for this long "
+        "(default: $ASSAY_IMAGE_PULL_TIMEOUT, else 300).",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
 
 
@@ -198,8 +233,10 @@ def _metrics_settings(args: argparse.Namespace) -> tuple[EvaluationMetrics, TlsF
     from assay.operator.runtime.metrics import SCORE_SERIES_ENV, EvaluationMetrics, max_series_from_env
     from assay.operator.runtime.metrics_server import TlsFiles
 
-    metrics = EvaluationMetrics(score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
-                                max_series_per_evaluation=max_series_from_env())  # fmt: skip
+    metrics = EvaluationMetrics(
+        score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
+        max_series_per_evaluation=max_series_from_env(),
+    )
     return metrics, TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
 
 
@@ -214,8 +251,9 @@ def _load_credentials() -> None:
         ) from None
 
 
-def _run_kopf(args: argparse.Namespace, *, admin_policy: AdminPolicy, metrics: EvaluationMetrics,
-              pull_timeout: float) -> None:  # fmt: skip
+def _run_kopf(
+    args: argparse.Namespace, *, admin_policy: AdminPolicy, metrics: EvaluationMetrics, pull_timeout: float
+) -> None:
     """kopf's loop over the watched namespaces, as the elected leader when --leader-election says so."""
     import kopf
 
@@ -236,6 +274,12 @@ def _run_kopf(args: argparse.Namespace, *, admin_policy: AdminPolicy, metrics: E
             # An elected leader is the only replica at work: no kopf peering either way.
             standalone=(args.standalone or bool(args.leader_election)) or None,
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
-            memo=kopf.Memo(state=OperatorState(policy=admin_policy, metrics=metrics, default_image=args.runner_image,
-                                               image_pull_timeout=pull_timeout)),
+            memo=kopf.Memo(
+                state=OperatorState(
+                    policy=admin_policy,
+                    metrics=metrics,
+                    default_image=args.runner_image,
+                    image_pull_timeout=pull_timeout,
+                )
+            ),
         )

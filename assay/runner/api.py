@@ -45,8 +45,9 @@ def model_names() -> Sequence[str]:
     return registered()
 
 
-def run_spec(spec: spec_module.Evaluation, output_dir: str, *, output_root: str | None = None,
-             status_file: str | None = None) -> RunResults | None:  # fmt: skip
+def run_spec(
+    spec: spec_module.Evaluation, output_dir: str, *, output_root: str | None = None, status_file: str | None = None
+) -> RunResults | None:
     """Run one Evaluation on this process's share; its results on rank 0, else None.
 
     `status_file`: where rank 0 writes the status fields (scores, the comparison with

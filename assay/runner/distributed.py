@@ -282,8 +282,9 @@ class _Peers:
             key = f"{self.prefix}failed/{rank}"
             if rank != self.rank and self._call("check", [key]):
                 message = self._call("get", key).decode("utf-8", "replace")
-                return PeerFailure(f"rank {rank} failed: {message}; see its log for details", ranks=(rank,),
-                                   reported=True)  # fmt: skip
+                return PeerFailure(
+                    f"rank {rank} failed: {message}; see its log for details", ranks=(rank,), reported=True
+                )
         return None
 
     def _silent(self, ranks: Sequence[int]) -> list[int]:
@@ -340,7 +341,9 @@ class _Peers:
             deadline = time.monotonic() + 3 * HEARTBEAT_INTERVAL_S
             while time.monotonic() < deadline:
                 time.sleep(_POLL_S * 2)
-                moved = {r for r in others if int(self._call("add", f"{self.prefix}heartbeat/{r}", 0)) != self._beats[r][0]}
+                moved = {
+                    r for r in others if int(self._call("add", f"{self.prefix}heartbeat/{r}", 0)) != self._beats[r][0]
+                }
                 if moved == set(others):
                     break
             dead = [r for r in others if int(self._call("add", f"{self.prefix}heartbeat/{r}", 0)) == self._beats[r][0]]

@@ -36,10 +36,14 @@ class DocWork:
 
     @property
     def cost(self) -> int:
-        return sum(len(str(inst.args[0])) + len(str(inst.args[-1])) for inst in self.instances) * max(self.task.config.repeats, 1)
+        return sum(len(str(inst.args[0])) + len(str(inst.args[-1])) for inst in self.instances) * max(
+            self.task.config.repeats, 1
+        )
 
 
-def requests_for(task: Task, chosen: list[tuple[int, Doc]], settings: PromptSettings, lm: LM, options: EvalOptions) -> list[list[Instance]]:
+def requests_for(
+    task: Task, chosen: list[tuple[int, Doc]], settings: PromptSettings, lm: LM, options: EvalOptions
+) -> list[list[Instance]]:
     """The chosen documents' requests, from the request cache when --cache_requests allows."""
     num_fewshot = task.num_fewshot
     if not options.cache_requests:
@@ -97,7 +101,9 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
             with progress_label.serving(inst.task_name for inst in chunk):
                 responses = method([inst.request for inst in chunk])
             if len(responses) != len(chunk):
-                raise RuntimeError(f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests")
+                raise RuntimeError(
+                    f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests"
+                )
             for inst, response in zip(chunk, responses):
                 inst.resps.append(response)
             done += len(chunk)
@@ -133,7 +139,14 @@ def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequen
     return records
 
 
-def _log_sample(task: Task, item: DocWork, requests: list[Instance], key: str, metrics: dict[str, Any], indices: Sequence[int] | None) -> dict[str, Any]:
+def _log_sample(
+    task: Task,
+    item: DocWork,
+    requests: list[Instance],
+    key: str,
+    metrics: dict[str, Any],
+    indices: Sequence[int] | None,
+) -> dict[str, Any]:
     target = task.doc_to_target(item.doc)
     sample = {
         "doc_id": indices[item.doc_id] if indices else item.doc_id,

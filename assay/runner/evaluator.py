@@ -35,11 +35,29 @@ from assay.runner.tasks.task import Task
 log = logging.getLogger(__name__)
 
 _KEYWORDS_AS_GIVEN = (
-    "num_fewshot", "max_batch_size", "device", "use_cache", "cache_requests", "rewrite_requests_cache",
-    "delete_requests_cache", "limit", "samples", "bootstrap_iters", "check_integrity", "write_out",
-    "system_instruction", "apply_chat_template", "fewshot_as_multiturn", "predict_only", "random_seed",
-    "numpy_random_seed", "torch_random_seed", "fewshot_random_seed", "confirm_run_unsafe_code", "metadata",
-)  # fmt: skip
+    "num_fewshot",
+    "max_batch_size",
+    "device",
+    "use_cache",
+    "cache_requests",
+    "rewrite_requests_cache",
+    "delete_requests_cache",
+    "limit",
+    "samples",
+    "bootstrap_iters",
+    "check_integrity",
+    "write_out",
+    "system_instruction",
+    "apply_chat_template",
+    "fewshot_as_multiturn",
+    "predict_only",
+    "random_seed",
+    "numpy_random_seed",
+    "torch_random_seed",
+    "fewshot_random_seed",
+    "confirm_run_unsafe_code",
+    "metadata",
+)
 """simple_evaluate's keywords that reach `EvalOptions` as given, under the same name (the
 others are parsed first: model, model_args, tasks, batch_size, log_samples, gen_kwargs)."""
 
@@ -90,13 +108,17 @@ def simple_evaluate(
     run_rules.check_limit_or_samples(limit, samples)
     lm, name = _built_or_named(model)
     options = EvalOptions(
-        model=name, model_args=model_args, tasks=tuple(tasks or ()),
+        model=name,
+        model_args=model_args,
+        tasks=tuple(tasks or ()),
         parsed_model_args=parse_model_args(model_args) if isinstance(model_args, str) else dict(model_args or {}),
         batch_size=None if batch_size is None else BatchSize.parse(batch_size, source="--batch_size", error=UsageError),
         log_samples=run_rules.log_samples(log_samples=log_samples, predict_only=predict_only),
-        gen_kwargs=parse_model_args(gen_kwargs, flag="--gen_kwargs") or None if isinstance(gen_kwargs, str) else gen_kwargs,
+        gen_kwargs=parse_model_args(gen_kwargs, flag="--gen_kwargs") or None
+        if isinstance(gen_kwargs, str)
+        else gen_kwargs,
         **{keyword: given[keyword] for keyword in _KEYWORDS_AS_GIVEN},
-    )  # fmt: skip
+    )
     return run(options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker)
 
 
@@ -109,15 +131,29 @@ def _built_or_named(model: object) -> tuple[LM | None, str | None]:
     raise UserError(f"model must be a registered model name or an assay LM instance, not {type(model).__name__}.")
 
 
-def run(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager | None = None,
-        progress: ProgressFn | None = None, evaluation_tracker: Any = None) -> dict[str, Any] | None:  # fmt: skip
+def run(
+    options: EvalOptions,
+    *,
+    lm: LM | None = None,
+    task_manager: TaskManager | None = None,
+    progress: ProgressFn | None = None,
+    evaluation_tracker: Any = None,
+) -> dict[str, Any] | None:
     """simple_evaluate's pipeline (`run_results`), its results as lm-eval's dict (None on ranks but 0)."""
-    run = run_results(options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker)
+    run = run_results(
+        options, lm=lm, task_manager=task_manager, progress=progress, evaluation_tracker=evaluation_tracker
+    )
     return run.to_lmeval_dict() if run is not None else None
 
 
-def run_results(options: EvalOptions, *, lm: LM | None = None, task_manager: TaskManager | None = None,
-                progress: ProgressFn | None = None, evaluation_tracker: Any = None) -> RunResults | None:  # fmt: skip
+def run_results(
+    options: EvalOptions,
+    *,
+    lm: LM | None = None,
+    task_manager: TaskManager | None = None,
+    progress: ProgressFn | None = None,
+    evaluation_tracker: Any = None,
+) -> RunResults | None:
     """The pipeline behind simple_evaluate: model, tasks, overrides, evaluate, run info.
 
     Beside the record, what only this process has: a model the caller built (then
@@ -133,10 +169,16 @@ def run_results(options: EvalOptions, *, lm: LM | None = None, task_manager: Tas
     if not options.tasks:
         raise UserError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     if task_manager is None:
-        task_manager = TaskManager(options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})})
+        task_manager = TaskManager(
+            options.include_path, metadata={**options.parsed_model_args, **(options.metadata or {})}
+        )
     # What can be known without the model fails now, in seconds, not after the model loaded.
-    preflight.check(model=lm if lm is not None else options.model, model_args=options.parsed_model_args,
-                    tasks=options.tasks, task_manager=task_manager)  # fmt: skip
+    preflight.check(
+        model=lm if lm is not None else options.model,
+        model_args=options.parsed_model_args,
+        tasks=options.tasks,
+        task_manager=task_manager,
+    )
     model = build_lm(options, lm)
     try:
         return _run_with(model, options, task_manager, progress, start, evaluation_tracker)
@@ -145,8 +187,14 @@ def run_results(options: EvalOptions, *, lm: LM | None = None, task_manager: Tas
             model.close()
 
 
-def _run_with(lm: LM, options: EvalOptions, task_manager: TaskManager, progress: ProgressFn | None, start: float,
-              evaluation_tracker: Any) -> RunResults | None:  # fmt: skip
+def _run_with(
+    lm: LM,
+    options: EvalOptions,
+    task_manager: TaskManager,
+    progress: ProgressFn | None,
+    start: float,
+    evaluation_tracker: Any,
+) -> RunResults | None:
     """Tasks, overrides, evaluate and run info on a model that is already built."""
     loaded = task_manager.load(list(options.tasks))
     configure_tasks(loaded, options)
@@ -177,7 +225,10 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
         lm = given
     elif options.model is not None:
         lm = get_model(options.model).from_run(
-            options.parsed_model_args, batch_size=options.batch_size, max_batch_size=options.max_batch_size, device=options.device
+            options.parsed_model_args,
+            batch_size=options.batch_size,
+            max_batch_size=options.max_batch_size,
+            device=options.device,
         )
     else:
         raise UserError("model must be a registered model name or an assay LM instance, not None.")
@@ -201,8 +252,12 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
 def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
     """The run's overrides of every task (gen_kwargs, predict_only, num_fewshot, few-shot seed),
     one record applied where prompts, requests and scores are made; the configs stay as loaded."""
-    overrides = RunOverrides(num_fewshot=options.num_fewshot, gen_kwargs=options.gen_kwargs,
-                             predict_only=options.predict_only, fewshot_seed=options.fewshot_random_seed)  # fmt: skip
+    overrides = RunOverrides(
+        num_fewshot=options.num_fewshot,
+        gen_kwargs=options.gen_kwargs,
+        predict_only=options.predict_only,
+        fewshot_seed=options.fewshot_random_seed,
+    )
     for task in loaded.tasks.values():
         if options.num_fewshot is not None and task.config.num_fewshot == 0:
             log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
@@ -263,8 +318,11 @@ def check_tasks(loaded: LoadedTasks) -> None:
         target = target if len(target) <= 40 else target[:37] + "..."
         prompts = f"{len(prompt)} prompts" if isinstance(prompt, list) else f"a {len(prompt)}-character prompt"
         log.info("--check_integrity: %s renders its first document: %s, target %s.", task.name, prompts, target)
-    log.info("--check_integrity checked %d tasks: each renders its first document's prompt and target "
-             "(lm-eval's own test suite is not run).", len(loaded.tasks))  # fmt: skip
+    log.info(
+        "--check_integrity checked %d tasks: each renders its first document's prompt and target "
+        "(lm-eval's own test suite is not run).",
+        len(loaded.tasks),
+    )
 
 
 def sample_size(task: Task, limit: int | float | None) -> int | None:
@@ -273,7 +331,9 @@ def sample_size(task: Task, limit: int | float | None) -> int | None:
     return int(math.ceil(len(task.eval_docs) * limit)) if limit < 1.0 else int(limit)
 
 
-def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: ProgressFn | None = None) -> RunResults | None:
+def evaluate(
+    lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: ProgressFn | None = None
+) -> RunResults | None:
     """Build, shard, answer and score every task's requests; the results on rank 0."""
     for task in loaded.tasks.values():
         if task.config.unsafe_code and not options.confirm_run_unsafe_code:
@@ -299,11 +359,17 @@ def evaluate(lm: LM, loaded: LoadedTasks, options: EvalOptions, *, progress: Pro
     shards = distributed.balanced_shards([item.cost for item in work], world_size)
     mine = [work[i] for i in shards[rank]]
     global_total = sum(inst.repeats for item in work for inst in item.instances)
-    doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], progress if rank == 0 else None,
-                          global_total=global_total)  # fmt: skip
+    doc_work.run_requests(
+        lm,
+        [inst for item in mine for inst in item.instances],
+        progress if rank == 0 else None,
+        global_total=global_total,
+    )
 
     keep = "full" if options.log_samples else "scores" if options.score_records else None
     gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
     if rank != 0 or gathered is None:
         return None
-    return assemble.run_results(loaded, gathered, bootstrap_iters=options.bootstrap_iters, keep_samples=keep is not None)
+    return assemble.run_results(
+        loaded, gathered, bootstrap_iters=options.bootstrap_iters, keep_samples=keep is not None
+    )

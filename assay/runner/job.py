@@ -80,14 +80,25 @@ PROGRESS_LOG_INTERVAL_S = 10.0
 
 # Where an exception was raised tells whether the model or the data is at fault.
 _MODEL_OR_DATA_MODULES = (
-    "transformers", "datasets", "huggingface_hub", "safetensors", "tokenizers", "accelerate",
-    "pyarrow", "fsspec", "assay.runner.models", "assay.runner.data.local", "assay.runner.data.importer",
-)  # fmt: skip
+    "transformers",
+    "datasets",
+    "huggingface_hub",
+    "safetensors",
+    "tokenizers",
+    "accelerate",
+    "pyarrow",
+    "fsspec",
+    "assay.runner.models",
+    "assay.runner.data.local",
+    "assay.runner.data.importer",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get("ASSAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("ASSAY_LOG_LEVEL", "INFO"), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     # In a pod the include path holds a tenant's task files: no code unless the operator says so.
     os.environ.setdefault(ENV_TASK_CODE, "refused")
     try:
@@ -148,26 +159,48 @@ def _parser() -> argparse.ArgumentParser:
         prog="assay runner",
         description="Run one Evaluation spec (from --spec or ASSAY_EVALUATION_FILE); the runner Job's entry point.",
     )
-    parser.add_argument("--spec", metavar="FILE", help="the spec (or a whole Evaluation manifest) as JSON or YAML; "
-                        "overrides ASSAY_EVALUATION_FILE")  # fmt: skip
-    parser.add_argument("--output-dir", "--output_dir", dest="output_dir", metavar="DIR",
-                        help="where results (and samples) go; default ASSAY_OUTPUT_DIR")  # fmt: skip
-    parser.add_argument("--include-path", "--include_path", dest="include_path", metavar="DIR",
-                        help="extra task YAML folder; default ASSAY_INCLUDE_PATH")  # fmt: skip
-    parser.add_argument("--use-cache", "--use_cache", dest="use_cache", metavar="PATH",
-                        help="sqlite response cache prefix (per rank PATH_rank{r}.db): a rerun computes only "
-                        "what is missing; default ASSAY_USE_CACHE")  # fmt: skip
-    parser.add_argument("--check", action="store_true",
-                        help="only check the spec, output directory, model and model_args, task names and task "
-                        "YAML, and (offline) data without loading them; exit 0 or 78")  # fmt: skip
+    parser.add_argument(
+        "--spec",
+        metavar="FILE",
+        help="the spec (or a whole Evaluation manifest) as JSON or YAML; overrides ASSAY_EVALUATION_FILE",
+    )
+    parser.add_argument(
+        "--output-dir",
+        "--output_dir",
+        dest="output_dir",
+        metavar="DIR",
+        help="where results (and samples) go; default ASSAY_OUTPUT_DIR",
+    )
+    parser.add_argument(
+        "--include-path",
+        "--include_path",
+        dest="include_path",
+        metavar="DIR",
+        help="extra task YAML folder; default ASSAY_INCLUDE_PATH",
+    )
+    parser.add_argument(
+        "--use-cache",
+        "--use_cache",
+        dest="use_cache",
+        metavar="PATH",
+        help="sqlite response cache prefix (per rank PATH_rank{r}.db): a rerun computes only "
+        "what is missing; default ASSAY_USE_CACHE",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="only check the spec, output directory, model and model_args, task names and task "
+        "YAML, and (offline) data without loading them; exit 0 or 78",
+    )
     return parser
 
 
 # --- the spec -------------------------------------------------------------------------
 
 
-def check_spec(spec: spec_module.Evaluation, *, include_path: str | None = None,
-               output_dir: str | os.PathLike[str] | None = None) -> None:  # fmt: skip
+def check_spec(
+    spec: spec_module.Evaluation, *, include_path: str | None = None, output_dir: str | os.PathLike[str] | None = None
+) -> None:
     """What `--check` validates without loading the model or data: the output directory, the model
     name, what `assay validate` checks offline (`offline_check`: model_args, task names, each task's
     config) and the run's preflight (model paths, offline models and datasets present)."""
@@ -186,8 +219,11 @@ def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:
     from assay.runner.results import output
 
     # Before the model loads: a read-only or full volume is found in seconds, not hours.
-    output.check_writable(output_dir, name="the output directory",
-                          fix="check spec.output (the PVC's access mode, permissions and free space)")  # fmt: skip
+    output.check_writable(
+        output_dir,
+        name="the output directory",
+        fix="check spec.output (the PVC's access mode, permissions and free space)",
+    )
 
 
 # --- the run --------------------------------------------------------------------------
@@ -221,13 +257,16 @@ def run_spec(
     task_manager = offline_check.spec_task_index(spec, include_path)
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()
-    results = evaluator.run_results(options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None)
+    results = evaluator.run_results(
+        options, task_manager=task_manager, progress=ProgressReporter(sink) if rank == 0 else None
+    )
     if results is None:
         return None
     records = results.samples_by_task()
     facts = dataclasses.replace(results, run_info={**results.run_info, **recording.prompt_facts(spec, options)})
-    comparison = versus_baseline.status_of(spec, facts, records, sink=sink,
-                                          output_root=output_root or os.environ.get(spec_module.ENV_OUTPUT_ROOT))
+    comparison = versus_baseline.status_of(
+        spec, facts, records, sink=sink, output_root=output_root or os.environ.get(spec_module.ENV_OUTPUT_ROOT)
+    )
     save = functools.partial(recording.save, results, records, spec, options, output_dir, started)
     recording.record(results, save, sink, output_dir, comparison=comparison)
     return results
@@ -236,8 +275,9 @@ def run_spec(
 class ProgressReporter:
     """The evaluator's progress callback: to the sink and the log, at most every few seconds."""
 
-    def __init__(self, sink: Any, *, interval_s: float = PROGRESS_LOG_INTERVAL_S,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, sink: Any, *, interval_s: float = PROGRESS_LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.sink, self.interval_s, self.clock = sink, interval_s, clock
         self._last: float | None = None
 

@@ -27,8 +27,9 @@ def task_index(include_path: str | None, *, metadata: Mapping[str, Any] | None =
     tenant's task sources: no name of the library, and `!function` only when it says `allowed`."""
     task_code = os.environ.get(spec_module.ENV_TASK_CODE)
     if include_path and task_code is not None:
-        return TaskManager(include_path, metadata=dict(metadata or {}), include_code=task_code == "allowed",
-                           include_may_shadow=False)  # fmt: skip
+        return TaskManager(
+            include_path, metadata=dict(metadata or {}), include_code=task_code == "allowed", include_may_shadow=False
+        )
     return TaskManager(include_path, metadata=dict(metadata or {}))
 
 
@@ -75,5 +76,7 @@ def raise_first(problems: Sequence[Problem]) -> None:
     """For a caller that stops at an error (the runner pod): the first problem, and how many more there are."""
     if problems:
         more = len(problems) - 1
-        more_text = f" ({more} more {'problem' if more == 1 else 'problems'}: `assay validate` lists them all.)" if more else ""
+        more_text = (
+            f" ({more} more {'problem' if more == 1 else 'problems'}: `assay validate` lists them all.)" if more else ""
+        )
         raise UserError(f"{problems[0]}{more_text}")

@@ -32,8 +32,13 @@ _LOCATION_ARGS: dict[str, tuple[tuple[str, str | None], ...]] = {
 _LOCATION_ARGS["huggingface"] = _LOCATION_ARGS["hf"]
 # The model_args each backend takes as its hub cache folder.
 _CACHE_ARG = {"hf": "cache_dir", "huggingface": "cache_dir", "vllm": "download_dir"}
-_WHAT = {"pretrained": "model", "tokenizer": "tokenizer", "peft": "PEFT adapter", "delta": "delta weights",
-         "lora_local_path": "LoRA adapter"}  # fmt: skip
+_WHAT = {
+    "pretrained": "model",
+    "tokenizer": "tokenizer",
+    "peft": "PEFT adapter",
+    "delta": "delta weights",
+    "lora_local_path": "LoRA adapter",
+}
 
 
 def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], task_manager: TaskManager) -> None:
@@ -71,8 +76,11 @@ def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
         if model_location.in_hub_cache(name, revision=str(revision) if revision else None, cache=cache):
             continue
         variable = model_location.offline_variable()
-        why_not = (_why_no_download("model_args local_files_only=True", "drop local_files_only") if offline_by_arg
-                   else _why_no_download(f"{variable}=1" if model_location.hub_offline() else None, f"unset {variable}"))
+        why_not = (
+            _why_no_download("model_args local_files_only=True", "drop local_files_only")
+            if offline_by_arg
+            else _why_no_download(f"{variable}=1" if model_location.hub_offline() else None, f"unset {variable}")
+        )
         if why_not is None:
             continue
         why, undo = why_not
@@ -94,8 +102,10 @@ def _why_no_download(forbidden_by: str | None, undo: str) -> tuple[str, str] | N
     reason = hub_reach.unreachable()
     if reason is None:
         return None
-    return (f"the Hugging Face hub ({hub_reach.endpoint()}) cannot be reached from this machine ({reason})",
-            "run where the hub can be reached")  # fmt: skip
+    return (
+        f"the Hugging Face hub ({hub_reach.endpoint()}) cannot be reached from this machine ({reason})",
+        "run where the hub can be reached",
+    )
 
 
 def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
@@ -106,8 +116,11 @@ def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
     from assay.runner.data import local
 
     # Local files first: they settle it without asking `datasets` (a second to import) anything.
-    hub = {name: config for name, config in configs.items()
-           if not _has_local_files(config) and _hub_dataset_path(config) is not None}  # fmt: skip
+    hub = {
+        name: config
+        for name, config in configs.items()
+        if not _has_local_files(config) and _hub_dataset_path(config) is not None
+    }
     if not hub:
         return
     missing: list[tuple[str, Mapping[str, Any]]] = []

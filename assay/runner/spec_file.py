@@ -24,13 +24,19 @@ def load_spec(path: str | None = None, env: Mapping[str, str] | None = None) -> 
         try:
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except OSError as error:
-            raise UserError(f"Cannot read --spec {path} ({error.strerror}); pass an existing JSON or YAML file.") from None
+            raise UserError(
+                f"Cannot read --spec {path} ({error.strerror}); pass an existing JSON or YAML file."
+            ) from None
         except yaml.YAMLError as error:
-            raise UserError(f"--spec {path} is not valid JSON or YAML ({str(error).splitlines()[0]}); fix the file.") from None
+            raise UserError(
+                f"--spec {path} is not valid JSON or YAML ({str(error).splitlines()[0]}); fix the file."
+            ) from None
     elif env.get(spec_module.ENV_SPEC_FILE):
         data = _read_spec_file(env[spec_module.ENV_SPEC_FILE])
     else:
-        raise UserError(f"No Evaluation spec: set {spec_module.ENV_SPEC_FILE} to a JSON file of the spec or pass --spec FILE.")
+        raise UserError(
+            f"No Evaluation spec: set {spec_module.ENV_SPEC_FILE} to a JSON file of the spec or pass --spec FILE."
+        )
     if isinstance(data, Mapping) and "apiVersion" in data:
         return spec_module.parse_manifest(data)[1]
     if not isinstance(data, Mapping):
@@ -44,8 +50,12 @@ def _read_spec_file(path: str) -> Any:
     try:
         return json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as error:
-        raise UserError(f"Cannot read the Evaluation spec {named} ({error.strerror}); mount the run's spec "
-                        "ConfigMap there, or pass --spec FILE.") from None  # fmt: skip
+        raise UserError(
+            f"Cannot read the Evaluation spec {named} ({error.strerror}); mount the run's spec "
+            "ConfigMap there, or pass --spec FILE."
+        ) from None
     except ValueError as error:  # not JSON, or not UTF-8
-        raise UserError(f"The Evaluation spec {named} is not valid JSON ({str(error).splitlines()[0]}); "
-                        "write the spec there as JSON.") from None  # fmt: skip
+        raise UserError(
+            f"The Evaluation spec {named} is not valid JSON ({str(error).splitlines()[0]}); "
+            "write the spec there as JSON."
+        ) from None

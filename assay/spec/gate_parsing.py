@@ -17,10 +17,14 @@ def parse_baseline(r: Reader) -> Baseline | None:
     evaluation = sub.object_name("evaluation")
     path = sub.string("path", max_length=PATH_MAX)
     if (evaluation is None) == (path is None):
-        raise UserError("spec.baseline needs exactly one of evaluation (an Evaluation in this namespace) and path "
-                        "(a results folder on the output volume).")  # fmt: skip
+        raise UserError(
+            "spec.baseline needs exactly one of evaluation (an Evaluation in this namespace) and path "
+            "(a results folder on the output volume)."
+        )
     if path is not None and (path.startswith("/") or ".." in path.split("/")):
-        raise UserError(f"spec.baseline.path must be a relative path inside the output volume without '..', not {path!r}.")
+        raise UserError(
+            f"spec.baseline.path must be a relative path inside the output volume without '..', not {path!r}."
+        )
     return Baseline(evaluation=evaluation, path=path)
 
 

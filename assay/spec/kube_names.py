@@ -90,10 +90,12 @@ def check_labels(value: Mapping[str, object], where: str, *, annotations: bool =
         if not isinstance(item, str):
             raise UserError(f"{where}[{key!r}] must be a string, not {item!r}: quote it in YAML.")
         if annotations and len(item) > ANNOTATION_VALUE_MAX:
-            raise UserError(f"{where}[{key!r}] is {len(item)} characters long; "
-                            f"shorten it to at most {ANNOTATION_VALUE_MAX}.")  # fmt: skip
+            raise UserError(
+                f"{where}[{key!r}] is {len(item)} characters long; shorten it to at most {ANNOTATION_VALUE_MAX}."
+            )
         if not annotations and not is_label_value(item):
-            raise UserError(f"{where}[{key!r}] value {quoted(item)} is not a Kubernetes label value: "
-                            f"use {LABEL_VALUE_RULE}.")  # fmt: skip
+            raise UserError(
+                f"{where}[{key!r}] value {quoted(item)} is not a Kubernetes label value: use {LABEL_VALUE_RULE}."
+            )
         checked[key] = item
     return checked

@@ -245,9 +245,14 @@ class Evaluation:
         """The run's one options record; `use_cache` is the runner pod's (spec.cache.pvc)."""
         model_args = self.run_model_args()
         # parsing refused `true` without a chat template; the runner Job's results always said true or false
-        fewshot_as_multiturn = bool(run_rules.fewshot_as_multiturn(
-            self.fewshot_as_multiturn, apply_chat_template=self.chat_template_option,
-            refusal=FEWSHOT_AS_MULTITURN_REFUSAL, error=UserError))  # fmt: skip
+        fewshot_as_multiturn = bool(
+            run_rules.fewshot_as_multiturn(
+                self.fewshot_as_multiturn,
+                apply_chat_template=self.chat_template_option,
+                refusal=FEWSHOT_AS_MULTITURN_REFUSAL,
+                error=UserError,
+            )
+        )
         return EvalOptions(
             model=self.model,
             model_args=model_args,

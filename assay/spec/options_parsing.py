@@ -32,13 +32,16 @@ def parse_tasks(r: Reader) -> tuple[str, ...]:
     if not value:
         raise UserError("spec.tasks is required: list one or more task, group or tag names.")
     if len(value) > _TASKS_MAX:
-        raise UserError(f"spec.tasks lists {len(value)} names; keep at most {_TASKS_MAX} "
-                        "(a group or tag names many tasks at once).")  # fmt: skip
+        raise UserError(
+            f"spec.tasks lists {len(value)} names; keep at most {_TASKS_MAX} (a group or tag names many tasks at once)."
+        )
     for i, name in enumerate(value):
         if not isinstance(name, str) or not name.strip():
             raise UserError(f"spec.tasks[{i}] must be a task name, not {kind(name)}.")
         if len(name) > _TASK_NAME_MAX:
-            raise UserError(f"spec.tasks[{i}] is {len(name)} characters long; a task name has at most {_TASK_NAME_MAX}.")
+            raise UserError(
+                f"spec.tasks[{i}] is {len(name)} characters long; a task name has at most {_TASK_NAME_MAX}."
+            )
     return tuple(name.strip() for name in value)
 
 
@@ -58,15 +61,21 @@ def parse_samples(r: Reader) -> dict[str, tuple[int, ...]] | None:
     out: dict[str, tuple[int, ...]] = {}
     for task, ids in value.items():
         if not 1 <= len(str(task)) <= _TASK_NAME_MAX:
-            raise UserError(f"spec.samples key {kube_names.quoted(str(task))} must be a task name "
-                            f"of 1 to {_TASK_NAME_MAX} characters.")  # fmt: skip
-        if not isinstance(ids, Sequence) or isinstance(ids, str) or not all(
-            isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids
+            raise UserError(
+                f"spec.samples key {kube_names.quoted(str(task))} must be a task name "
+                f"of 1 to {_TASK_NAME_MAX} characters."
+            )
+        if (
+            not isinstance(ids, Sequence)
+            or isinstance(ids, str)
+            or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids)
         ):
             raise UserError(f"spec.samples.{task} must be a list of document indices (integers from 0).")
         if len(ids) > _SAMPLE_INDICES_MAX:
-            raise UserError(f"spec.samples.{task} lists {len(ids)} documents; keep at most {_SAMPLE_INDICES_MAX} "
-                            "(or use spec.limit, or no selection, for a large share of the task).")  # fmt: skip
+            raise UserError(
+                f"spec.samples.{task} lists {len(ids)} documents; keep at most {_SAMPLE_INDICES_MAX} "
+                "(or use spec.limit, or no selection, for a large share of the task)."
+            )
         out[str(task)] = tuple(ids)
     return out
 
@@ -93,5 +102,5 @@ def parse_seed(r: Reader) -> Seed:
         return Seed(*slots)
     raise UserError(
         f"spec.seed must be an integer (all four seeds) or four comma-separated values "
-        f"\"random,numpy,torch,fewshot\" such as \"0,1234,1234,None\", not {value!r}."
+        f'"random,numpy,torch,fewshot" such as "0,1234,1234,None", not {value!r}.'
     )

@@ -35,13 +35,39 @@ from assay.spec.reader import Reader, kind, unknown_field
 
 
 _TOP_FIELDS = {
-    "model", "modelArgs", "tasks", "numFewshot", "limit", "samples", "batchSize",
-    "maxBatchSize", "genKwargs", "seed", "applyChatTemplate", "chatTemplate",
-    "fewshotAsMultiturn", "systemInstruction", "logSamples", "predictOnly", "metadata",
-    "trustRemoteCode", "allowUnsafeCode", "resources", "image", "hfTokenSecret", "endpoint", "cache",
-    "output", "podTemplate", "backoffLimit", "activeDeadlineSeconds", "suspend",
-    "taskSources", "baseline", "gate",
-}  # fmt: skip
+    "model",
+    "modelArgs",
+    "tasks",
+    "numFewshot",
+    "limit",
+    "samples",
+    "batchSize",
+    "maxBatchSize",
+    "genKwargs",
+    "seed",
+    "applyChatTemplate",
+    "chatTemplate",
+    "fewshotAsMultiturn",
+    "systemInstruction",
+    "logSamples",
+    "predictOnly",
+    "metadata",
+    "trustRemoteCode",
+    "allowUnsafeCode",
+    "resources",
+    "image",
+    "hfTokenSecret",
+    "endpoint",
+    "cache",
+    "output",
+    "podTemplate",
+    "backoffLimit",
+    "activeDeadlineSeconds",
+    "suspend",
+    "taskSources",
+    "baseline",
+    "gate",
+}
 
 # The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml): far above any real
 # spec, low enough to stop abuse. Kubernetes' own name and label limits are in `kube_names`.
@@ -88,32 +114,60 @@ def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
     tasks: tuple[str, ...] = f.read("tasks", lambda: options_parsing.parse_tasks(r), ())
     samples = f.read("samples", lambda: options_parsing.parse_samples(r), None)
     limit = f.read("limit", lambda: options_parsing.parse_limit(r), None)
-    f.rule(("limit", "samples"), lambda: run_rules.check_limit_or_samples(
-        limit, samples, names=("spec.limit", "spec.samples"), error=UserError))  # fmt: skip
+    f.rule(
+        ("limit", "samples"),
+        lambda: run_rules.check_limit_or_samples(limit, samples, names=("spec.limit", "spec.samples"), error=UserError),
+    )
     chat = _chat_fields(f, r)
     no_args: Mapping[str, JSON] = {}
     model_args = f.read("modelArgs", lambda: r.mapping("modelArgs", max_entries=_MAP_ENTRIES_MAX) or no_args, no_args)
-    endpoint = f.read("endpoint", lambda: pod_parsing.parse_endpoint(r, model, model_args), None, needs=("model", "modelArgs"))
+    endpoint = f.read(
+        "endpoint", lambda: pod_parsing.parse_endpoint(r, model, model_args), None, needs=("model", "modelArgs")
+    )
     resources = f.read("resources", lambda: pod_parsing.parse_resources(r), Resources())
     baseline = f.read("baseline", lambda: gate_parsing.parse_baseline(r), None)
     f.rule(("endpoint", "resources"), lambda: _endpoint_in_one_pod(endpoint, resources))
     plain = {name: f.read(key, functools.partial(read, r), fallback) for name, key, read, fallback in _PLAIN_FIELDS}
-    gate = f.read("gate", lambda: gate_parsing.parse_gate(r, has_baseline=baseline is not None), Gate(), needs=("baseline",))
-    evaluation = Evaluation(model=model, tasks=tasks, model_args=dict(model_args), limit=limit, samples=samples,
-                            endpoint=endpoint, resources=resources, baseline=baseline, gate=gate, **chat, **plain)  # fmt: skip
+    gate = f.read(
+        "gate", lambda: gate_parsing.parse_gate(r, has_baseline=baseline is not None), Gate(), needs=("baseline",)
+    )
+    evaluation = Evaluation(
+        model=model,
+        tasks=tasks,
+        model_args=dict(model_args),
+        limit=limit,
+        samples=samples,
+        endpoint=endpoint,
+        resources=resources,
+        baseline=baseline,
+        gate=gate,
+        **chat,
+        **plain,
+    )
     return SpecReading(evaluation, f.errors, f.failed)
 
 
 def _chat_fields(f: FieldErrors, r: Reader) -> dict[str, Any]:
     apply_chat_template = f.read("applyChatTemplate", lambda: bool(r.boolean("applyChatTemplate", False)), False)
     chat_template = f.read("chatTemplate", lambda: r.string("chatTemplate", max_length=_TEXT_MAX), None)
-    f.rule(("applyChatTemplate", "chatTemplate"), lambda: _chat_template_needs_apply(chat_template, apply_chat_template))
+    f.rule(
+        ("applyChatTemplate", "chatTemplate"), lambda: _chat_template_needs_apply(chat_template, apply_chat_template)
+    )
     fewshot_as_multiturn = f.read("fewshotAsMultiturn", lambda: r.boolean("fewshotAsMultiturn", None), None)
-    f.rule(("fewshotAsMultiturn", "applyChatTemplate"), lambda: run_rules.fewshot_as_multiturn(
-        fewshot_as_multiturn, apply_chat_template=apply_chat_template, refusal=FEWSHOT_AS_MULTITURN_REFUSAL,
-        error=UserError))  # fmt: skip
-    return {"apply_chat_template": apply_chat_template, "chat_template": chat_template,
-            "fewshot_as_multiturn": fewshot_as_multiturn}  # fmt: skip
+    f.rule(
+        ("fewshotAsMultiturn", "applyChatTemplate"),
+        lambda: run_rules.fewshot_as_multiturn(
+            fewshot_as_multiturn,
+            apply_chat_template=apply_chat_template,
+            refusal=FEWSHOT_AS_MULTITURN_REFUSAL,
+            error=UserError,
+        ),
+    )
+    return {
+        "apply_chat_template": apply_chat_template,
+        "chat_template": chat_template,
+        "fewshot_as_multiturn": fewshot_as_multiturn,
+    }
 
 
 def _chat_template_needs_apply(chat_template: str | None, apply_chat_template: bool) -> None:
@@ -123,7 +177,9 @@ def _chat_template_needs_apply(chat_template: str | None, apply_chat_template: b
 
 def _endpoint_in_one_pod(endpoint: Endpoint | None, resources: Resources) -> None:
     if endpoint is not None and resources.nodes > 1:
-        raise UserError("spec.endpoint runs in one pod: set spec.resources.nodes to 1 (modelArgs.num_concurrent sets parallel requests).")
+        raise UserError(
+            "spec.endpoint runs in one pod: set spec.resources.nodes to 1 (modelArgs.num_concurrent sets parallel requests)."
+        )
 
 
 # The fields no rule ties to another, read in this order after the others (as
@@ -131,11 +187,20 @@ def _endpoint_in_one_pod(endpoint: Endpoint | None, resources: Resources) -> Non
 _PLAIN_FIELDS: tuple[tuple[str, str, Callable[[Reader], Any], Any], ...] = (
     ("num_fewshot", "numFewshot", lambda r: r.integer("numFewshot", None, minimum=run_rules.MIN_NUM_FEWSHOT), None),
     ("batch_size", "batchSize", options_parsing.parse_batch_size, batch_size.BatchSize(1)),
-    ("max_batch_size", "maxBatchSize", lambda r: batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"), None),
+    (
+        "max_batch_size",
+        "maxBatchSize",
+        lambda r: batch_size.parse_max(r.get("maxBatchSize"), source="spec.maxBatchSize"),
+        None,
+    ),
     ("gen_kwargs", "genKwargs", lambda r: _optional_dict(r.mapping("genKwargs", max_entries=_MAP_ENTRIES_MAX)), None),
     ("seed", "seed", options_parsing.parse_seed, Seed()),
-    ("system_instruction", "systemInstruction",
-     lambda r: r.string("systemInstruction", max_length=_TEXT_MAX, allow_empty=True), None),
+    (
+        "system_instruction",
+        "systemInstruction",
+        lambda r: r.string("systemInstruction", max_length=_TEXT_MAX, allow_empty=True),
+        None,
+    ),
     ("log_samples", "logSamples", lambda r: bool(r.boolean("logSamples", False)), False),
     ("predict_only", "predictOnly", lambda r: bool(r.boolean("predictOnly", False)), False),
     ("metadata", "metadata", lambda r: _optional_dict(r.mapping("metadata", max_entries=_MAP_ENTRIES_MAX)), None),
@@ -147,7 +212,12 @@ _PLAIN_FIELDS: tuple[tuple[str, str, Callable[[Reader], Any], Any], ...] = (
     ("output", "output", pod_parsing.parse_output, Output()),
     ("pod_template", "podTemplate", pod_parsing.parse_pod_template, PodTemplate()),
     ("backoff_limit", "backoffLimit", lambda r: r.integer("backoffLimit", 0, minimum=0) or 0, 0),
-    ("active_deadline_seconds", "activeDeadlineSeconds", lambda r: r.integer("activeDeadlineSeconds", None, minimum=1), None),
+    (
+        "active_deadline_seconds",
+        "activeDeadlineSeconds",
+        lambda r: r.integer("activeDeadlineSeconds", None, minimum=1),
+        None,
+    ),
     ("suspend", "suspend", lambda r: bool(r.boolean("suspend", False)), False),
     ("task_sources", "taskSources", pod_parsing.parse_task_sources, ()),
 )
@@ -168,10 +238,16 @@ def read_manifest(manifest: Mapping[str, JSON]) -> tuple[Mapping[str, JSON], Spe
     if not isinstance(manifest, Mapping):
         return {}, None, [UserError(f"An Evaluation manifest must be a mapping, not {kind(manifest)}.")]
     if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
-        return {}, None, [UserError(
-            f"Expected apiVersion: {API_VERSION} and kind: {KIND}, "
-            f"got apiVersion: {manifest.get('apiVersion')!r} and kind: {manifest.get('kind')!r}."
-        )]  # fmt: skip
+        return (
+            {},
+            None,
+            [
+                UserError(
+                    f"Expected apiVersion: {API_VERSION} and kind: {KIND}, "
+                    f"got apiVersion: {manifest.get('apiVersion')!r} and kind: {manifest.get('kind')!r}."
+                )
+            ],
+        )
     metadata = manifest.get("metadata") or {}
     errors: list[UserError] = []
     if not isinstance(metadata, Mapping) or not metadata.get("name"):

@@ -57,8 +57,13 @@ def parse_endpoint(r: Reader, model: str, model_args: Mapping[str, JSON]) -> End
     if sub.get("caBundle") is not None:
         ref = Reader(sub.get("caBundle"), "spec.endpoint.caBundle", {"configMap", "key"})
         bundle = ConfigMapKey(name=ref.object_name("configMap", required=True) or "", key=ref.data_key("key", "ca.crt"))
-    return Endpoint(url=url, served_model=sub.string("servedModel", max_length=_MODEL_NAME_MAX), api_key_secret=secret,
-                    ca_bundle=bundle, tokenizer=sub.string("tokenizer", max_length=_MODEL_NAME_MAX))
+    return Endpoint(
+        url=url,
+        served_model=sub.string("servedModel", max_length=_MODEL_NAME_MAX),
+        api_key_secret=secret,
+        ca_bundle=bundle,
+        tokenizer=sub.string("tokenizer", max_length=_MODEL_NAME_MAX),
+    )
 
 
 def parse_secret(r: Reader) -> SecretKey | None:
@@ -78,8 +83,10 @@ def parse_task_sources(r: Reader) -> tuple[str, ...]:
     if not isinstance(data, list):
         raise UserError(f"spec.taskSources must be a list of {{configMap: NAME}}, not {kind(data)}.")
     if len(data) > _TASK_SOURCES_MAX:
-        raise UserError(f"spec.taskSources lists {len(data)} ConfigMaps; keep at most {_TASK_SOURCES_MAX} "
-                        "(one ConfigMap holds many task YAMLs).")  # fmt: skip
+        raise UserError(
+            f"spec.taskSources lists {len(data)} ConfigMaps; keep at most {_TASK_SOURCES_MAX} "
+            "(one ConfigMap holds many task YAMLs)."
+        )
     names: list[str] = []
     for i, item in enumerate(data):
         if not isinstance(item, dict):
@@ -125,9 +132,10 @@ def parse_pod_template(r: Reader) -> PodTemplate:
     if data is None:
         return PodTemplate()
     sub = Reader(
-        data, "spec.podTemplate",
+        data,
+        "spec.podTemplate",
         {"nodeSelector", "tolerations", "affinity", "priorityClassName", "labels", "annotations"},
-    )  # fmt: skip
+    )
     affinity = sub.get("affinity")
     return PodTemplate(
         node_selector=kube_names.check_labels(sub.mapping("nodeSelector") or {}, "spec.podTemplate.nodeSelector"),
@@ -135,6 +143,7 @@ def parse_pod_template(r: Reader) -> PodTemplate:
         affinity=None if affinity is None else scheduling.affinity(affinity, "spec.podTemplate.affinity"),
         priority_class_name=sub.object_name("priorityClassName"),
         labels=kube_names.check_labels(sub.mapping("labels") or {}, "spec.podTemplate.labels"),
-        annotations=kube_names.check_labels(sub.mapping("annotations") or {}, "spec.podTemplate.annotations",
-                                            annotations=True),
+        annotations=kube_names.check_labels(
+            sub.mapping("annotations") or {}, "spec.podTemplate.annotations", annotations=True
+        ),
     )

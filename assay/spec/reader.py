@@ -47,16 +47,20 @@ class Reader:
         """The name of a Secret, ConfigMap, PVC or PriorityClass: a DNS-1123 subdomain."""
         value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX, required=required)
         if value is not None and not kube_names.is_object_name(value):
-            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Kubernetes object name: "
-                            f"use {kube_names.OBJECT_NAME_RULE}.")  # fmt: skip
+            raise UserError(
+                f"{self.where(key)} {kube_names.quoted(value)} is not a Kubernetes object name: "
+                f"use {kube_names.OBJECT_NAME_RULE}."
+            )
         return value
 
     def data_key(self, key: str, default: str) -> str:
         """A key of a Secret's or ConfigMap's data."""
         value = self.string(key, max_length=kube_names.SUBDOMAIN_MAX)
         if value is not None and not kube_names.is_data_key(value):
-            raise UserError(f"{self.where(key)} {kube_names.quoted(value)} is not a Secret or ConfigMap key: "
-                            f"use {kube_names.DATA_KEY_RULE}.")  # fmt: skip
+            raise UserError(
+                f"{self.where(key)} {kube_names.quoted(value)} is not a Secret or ConfigMap key: "
+                f"use {kube_names.DATA_KEY_RULE}."
+            )
         return default if value is None else value
 
     def boolean(self, key: str, default: bool | None) -> bool | None:
@@ -92,7 +96,9 @@ class Reader:
         if value is None:
             return None
         if isinstance(value, str) and len(value) > QUANTITY_MAX:
-            raise UserError(f"{self.where(key)} is {len(value)} characters long; a quantity has at most {QUANTITY_MAX}.")
+            raise UserError(
+                f"{self.where(key)} is {len(value)} characters long; a quantity has at most {QUANTITY_MAX}."
+            )
         if isinstance(value, bool) or not isinstance(value, (int, str)) or not QUANTITY_RE.fullmatch(str(value)):
             raise UserError(f"{self.where(key)} must be a Kubernetes quantity such as 4, 500m or 16Gi, not {value!r}.")
         return str(value)

@@ -57,8 +57,9 @@ def _toleration(value: JSON, where: str) -> dict[str, JSON]:
         _label_value(tolerated, f"{where}.value")
     _choice(data.get("effect"), f"{where}.effect", ("NoSchedule", "PreferNoSchedule", "NoExecute"))
     seconds = data.get("tolerationSeconds")
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int)
-                                or not -_INT64 <= seconds < _INT64):  # fmt: skip
+    if seconds is not None and (
+        isinstance(seconds, bool) or not isinstance(seconds, int) or not -_INT64 <= seconds < _INT64
+    ):
         raise UserError(f"{where}.tolerationSeconds must be an integer number of seconds, not {seconds!r}.")
     if not key and operator != "Exists":
         raise UserError(f"{where} has no key, so it needs operator: Exists (it then tolerates every taint).")
@@ -80,7 +81,9 @@ def _node_affinity(value: JSON, where: str) -> None:
         for i, term in enumerate(terms):
             _node_selector_term(term, f"{at}.nodeSelectorTerms[{i}]")
     at = f"{where}.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, item in enumerate(_list(data.get("preferredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)):
+    for i, item in enumerate(
+        _list(data.get("preferredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)
+    ):
         weighted = _object(item, f"{at}[{i}]", {"weight", "preference"}, required=("weight", "preference"))
         _weight(weighted["weight"], f"{at}[{i}].weight")
         _node_selector_term(weighted["preference"], f"{at}[{i}].preference")
@@ -107,10 +110,14 @@ def _pod_affinity(value: JSON, where: str) -> None:
     fields = {"requiredDuringSchedulingIgnoredDuringExecution", "preferredDuringSchedulingIgnoredDuringExecution"}
     data = _object(value, where, fields)
     at = f"{where}.requiredDuringSchedulingIgnoredDuringExecution"
-    for i, term in enumerate(_list(data.get("requiredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)):
+    for i, term in enumerate(
+        _list(data.get("requiredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)
+    ):
         _pod_affinity_term(term, f"{at}[{i}]")
     at = f"{where}.preferredDuringSchedulingIgnoredDuringExecution"
-    for i, item in enumerate(_list(data.get("preferredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)):
+    for i, item in enumerate(
+        _list(data.get("preferredDuringSchedulingIgnoredDuringExecution"), at, max_items=TERMS_MAX)
+    ):
         weighted = _object(item, f"{at}[{i}]", {"weight", "podAffinityTerm"}, required=("weight", "podAffinityTerm"))
         _weight(weighted["weight"], f"{at}[{i}].weight")
         _pod_affinity_term(weighted["podAffinityTerm"], f"{at}[{i}].podAffinityTerm")
@@ -125,10 +132,14 @@ def _pod_affinity_term(value: JSON, where: str) -> None:
     for i, namespace in enumerate(_list(data.get("namespaces"), f"{where}.namespaces", max_items=NAMESPACES_MAX)):
         name = _string(namespace, f"{where}.namespaces[{i}]", max_length=kube_names.DNS_LABEL_MAX)
         if name is None or not kube_names.is_namespace(name):
-            raise UserError(f"{where}.namespaces[{i}] {kube_names.quoted(str(name))} is not a namespace name: use at most "
-                            "63 lowercase letters, digits and '-', starting and ending with a letter or digit.")  # fmt: skip
-    _label_key(_string(data["topologyKey"], f"{where}.topologyKey", max_length=kube_names.QUALIFIED_NAME_MAX),
-               f"{where}.topologyKey")  # fmt: skip
+            raise UserError(
+                f"{where}.namespaces[{i}] {kube_names.quoted(str(name))} is not a namespace name: use at most "
+                "63 lowercase letters, digits and '-', starting and ending with a letter or digit."
+            )
+    _label_key(
+        _string(data["topologyKey"], f"{where}.topologyKey", max_length=kube_names.QUALIFIED_NAME_MAX),
+        f"{where}.topologyKey",
+    )
     for field in ("matchLabelKeys", "mismatchLabelKeys"):
         for i, key in enumerate(_list(data.get(field), f"{where}.{field}", max_items=REQUIREMENTS_MAX)):
             at = f"{where}.{field}[{i}]"
@@ -151,7 +162,9 @@ def _requirement(value: JSON, where: str, operators: Mapping[str, tuple[int, int
     operator = _choice(requirement["operator"], f"{where}.operator", tuple(operators))
     values = _list(requirement.get("values"), f"{where}.values", max_items=VALUES_MAX)
     for i, item in enumerate(values):
-        _label_value(_string(item, f"{where}.values[{i}]", max_length=kube_names.LABEL_VALUE_MAX), f"{where}.values[{i}]")
+        _label_value(
+            _string(item, f"{where}.values[{i}]", max_length=kube_names.LABEL_VALUE_MAX), f"{where}.values[{i}]"
+        )
     fewest, most, words = operators[str(operator)]
     if not fewest <= len(values) <= most:
         raise UserError(f"{where} has operator {operator} and {len(values)} values: give it {words}.")

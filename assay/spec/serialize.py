@@ -57,26 +57,38 @@ def _seed(e: Evaluation) -> JSON:
 
 
 def _resources(e: Evaluation) -> JSON:
-    return _drop_none({
-        "nodes": e.resources.nodes, "gpusPerNode": e.resources.gpus_per_node,
-        "cpu": e.resources.cpu, "memory": e.resources.memory,
-    })  # fmt: skip
+    return _drop_none(
+        {
+            "nodes": e.resources.nodes,
+            "gpusPerNode": e.resources.gpus_per_node,
+            "cpu": e.resources.cpu,
+            "memory": e.resources.memory,
+        }
+    )
 
 
 def _cache(e: Evaluation) -> JSON:
-    return _drop_none({"pvc": e.cache.pvc, "offline": e.cache.offline, "datasetsDir": e.cache.datasets_dir,
-                       "localDatasetsDir": e.cache.local_datasets_dir})  # fmt: skip
+    return _drop_none(
+        {
+            "pvc": e.cache.pvc,
+            "offline": e.cache.offline,
+            "datasetsDir": e.cache.datasets_dir,
+            "localDatasetsDir": e.cache.local_datasets_dir,
+        }
+    )
 
 
 def _pod_template(e: Evaluation) -> JSON:
-    return _drop_empty({
-        "nodeSelector": dict(e.pod_template.node_selector),
-        "tolerations": [dict(t) for t in e.pod_template.tolerations],
-        "affinity": e.pod_template.affinity,
-        "priorityClassName": e.pod_template.priority_class_name,
-        "labels": dict(e.pod_template.labels),
-        "annotations": dict(e.pod_template.annotations),
-    })  # fmt: skip
+    return _drop_empty(
+        {
+            "nodeSelector": dict(e.pod_template.node_selector),
+            "tolerations": [dict(t) for t in e.pod_template.tolerations],
+            "affinity": e.pod_template.affinity,
+            "priorityClassName": e.pod_template.priority_class_name,
+            "labels": dict(e.pod_template.labels),
+            "annotations": dict(e.pod_template.annotations),
+        }
+    )
 
 
 def _endpoint(e: Evaluation) -> JSON:
@@ -85,11 +97,15 @@ def _endpoint(e: Evaluation) -> JSON:
         return None
     secret = point.api_key_secret
     bundle = point.ca_bundle
-    return _drop_none({
-        "url": point.url, "servedModel": point.served_model, "tokenizer": point.tokenizer,
-        "apiKeySecret": {"name": secret.name, "key": secret.key} if secret else None,
-        "caBundle": {"configMap": bundle.name, "key": bundle.key} if bundle else None,
-    })  # fmt: skip
+    return _drop_none(
+        {
+            "url": point.url,
+            "servedModel": point.served_model,
+            "tokenizer": point.tokenizer,
+            "apiKeySecret": {"name": secret.name, "key": secret.key} if secret else None,
+            "caBundle": {"configMap": bundle.name, "key": bundle.key} if bundle else None,
+        }
+    )
 
 
 def _drop_none(data: dict[str, JSON]) -> dict[str, JSON]:

@@ -38,10 +38,18 @@ EPILOG = textwrap.dedent("""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--tasks", "-t", default=None, type=str, metavar="TASK1,TASK2", help="Comma-separated task names")
+    parser.add_argument(
+        "--tasks", "-t", default=None, type=str, metavar="TASK1,TASK2", help="Comma-separated task names"
+    )
     parser.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
-    parser.add_argument("-f", "--filename", action="append", default=[], metavar="FILE",
-                        help="Evaluation manifest (YAML, several documents allowed; - for stdin); repeatable")  # fmt: skip
+    parser.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Evaluation manifest (YAML, several documents allowed; - for stdin); repeatable",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,13 +53,17 @@ def check_file(path: str, *, include_path: str | None, stdin: TextIO | None = No
         outcome.problems.append(Problem(str(error)))
         return outcome
     if not documents:
-        outcome.problems.append(Problem(f"{source} holds no manifest; write an Evaluation (apiVersion: {spec_module.API_VERSION})."))
+        outcome.problems.append(
+            Problem(f"{source} holds no manifest; write an Evaluation (apiVersion: {spec_module.API_VERSION}).")
+        )
     for document in documents:
         _check_document(document, source, include_path=include_path, outcome=outcome)
     return outcome
 
 
-def _check_document(document: manifest_file.Document, source: str, *, include_path: str | None, outcome: Outcome) -> None:
+def _check_document(
+    document: manifest_file.Document, source: str, *, include_path: str | None, outcome: Outcome
+) -> None:
     metadata, reading, errors = spec_module.read_manifest(document.data)
     found = [Problem(str(error), file=source, line=document.line_of_message(str(error))) for error in errors]
     if reading is not None and reading.evaluation is not None:
@@ -67,12 +71,20 @@ def _check_document(document: manifest_file.Document, source: str, *, include_pa
     outcome.problems.extend(found)
     if not found and reading is not None and reading.evaluation is not None:
         evaluation = reading.evaluation
-        outcome.valid.append(f"{source}: Evaluation {_name(metadata)!r} is valid: model {evaluation.model!r}, "
-                             f"tasks {', '.join(evaluation.tasks)}.")  # fmt: skip
+        outcome.valid.append(
+            f"{source}: Evaluation {_name(metadata)!r} is valid: model {evaluation.model!r}, "
+            f"tasks {', '.join(evaluation.tasks)}."
+        )
 
 
-def _engine_problems(document: manifest_file.Document, source: str, reading: spec_module.SpecReading, *,
-                     include_path: str | None, notes: list[str]) -> list[Problem]:  # fmt: skip
+def _engine_problems(
+    document: manifest_file.Document,
+    source: str,
+    reading: spec_module.SpecReading,
+    *,
+    include_path: str | None,
+    notes: list[str],
+) -> list[Problem]:
     """The runner's and the admission's offline checks, each on the fields it needs that were read as written."""
     evaluation = reading.evaluation
     assert evaluation is not None
@@ -86,13 +98,19 @@ def _engine_problems(document: manifest_file.Document, source: str, reading: spe
     if evaluation.task_sources and include_path is None:
         # Names from the ConfigMaps are unknown here: say what was not checked rather than call them errors.
         found = [problem for problem in found if problem.field != "tasks"]
-        notes.append(f"{source}:{document.line_of('spec.taskSources')}: the tasks of spec.taskSources (ConfigMaps "
-                     f"{', '.join(evaluation.task_sources)}) cannot be read offline and were not checked; pass "
-                     "their YAML files with --include_path to check them.")  # fmt: skip
+        notes.append(
+            f"{source}:{document.line_of('spec.taskSources')}: the tasks of spec.taskSources (ConfigMaps "
+            f"{', '.join(evaluation.task_sources)}) cannot be read offline and were not checked; pass "
+            "their YAML files with --include_path to check them."
+        )
     if reading.usable("modelArgs", "trustRemoteCode") and (error := validation.remote_code_error(evaluation)):
         found.append(Problem(str(error), field="modelArgs"))
     unsafe_finder = functools.partial(validation.unsafe_in, manager)
-    if tasks_resolve and reading.usable("allowUnsafeCode") and (error := validation.unsafe_error(evaluation, unsafe_finder)):
+    if (
+        tasks_resolve
+        and reading.usable("allowUnsafeCode")
+        and (error := validation.unsafe_error(evaluation, unsafe_finder))
+    ):
         found.append(Problem(str(error), field="tasks"))
     return [_placed(problem, document, source) for problem in found]
 

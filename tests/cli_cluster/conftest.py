@@ -31,12 +31,18 @@ def stamp(ago: datetime.timedelta) -> str:
 
 def write_kubeconfig(path: Path, *, server: str, namespace: str | None = CONTEXT_NAMESPACE) -> Path:
     context: dict[str, Any] = {"cluster": "local", "user": "tester", **({"namespace": namespace} if namespace else {})}
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "local",
-        "clusters": [{"name": "local", "cluster": {"server": server}}],
-        "users": [{"name": "tester", "user": {"token": "a-token"}}],
-        "contexts": [{"name": "local", "context": context}],
-    }))  # fmt: skip
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "local",
+                "clusters": [{"name": "local", "cluster": {"server": server}}],
+                "users": [{"name": "tester", "user": {"token": "a-token"}}],
+                "contexts": [{"name": "local", "context": context}],
+            }
+        )
+    )
     return path
 
 
@@ -50,35 +56,85 @@ class ClusterCli:
         out, err = self._capsys.readouterr()
         return code, out, err
 
-    def evaluation(self, name: str, *, namespace: str = CONTEXT_NAMESPACE, status: dict[str, Any] | None = None,
-                   spec: dict[str, Any] | None = None, labels: dict[str, str] | None = None,
-                   age: datetime.timedelta = datetime.timedelta(minutes=20)) -> dict[str, Any]:  # fmt: skip
-        obj = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-               "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "creationTimestamp": stamp(age)},
-               "spec": spec or {"model": "hf", "modelArgs": {"pretrained": "gpt2"}, "tasks": ["arc_easy"]},
-               "status": status or {}}  # fmt: skip
+    def evaluation(
+        self,
+        name: str,
+        *,
+        namespace: str = CONTEXT_NAMESPACE,
+        status: dict[str, Any] | None = None,
+        spec: dict[str, Any] | None = None,
+        labels: dict[str, str] | None = None,
+        age: datetime.timedelta = datetime.timedelta(minutes=20),
+    ) -> dict[str, Any]:
+        obj = {
+            "apiVersion": "assay.dev/v1alpha1",
+            "kind": "Evaluation",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels or {}, "creationTimestamp": stamp(age)},
+            "spec": spec or {"model": "hf", "modelArgs": {"pretrained": "gpt2"}, "tasks": ["arc_easy"]},
+            "status": status or {},
+        }
         self.server.put(obj, EVALUATIONS.format(namespace=namespace, name=name))
         return obj
 
-    def pod(self, name: str, *, job: str, rank: int | None = None, phase: str = "Succeeded", logs: dict[str, str] | None = None,
-            age: datetime.timedelta = datetime.timedelta(minutes=4), namespace: str = CONTEXT_NAMESPACE,
-            status: dict[str, Any] | None = None) -> None:  # fmt: skip
+    def pod(
+        self,
+        name: str,
+        *,
+        job: str,
+        rank: int | None = None,
+        phase: str = "Succeeded",
+        logs: dict[str, str] | None = None,
+        age: datetime.timedelta = datetime.timedelta(minutes=4),
+        namespace: str = CONTEXT_NAMESPACE,
+        status: dict[str, Any] | None = None,
+    ) -> None:
         annotations = {"batch.kubernetes.io/job-completion-index": str(rank)} if rank is not None else {}
         path = PODS.format(namespace=namespace, name=name)
-        self.server.put({"apiVersion": "v1", "kind": "Pod",
-                         "metadata": {"name": name, "namespace": namespace, "labels": {"assay.dev/job": job},
-                                      "annotations": annotations, "creationTimestamp": stamp(age)},
-                         "status": {"phase": phase, **(status or {})}}, path)  # fmt: skip
+        self.server.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {
+                    "name": name,
+                    "namespace": namespace,
+                    "labels": {"assay.dev/job": job},
+                    "annotations": annotations,
+                    "creationTimestamp": stamp(age),
+                },
+                "status": {"phase": phase, **(status or {})},
+            },
+            path,
+        )
         for container, text in (logs or {}).items():
             self.server.logs[(path, container)] = text
 
-    def event(self, name: str, *, kind: str, about: str, reason: str, message: str, type: str = "Normal",
-              age: datetime.timedelta = datetime.timedelta(minutes=3), count: int = 1,
-              namespace: str = CONTEXT_NAMESPACE) -> None:  # fmt: skip
-        self.server.put({"apiVersion": "v1", "kind": "Event", "metadata": {"name": name, "namespace": namespace},
-                         "involvedObject": {"kind": kind, "name": about, "namespace": namespace}, "reason": reason,
-                         "message": message, "type": type, "count": count, "lastTimestamp": stamp(age)},
-                        EVENTS.format(namespace=namespace, name=name))  # fmt: skip
+    def event(
+        self,
+        name: str,
+        *,
+        kind: str,
+        about: str,
+        reason: str,
+        message: str,
+        type: str = "Normal",
+        age: datetime.timedelta = datetime.timedelta(minutes=3),
+        count: int = 1,
+        namespace: str = CONTEXT_NAMESPACE,
+    ) -> None:
+        self.server.put(
+            {
+                "apiVersion": "v1",
+                "kind": "Event",
+                "metadata": {"name": name, "namespace": namespace},
+                "involvedObject": {"kind": kind, "name": about, "namespace": namespace},
+                "reason": reason,
+                "message": message,
+                "type": type,
+                "count": count,
+                "lastTimestamp": stamp(age),
+            },
+            EVENTS.format(namespace=namespace, name=name),
+        )
 
 
 @pytest.fixture
@@ -89,4 +145,3 @@ def kube(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     yield ClusterCli(server, kubeconfig, capsys)
     server.close()
-

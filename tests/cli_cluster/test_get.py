@@ -16,20 +16,49 @@ HOURS = datetime.timedelta(hours=3, minutes=30, seconds=20)
 
 
 def _regressed(status: str, reason: str, verdict: str | None) -> dict[str, object]:
-    condition = {"type": "Regressed", "status": status, "reason": reason, "message": "m", "lastTransitionTime": "2024-01-01T00:00:00Z"}
+    condition = {
+        "type": "Regressed",
+        "status": status,
+        "reason": reason,
+        "message": "m",
+        "lastTransitionTime": "2024-01-01T00:00:00Z",
+    }
     return {"conditions": [condition], **({"comparison": {"verdict": verdict}} if verdict else {})}
 
 
 @pytest.fixture
 def three(kube: ClusterCli) -> ClusterCli:
-    kube.evaluation("base", status={"phase": "Succeeded", "reason": "JobComplete", "model": "gpt2",
-                                    "progress": {"summary": "40/40 (100%)"}}, age=HOURS)  # fmt: skip
-    kube.evaluation("cand", labels={"assay.dev/suite": "nightly"},
-                    status={"phase": "Succeeded", "reason": "JobComplete", "progress": {"summary": "40/40 (100%)"},
-                            **_regressed("True", "Regressed", "regressed")})  # fmt: skip
-    kube.evaluation("later", spec={"model": "dummy", "tasks": ["arc_easy", "lambada_openai"]},
-                    status={"phase": "Running", "reason": "PodsRunning", "message": "1 runner pod(s) running.",
-                            "progress": {"summary": "12/40 (30%) ETA 1m05s"}}, age=datetime.timedelta(minutes=45, seconds=10))  # fmt: skip
+    kube.evaluation(
+        "base",
+        status={
+            "phase": "Succeeded",
+            "reason": "JobComplete",
+            "model": "gpt2",
+            "progress": {"summary": "40/40 (100%)"},
+        },
+        age=HOURS,
+    )
+    kube.evaluation(
+        "cand",
+        labels={"assay.dev/suite": "nightly"},
+        status={
+            "phase": "Succeeded",
+            "reason": "JobComplete",
+            "progress": {"summary": "40/40 (100%)"},
+            **_regressed("True", "Regressed", "regressed"),
+        },
+    )
+    kube.evaluation(
+        "later",
+        spec={"model": "dummy", "tasks": ["arc_easy", "lambada_openai"]},
+        status={
+            "phase": "Running",
+            "reason": "PodsRunning",
+            "message": "1 runner pod(s) running.",
+            "progress": {"summary": "12/40 (30%) ETA 1m05s"},
+        },
+        age=datetime.timedelta(minutes=45, seconds=10),
+    )
     kube.evaluation("elsewhere", namespace="other", status={"phase": "Failed", "reason": "OOMKilled"})
     return kube
 
@@ -69,7 +98,9 @@ def test_get_by_namespace_selector_name_and_across_namespaces(three: ClusterCli)
 def test_get_shows_the_regressed_condition_with_its_verdict_or_reason(kube: ClusterCli) -> None:
     kube.evaluation("a", status={"phase": "Succeeded", **_regressed("False", "NoRegression", "equivalent")})
     kube.evaluation("b", status={"phase": "Succeeded", **_regressed("Unknown", "BaselineUnavailable", None)})
-    kube.evaluation("c", status={"phase": "Succeeded", "comparison": {"verdict": "improved"}})  # the operator has not read it yet
+    kube.evaluation(
+        "c", status={"phase": "Succeeded", "comparison": {"verdict": "improved"}}
+    )  # the operator has not read it yet
     cells = {row[0]: row[6] for row in _rows(kube.run("get")[1])[1:]}
     assert cells == {"a": "False (equivalent)", "b": "Unknown (BaselineUnavailable)", "c": "improved"}
 
@@ -96,8 +127,9 @@ def test_a_missing_evaluation_is_one_sentence_with_the_names_that_come_close(thr
         assert err == 'assay: error: Evaluation "bsae" not found in namespace "team". Did you mean base?\n'
 
 
-def test_the_namespace_defaults_to_default_without_one_in_the_context(kube: ClusterCli, tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_the_namespace_defaults_to_default_without_one_in_the_context(
+    kube: ClusterCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = f"http://127.0.0.1:{kube.server.httpd.server_address[1]}"
     monkeypatch.setenv("KUBECONFIG", str(write_kubeconfig(tmp_path / "plain", server=server, namespace=None)))
     kube.evaluation("mine", namespace="default")
@@ -107,18 +139,31 @@ def test_the_namespace_defaults_to_default_without_one_in_the_context(kube: Clus
     assert kube.run("get", "--kubeconfig", str(tmp_path / "plain"))[0] == 0
 
 
-@pytest.mark.parametrize(("answer", "said"), [
-    (status(403, "Forbidden", 'evaluations.assay.dev is forbidden: User "tester" cannot list resource "evaluations" in '
-                              'API group "assay.dev" in the namespace "team"'),
-     'assay: error: Forbidden: evaluations.assay.dev is forbidden: User "tester" cannot list resource "evaluations" in '
-     'API group "assay.dev" in the namespace "team"; ask your cluster admin for that permission.\n'),
-    (status(404, "NotFound", "the server could not find the requested resource"),
-     "assay: error: The cluster at {server} has no Evaluation resource (evaluations.assay.dev); install Assay's CRD "
-     "with its Helm chart (deploy/helm/assay).\n"),
-    (status(401, "Unauthorized", "Unauthorized"),
-     "assay: error: The API server at {server} refused the kubeconfig's credentials (401 Unauthorized); log in again "
-     "or pick another context.\n"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (
+            status(
+                403,
+                "Forbidden",
+                'evaluations.assay.dev is forbidden: User "tester" cannot list resource "evaluations" in '
+                'API group "assay.dev" in the namespace "team"',
+            ),
+            'assay: error: Forbidden: evaluations.assay.dev is forbidden: User "tester" cannot list resource "evaluations" in '
+            'API group "assay.dev" in the namespace "team"; ask your cluster admin for that permission.\n',
+        ),
+        (
+            status(404, "NotFound", "the server could not find the requested resource"),
+            "assay: error: The cluster at {server} has no Evaluation resource (evaluations.assay.dev); install Assay's CRD "
+            "with its Helm chart (deploy/helm/assay).\n",
+        ),
+        (
+            status(401, "Unauthorized", "Unauthorized"),
+            "assay: error: The API server at {server} refused the kubeconfig's credentials (401 Unauthorized); log in again "
+            "or pick another context.\n",
+        ),
+    ],
+)
 def test_refusals_are_one_sentence(kube: ClusterCli, answer: tuple[int, dict[str, object]], said: str) -> None:
     kube.server.failing = answer
     code, out, err = kube.run("get")
@@ -126,12 +171,16 @@ def test_refusals_are_one_sentence(kube: ClusterCli, answer: tuple[int, dict[str
     assert err == said.format(server=f"http://127.0.0.1:{kube.server.httpd.server_address[1]}")
 
 
-def test_no_kubeconfig_and_no_server_are_one_sentence(kube: ClusterCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_kubeconfig_and_no_server_are_one_sentence(
+    kube: ClusterCli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "nowhere"))
     code, out, err = kube.run("get")
     assert (code, out) == (1, "")
-    assert err == (f"assay: error: No Kubernetes configuration found: {tmp_path / 'nowhere'} does not exist; set KUBECONFIG "
-                   "or write ~/.kube/config as for kubectl (or pass --kubeconfig).\n")  # fmt: skip
+    assert err == (
+        f"assay: error: No Kubernetes configuration found: {tmp_path / 'nowhere'} does not exist; set KUBECONFIG "
+        "or write ~/.kube/config as for kubectl (or pass --kubeconfig).\n"
+    )
     kube.server.close()  # nothing listens there any more
     monkeypatch.setenv("KUBECONFIG", str(kube.kubeconfig))
     code, out, err = kube.run("get")
@@ -144,7 +193,9 @@ def test_a_broken_kubeconfig_is_one_sentence(kube: ClusterCli, tmp_path: Path, m
     broken.write_text("apiVersion: v1\nkind: Config\nclusters: []\n")
     monkeypatch.setenv("KUBECONFIG", str(broken))
     code, _, err = kube.run("get")
-    assert code == 1 and err.startswith(f"assay: error: The kubeconfig {broken} cannot be used: ") and err.count("\n") == 1
+    assert (
+        code == 1 and err.startswith(f"assay: error: The kubeconfig {broken} cannot be used: ") and err.count("\n") == 1
+    )
 
 
 def test_name_and_all_namespaces_do_not_go_together(kube: ClusterCli) -> None:
@@ -152,10 +203,25 @@ def test_name_and_all_namespaces_do_not_go_together(kube: ClusterCli) -> None:
     assert code == 2 and "a name is looked up in one namespace" in err
 
 
-@pytest.mark.parametrize(("seconds", "shown"), [
-    (-5, "<invalid>"), (0, "0s"), (119, "119s"), (120, "2m"), (200, "3m20s"), (600, "10m"), (179 * 60, "179m"),
-    (3 * 3600, "3h"), (3 * 3600 + 30 * 60, "3h30m"), (8 * 3600, "8h"), (47 * 3600, "47h"), (50 * 3600, "2d2h"),
-    (8 * 86400, "8d"), (800 * 86400, "2y70d"), (9 * 365 * 86400, "9y"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("seconds", "shown"),
+    [
+        (-5, "<invalid>"),
+        (0, "0s"),
+        (119, "119s"),
+        (120, "2m"),
+        (200, "3m20s"),
+        (600, "10m"),
+        (179 * 60, "179m"),
+        (3 * 3600, "3h"),
+        (3 * 3600 + 30 * 60, "3h30m"),
+        (8 * 3600, "8h"),
+        (47 * 3600, "47h"),
+        (50 * 3600, "2d2h"),
+        (8 * 86400, "8d"),
+        (800 * 86400, "2y70d"),
+        (9 * 365 * 86400, "9y"),
+    ],
+)
 def test_ages_read_as_kubectls(seconds: int, shown: str) -> None:
     assert ages.human_duration(seconds) == shown

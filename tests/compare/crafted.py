@@ -14,8 +14,14 @@ def doc_hash(doc: Any) -> str:
     return hashlib.sha256(json.dumps(doc, indent=2, ensure_ascii=False).encode()).hexdigest()
 
 
-def write_run(folder: Path, tasks: Mapping[str, Sequence[Mapping[str, Any]]], *, n_shot: int = 0,
-              directions: Mapping[str, bool] | None = None, doc_text: str = "") -> Path:  # fmt: skip
+def write_run(
+    folder: Path,
+    tasks: Mapping[str, Sequence[Mapping[str, Any]]],
+    *,
+    n_shot: int = 0,
+    directions: Mapping[str, bool] | None = None,
+    doc_text: str = "",
+) -> Path:
     """`tasks`: per task, sample dicts with doc_id, doc (hashed) and metric values (filter "none")."""
     model = folder / "model"
     model.mkdir(parents=True, exist_ok=True)
@@ -29,11 +35,20 @@ def write_run(folder: Path, tasks: Mapping[str, Sequence[Mapping[str, Any]]], *,
         with open(model / f"samples_{task}_{DATE}.jsonl", "w") as handle:
             for sample in samples:
                 doc = sample["doc"]
-                record = {"doc_id": sample["doc_id"], "doc": {"q": doc, "text": doc_text}, "target": "0",
-                          "arguments": {"gen_args_0": {"arg_0": doc_text, "arg_1": " A"}}, "resps": [], "filtered_resps": [],
-                          "filter": sample.get("filter", "none"), "metrics": metrics,
-                          "doc_hash": doc_hash({"q": doc, "text": doc_text}), "prompt_hash": doc_hash(f"{n_shot}{doc}"),
-                          "target_hash": "", **{m: sample[m] for m in metrics}}  # fmt: skip
+                record = {
+                    "doc_id": sample["doc_id"],
+                    "doc": {"q": doc, "text": doc_text},
+                    "target": "0",
+                    "arguments": {"gen_args_0": {"arg_0": doc_text, "arg_1": " A"}},
+                    "resps": [],
+                    "filtered_resps": [],
+                    "filter": sample.get("filter", "none"),
+                    "metrics": metrics,
+                    "doc_hash": doc_hash({"q": doc, "text": doc_text}),
+                    "prompt_hash": doc_hash(f"{n_shot}{doc}"),
+                    "target_hash": "",
+                    **{m: sample[m] for m in metrics},
+                }
                 handle.write(json.dumps(record) + "\n")
     path = model / f"results_{DATE}.json"
     path.write_text(json.dumps(results))

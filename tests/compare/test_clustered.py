@@ -69,9 +69,12 @@ def test_clusters_of_one_document_give_the_paired_se() -> None:
     singletons = clustered.clustered_se(differences, [str(i) for i in range(n)])
     assert singletons == pytest.approx(statistics.paired_se(differences), rel=1e-12)
     # Without the finite-cluster factor C/(C−1) (Miller's own form) it is the paired SE times sqrt((n−1)/n).
-    assert singletons * math.sqrt((n - 1) / n) == pytest.approx(statistics.paired_se(differences) * math.sqrt((n - 1) / n))
+    assert singletons * math.sqrt((n - 1) / n) == pytest.approx(
+        statistics.paired_se(differences) * math.sqrt((n - 1) / n)
+    )
     assert math.sqrt(float(((differences - differences.mean()) ** 2).sum())) / n == pytest.approx(
-        statistics.paired_se(differences) * math.sqrt((n - 1) / n), rel=1e-12)  # fmt: skip
+        statistics.paired_se(differences) * math.sqrt((n - 1) / n), rel=1e-12
+    )
     # A document without a cluster is a cluster of its own.
     assert clustered.clustered_se(differences, [None] * n) == pytest.approx(singletons, rel=1e-12)
 
@@ -109,7 +112,10 @@ def test_clustered_z_is_a_normal_test_on_the_clustered_se() -> None:
     tost_low, tost_high = stats.norm.interval(1 - 2 * ALPHA, loc=delta, scale=se)
     assert (result.tost_low, result.tost_high) == (pytest.approx(tost_low), pytest.approx(tost_high))
     assert result.mde == pytest.approx((stats.norm.ppf(1 - ALPHA / 2) + stats.norm.ppf(0.8)) * se)
-    assert (result.gained, result.lost) == (int(((baseline == 0) & (candidate == 1)).sum()), int(((baseline == 1) & (candidate == 0)).sum()))
+    assert (result.gained, result.lost) == (
+        int(((baseline == 0) & (candidate == 1)).sum()),
+        int(((baseline == 1) & (candidate == 0)).sum()),
+    )
 
 
 def test_identical_runs_are_p_one_and_a_constant_shift_p_zero() -> None:
@@ -153,7 +159,9 @@ def test_stratified_z_is_the_weighted_mean_with_independent_subtasks(weight_by_s
 def test_a_clustered_subtask_brings_its_clustered_se_into_the_group() -> None:
     (b1, c1), (b2, c2), _ = _strata(8)
     passages = [f"p{i % 6}" for i in range(len(b1))]
-    result = clustered.stratified_z([clustered.Stratum(b1, c1, 0.5, passages), clustered.Stratum(b2, c2, 0.5)], alpha=ALPHA)
+    result = clustered.stratified_z(
+        [clustered.Stratum(b1, c1, 0.5, passages), clustered.Stratum(b2, c2, 0.5)], alpha=ALPHA
+    )
     expected = math.sqrt(0.25 * _loop_se(list(c1 - b1), passages) ** 2 + 0.25 * statistics.paired_se(c2 - b2) ** 2)
     assert result.se == pytest.approx(expected, rel=1e-12)
 

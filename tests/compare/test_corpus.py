@@ -15,15 +15,31 @@ LOGLIKS = list(-RNG.random(40) * 5)
 WEIGHTED = [[ll, int(w)] for ll, w in zip(LOGLIKS, RNG.integers(1, 30, 40))]
 BINARY = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 2, 40), RNG.integers(0, 2, 40))]
 MULTICLASS = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 4, 40), RNG.integers(0, 4, 40))]
-SENTENCES = [["the cat sat on the mat", "the cat sat on a mat"], ["a quick brown fox", "the quick brown fox"],
-             ["hello world", "hello there world"], [["one ref", "two ref"], ["one ref"]]]  # fmt: skip
+SENTENCES = [
+    ["the cat sat on the mat", "the cat sat on a mat"],
+    ["a quick brown fox", "the quick brown fox"],
+    ["hello world", "hello there world"],
+    [["one ref", "two ref"], ["one ref"]],
+]
 
 
-@pytest.mark.parametrize(("name", "items"), [
-    ("perplexity", LOGLIKS), ("weighted_perplexity", WEIGHTED), ("bits_per_byte", WEIGHTED), ("median", LOGLIKS),
-    ("nanmean", LOGLIKS + [math.nan]), ("f1", BINARY), ("matthews_corrcoef", BINARY), ("matthews_corrcoef", MULTICLASS),
-    ("bleu", SENTENCES[:3]), ("chrf", SENTENCES[:3]), ("chrf++", SENTENCES[:3]), ("ter", SENTENCES[:3]),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "items"),
+    [
+        ("perplexity", LOGLIKS),
+        ("weighted_perplexity", WEIGHTED),
+        ("bits_per_byte", WEIGHTED),
+        ("median", LOGLIKS),
+        ("nanmean", LOGLIKS + [math.nan]),
+        ("f1", BINARY),
+        ("matthews_corrcoef", BINARY),
+        ("matthews_corrcoef", MULTICLASS),
+        ("bleu", SENTENCES[:3]),
+        ("chrf", SENTENCES[:3]),
+        ("chrf++", SENTENCES[:3]),
+        ("ter", SENTENCES[:3]),
+    ],
+)
 def test_each_corpus_aggregation_matches_the_engine(name: str, items: list) -> None:
     aggregate, prepare = corpus.CORPUS[name]
     assert aggregate(prepare(items)) == pytest.approx(float(AGGREGATIONS.get(name)(items)), rel=1e-12)

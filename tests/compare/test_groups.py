@@ -21,7 +21,9 @@ from assay.run_results import RunResults
 from tests.compare.crafted import write_run
 
 RUNS = Path(__file__).resolve().parent / "runs"
-ASSAY_0, ASSAY_1, LMEVAL = (str(RUNS / name) for name in ("group_assay_0shot", "group_assay_1shot", "group_lmeval_seed7"))
+ASSAY_0, ASSAY_1, LMEVAL = (
+    str(RUNS / name) for name in ("group_assay_0shot", "group_assay_1shot", "group_lmeval_seed7")
+)
 GROUPS = {"g_weighted": ("g_arc", "g_boolq"), "g_unweighted": ("g_arc_u", "g_boolq_u")}
 
 
@@ -78,7 +80,9 @@ def test_each_group_reproduces_its_results_json(folder: str, capsys: pytest.Capt
 
 
 @pytest.mark.parametrize(("group", "weight_by_size"), [("g_weighted", True), ("g_unweighted", False)])
-def test_the_group_row_is_recomputed_from_the_samples(group: str, weight_by_size: bool, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_group_row_is_recomputed_from_the_samples(
+    group: str, weight_by_size: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
     _, report = _json(capsys, LMEVAL, ASSAY_1)
     row = _rows(report)[(group, "acc")]
     delta, variance, total = 0.0, 0.0, 54
@@ -89,7 +93,9 @@ def test_the_group_row_is_recomputed_from_the_samples(group: str, weight_by_size
         weight = len(differences) / total if weight_by_size else 1 / 2
         delta += weight * sum(differences) / len(differences)
         variance += weight**2 * _se_by_loops(differences, clusters) ** 2  # BoolQ by passage, ARC one document each
-    assert row["delta"] == pytest.approx(delta, rel=1e-12) and row["se"] == pytest.approx(math.sqrt(variance), rel=1e-12)
+    assert row["delta"] == pytest.approx(delta, rel=1e-12) and row["se"] == pytest.approx(
+        math.sqrt(variance), rel=1e-12
+    )
     z = delta / math.sqrt(variance)
     assert row["p_value"] == pytest.approx(math.erfc(abs(z) / math.sqrt(2)), rel=1e-10)
 
@@ -102,7 +108,9 @@ def test_a_task_with_a_cluster_key_gets_a_clustered_z(capsys: pytest.CaptureFixt
     assert len(set(passages)) == 10
     assert (row["test"], row["interval"]) == ("clustered z", "normal")
     assert row["se"] == pytest.approx(_se_by_loops(differences, passages), rel=1e-12)
-    assert any(note.startswith("g_boolq: documents clustered by 'passage' (10 clusters over 24") for note in report["notes"])
+    assert any(
+        note.startswith("g_boolq: documents clustered by 'passage' (10 clusters over 24") for note in report["notes"]
+    )
     assert _rows(report)[("g_arc", "acc")]["test"] == "mcnemar"  # no cluster_key: unchanged
 
 
@@ -122,16 +130,30 @@ def test_cluster_ids_are_the_same_from_samples_scores_lines_and_memory(tmp_path:
     scores.write_text("".join(json.dumps(outputs.score_line(r, cluster_key="passage")) + "\n" for r in records))
     from_scores = outputs.read_samples(scores, label="b")
     results = _results(ASSAY_0)
-    in_memory = outputs.run_in_memory(RunResults.from_lmeval_dict(results), {"g_boolq": records}, label="b").samples("g_boolq")
+    in_memory = outputs.run_in_memory(RunResults.from_lmeval_dict(results), {"g_boolq": records}, label="b").samples(
+        "g_boolq"
+    )
     clusters = [s.cluster for s in from_samples]
     assert len(set(clusters)) == 10 and None not in clusters
     assert [s.cluster for s in from_scores] == clusters == [s.cluster for s in in_memory]
     assert all(s.values == {"acc": r["acc"]} for s, r in zip(from_scores, records))  # `cluster` is not a metric
-    assert "cluster" not in outputs.score_line(records[0]) and outputs.read_samples(sample_file, label="b")[0].cluster is None
+    assert (
+        "cluster" not in outputs.score_line(records[0])
+        and outputs.read_samples(sample_file, label="b")[0].cluster is None
+    )
 
 
-def _with_group(results_path: Path, group: str, subtasks: list[str], value: float, *, sizes: dict[str, int],
-                values: dict[str, float], metric: str = "acc", config: dict[str, Any] | None = None) -> None:  # fmt: skip
+def _with_group(
+    results_path: Path,
+    group: str,
+    subtasks: list[str],
+    value: float,
+    *,
+    sizes: dict[str, int],
+    values: dict[str, float],
+    metric: str = "acc",
+    config: dict[str, Any] | None = None,
+) -> None:
     results = json.loads(results_path.read_text())
     for task in subtasks:
         results["results"][task].update({f"{metric},none": values[task], "sample_len": sizes[task]})
@@ -153,9 +175,12 @@ def _two_task_runs(tmp_path: Path) -> tuple[Path, Path]:
     return base, cand
 
 
-@pytest.mark.parametrize(("base_value", "cand_value", "expected"), [(0.5, 5 / 6, True), (0.375, 0.75, False), (0.9, 0.75, None)])
-def test_the_weighting_is_read_from_the_numbers(tmp_path: Path, capsys: pytest.CaptureFixture[str], base_value: float,
-                                                cand_value: float, expected: bool | None) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("base_value", "cand_value", "expected"), [(0.5, 5 / 6, True), (0.375, 0.75, False), (0.9, 0.75, None)]
+)
+def test_the_weighting_is_read_from_the_numbers(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base_value: float, cand_value: float, expected: bool | None
+) -> None:
     base, cand = _two_task_runs(tmp_path)
     sizes = {"t1": 4, "t2": 2}
     # Baseline t1 0.75, t2 0: by size (3 + 0)/6 = 0.5, plain 0.375. Candidate t1 1, t2 0.5: by size 5/6, plain 0.75.
@@ -172,20 +197,29 @@ def test_the_weighting_is_read_from_the_numbers(tmp_path: Path, capsys: pytest.C
 
 def test_a_group_config_in_the_results_json_decides_the_weighting(tmp_path: Path) -> None:
     base, cand = _two_task_runs(tmp_path)
-    config = {"group": "g", "aggregate_metric_list": [{"metric": "acc", "filter_list": ["none"], "weight_by_size": False}]}
+    config = {
+        "group": "g",
+        "aggregate_metric_list": [{"metric": "acc", "filter_list": ["none"], "weight_by_size": False}],
+    }
     _with_group(base, "g", ["t1", "t2"], 0.5, sizes={"t1": 4, "t2": 2}, values={"t1": 0.75, "t2": 0.0}, config=config)
     run = RunResults.from_lmeval_dict(json.loads(base.read_text()))
     specs = groups.group_metrics(run, run, [])
-    assert [(s.group, s.metric, s.filter, s.subtasks, s.weight_by_size) for s in specs] == [("g", "acc", "none", ("t1", "t2"), False)]
+    assert [(s.group, s.metric, s.filter, s.subtasks, s.weight_by_size) for s in specs] == [
+        ("g", "acc", "none", ("t1", "t2"), False)
+    ]
 
 
 def test_a_group_of_a_corpus_metric_is_left_out_with_a_note(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     docs = [{"doc_id": i, "doc": f"d{i}", "perplexity": -float(i + 1)} for i in range(4)]
     base = write_run(tmp_path / "a", {"t1": docs, "t2": docs})
-    _with_group(base, "g", ["t1", "t2"], 2.0, sizes={"t1": 4, "t2": 4}, values={"t1": 2.0, "t2": 2.0}, metric="perplexity")
+    _with_group(
+        base, "g", ["t1", "t2"], 2.0, sizes={"t1": 4, "t2": 4}, values={"t1": 2.0, "t2": 2.0}, metric="perplexity"
+    )
     _, report = _json(capsys, str(base), str(base))
     assert ("g", "perplexity") not in _rows(report)
-    assert any("g perplexity (none): not compared as a group; t1's perplexity is not a mean" in n for n in report["notes"])
+    assert any(
+        "g perplexity (none): not compared as a group; t1's perplexity is not a mean" in n for n in report["notes"]
+    )
 
 
 def test_a_subtask_without_samples_leaves_the_group_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -201,4 +235,8 @@ def test_a_subtask_without_samples_leaves_the_group_out(tmp_path: Path, capsys: 
 def test_nested_groups_weight_their_leaf_tasks() -> None:
     subtasks = {"mmlu": ["stem", "humanities"], "stem": ["algebra", "physics"], "humanities": ["law"]}
     assert groups.leaf_tasks("mmlu", subtasks) == ("algebra", "physics", "law")
-    assert groups.group_names(RunResults.from_lmeval_dict({"results": {}, "group_subtasks": subtasks})) == {"mmlu", "stem", "humanities"}
+    assert groups.group_names(RunResults.from_lmeval_dict({"results": {}, "group_subtasks": subtasks})) == {
+        "mmlu",
+        "stem",
+        "humanities",
+    }

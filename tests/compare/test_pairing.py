@@ -36,8 +36,14 @@ def test_documents_in_one_run_only_are_counted_and_left_out(tmp_path: Path, caps
     base = write_run(tmp_path / "a", {"t": _samples([1, 1, 1, 0], docs=["a", "b", "c", "only-base"])})
     cand = write_run(tmp_path / "b", {"t": _samples([1, 0, 1, 1, 1], docs=["a", "b", "c", "n1", "n2"])})
     _, report = _report(capsys, base, cand)
-    assert report["tasks"][0] | {"task": "t"} == {"task": "t", "paired": 3, "only_baseline": 1, "only_candidate": 2,
-                                                 "doc_id_mismatches": 0, "prompt_differences": 0}  # fmt: skip
+    assert report["tasks"][0] | {"task": "t"} == {
+        "task": "t",
+        "paired": 3,
+        "only_baseline": 1,
+        "only_candidate": 2,
+        "doc_id_mismatches": 0,
+        "prompt_differences": 0,
+    }
     assert report["comparisons"][0]["n"] == 3 and report["comparisons"][0]["flips"] == {"gained": 0, "lost": 1}
     assert any("left out 1 in the baseline only and 2 in the candidate only" in note for note in report["notes"])
 
@@ -60,17 +66,33 @@ def test_one_document_is_inconclusive_not_an_error(tmp_path: Path, capsys: pytes
     cand = write_run(tmp_path / "b", {"t": [{"doc_id": 0, "doc": "x", "score": 0.75}]})
     code, report = _report(capsys, base, cand, "--strict")
     row = report["comparisons"][0]
-    assert (row["test"], row["n"], row["delta"], row["se"], row["p_value"], row["verdict"]) == ("paired-t", 1, 0.5, None, None, "inconclusive")
+    assert (row["test"], row["n"], row["delta"], row["se"], row["p_value"], row["verdict"]) == (
+        "paired-t",
+        1,
+        0.5,
+        None,
+        None,
+        "inconclusive",
+    )
     assert code == 3
 
 
-@pytest.mark.parametrize("make", [
-    lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), write_run(tmp / "b", {"t": _samples([1, 0], docs=["p", "q"])})),
-    lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), write_run(tmp / "b", {"u": _samples([1, 0])})),
-    lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), tmp / "missing"),
-    lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), (tmp / "empty").mkdir() or tmp / "empty"),
-    lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), (tmp / "x.json").write_text("[1") and tmp / "x.json"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda tmp: (
+            write_run(tmp / "a", {"t": _samples([1, 0])}),
+            write_run(tmp / "b", {"t": _samples([1, 0], docs=["p", "q"])}),
+        ),
+        lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), write_run(tmp / "b", {"u": _samples([1, 0])})),
+        lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), tmp / "missing"),
+        lambda tmp: (write_run(tmp / "a", {"t": _samples([1, 0])}), (tmp / "empty").mkdir() or tmp / "empty"),
+        lambda tmp: (
+            write_run(tmp / "a", {"t": _samples([1, 0])}),
+            (tmp / "x.json").write_text("[1") and tmp / "x.json",
+        ),
+    ],
+)
 def test_bad_input_is_exit_2_with_one_sentence(make, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     baseline, candidate = make(tmp_path)
     assert main(["compare", str(baseline), str(candidate)]) == 2
@@ -79,8 +101,15 @@ def test_bad_input_is_exit_2_with_one_sentence(make, tmp_path: Path, capsys: pyt
     assert "Traceback" not in captured.err
 
 
-@pytest.mark.parametrize("argv", [["compare", "only-one"], ["compare", "--plan", "a", "b"], ["compare", "a", "b", "--max-drop", "acc=x"],
-                                  ["compare", "a", "b", "--alpha", "0.7"]])  # fmt: skip
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "only-one"],
+        ["compare", "--plan", "a", "b"],
+        ["compare", "a", "b", "--max-drop", "acc=x"],
+        ["compare", "a", "b", "--alpha", "0.7"],
+    ],
+)
 def test_bad_flags_are_exit_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 2
     assert capsys.readouterr().err.count("\n") == 1

@@ -77,8 +77,10 @@ def test_plan_reports_the_detectable_effect_and_documents_needed(capsys: pytest.
 
 
 def test_compare_imports_no_torch() -> None:
-    script = (f"import sys; from assay.cli import main; code = main(['compare', {ASSAY_0!r}, {LMEVAL!r}]); "
-              "heavy = [m for m in ('torch', 'transformers', 'datasets', 'scipy', 'assay.runner') if m in sys.modules]; "
-              "print('HEAVY', heavy); sys.exit(0 if not heavy and code == 1 else 1)")  # fmt: skip
+    script = (
+        f"import sys; from assay.cli import main; code = main(['compare', {ASSAY_0!r}, {LMEVAL!r}]); "
+        "heavy = [m for m in ('torch', 'transformers', 'datasets', 'scipy', 'assay.runner') if m in sys.modules]; "
+        "print('HEAVY', heavy); sys.exit(0 if not heavy and code == 1 else 1)"
+    )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout[-500:] + done.stderr[-2000:]

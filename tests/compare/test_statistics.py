@@ -30,7 +30,9 @@ def test_normal_quantile_matches_scipy(probability: float) -> None:
     assert distributions.normal_quantile(probability) == pytest.approx(stats.norm.ppf(probability), rel=1e-12)
 
 
-@pytest.mark.parametrize(("k", "n"), [(0, 1), (1, 1), (0, 5), (2, 5), (3, 6), (10, 40), (0, 60), (450, 1000), (6800, 14000)])
+@pytest.mark.parametrize(
+    ("k", "n"), [(0, 1), (1, 1), (0, 5), (2, 5), (3, 6), (10, 40), (0, 60), (450, 1000), (6800, 14000)]
+)
 def test_exact_binomial_matches_scipy(k: int, n: int) -> None:
     assert distributions.binomial_two_sided_half(k, n) == pytest.approx(stats.binomtest(k, n, 0.5).pvalue, rel=1e-12)
 
@@ -64,7 +66,9 @@ def test_paired_se_is_the_paired_formula_and_ttest_rel_statistic() -> None:
     d = candidate - baseline
     se = statistics.paired_se(d)
     assert se == pytest.approx(math.sqrt(((d - d.mean()) ** 2).sum() / (57 * 56)))
-    assert se == pytest.approx(math.sqrt((np.var(baseline, ddof=1) + np.var(candidate, ddof=1) - 2 * np.cov(baseline, candidate)[0, 1]) / 57))
+    assert se == pytest.approx(
+        math.sqrt((np.var(baseline, ddof=1) + np.var(candidate, ddof=1) - 2 * np.cov(baseline, candidate)[0, 1]) / 57)
+    )
     assert d.mean() / se == pytest.approx(stats.ttest_rel(candidate, baseline).statistic)
 
 
@@ -112,7 +116,9 @@ def test_bootstrap_of_a_mean_agrees_with_the_paired_t() -> None:
     rng = np.random.default_rng(5)
     baseline = rng.normal(0, 1, 400)
     candidate = baseline + rng.normal(0.2, 0.5, 400)
-    boot = statistics.paired_bootstrap(baseline, candidate, lambda x: float(np.mean(x)), alpha=ALPHA, iterations=4000, seed=1)
+    boot = statistics.paired_bootstrap(
+        baseline, candidate, lambda x: float(np.mean(x)), alpha=ALPHA, iterations=4000, seed=1
+    )
     t = statistics.paired_t(baseline, candidate, alpha=ALPHA)
     assert boot.delta == pytest.approx(t.delta)
     assert boot.se == pytest.approx(t.se, rel=0.1)
@@ -122,10 +128,16 @@ def test_bootstrap_of_a_mean_agrees_with_the_paired_t() -> None:
 
 def test_bootstrap_is_seeded_and_p_one_on_identical_runs() -> None:
     items = np.random.default_rng(0).normal(-2, 1, 50)
-    first = statistics.paired_bootstrap(items, items + 0.01, lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9)
-    again = statistics.paired_bootstrap(items, items + 0.01, lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9)
+    first = statistics.paired_bootstrap(
+        items, items + 0.01, lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9
+    )
+    again = statistics.paired_bootstrap(
+        items, items + 0.01, lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9
+    )
     assert first == again
-    same = statistics.paired_bootstrap(items, items.copy(), lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9)
+    same = statistics.paired_bootstrap(
+        items, items.copy(), lambda x: float(np.exp(-x.mean())), alpha=ALPHA, iterations=200, seed=9
+    )
     assert (same.delta, same.p_value, same.ci_low, same.ci_high) == (0.0, 1.0, 0.0, 0.0)
 
 

@@ -16,8 +16,21 @@ from assay.errors import UsageError
 def _result(delta: float, *, se: float, p: float, n: int = 1000) -> PairedTest:
     half = stats.t.ppf(0.975, n - 1) * se
     tost = stats.t.ppf(0.95, n - 1) * se
-    return PairedTest(test="paired-t", n=n, baseline=0.5, candidate=0.5 + delta, delta=delta, se=se, ci_low=delta - half,
-                      ci_high=delta + half, interval="t", p_value=p, mde=2.8 * se, tost_low=delta - tost, tost_high=delta + tost)  # fmt: skip
+    return PairedTest(
+        test="paired-t",
+        n=n,
+        baseline=0.5,
+        candidate=0.5 + delta,
+        delta=delta,
+        se=se,
+        ci_low=delta - half,
+        ci_high=delta + half,
+        interval="t",
+        p_value=p,
+        mde=2.8 * se,
+        tost_low=delta - tost,
+        tost_high=delta + tost,
+    )
 
 
 def _verdict(result: PairedTest, *, higher: bool = True, max_drop: float = 0.0, margin: float | None = None) -> str:
@@ -62,8 +75,12 @@ def test_holm_keeps_one_marginal_metric_among_many_from_failing_the_comparison()
     rows = [marginal] + [_result(0.0, se=0.01, p=0.9)] * 9
     adjusted = statistics.holm([r.p_value for r in rows])
     per_metric = [_verdict(r) for r in rows]
-    overall = verdicts.overall([verdicts.verdict(r, higher_is_better=True, alpha=0.05, max_drop=0.0, margin=None, p_value=p)
-                                for r, p in zip(rows, adjusted)])  # fmt: skip
+    overall = verdicts.overall(
+        [
+            verdicts.verdict(r, higher_is_better=True, alpha=0.05, max_drop=0.0, margin=None, p_value=p)
+            for r, p in zip(rows, adjusted)
+        ]
+    )
     assert per_metric[0] == "regressed" and overall == "inconclusive"
 
 

@@ -39,8 +39,9 @@ def reference(task_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Refer
     work = tmp_path_factory.mktemp("reference")
     spec = harness.spec_file(work / "spec.json")
     env = harness.base_env(ASSAY_TEST_CALL_LOG=str(work / "calls"))
-    run = harness.launch(["runner", "--spec", str(spec), "--include_path", str(task_dir), "--output-dir", str(work / "out")],
-                         env=env)  # fmt: skip
+    run = harness.launch(
+        ["runner", "--spec", str(spec), "--include_path", str(task_dir), "--output-dir", str(work / "out")], env=env
+    )
     assert run.returncode == 0, run.output
     results, samples = harness.read_outputs(work / "out")
     keys = computed_keys(work / "calls")

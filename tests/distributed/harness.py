@@ -36,8 +36,14 @@ TASKS = ["d_group", "d_lambada", "d_rolling", "d_gsm"]
 
 
 def spec_file(path: Path, **fields: Any) -> Path:
-    spec = {"model": MODEL_NAME, "modelArgs": {"pretrained": "assay-test-model"}, "tasks": TASKS, "limit": 6,
-            "logSamples": True, **fields}  # fmt: skip
+    spec = {
+        "model": MODEL_NAME,
+        "modelArgs": {"pretrained": "assay-test-model"},
+        "tasks": TASKS,
+        "limit": 6,
+        "logSamples": True,
+        **fields,
+    }
     path.write_text(json.dumps(spec))
     return path
 
@@ -50,8 +56,16 @@ def free_port() -> int:
 
 def base_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ASSAY_TEST_", "ASSAY_EVALUATION"))}
-    env.update({"PYTHONPATH": str(REPO_ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false",
-                "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "ASSAY_LOG_LEVEL": "WARNING"})  # fmt: skip
+    env.update(
+        {
+            "PYTHONPATH": str(REPO_ROOT),
+            "OMP_NUM_THREADS": "1",
+            "TOKENIZERS_PARALLELISM": "false",
+            "HF_HUB_OFFLINE": "1",
+            "HF_DATASETS_OFFLINE": "1",
+            "ASSAY_LOG_LEVEL": "WARNING",
+        }
+    )
     env.update(extra)
     return env
 
@@ -63,34 +77,52 @@ class Run:
     seconds: float
 
 
-def torchrun_args(nproc: int, *, nnodes: int = 1, node_rank: int = 0, endpoint: str | None = None,
-                  launcher: str = "torch.distributed.run") -> list[str]:  # fmt: skip
-    args = [sys.executable, "-m", launcher, f"--nproc_per_node={nproc}", "--max_restarts=0",
-            "--monitor_interval=0.5"]  # fmt: skip
+def torchrun_args(
+    nproc: int,
+    *,
+    nnodes: int = 1,
+    node_rank: int = 0,
+    endpoint: str | None = None,
+    launcher: str = "torch.distributed.run",
+) -> list[str]:
+    args = [sys.executable, "-m", launcher, f"--nproc_per_node={nproc}", "--max_restarts=0", "--monitor_interval=0.5"]
     if nnodes == 1:
         return [*args, "--standalone"]
-    return [*args, f"--nnodes={nnodes}", f"--node_rank={node_rank}", "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={endpoint}", "--rdzv_id=assay-test"]  # fmt: skip
+    return [
+        *args,
+        f"--nnodes={nnodes}",
+        f"--node_rank={node_rank}",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint={endpoint}",
+        "--rdzv_id=assay-test",
+    ]
 
 
 def launch(argv: list[str], *, env: dict[str, str], nproc: int | None = None, timeout: float = 120) -> Run:
     """`launch.py argv` as one plain process (nproc None) or under torchrun with nproc workers."""
     prefix = [sys.executable] if nproc is None else torchrun_args(nproc)
     start = time.monotonic()
-    done = subprocess.run([*prefix, str(LAUNCHER), *argv], env=env, cwd=REPO_ROOT, capture_output=True,
-                          text=True, timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [*prefix, str(LAUNCHER), *argv], env=env, cwd=REPO_ROOT, capture_output=True, text=True, timeout=timeout
+    )
     return Run(done.returncode, done.stdout + done.stderr, time.monotonic() - start)
 
 
-def launch_two_nodes(argv: list[str], *, env: dict[str, str], timeout: float = 120,
-                     launcher: str = "torch.distributed.run") -> list[Run]:  # fmt: skip
+def launch_two_nodes(
+    argv: list[str], *, env: dict[str, str], timeout: float = 120, launcher: str = "torch.distributed.run"
+) -> list[Run]:
     """Two torchrun agents (one worker each) meeting over c10d rendezvous on 127.0.0.1."""
     endpoint = f"127.0.0.1:{free_port()}"
     start = time.monotonic()
     procs = [
-        subprocess.Popen([*torchrun_args(1, nnodes=2, node_rank=rank, endpoint=endpoint, launcher=launcher),
-                          str(LAUNCHER), *argv],
-                         env=env, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        subprocess.Popen(
+            [*torchrun_args(1, nnodes=2, node_rank=rank, endpoint=endpoint, launcher=launcher), str(LAUNCHER), *argv],
+            env=env,
+            cwd=REPO_ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for rank in range(2)
     ]
     runs = []

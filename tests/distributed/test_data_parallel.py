@@ -57,9 +57,22 @@ def test_two_nodes_match_one_process(task_dir: Path, reference: Reference, tmp_p
 
 
 def test_cli_run_under_torchrun_prints_one_table(task_dir: Path, reference: Reference, tmp_path: Path) -> None:
-    argv = ["run", "--model", harness.MODEL_NAME, "--model_args", "pretrained=assay-test-model",
-            "--tasks", ",".join(harness.TASKS), "--include_path", str(task_dir), "--limit", "6",
-            "--log_samples", "--output_path", str(tmp_path / "out")]  # fmt: skip
+    argv = [
+        "run",
+        "--model",
+        harness.MODEL_NAME,
+        "--model_args",
+        "pretrained=assay-test-model",
+        "--tasks",
+        ",".join(harness.TASKS),
+        "--include_path",
+        str(task_dir),
+        "--limit",
+        "6",
+        "--log_samples",
+        "--output_path",
+        str(tmp_path / "out"),
+    ]
     env = harness.base_env(ASSAY_TEST_CALL_LOG=str(tmp_path / "calls"))
     run = harness.launch(argv, env=env, nproc=2)
     assert run.returncode == 0, run.output

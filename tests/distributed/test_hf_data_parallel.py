@@ -35,14 +35,30 @@ def test_hf_gpt2_two_ranks_match_one_rank(shared_data: Path, task_dir: Path, tmp
     pytest.importorskip("transformers")
     model_dir = tiny_gpt2(tmp_path / "gpt2", shared_data / "gpt2_tokenizer")
     spec = tmp_path / "spec.json"
-    spec.write_text(json.dumps({
-        "model": "hf", "modelArgs": {"pretrained": str(model_dir), "device": "cpu", "dtype": "float64"}, "batchSize": 2,
-        "tasks": harness.TASKS, "limit": 4, "logSamples": True,
-    }))  # fmt: skip
+    spec.write_text(
+        json.dumps(
+            {
+                "model": "hf",
+                "modelArgs": {"pretrained": str(model_dir), "device": "cpu", "dtype": "float64"},
+                "batchSize": 2,
+                "tasks": harness.TASKS,
+                "limit": 4,
+                "logSamples": True,
+            }
+        )
+    )
     env = harness.base_env()
     runs = {}
     for world in (1, 2):
-        argv = ["runner", "--spec", str(spec), "--include_path", str(task_dir), "--output-dir", str(tmp_path / f"out{world}")]
+        argv = [
+            "runner",
+            "--spec",
+            str(spec),
+            "--include_path",
+            str(task_dir),
+            "--output-dir",
+            str(tmp_path / f"out{world}"),
+        ]
         run = harness.launch(argv, env=env, nproc=None if world == 1 else world, timeout=150)
         assert run.returncode == 0, run.output
         runs[world] = harness.read_outputs(tmp_path / f"out{world}")

@@ -60,13 +60,15 @@ def test_failing_rank_is_named_by_its_peer(task_dir: Path, tmp_path: Path) -> No
 
 
 def test_a_rank_stopped_by_a_peers_reported_failure_exits_75_and_the_failing_one_its_own_code(
-        task_dir: Path, tmp_path: Path) -> None:  # fmt: skip
+    task_dir: Path, tmp_path: Path
+) -> None:
     """Two pods' launchers (`assay.runner.launch`, as the runner Job starts them): the pod
     whose rank failed exits with that rank's code, the other with 75, which the Job's
     podFailurePolicy ignores, so one fault costs one retry."""
     env = harness.base_env(ASSAY_TEST_FAIL_RANK="1", ASSAY_TEST_FAIL_MODE="raise", ASSAY_TEST_FAIL_AT="loglikelihood")
-    node0, node1 = harness.launch_two_nodes(_argv(tmp_path, task_dir), env=env, timeout=BOUND_S + 30,
-                                            launcher="assay.runner.launch")  # fmt: skip
+    node0, node1 = harness.launch_two_nodes(
+        _argv(tmp_path, task_dir), env=env, timeout=BOUND_S + 30, launcher="assay.runner.launch"
+    )
     assert node1.returncode == 1, node1.output  # RuntimeError: the runner's code for "anything else"
     assert node0.returncode == 75, node0.output
     assert "assay runner (rank 0 of 2): rank 1 failed: RuntimeError: injected failure in loglikelihood" in node0.output

@@ -22,17 +22,32 @@ def _cached_keys(cache_prefix: Path) -> set[str]:
     return keys
 
 
-def test_rerun_after_failure_recomputes_nothing_already_done(task_dir: Path, reference: Reference, tmp_path: Path) -> None:
+def test_rerun_after_failure_recomputes_nothing_already_done(
+    task_dir: Path, reference: Reference, tmp_path: Path
+) -> None:
     spec = harness.spec_file(tmp_path / "spec.json")
     cache = tmp_path / "cache" / "responses"
 
     def argv(out: str) -> list[str]:
-        return ["runner", "--spec", str(spec), "--include_path", str(task_dir), "--output-dir", str(tmp_path / out),
-                "--use_cache", str(cache)]  # fmt: skip
+        return [
+            "runner",
+            "--spec",
+            str(spec),
+            "--include_path",
+            str(task_dir),
+            "--output-dir",
+            str(tmp_path / out),
+            "--use_cache",
+            str(cache),
+        ]
 
     # First run: rank 1 dies when it reaches its generation requests.
-    env = harness.base_env(ASSAY_TEST_CALL_LOG=str(tmp_path / "first"), ASSAY_TEST_FAIL_RANK="1",
-                           ASSAY_TEST_FAIL_MODE="exit", ASSAY_TEST_FAIL_AT="generate_until")  # fmt: skip
+    env = harness.base_env(
+        ASSAY_TEST_CALL_LOG=str(tmp_path / "first"),
+        ASSAY_TEST_FAIL_RANK="1",
+        ASSAY_TEST_FAIL_MODE="exit",
+        ASSAY_TEST_FAIL_AT="generate_until",
+    )
     first = harness.launch(argv("out1"), env=env, nproc=2)
     assert first.returncode != 0
     done = _cached_keys(cache)

@@ -19,8 +19,17 @@ from tests.distributed import harness
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC_FILE, spec_module.ENV_NAME,
-                 spec_module.ENV_NAMESPACE, spec_module.ENV_OUTPUT_DIR, spec_module.ENV_STATUS_FILE):  # fmt: skip
+    for name in (
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        spec_module.ENV_SPEC_FILE,
+        spec_module.ENV_NAME,
+        spec_module.ENV_NAMESPACE,
+        spec_module.ENV_OUTPUT_DIR,
+        spec_module.ENV_STATUS_FILE,
+    ):
         monkeypatch.delenv(name, raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("ASSAY_TEST_")]:
         monkeypatch.delenv(name)
@@ -37,7 +46,9 @@ def test_without_torchrun_init_is_a_no_op() -> None:
     distributed.barrier("nothing to wait for")
 
 
-def test_check_accepts_a_valid_spec_and_rejects_an_unknown_task(task_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_accepts_a_valid_spec_and_rejects_an_unknown_task(
+    task_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert job.main(["--check", "--spec", str(_spec(tmp_path)), "--include_path", str(task_dir)]) == 0
     bad = _spec(tmp_path, tasks=["d_arcc"])
     assert job.main(["--check", "--spec", str(bad), "--include_path", str(task_dir)]) == job.EXIT_CONFIG == 78
@@ -45,8 +56,9 @@ def test_check_accepts_a_valid_spec_and_rejects_an_unknown_task(task_dir: Path, 
     assert "Unknown task 'd_arcc'" in err and "Traceback" not in err
 
 
-def test_a_missing_or_malformed_spec_is_a_config_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                       capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_missing_or_malformed_spec_is_a_config_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert job.main([]) == job.EXIT_CONFIG
     assert "set ASSAY_EVALUATION_FILE" in capsys.readouterr().err
     # The spec itself in the environment, as before it moved to a file: not read.
@@ -87,7 +99,9 @@ def test_the_spec_file_is_read_whole_however_large(tmp_path: Path, monkeypatch: 
 
 def test_run_writes_results_samples_and_status(task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec_file = tmp_path / "evaluation.json"
-    spec_file.write_text(json.dumps({"model": "assay-test", "tasks": ["d_lambada", "d_gsm"], "limit": 3, "logSamples": True}))
+    spec_file.write_text(
+        json.dumps({"model": "assay-test", "tasks": ["d_lambada", "d_gsm"], "limit": 3, "logSamples": True})
+    )
     monkeypatch.setenv(spec_module.ENV_SPEC_FILE, str(spec_file))
     monkeypatch.setenv(spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out"))
     monkeypatch.setenv(spec_module.ENV_STATUS_FILE, str(tmp_path / "status.json"))
@@ -100,7 +114,9 @@ def test_run_writes_results_samples_and_status(task_dir: Path, tmp_path: Path, m
     assert status["results"]["d_lambada"]["acc,none"]["value"] == results["results"]["d_lambada"]["acc,none"]
 
 
-def test_failures_map_to_exit_codes_and_reach_the_status(task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_failures_map_to_exit_codes_and_reach_the_status(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv(spec_module.ENV_STATUS_FILE, str(tmp_path / "status.json"))
     missing = tmp_path / "missing_data"
     missing.mkdir()
@@ -117,7 +133,10 @@ def test_failures_map_to_exit_codes_and_reach_the_status(task_dir: Path, tmp_pat
     monkeypatch.setenv("ASSAY_TEST_FAIL_MODE", "raise")
     monkeypatch.setenv("ASSAY_TEST_FAIL_AT", "loglikelihood")
     assert job.main(["--spec", str(_spec(tmp_path)), "--include_path", str(task_dir)]) == job.EXIT_FAILURE
-    assert json.loads((tmp_path / "status.json").read_text())["message"] == "RuntimeError: injected failure in loglikelihood"
+    assert (
+        json.loads((tmp_path / "status.json").read_text())["message"]
+        == "RuntimeError: injected failure in loglikelihood"
+    )
 
 
 def test_progress_is_reported_at_most_once_per_interval_and_always_at_the_end() -> None:

@@ -25,8 +25,15 @@ from tests.status_api import ApiServer
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC_FILE, spec_module.ENV_STATUS_FILE,
-                 spec_module.ENV_GENERATION):  # fmt: skip
+    for name in (
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        spec_module.ENV_SPEC_FILE,
+        spec_module.ENV_STATUS_FILE,
+        spec_module.ENV_GENERATION,
+    ):
         monkeypatch.delenv(name, raising=False)
     for name in [n for n in __import__("os").environ if n.startswith("ASSAY_TEST_")]:
         monkeypatch.delenv(name)
@@ -37,9 +44,13 @@ def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiS
     """The runner pod's environment, reporting to a local API server for Evaluation team/ev, Job ev-g1."""
     server = ApiServer(job_name="ev-g1")
     monkeypatch.setattr(status_sink, "_custom_objects_api", server.api)
-    for name, value in ((spec_module.ENV_NAME, "ev"), (spec_module.ENV_NAMESPACE, "team"),
-                        (spec_module.ENV_JOB_NAME, "ev-g1"), (spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out")),
-                        ("ASSAY_PROGRESS_INTERVAL", "0")):  # fmt: skip
+    for name, value in (
+        (spec_module.ENV_NAME, "ev"),
+        (spec_module.ENV_NAMESPACE, "team"),
+        (spec_module.ENV_JOB_NAME, "ev-g1"),
+        (spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out")),
+        ("ASSAY_PROGRESS_INTERVAL", "0"),
+    ):
         monkeypatch.setenv(name, value)
     yield server
     server.httpd.shutdown()
@@ -61,14 +72,17 @@ def test_refused_scores_fail_the_run_and_the_files_are_still_written(
     assert "The scores could not be written to the Evaluation's status (HTTP 403 Forbidden" in err
     assert "Traceback" not in err
     said = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
-    assert any(m.startswith(f"the scores did not reach status; they are only in {tmp_path / 'out'}") for m in said), said
+    assert any(m.startswith(f"the scores did not reach status; they are only in {tmp_path / 'out'}") for m in said), (
+        said
+    )
     assert "results" not in api_server.object["status"]
     # The scores were the last word tried: a failure message would meet the same refusal (or outage).
     assert [op["path"] for op in api_server.patches[-1]][:2] == ["/status/jobName", "/status/results"]
 
 
-def test_a_full_output_volume_costs_the_files_not_the_scores(api_server: ApiServer, task_dir: Path, tmp_path: Path,
-                                                             capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_a_full_output_volume_costs_the_files_not_the_scores(
+    api_server: ApiServer, task_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # The results folder cannot be made (a file is in the way): a real OSError, as ENOSPC would be.
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "assay-test-model").write_text("in the way")
@@ -76,7 +90,9 @@ def test_a_full_output_volume_costs_the_files_not_the_scores(api_server: ApiServ
     status = api_server.object["status"]
     assert status["results"]["d_lambada"]["acc,none"]["value"] is not None
     assert status["outputFiles"]["written"] is False
-    assert status["outputFiles"]["message"].startswith(f"The results files could not be written under {tmp_path / 'out'}")
+    assert status["outputFiles"]["message"].startswith(
+        f"The results files could not be written under {tmp_path / 'out'}"
+    )
     assert "d_lambada" in capsys.readouterr().out  # the table is printed as ever
 
 
@@ -98,9 +114,12 @@ def test_a_superseded_run_exits_cleanly_without_touching_the_newer_runs_status(
 
 
 def test_an_unwritable_output_dir_fails_before_the_model_is_asked_anything(
-    api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    api_server: ApiServer,
+    task_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     (tmp_path / "a_file").write_text("not a folder")
     monkeypatch.setenv(spec_module.ENV_OUTPUT_DIR, str(tmp_path / "a_file" / "out"))
     # Had the model been asked, this would end the run with another code (1).
@@ -115,14 +134,18 @@ def test_an_unwritable_output_dir_fails_before_the_model_is_asked_anything(
     assert "progress" not in api_server.object["status"]
 
 
-def test_a_runner_without_credentials_writes_its_files_and_fails(task_dir: Path, tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_runner_without_credentials_writes_its_files_and_fails(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def no_credentials() -> Any:
         raise RuntimeError("Service host/port is not set.")
 
     monkeypatch.setattr(status_sink, "_custom_objects_api", no_credentials)
-    for name, value in ((spec_module.ENV_NAME, "ev"), (spec_module.ENV_NAMESPACE, "team"),
-                        (spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out"))):  # fmt: skip
+    for name, value in (
+        (spec_module.ENV_NAME, "ev"),
+        (spec_module.ENV_NAMESPACE, "team"),
+        (spec_module.ENV_OUTPUT_DIR, str(tmp_path / "out")),
+    ):
         monkeypatch.setenv(name, value)
     assert _run(task_dir, tmp_path) == job.EXIT_RESULTS_NOT_RECORDED
     harness.read_outputs(tmp_path / "out")

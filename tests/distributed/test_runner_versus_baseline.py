@@ -32,8 +32,15 @@ LIMIT = 40
 
 @pytest.fixture(autouse=True)
 def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", spec_module.ENV_SPEC_FILE, spec_module.ENV_STATUS_FILE,
-                 spec_module.ENV_GENERATION):  # fmt: skip
+    for name in (
+        "RANK",
+        "WORLD_SIZE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        spec_module.ENV_SPEC_FILE,
+        spec_module.ENV_STATUS_FILE,
+        spec_module.ENV_GENERATION,
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -42,9 +49,13 @@ def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiS
     """The runner pod's environment for Evaluation team/ev, its output volume at tmp_path/volume."""
     server = ApiServer(job_name="ev-g1")
     monkeypatch.setattr(status_sink, "_custom_objects_api", server.api)
-    for name, value in ((spec_module.ENV_NAME, "ev"), (spec_module.ENV_NAMESPACE, "team"),
-                        (spec_module.ENV_JOB_NAME, "ev-g1"), (spec_module.ENV_OUTPUT_ROOT, str(tmp_path / "volume")),
-                        ("ASSAY_PROGRESS_INTERVAL", "0")):  # fmt: skip
+    for name, value in (
+        (spec_module.ENV_NAME, "ev"),
+        (spec_module.ENV_NAMESPACE, "team"),
+        (spec_module.ENV_JOB_NAME, "ev-g1"),
+        (spec_module.ENV_OUTPUT_ROOT, str(tmp_path / "volume")),
+        ("ASSAY_PROGRESS_INTERVAL", "0"),
+    ):
         monkeypatch.setenv(name, value)
     yield server
     server.httpd.shutdown()
@@ -52,8 +63,14 @@ def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiS
 
 def _run(task_dir: Path, tmp_path: Path, folder: str, monkeypatch: pytest.MonkeyPatch, **fields: Any) -> int:
     monkeypatch.setenv(spec_module.ENV_OUTPUT_DIR, str(tmp_path / "volume" / folder))
-    spec = harness.spec_file(tmp_path / f"{folder.replace('/', '_')}.json", tasks=[TASK], limit=LIMIT, logSamples=False,
-                             output={"pvc": "results"}, **fields)  # fmt: skip
+    spec = harness.spec_file(
+        tmp_path / f"{folder.replace('/', '_')}.json",
+        tasks=[TASK],
+        limit=LIMIT,
+        logSamples=False,
+        output={"pvc": "results"},
+        **fields,
+    )
     return job.main(["--spec", str(spec), "--include_path", str(task_dir)])
 
 
@@ -74,7 +91,9 @@ def _comparison(server: ApiServer) -> dict[str, Any]:
 
 
 def _crd_comparison_schema() -> dict[str, Any]:
-    crd = yaml.safe_load((Path(__file__).resolve().parents[2] / "deploy" / "crds" / "evaluations.assay.dev.yaml").read_text())
+    crd = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "deploy" / "crds" / "evaluations.assay.dev.yaml").read_text()
+    )
     status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
     return dict(status["properties"]["comparison"])
 
@@ -95,7 +114,10 @@ def test_every_run_writes_scores_and_a_run_against_itself_is_unchanged(
     acc = next(row for row in comparison["rows"] if row["metric"] == "acc")
     assert acc["n"] == LIMIT and acc["delta"] == 0.0 and acc["pValue"] == 1.0 and acc["test"] == "mcnemar"
     spec = {"baseline": {"path": "base"}}
-    assert regression.regressed(api_server.object["status"], spec, succeeded=True)["Regressed"][:2] == (False, "NoRegression")
+    assert regression.regressed(api_server.object["status"], spec, succeeded=True)["Regressed"][:2] == (
+        False,
+        "NoRegression",
+    )
 
 
 def test_a_crafted_better_baseline_is_a_regression_and_a_strict_gate_fails_an_inconclusive_one(
@@ -122,8 +144,17 @@ def test_a_crafted_better_baseline_is_a_regression_and_a_strict_gate_fails_an_in
     assert condition["Regressed"][:2] == (True, "Regressed")
 
     # A tolerance wider than the drop: no regression, and the interval says so.
-    assert _run(task_dir, tmp_path, "tolerated", monkeypatch, baseline={"path": "perfect"},
-                gate={"maxDropFor": {f"{TASK}:acc": 1.0, TASK: 1.0}}) == 0  # fmt: skip
+    assert (
+        _run(
+            task_dir,
+            tmp_path,
+            "tolerated",
+            monkeypatch,
+            baseline={"path": "perfect"},
+            gate={"maxDropFor": {f"{TASK}:acc": 1.0, TASK: 1.0}},
+        )
+        == 0
+    )
     assert _comparison(api_server)["verdict"] in ("unchanged", "inconclusive")
 
 
@@ -131,8 +162,11 @@ def test_a_baseline_evaluation_is_read_through_the_api(
     api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _run(task_dir, tmp_path, "base/g1", monkeypatch) == 0
-    base = {"metadata": {"name": "base"}, "spec": {"output": {"pvc": "results"}},
-            "status": {"phase": "Succeeded", "outputDir": "/output/base/g1"}}  # fmt: skip
+    base = {
+        "metadata": {"name": "base"},
+        "spec": {"output": {"pvc": "results"}},
+        "status": {"phase": "Succeeded", "outputDir": "/output/base/g1"},
+    }
     api_server.others["base"] = base
     assert _run(task_dir, tmp_path, "cand", monkeypatch, baseline={"evaluation": "base"}) == 0
     comparison = _comparison(api_server)
@@ -140,16 +174,31 @@ def test_a_baseline_evaluation_is_read_through_the_api(
     assert comparison["baselineRun"].startswith(str(tmp_path / "volume" / "base" / "g1"))
 
 
-@pytest.mark.parametrize("case,sentence", [
-    ("missing", "The baseline Evaluation base cannot be used: it does not exist."),
-    ("running", "The baseline Evaluation base has not succeeded (it is Running); compare again with a re-run once it has."),
-    ("other volume", "The baseline Evaluation base writes to the volume elsewhere, this one to results; set the same spec.output.pvc on both."),
-    ("emptyDir", "The baseline Evaluation base wrote its results to an emptyDir, gone with its pod; give it spec.output.pvc and re-run it."),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "case,sentence",
+    [
+        ("missing", "The baseline Evaluation base cannot be used: it does not exist."),
+        (
+            "running",
+            "The baseline Evaluation base has not succeeded (it is Running); compare again with a re-run once it has.",
+        ),
+        (
+            "other volume",
+            "The baseline Evaluation base writes to the volume elsewhere, this one to results; set the same spec.output.pvc on both.",
+        ),
+        (
+            "emptyDir",
+            "The baseline Evaluation base wrote its results to an emptyDir, gone with its pod; give it spec.output.pvc and re-run it.",
+        ),
+    ],
+)
 def test_a_baseline_that_cannot_be_used_is_one_sentence_and_the_scores_still_land(
     api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: str, sentence: str
 ) -> None:
-    base: dict[str, Any] = {"spec": {"output": {"pvc": "results"}}, "status": {"phase": "Succeeded", "outputDir": "/output/base"}}
+    base: dict[str, Any] = {
+        "spec": {"output": {"pvc": "results"}},
+        "status": {"phase": "Succeeded", "outputDir": "/output/base"},
+    }
     if case == "running":
         base["status"]["phase"] = "Running"
     elif case == "other volume":
@@ -170,5 +219,7 @@ def test_a_missing_baseline_path_is_one_sentence(
     api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _run(task_dir, tmp_path, "cand", monkeypatch, baseline={"path": "runs/none"}) == 0
-    assert _comparison(api_server) == {"baseline": "path:runs/none",
-                                       "error": "spec.baseline.path runs/none does not exist on this run's output volume."}  # fmt: skip
+    assert _comparison(api_server) == {
+        "baseline": "path:runs/none",
+        "error": "spec.baseline.path runs/none does not exist on this run's output volume.",
+    }

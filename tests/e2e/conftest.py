@@ -73,17 +73,29 @@ def find_helm() -> str:
     for candidate in (shutil.which("helm"), Path.home() / ".cache/assay/bin/helm", Path.home() / "go/bin/helm"):
         if candidate and Path(candidate).is_file():
             return str(candidate)
-    pytest.fail("helm not found (PATH, ~/.cache/assay/bin/helm, ~/go/bin/helm): install it with "
-                "`go install helm.sh/helm/v3/cmd/helm@v3.16.4`")  # fmt: skip
+    pytest.fail(
+        "helm not found (PATH, ~/.cache/assay/bin/helm, ~/go/bin/helm): install it with "
+        "`go install helm.sh/helm/v3/cmd/helm@v3.16.4`"
+    )
 
 
 def render_chart(*values: str, release: str = RELEASE) -> list[dict[str, Any]]:
     """`helm template` of the chart: the documents an install would apply."""
     rendered = subprocess.run(
-        [find_helm(), "template", release, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--include-crds",
-         *[arg for value in values for arg in ("--set", value)]],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
+        [
+            find_helm(),
+            "template",
+            release,
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--include-crds",
+            *[arg for value in values for arg in ("--set", value)],
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     return [d for d in yaml.safe_load_all(rendered) if d]
 
 
@@ -119,14 +131,21 @@ def control_plane(host: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     built = (cp.cache_dir() / cp.k8s_version() / "bin" / ".complete").is_file()
     may_build = in_ci() or os.environ.get("ASSAY_E2E_BUILD") == "1"
     if not built and not may_build:
-        pytest.skip(f"Kubernetes {cp.k8s_version()} binaries are not built yet: run tests/e2e/cluster/build.sh "
-                    "once (or set ASSAY_E2E_BUILD=1)")  # fmt: skip
+        pytest.skip(
+            f"Kubernetes {cp.k8s_version()} binaries are not built yet: run tests/e2e/cluster/build.sh "
+            "once (or set ASSAY_E2E_BUILD=1)"
+        )
     try:
         bin_dir = cp.ensure_binaries()
     except cp.ClusterUnavailable as reason:
         skip_or_fail(str(reason))
-    plane = cp.ControlPlane(tmp_path_factory.mktemp("k8s"), bin_dir=bin_dir, address=network.API_ADDRESS, port=443,
-                            service_range=network.SERVICE_SUBNET)  # fmt: skip
+    plane = cp.ControlPlane(
+        tmp_path_factory.mktemp("k8s"),
+        bin_dir=bin_dir,
+        address=network.API_ADDRESS,
+        port=443,
+        service_range=network.SERVICE_SUBNET,
+    )
     plane.start()
     yield plane
     plane.stop()
@@ -193,8 +212,13 @@ def admin_api(control_plane: cp.ControlPlane) -> Any:
 
 
 def helm(plane: cp.ControlPlane, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([find_helm(), f"--kubeconfig={plane.admin_kubeconfig}", *args],
-                            capture_output=True, text=True, timeout=timeout, check=False)  # fmt: skip
+    result = subprocess.run(
+        [find_helm(), f"--kubeconfig={plane.admin_kubeconfig}", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
     return result
@@ -203,9 +227,19 @@ def helm(plane: cp.ControlPlane, *args: str, timeout: float = 300) -> subprocess
 def chart_values(images: dict[str, str], *extra: str) -> list[str]:
     """--set arguments that point the chart at the locally built images."""
     operator_repo, operator_tag = images["operator"].rsplit(":", 1)
-    return ["--set", f"image.repository={operator_repo}", "--set", f"image.tag={operator_tag}",
-            "--set", "image.pullPolicy=IfNotPresent", "--set", f"runnerImage={images['runner']}",
-            "--set", "operator.logLevel=debug", *[a for value in extra for a in ("--set", value)]]  # fmt: skip
+    return [
+        "--set",
+        f"image.repository={operator_repo}",
+        "--set",
+        f"image.tag={operator_tag}",
+        "--set",
+        "image.pullPolicy=IfNotPresent",
+        "--set",
+        f"runnerImage={images['runner']}",
+        "--set",
+        "operator.logLevel=debug",
+        *[a for value in extra for a in ("--set", value)],
+    ]
 
 
 class OperatorDeployment:
@@ -229,8 +263,9 @@ class OperatorDeployment:
         return f"deployment/{self.release}" if "assay" in self.release else f"deployment/{self.release}-assay"
 
     def pods(self) -> list[dict[str, Any]]:
-        items = json.loads(self.kubectl("get", "pods", "-l", f"app.kubernetes.io/instance={self.release}",
-                                        "-o", "json").stdout)["items"]  # fmt: skip
+        items = json.loads(
+            self.kubectl("get", "pods", "-l", f"app.kubernetes.io/instance={self.release}", "-o", "json").stdout
+        )["items"]
         return [p for p in items if not p["metadata"].get("deletionTimestamp")]
 
     def pod(self) -> dict[str, Any]:
@@ -243,15 +278,22 @@ class OperatorDeployment:
         text = ""
         while time.monotonic() < deadline:
             pods = self.pods()
-            ready = [p for p in pods if any(c["type"] == "Ready" and c["status"] == "True"
-                                            for c in p.get("status", {}).get("conditions", []))]  # fmt: skip
+            ready = [
+                p
+                for p in pods
+                if any(
+                    c["type"] == "Ready" and c["status"] == "True" for c in p.get("status", {}).get("conditions", [])
+                )
+            ]
             if len(pods) == 1 and ready:
                 text = self.logs()
                 if all(f"Starting the watch-stream for {r}" in text for r in ("evaluations", "jobs")):
                     return
             time.sleep(0.5)
-        raise AssertionError(f"the operator did not start watching Evaluations:\n{text[-4000:]}\n"
-                             f"{self.kubectl('get', 'pods', '-o', 'wide', check=False).stdout}")  # fmt: skip
+        raise AssertionError(
+            f"the operator did not start watching Evaluations:\n{text[-4000:]}\n"
+            f"{self.kubectl('get', 'pods', '-o', 'wide', check=False).stdout}"
+        )
 
     def logs(self, since: str | None = None) -> str:
         pods = self.pods()
@@ -278,8 +320,10 @@ class OperatorDeployment:
 
     def diagnostics(self) -> str:
         """Why the operator is not up: its pods, their Events, and the logs of this and the last start."""
-        parts = [self.kubectl("get", "pods", "-o", "wide", check=False).stdout,
-                 self.kubectl("describe", "pods", check=False).stdout[-4000:]]  # fmt: skip
+        parts = [
+            self.kubectl("get", "pods", "-o", "wide", check=False).stdout,
+            self.kubectl("describe", "pods", check=False).stdout[-4000:],
+        ]
         for pod in self.pods():
             for previous in ("", "--previous"):
                 args = ["logs", pod["metadata"]["name"]] + ([previous] if previous else [])
@@ -289,10 +333,14 @@ class OperatorDeployment:
     def metrics(self) -> str:
         """/metrics of the operator pod, read as a scraper with the chart's metrics-reader role."""
         if self._reader is None or time.monotonic() - self._reader[1] > 1800:  # tokens last 2 h
-            self._reader = (metrics_reader_token(self.plane, release=self.release, namespace=self.namespace),
-                            time.monotonic())
-        request = urllib.request.Request(f"http://{self.pod()['status']['podIP']}:{self.metrics_port}/metrics",
-                                         headers={"Authorization": f"Bearer {self._reader[0]}"})  # fmt: skip
+            self._reader = (
+                metrics_reader_token(self.plane, release=self.release, namespace=self.namespace),
+                time.monotonic(),
+            )
+        request = urllib.request.Request(
+            f"http://{self.pod()['status']['podIP']}:{self.metrics_port}/metrics",
+            headers={"Authorization": f"Bearer {self._reader[0]}"},
+        )
         with urllib.request.urlopen(request, timeout=5) as response:
             return str(response.read().decode())
 
@@ -304,11 +352,22 @@ def metrics_reader_token(plane: cp.ControlPlane, *, release: str = RELEASE, name
     """A real token of a service account bound to the chart's `<fullname>-metrics-reader` ClusterRole:
     what a Prometheus presents (its own account's token) to the operator's secured /metrics."""
     fullname = release if "assay" in release else f"{release}-assay"
-    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": f"{fullname}-{METRICS_READER}"},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": f"{fullname}-metrics-reader"},
-               "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER, "namespace": namespace}]}  # fmt: skip
-    account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": METRICS_READER, "namespace": namespace}}
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": f"{fullname}-{METRICS_READER}"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": f"{fullname}-metrics-reader",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": METRICS_READER, "namespace": namespace}],
+    }
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": METRICS_READER, "namespace": namespace},
+    }
     plane.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([account, binding]))
     return plane.kubectl("create", "token", METRICS_READER, "-n", namespace, "--duration=2h").stdout.strip()
 
@@ -318,8 +377,18 @@ def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str])
     deployment = OperatorDeployment(control_plane, namespace=OPERATOR_NAMESPACE, release=RELEASE)
     restricted_namespace(control_plane, OPERATOR_NAMESPACE)
     try:
-        helm(control_plane, "install", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE, "--create-namespace",
-             *chart_values(images), "--wait", "--timeout=300s")  # fmt: skip
+        helm(
+            control_plane,
+            "install",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            "--create-namespace",
+            *chart_values(images),
+            "--wait",
+            "--timeout=300s",
+        )
         deployment.wait_watching()
     except AssertionError as error:
         raise AssertionError(f"{error}\n{deployment.diagnostics()}") from None
@@ -330,16 +399,31 @@ def operator(control_plane: cp.ControlPlane, node: Node, images: dict[str, str])
 def restricted_namespace(plane: cp.ControlPlane, namespace: str) -> None:
     """A namespace whose pods must meet Pod Security `restricted`, as a hardened cluster's do:
     the operator and every runner pod the suite starts are admitted under it."""
-    manifest = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": {
-        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
+    manifest = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {
+            "name": namespace,
+            "labels": {
+                "pod-security.kubernetes.io/enforce": "restricted",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+            },
+        },
+    }
     plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
 
 
-def service_account_kubeconfig(plane: cp.ControlPlane, account: str, path: Path, namespace: str = OPERATOR_NAMESPACE) -> Path:
+def service_account_kubeconfig(
+    plane: cp.ControlPlane, account: str, path: Path, namespace: str = OPERATOR_NAMESPACE
+) -> Path:
     """A kubeconfig with a real TokenRequest token of `namespace/account`."""
     token = plane.kubectl("create", "token", account, "-n", namespace, "--duration=4h").stdout.strip()
-    return cp.write_kubeconfig(path, cp.kubeconfig(server=plane.server, ca_file=plane.ca_file, token=token,
-                                                   user=f"system:serviceaccount:{namespace}:{account}"))  # fmt: skip
+    return cp.write_kubeconfig(
+        path,
+        cp.kubeconfig(
+            server=plane.server, ca_file=plane.ca_file, token=token, user=f"system:serviceaccount:{namespace}:{account}"
+        ),
+    )
 
 
 # --- the model and data the runner pods read -------------------------------------------
@@ -403,8 +487,9 @@ def local_results(tiny_model: Path, datasets_dir: Path, tmp_path_factory: pytest
 class Cluster:
     """The helpers a test uses: kubectl as admin, Evaluations, Jobs, pods, diagnostics."""
 
-    def __init__(self, plane: cp.ControlPlane, operator: OperatorDeployment, node: Node, namespace: str,
-                 volumes: Path) -> None:  # fmt: skip
+    def __init__(
+        self, plane: cp.ControlPlane, operator: OperatorDeployment, node: Node, namespace: str, volumes: Path
+    ) -> None:
         self.plane = plane
         self.operator = operator
         self.node = node
@@ -412,10 +497,17 @@ class Cluster:
         self.output_dir = volumes / "output" / namespace
         self.cache_dir = volumes / "cache"
 
-    def kubectl(self, *args: str, check: bool = True, input: str | None = None,
-                kubeconfig: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        return self.plane.kubectl("-n", self.namespace, *args, check=check, input=input, kubeconfig=kubeconfig,
-                                  timeout=timeout)  # fmt: skip
+    def kubectl(
+        self,
+        *args: str,
+        check: bool = True,
+        input: str | None = None,
+        kubeconfig: Path | None = None,
+        timeout: float = 300,
+    ) -> subprocess.CompletedProcess[str]:
+        return self.plane.kubectl(
+            "-n", self.namespace, *args, check=check, input=input, kubeconfig=kubeconfig, timeout=timeout
+        )
 
     def apply(self, manifest: dict[str, Any], *, check: bool = True) -> subprocess.CompletedProcess[str]:
         return self.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest), check=check)
@@ -444,8 +536,14 @@ class Cluster:
         return dict(self.wait_for(f"evaluation/{name} to be {condition}", reached, timeout=timeout, interval=1.0))
 
     def kubectl_wait(self, name: str, condition: str, timeout: int = 60) -> None:
-        result = self.kubectl("wait", f"--for=condition={condition}", f"evaluation/{name}", f"--timeout={timeout}s",
-                              check=False, timeout=timeout + 30)  # fmt: skip
+        result = self.kubectl(
+            "wait",
+            f"--for=condition={condition}",
+            f"evaluation/{name}",
+            f"--timeout={timeout}s",
+            check=False,
+            timeout=timeout + 30,
+        )
         assert result.returncode == 0, f"kubectl wait: {result.stderr}\n{self.diagnostics()}"
 
     def wait_for(self, what: str, predicate: Any, timeout: float = 120, interval: float = 0.5) -> Any:
@@ -460,8 +558,11 @@ class Cluster:
     def events(self, name: str, kind: str = "Evaluation") -> dict[str, str]:
         """reason → message of the Events about one object."""
         items = self.items("events")
-        return {e["reason"]: e.get("message", "") for e in items if e["involvedObject"].get("name") == name
-                and e["involvedObject"].get("kind") == kind}
+        return {
+            e["reason"]: e.get("message", "")
+            for e in items
+            if e["involvedObject"].get("name") == name and e["involvedObject"].get("kind") == kind
+        }
 
     def pod_logs(self, pod: str, container: str | None = None) -> str:
         args = ["logs", pod] + (["-c", container] if container else [])
@@ -474,8 +575,12 @@ class Cluster:
         parts = [f"--- operator log (tail)\n{self.operator.tail(40)}"]
         for kind in ("evaluations", "jobs", "pods", "events"):
             parts.append(f"--- {kind}\n{self.kubectl('get', kind, '-o', 'wide', check=False).stdout}")
-        for evaluation in json.loads(self.kubectl("get", "evaluations", "-o", "json", check=False).stdout or "{}").get("items", []):
-            parts.append(f"--- status of {evaluation['metadata']['name']}\n{json.dumps(evaluation.get('status'), indent=1)[:3000]}")
+        for evaluation in json.loads(self.kubectl("get", "evaluations", "-o", "json", check=False).stdout or "{}").get(
+            "items", []
+        ):
+            parts.append(
+                f"--- status of {evaluation['metadata']['name']}\n{json.dumps(evaluation.get('status'), indent=1)[:3000]}"
+            )
         for pod in json.loads(self.kubectl("get", "pods", "-o", "json", check=False).stdout or "{}").get("items", []):
             for container in pod["spec"].get("initContainers", []) + pod["spec"]["containers"]:
                 log = self.pod_logs(pod["metadata"]["name"], container["name"])
@@ -488,28 +593,54 @@ class Cluster:
 def _local_volume(name: str, path: Path, *, namespace: str, claim: str) -> dict[str, Any]:
     """A local PersistentVolume on the node, bound in advance to `namespace/claim`."""
     return {
-        "apiVersion": "v1", "kind": "PersistentVolume",
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
         "metadata": {"name": name, "labels": {"assay.dev/e2e": "true"}},
         "spec": {
-            "capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "e2e-local",
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadWriteMany"],
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": "e2e-local",
             "local": {"path": str(path)},
             "claimRef": {"namespace": namespace, "name": claim},
-            "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
-                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["127.0.0.1"]}]}]}},
+            "nodeAffinity": {
+                "required": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {"key": "kubernetes.io/hostname", "operator": "In", "values": ["127.0.0.1"]}
+                            ]
+                        }
+                    ]
+                }
+            },
         },
-    }  # fmt: skip
+    }
 
 
 def _claim(name: str, volume: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name},
-            "spec": {"accessModes": ["ReadWriteMany"], "storageClassName": "e2e-local", "volumeName": volume,
-                     "resources": {"requests": {"storage": "1Gi"}}}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name},
+        "spec": {
+            "accessModes": ["ReadWriteMany"],
+            "storageClassName": "e2e-local",
+            "volumeName": volume,
+            "resources": {"requests": {"storage": "1Gi"}},
+        },
+    }
 
 
 @pytest.fixture
-def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, operator: OperatorDeployment,
-            node: Node, volumes: Path, tiny_model: Path) -> Iterator[Cluster]:  # fmt: skip
+def cluster(
+    request: pytest.FixtureRequest,
+    control_plane: cp.ControlPlane,
+    operator: OperatorDeployment,
+    node: Node,
+    volumes: Path,
+    tiny_model: Path,
+) -> Iterator[Cluster]:
     short = re.sub(r"[^a-z0-9]+", "-", request.node.name.removeprefix("test_").lower())[:20].strip("-")
     namespace = f"e2e-{short}-{uuid.uuid4().hex[:5]}"
     restricted_namespace(control_plane, namespace)
@@ -517,13 +648,18 @@ def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, oper
     ours.output_dir.mkdir(parents=True)
     give_to_runner(ours.output_dir)
     for claim, path in (("cache", ours.cache_dir), ("output", ours.output_dir)):
-        control_plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(
-            _local_volume(f"{namespace}-{claim}", path, namespace=namespace, claim=claim)))  # fmt: skip
+        control_plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=yaml.safe_dump(_local_volume(f"{namespace}-{claim}", path, namespace=namespace, claim=claim)),
+        )
         ours.apply(_claim(claim, f"{namespace}-{claim}"))
     # Bound before any pod asks for them: the scheduler parks a pod whose claims are unbound
     # and may not look at it again for minutes.
-    ours.wait_for("the claims to bind", lambda: {c["status"].get("phase") for c in ours.items("pvc")} == {"Bound"},
-                  timeout=60)  # fmt: skip
+    ours.wait_for(
+        "the claims to bind", lambda: {c["status"].get("phase") for c in ours.items("pvc")} == {"Bound"}, timeout=60
+    )
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     yield ours
     report = getattr(request.node, "rep_call", None)
@@ -533,13 +669,17 @@ def cluster(request: pytest.FixtureRequest, control_plane: cp.ControlPlane, oper
     control_plane.kubectl("delete", "pv", f"{namespace}-cache", f"{namespace}-output", "--wait=false", check=False)
     # The operator runs with the chart's RBAC: a permission it lacks is a failure even
     # where the test's own assertions would not notice it.
-    denied = [record for record in _log_records(operator.logs(since=since))
-              if FORBIDDEN.search(record) and "NamespaceTerminating" not in record  # not RBAC: the namespace is going
-              and "because it is being terminated" not in record  # the same, in the Status message's words
-              and "exceeded quota" not in record  # not RBAC either: a ResourceQuota (test_refusals.py)
-              and " is invalid: " not in record  # a 422's field error ("Forbidden: must not be specified ...")
-              and not _while_rbac_settles(record, getattr(ours, "rbac_settling", None))
-              and not _in_another_namespace_going(control_plane, record, mine=namespace)]  # fmt: skip
+    denied = [
+        record
+        for record in _log_records(operator.logs(since=since))
+        if FORBIDDEN.search(record)
+        and "NamespaceTerminating" not in record  # not RBAC: the namespace is going
+        and "because it is being terminated" not in record  # the same, in the Status message's words
+        and "exceeded quota" not in record  # not RBAC either: a ResourceQuota (test_refusals.py)
+        and " is invalid: " not in record  # a 422's field error ("Forbidden: must not be specified ...")
+        and not _while_rbac_settles(record, getattr(ours, "rbac_settling", None))
+        and not _in_another_namespace_going(control_plane, record, mine=namespace)
+    ]
     assert not denied, "the operator was denied by RBAC:\n" + "\n".join(denied[:10])
 
 

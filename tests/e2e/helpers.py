@@ -67,11 +67,31 @@ def local_assay_run(model_dir: Path, out: Path, *, datasets_dir: Path) -> dict[s
     """`assay run` with lm-eval's flags for the same evaluation as `hf_spec`; its results JSON."""
     env = {**os.environ, "ASSAY_DATASETS_DIR": str(datasets_dir), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     result = subprocess.run(
-        [sys.executable, "-m", "assay", "run", "--model", "hf",
-         "--model_args", f"pretrained={model_dir},dtype=float32,device=cpu", "--tasks", ",".join(HF_TASKS),
-         "--limit", str(LIMIT), "--batch_size", str(BATCH_SIZE), "--seed", str(SEED), "--output_path", str(out)],
-        env=env, check=False, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "assay",
+            "run",
+            "--model",
+            "hf",
+            "--model_args",
+            f"pretrained={model_dir},dtype=float32,device=cpu",
+            "--tasks",
+            ",".join(HF_TASKS),
+            "--limit",
+            str(LIMIT),
+            "--batch_size",
+            str(BATCH_SIZE),
+            "--seed",
+            str(SEED),
+            "--output_path",
+            str(out),
+        ],
+        env=env,
+        check=False,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         raise AssertionError(f"the local `assay run` failed ({result.returncode}):\n{result.stderr[-4000:]}")
     (path,) = sorted(out.rglob("results_*.json"))

@@ -29,9 +29,17 @@ def _scrape_config(cluster: Cluster, token_file: Path, reader_token_file: Path) 
     (monitor,) = [d for d in render_chart("metrics.serviceMonitor.enabled=true") if d["kind"] == "ServiceMonitor"]
     spec = monitor["spec"]
     (endpoint,) = spec["endpoints"]
-    keep = [{"source_labels": [f"__meta_kubernetes_service_label_{re.sub(r'[^a-zA-Z0-9]', '_', key)}"],
-             "regex": re.escape(value), "action": "keep"} for key, value in spec["selector"]["matchLabels"].items()]
-    keep.append({"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"], "action": "keep"})
+    keep = [
+        {
+            "source_labels": [f"__meta_kubernetes_service_label_{re.sub(r'[^a-zA-Z0-9]', '_', key)}"],
+            "regex": re.escape(value),
+            "action": "keep",
+        }
+        for key, value in spec["selector"]["matchLabels"].items()
+    ]
+    keep.append(
+        {"source_labels": ["__meta_kubernetes_endpoint_port_name"], "regex": endpoint["port"], "action": "keep"}
+    )
     scrape: dict[str, Any] = {"scheme": endpoint.get("scheme", "http")}
     if endpoint.get("bearerTokenFile"):
         # The Prometheus pod's own account token in a cluster; here the reader account's.
@@ -43,14 +51,17 @@ def _scrape_config(cluster: Cluster, token_file: Path, reader_token_file: Path) 
         "job_name": "assay-operator",
         "honor_labels": bool(endpoint.get("honorLabels")),
         "metrics_path": endpoint["path"],
-        "kubernetes_sd_configs": [{
-            "role": "endpoints", "api_server": cluster.plane.server,
-            "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
-            "authorization": {"credentials_file": str(token_file)},
-            "tls_config": {"ca_file": str(cluster.plane.ca_file)},
-        }],
+        "kubernetes_sd_configs": [
+            {
+                "role": "endpoints",
+                "api_server": cluster.plane.server,
+                "namespaces": {"names": spec["namespaceSelector"]["matchNames"]},
+                "authorization": {"credentials_file": str(token_file)},
+                "tls_config": {"ca_file": str(cluster.plane.ca_file)},
+            }
+        ],
         "relabel_configs": keep,
-    }  # fmt: skip
+    }
 
 
 def _rule_file(path: Path) -> Path:
@@ -71,16 +82,30 @@ def prometheus(cluster: Cluster, tmp_path: Path) -> Iterator[str]:
     reader_token_file = tmp_path / "reader-token"
     reader_token_file.write_text(metrics_reader_token(cluster.plane))
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-                                      "rule_files": [str(_rule_file(tmp_path / "assay-rules.yml"))],
-                                      "scrape_configs": [_scrape_config(cluster, token_file, reader_token_file)]}))  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(_rule_file(tmp_path / "assay-rules.yml"))],
+                "scrape_configs": [_scrape_config(cluster, token_file, reader_token_file)],
+            }
+        )
+    )
     port = free_port()
     log = open(tmp_path / "prometheus.log", "wb")
     process = subprocess.Popen(
-        [binary, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True, preexec_fn=die_with_parent,
-    )  # fmt: skip
+        [
+            binary,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         cluster.wait_for("Prometheus ready", lambda: get(f"{url}/-/ready") is not None, timeout=60)

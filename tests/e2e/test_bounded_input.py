@@ -64,17 +64,22 @@ def test_a_samples_list_past_the_crds_bound_is_refused_at_create(cluster: Cluste
     del spec["limit"]
     refused = _create(cluster, evaluation_manifest("too-many-samples", **spec), check=False)
     assert refused.returncode != 0
-    assert "spec.samples.arc_easy" in refused.stderr and f"must have at most {bound} items" in refused.stderr, \
-        refused.stderr[-2000:]  # fmt: skip
+    assert "spec.samples.arc_easy" in refused.stderr and f"must have at most {bound} items" in refused.stderr, (
+        refused.stderr[-2000:]
+    )
     assert not cluster.kubectl("get", "evaluation", "too-many-samples", check=False).returncode == 0
 
 
-@pytest.mark.parametrize("pod_template,field", [
-    ({"labels": {"bad key!": "x"}}, "spec.podTemplate.labels"),
-    ({"nodeSelector": {"disk": "not a value!"}}, "spec.podTemplate.nodeSelector"),
-    ({"tolerations": [{"key": "gpu", "operator": "Sometimes"}]}, "spec.podTemplate.tolerations[0].operator"),
-])  # fmt: skip
-def test_pod_template_fields_kubernetes_would_refuse_are_refused_at_create(cluster: Cluster, pod_template: dict[str, Any],
-                                                                           field: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    "pod_template,field",
+    [
+        ({"labels": {"bad key!": "x"}}, "spec.podTemplate.labels"),
+        ({"nodeSelector": {"disk": "not a value!"}}, "spec.podTemplate.nodeSelector"),
+        ({"tolerations": [{"key": "gpu", "operator": "Sometimes"}]}, "spec.podTemplate.tolerations[0].operator"),
+    ],
+)
+def test_pod_template_fields_kubernetes_would_refuse_are_refused_at_create(
+    cluster: Cluster, pod_template: dict[str, Any], field: str
+) -> None:
     refused = cluster.apply(evaluation_manifest("bad-template", **dummy_spec(podTemplate=pod_template)), check=False)
     assert refused.returncode != 0 and field in refused.stderr, refused.stderr[-2000:]

@@ -28,8 +28,9 @@ NAME = "cli-dummy"
 def _assay(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     env.pop("KUBERNETES_SERVICE_HOST", None)  # the kubeconfig, as on a laptop, even when the suite runs in a pod
-    return subprocess.run([sys.executable, "-m", "assay", *args], env=env, capture_output=True, text=True, timeout=120,
-                          check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "assay", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def _score_rows(text: str) -> list[tuple[str, ...]]:
@@ -55,9 +56,16 @@ def test_the_cluster_commands_read_a_finished_run(cluster: Cluster, tmp_path: Pa
     cluster.apply(evaluation_manifest(NAME, **dummy_spec()))
     evaluation = cluster.wait(NAME, "Succeeded", timeout=180)
     status = evaluation["status"]
-    kubeconfig = cp.write_kubeconfig(tmp_path / "kubeconfig", cp.kubeconfig(
-        server=cluster.plane.server, ca_file=cluster.plane.ca_file, token=cluster.plane.admin_token, user="admin",
-        namespace=cluster.namespace))  # fmt: skip
+    kubeconfig = cp.write_kubeconfig(
+        tmp_path / "kubeconfig",
+        cp.kubeconfig(
+            server=cluster.plane.server,
+            ca_file=cluster.plane.ca_file,
+            token=cluster.plane.admin_token,
+            user="admin",
+            namespace=cluster.namespace,
+        ),
+    )
 
     got = _assay("get", kubeconfig=kubeconfig)
     assert got.returncode == 0, got.stderr
@@ -66,9 +74,14 @@ def test_the_cluster_commands_read_a_finished_run(cluster: Cluster, tmp_path: Pa
     assert row.split()[:5] == [NAME, status["model"], "arc_easy", "Succeeded", "JobComplete"]
     assert status["progress"]["summary"] in row
     as_json = json.loads(_assay("get", NAME, "-o", "json", kubeconfig=kubeconfig).stdout)
-    assert as_json["metadata"]["uid"] == evaluation["metadata"]["uid"] and as_json["status"]["results"] == status["results"]
+    assert (
+        as_json["metadata"]["uid"] == evaluation["metadata"]["uid"]
+        and as_json["status"]["results"] == status["results"]
+    )
     across = _assay("get", "-A", kubeconfig=kubeconfig).stdout.splitlines()
-    assert across[0].split()[:2] == ["NAMESPACE", "NAME"] and any(line.split()[:2] == [cluster.namespace, NAME] for line in across)
+    assert across[0].split()[:2] == ["NAMESPACE", "NAME"] and any(
+        line.split()[:2] == [cluster.namespace, NAME] for line in across
+    )
 
     (pod,) = cluster.items("pods", f"assay.dev/job={status['jobName']}")
     runner_log = cluster.pod_logs(pod["metadata"]["name"], "runner")
@@ -82,8 +95,9 @@ def test_the_cluster_commands_read_a_finished_run(cluster: Cluster, tmp_path: Pa
     assert printed and printed == _score_rows(runner_log)  # the scores the runner printed, cell for cell
     shown = json.loads(_assay("results", NAME, "--format", "json", kubeconfig=kubeconfig).stdout)
     assert set(shown["results"]) == {"arc_easy"} and shown["n-samples"]["arc_easy"] == status["nSamples"]["arc_easy"]
-    assert {k: v["value"] for k, v in status["results"]["arc_easy"].items()} == \
-        {k: v for k, v in shown["results"]["arc_easy"].items() if "_stderr," not in k}  # fmt: skip
+    assert {k: v["value"] for k, v in status["results"]["arc_easy"].items()} == {
+        k: v for k, v in shown["results"]["arc_easy"].items() if "_stderr," not in k
+    }
 
     described = _assay("describe", NAME, kubeconfig=kubeconfig)
     assert described.returncode == 0, described.stderr
@@ -95,9 +109,16 @@ def test_the_cluster_commands_read_a_finished_run(cluster: Cluster, tmp_path: Pa
 
 
 def test_a_missing_evaluation_and_a_forbidden_reader_are_one_sentence(cluster: Cluster, tmp_path: Path) -> None:
-    admin = cp.write_kubeconfig(tmp_path / "admin", cp.kubeconfig(
-        server=cluster.plane.server, ca_file=cluster.plane.ca_file, token=cluster.plane.admin_token, user="admin",
-        namespace=cluster.namespace))  # fmt: skip
+    admin = cp.write_kubeconfig(
+        tmp_path / "admin",
+        cp.kubeconfig(
+            server=cluster.plane.server,
+            ca_file=cluster.plane.ca_file,
+            token=cluster.plane.admin_token,
+            user="admin",
+            namespace=cluster.namespace,
+        ),
+    )
     missing = _assay("describe", "no-such-run", kubeconfig=admin)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr == f'assay: error: Evaluation "no-such-run" not found in namespace "{cluster.namespace}".\n'
@@ -107,4 +128,4 @@ def test_a_missing_evaluation_and_a_forbidden_reader_are_one_sentence(cluster: C
     denied = _assay("get", "-n", cluster.namespace, kubeconfig=nobody)
     assert denied.returncode == 1 and denied.stdout == ""
     assert denied.stderr.startswith("assay: error: Forbidden: ") and denied.stderr.count("\n") == 1, denied.stderr
-    assert "cannot list resource \"evaluations\"" in denied.stderr
+    assert 'cannot list resource "evaluations"' in denied.stderr

@@ -45,7 +45,9 @@ def _panel_series(base: str, panel: dict[str, Any], namespace: str) -> list[dict
 
 
 def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
-    cluster: Cluster, prometheus: str, second_model: Path,  # noqa: F811
+    cluster: Cluster,
+    prometheus: str,
+    second_model: Path,  # noqa: F811
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     panels = {panel["title"]: panel for panel in dashboard["panels"]}
@@ -63,12 +65,18 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
     for title in WHILE_RUNNING:
         answered[title] = cluster.wait_for(
             f"the panel {title!r} to show a running Evaluation",
-            lambda title=title: all(query(prometheus, _substituted(t["expr"], ns)) for t in panels[title]["targets"])
-            and _panel_series(prometheus, panels[title], ns),
-            timeout=300, interval=1.0,
+            lambda title=title: (
+                all(query(prometheus, _substituted(t["expr"], ns)) for t in panels[title]["targets"])
+                and _panel_series(prometheus, panels[title], ns)
+            ),
+            timeout=300,
+            interval=1.0,
         )
-    eta = [row for row in answered["Running evaluations: progress and ETA"] if "__name__" in row["metric"]
-           and row["metric"]["__name__"] == "assay_evaluation_eta_seconds"]  # fmt: skip
+    eta = [
+        row
+        for row in answered["Running evaluations: progress and ETA"]
+        if "__name__" in row["metric"] and row["metric"]["__name__"] == "assay_evaluation_eta_seconds"
+    ]
     assert eta and eta[0]["metric"]["evaluation"] == "board-b" and float(eta[0]["value"][1]) >= 0
 
     for name in ("board-a", "board-b"):
@@ -77,8 +85,11 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
 
     for title, panel in panels.items():
         if title not in WHILE_RUNNING + NEEDS_BASELINE:
-            answered[title] = cluster.wait_for(f"the panel {title!r} to return series",
-                                               lambda panel=panel: _panel_series(prometheus, panel, ns), timeout=90)  # fmt: skip
+            answered[title] = cluster.wait_for(
+                f"the panel {title!r} to return series",
+                lambda panel=panel: _panel_series(prometheus, panel, ns),
+                timeout=90,
+            )
     report = {title: len(rows) for title, rows in answered.items()}
     print("dashboard panels and the series each returned:", json.dumps(report, indent=1))
     assert set(report) == set(panels) - set(NEEDS_BASELINE) and all(report.values()), report

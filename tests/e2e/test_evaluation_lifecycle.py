@@ -62,13 +62,19 @@ def test_an_unknown_task_fails_within_seconds_without_a_job(cluster: Cluster) ->
 
 def test_an_operator_killed_mid_run_neither_duplicates_nor_loses_the_run(cluster: Cluster) -> None:
     cluster.apply(evaluation_manifest("restart", **hf_spec()))
-    cluster.wait_for("the runner pod to run", lambda: [p for p in cluster.items("pods")
-                                                       if p["status"].get("phase") == "Running"], timeout=120)  # fmt: skip
+    cluster.wait_for(
+        "the runner pod to run",
+        lambda: [p for p in cluster.items("pods") if p["status"].get("phase") == "Running"],
+        timeout=120,
+    )
     cluster.operator.kill()
     try:
         # The run finishes while no operator watches: the restarted one must catch up.
-        (pod,) = cluster.wait_for("the runner pod to finish", lambda: [
-            p for p in cluster.items("pods") if p["status"].get("phase") in ("Succeeded", "Failed")], timeout=240)  # fmt: skip
+        (pod,) = cluster.wait_for(
+            "the runner pod to finish",
+            lambda: [p for p in cluster.items("pods") if p["status"].get("phase") in ("Succeeded", "Failed")],
+            timeout=240,
+        )
         assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 0, cluster.diagnostics()
     finally:
         cluster.operator.start()
@@ -119,8 +125,11 @@ def test_a_spec_change_starts_a_new_run_and_observed_generation_follows(cluster:
     def second_run_done() -> dict | None:
         evaluation = cluster.evaluation("regen")
         status = evaluation.get("status") or {}
-        if evaluation["metadata"]["generation"] == 2 and status.get("observedGeneration") == 2 \
-                and status.get("phase") == "Succeeded":  # fmt: skip
+        if (
+            evaluation["metadata"]["generation"] == 2
+            and status.get("observedGeneration") == 2
+            and status.get("phase") == "Succeeded"
+        ):
             return status
         return None
 
@@ -130,8 +139,11 @@ def test_a_spec_change_starts_a_new_run_and_observed_generation_follows(cluster:
     conditions = _conditions(status)
     assert all(c["observedGeneration"] == 2 for c in conditions.values())
     assert conditions["Succeeded"]["status"] == "True"
-    cluster.wait_for("the superseded Job to go",
-                     lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == ["regen-g2"], timeout=60)  # fmt: skip
+    cluster.wait_for(
+        "the superseded Job to go",
+        lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == ["regen-g2"],
+        timeout=60,
+    )
 
 
 # --- 7: deletion ------------------------------------------------------------------------
@@ -147,8 +159,11 @@ def test_deleting_an_evaluation_garbage_collects_every_child(cluster: Cluster) -
 
     cluster.kubectl("delete", "evaluation", "doomed", "--timeout=60s")
     assert cluster.kubectl("get", "evaluation", "doomed", check=False).returncode != 0
-    cluster.wait_for("the garbage collector to delete every child",
-                     lambda: all(not cluster.items(kind, selector) for kind in kinds), timeout=90)  # fmt: skip
+    cluster.wait_for(
+        "the garbage collector to delete every child",
+        lambda: all(not cluster.items(kind, selector) for kind in kinds),
+        timeout=90,
+    )
 
 
 # --- beyond the list: config errors and suspend ---------------------------------------
@@ -169,16 +184,28 @@ def test_a_config_error_in_the_pod_fails_the_job_at_once_despite_backoff_limit(c
 def test_suspend_pauses_and_resume_continues_the_same_run(cluster: Cluster) -> None:
     cluster.apply(evaluation_manifest("paused", **dummy_spec(suspend=True)))
     cluster.wait_for("the suspended Job", lambda: cluster.items("jobs"))
-    status = cluster.wait_for("phase Pending (Suspended)", lambda: (s := cluster.evaluation("paused").get("status") or {})
-                              .get("phase") == "Pending" and _conditions(s).get("Running", {}).get("reason") == "Suspended"
-                              and s)  # fmt: skip
+    status = cluster.wait_for(
+        "phase Pending (Suspended)",
+        lambda: (
+            (s := cluster.evaluation("paused").get("status") or {}).get("phase") == "Pending"
+            and _conditions(s).get("Running", {}).get("reason") == "Suspended"
+            and s
+        ),
+    )
     assert status["jobName"] == "paused-g1"
     time.sleep(2)
     assert cluster.items("pods") == []
 
     cluster.apply(evaluation_manifest("paused", **dummy_spec(suspend=False)))
-    status = cluster.wait_for("generation 2 to succeed", lambda: (s := cluster.evaluation("paused").get("status") or {})
-                              .get("observedGeneration") == 2 and s.get("phase") == "Succeeded" and s, timeout=120)  # fmt: skip
+    status = cluster.wait_for(
+        "generation 2 to succeed",
+        lambda: (
+            (s := cluster.evaluation("paused").get("status") or {}).get("observedGeneration") == 2
+            and s.get("phase") == "Succeeded"
+            and s
+        ),
+        timeout=120,
+    )
     assert status["jobName"] == "paused-g1"  # resumed, not replaced
     assert [j["metadata"]["name"] for j in cluster.items("jobs")] == ["paused-g1"]
     assert len(cluster.items("pods")) == 1

@@ -18,8 +18,9 @@ from tests.e2e.prometheus import get as _get, prometheus, query as _query  # noq
 pytestmark = pytest.mark.e2e
 
 
-def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster, local_results: dict[str, Any],
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(
+    cluster: Cluster, local_results: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     cluster.apply(evaluation_manifest("tiny-gpt2", **hf_spec()))
     cluster.wait("tiny-gpt2", "Succeeded", timeout=300)
     cluster.kubectl_wait("tiny-gpt2", "Succeeded")
@@ -45,8 +46,10 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(cluster: Cluster,
     (pod,) = cluster.items("pods")
     assert pod["spec"]["serviceAccountName"] == "tiny-gpt2-runner"
 
-    events = cluster.wait_for("the Events of the run",
-                              lambda: (e := cluster.events("tiny-gpt2")) and {"JobCreated", "Succeeded"} <= set(e) and e)  # fmt: skip
+    events = cluster.wait_for(
+        "the Events of the run",
+        lambda: (e := cluster.events("tiny-gpt2")) and {"JobCreated", "Succeeded"} <= set(e) and e,
+    )
     assert events["JobCreated"] == "Created Job tiny-gpt2-g1."
 
     row = _printed_row(cluster.kubectl("get", "evals").stdout)
@@ -65,13 +68,19 @@ def _report_the_cold_path(cluster: Cluster, status: dict[str, Any], capsys: pyte
     assert start is not None and end is not None
     # Each phase is clamped at zero against skew between the node's clock and the control plane's.
     assert sum(phases.values()) == pytest.approx((end - start).total_seconds(), abs=2.0), phases
-    counted = cluster.wait_for("assay_run_phase_seconds for the run", lambda: re.search(
-        r'^assay_run_phase_seconds_count\{phase="startup"\} ([1-9][0-9.]*)$', cluster.operator.metrics(), re.M))  # fmt: skip
+    counted = cluster.wait_for(
+        "assay_run_phase_seconds for the run",
+        lambda: re.search(
+            r'^assay_run_phase_seconds_count\{phase="startup"\} ([1-9][0-9.]*)$', cluster.operator.metrics(), re.M
+        ),
+    )
     assert counted
     with capsys.disabled():
-        print("\ncold path of a tiny Evaluation (tiny-gpt2, 2 tasks): "
-              + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in phases.items())
-              + f"; total {(end - start).total_seconds():.1f} s")
+        print(
+            "\ncold path of a tiny Evaluation (tiny-gpt2, 2 tasks): "
+            + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in phases.items())
+            + f"; total {(end - start).total_seconds():.1f} s"
+        )
 
 
 def _printed_row(table: str) -> dict[str, str]:
@@ -87,8 +96,10 @@ def test_prometheus_scrapes_the_score_from_the_operator(cluster: Cluster, promet
     status = cluster.wait("dummy-arc", "Succeeded", timeout=180)["status"]
     expected = status["results"]["arc_easy"]["acc,none"]["value"]
 
-    promql = (f'assay_evaluation_score{{namespace="{cluster.namespace}",evaluation="dummy-arc",'
-              'task="arc_easy",metric="acc",filter="none"}')  # fmt: skip
+    promql = (
+        f'assay_evaluation_score{{namespace="{cluster.namespace}",evaluation="dummy-arc",'
+        'task="arc_easy",metric="acc",filter="none"}'
+    )
     series = cluster.wait_for(f"Prometheus to answer {promql}", lambda: _query(prometheus, promql), timeout=60)
     (sample,) = series
     assert float(sample["value"][1]) == pytest.approx(expected, abs=1e-12)

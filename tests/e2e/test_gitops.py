@@ -39,16 +39,22 @@ def _kstatus(evaluation: dict[str, Any]) -> dict[str, str]:
 
 
 def test_argocd_health_and_kstatus_follow_a_real_run_from_creation_to_each_outcome(cluster: Cluster) -> None:
-    created = json.loads(cluster.kubectl("apply", "-o", "json", "-f", "-",
-                                         input=yaml.safe_dump(evaluation_manifest("ok", **hf_spec()))).stdout)  # fmt: skip
+    created = json.loads(
+        cluster.kubectl(
+            "apply", "-o", "json", "-f", "-", input=yaml.safe_dump(evaluation_manifest("ok", **hf_spec()))
+        ).stdout
+    )
     assert argocd_health(created)[0] == "Progressing"
     _record("created", created)
     cluster.apply(evaluation_manifest("typo", **dummy_spec(tasks=["arc_easyy"])))
     cluster.apply(evaluation_manifest("held", **dummy_spec(suspend=True)))
     cluster.apply(evaluation_manifest("nomodel", **hf_spec("/cache/models/absent")))
 
-    running = cluster.wait_for("evaluation/ok to run", lambda: (lambda e: e if (e.get("status") or {}).get("phase")
-                               == "Running" else None)(cluster.evaluation("ok")), timeout=180)  # fmt: skip
+    running = cluster.wait_for(
+        "evaluation/ok to run",
+        lambda: (lambda e: e if (e.get("status") or {}).get("phase") == "Running" else None)(cluster.evaluation("ok")),
+        timeout=180,
+    )
     assert _kstatus(running) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
     assert argocd_health(running)[0] == "Progressing"
     _record("running", running)
@@ -70,8 +76,13 @@ def test_argocd_health_and_kstatus_follow_a_real_run_from_creation_to_each_outco
         assert health == "Degraded" and message == failed["status"]["message"]
         _record(f"failed_{reason.lower()}", failed)
 
-    held = cluster.wait_for("evaluation/held to be suspended", lambda: (lambda e: e if (e.get("status") or {}).get(
-        "reason") == "Suspended" else None)(cluster.evaluation("held")), timeout=60)  # fmt: skip
+    held = cluster.wait_for(
+        "evaluation/held to be suspended",
+        lambda: (lambda e: e if (e.get("status") or {}).get("reason") == "Suspended" else None)(
+            cluster.evaluation("held")
+        ),
+        timeout=60,
+    )
     assert _kstatus(held) == {"Ready": "False", "Reconciling": "True", "Stalled": "False"}
     assert argocd_health(held)[0] == "Suspended"
     _record("suspended", held)

@@ -36,8 +36,9 @@ def _refused(cluster: Cluster, name: str, spec: dict[str, Any]) -> str:
     assert status["message"].count(". ") == 0 and status["message"].endswith("."), status["message"]
     assert cluster.items("jobs", f"assay.dev/evaluation={name}") == []
     assert cluster.items("serviceaccounts", f"assay.dev/evaluation={name}") == []
-    event = cluster.wait_for(f"the InvalidSpec Event of {name}", lambda: cluster.events(name).get("InvalidSpec"),
-                             timeout=30)  # fmt: skip
+    event = cluster.wait_for(
+        f"the InvalidSpec Event of {name}", lambda: cluster.events(name).get("InvalidSpec"), timeout=30
+    )
     assert event == status["message"]
     return str(status["message"])
 
@@ -53,8 +54,11 @@ def test_the_default_policy_refuses_what_a_user_cannot_grant_themselves(cluster:
     message = _refused(cluster, "leak", dummy_spec(modelArgs={"token": SECRET_VALUE}))
     assert message.startswith("spec.modelArgs.token holds a literal secret")
     # The token appears nowhere the operator writes: status, Events, its log.
-    texts = [json.dumps(cluster.evaluation("leak").get("status")), json.dumps(cluster.items("events")),
-             cluster.operator.logs()]  # fmt: skip
+    texts = [
+        json.dumps(cluster.evaluation("leak").get("status")),
+        json.dumps(cluster.items("events")),
+        cluster.operator.logs(),
+    ]
     assert not [t for t in texts if SECRET_VALUE in t]
 
 
@@ -68,13 +72,27 @@ def test_runners_are_offline_unless_the_policy_lets_them_online(cluster: Cluster
 
 def test_the_charts_policy_values_bound_images_gpus_and_nodes(cluster: Cluster, images: dict[str, str]) -> None:
     runner_repository = images["runner"].rsplit(":", 1)[0]
-    values = [f"watchNamespaces={{{cluster.namespace}}}", f"policy.allowedImagePrefixes={{{runner_repository}}}",
-              "policy.maxGpusPerEvaluation=2", "policy.maxNodesPerEvaluation=1"]  # fmt: skip
+    values = [
+        f"watchNamespaces={{{cluster.namespace}}}",
+        f"policy.allowedImagePrefixes={{{runner_repository}}}",
+        "policy.maxGpusPerEvaluation=2",
+        "policy.maxNodesPerEvaluation=1",
+    ]
     cluster.operator.kill()  # one operator per namespace at a time
     admin = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="policy")
     try:
-        helm(cluster.plane, "install", "policy", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
-             *chart_values(images, *values), "--wait", "--timeout=180s")  # fmt: skip
+        helm(
+            cluster.plane,
+            "install",
+            "policy",
+            str(CHART),
+            "--namespace",
+            cluster.namespace,
+            "--skip-crds",
+            *chart_values(images, *values),
+            "--wait",
+            "--timeout=180s",
+        )
         admin.wait_watching()
         message = _refused(cluster, "elsewhere", dummy_spec(image="docker.io/attacker/runner:1"))
         assert message.startswith("spec.image 'docker.io/attacker/runner:1' is not from an allowed registry")
@@ -122,18 +140,43 @@ def _kueue_queues(namespace: str, *, cpu: str) -> list[dict[str, Any]]:
     namespace's LocalQueue `team-queue`. The flavor's node label is a gate: Kueue puts it on
     the pods it admits as a nodeSelector, and the node lacks it until the test adds it."""
     return [
-        {"apiVersion": kueue_cluster.API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": namespace},
-         "spec": {"nodeLabels": {GATE_LABEL: namespace}}},
-        {"apiVersion": kueue_cluster.API_VERSION, "kind": "ClusterQueue", "metadata": {"name": namespace},
-         "spec": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-                  # Memory too: Kueue admits no pod that requests a resource its queue does not
-                  # cover, and runner pods request the chart's policy.runnerResources.
-                  "resourceGroups": [{"coveredResources": ["cpu", "memory"], "flavors": [
-                      {"name": namespace, "resources": [{"name": "cpu", "nominalQuota": cpu},
-                                                        {"name": "memory", "nominalQuota": "64Gi"}]}]}]}},
-        {"apiVersion": kueue_cluster.API_VERSION, "kind": "LocalQueue",
-         "metadata": {"name": "team-queue", "namespace": namespace}, "spec": {"clusterQueue": namespace}},
-    ]  # fmt: skip
+        {
+            "apiVersion": kueue_cluster.API_VERSION,
+            "kind": "ResourceFlavor",
+            "metadata": {"name": namespace},
+            "spec": {"nodeLabels": {GATE_LABEL: namespace}},
+        },
+        {
+            "apiVersion": kueue_cluster.API_VERSION,
+            "kind": "ClusterQueue",
+            "metadata": {"name": namespace},
+            "spec": {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+                # Memory too: Kueue admits no pod that requests a resource its queue does not
+                # cover, and runner pods request the chart's policy.runnerResources.
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [
+                            {
+                                "name": namespace,
+                                "resources": [
+                                    {"name": "cpu", "nominalQuota": cpu},
+                                    {"name": "memory", "nominalQuota": "64Gi"},
+                                ],
+                            }
+                        ],
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": kueue_cluster.API_VERSION,
+            "kind": "LocalQueue",
+            "metadata": {"name": "team-queue", "namespace": namespace},
+            "spec": {"clusterQueue": namespace},
+        },
+    ]
 
 
 def _conditions(obj: dict[str, Any] | None) -> Conditions:
@@ -145,8 +188,9 @@ def _admitted(conditions: Conditions) -> bool:
 
 
 def _job_of(cluster: Cluster, evaluation: str) -> dict[str, Any]:
-    (job,) = cluster.wait_for(f"the Job of {evaluation}", lambda: cluster.items("jobs", f"assay.dev/evaluation={evaluation}"),
-                              timeout=60)  # fmt: skip
+    (job,) = cluster.wait_for(
+        f"the Job of {evaluation}", lambda: cluster.items("jobs", f"assay.dev/evaluation={evaluation}"), timeout=60
+    )
     return dict(job)
 
 
@@ -158,8 +202,14 @@ def _workload_of(kueue: kueue_cluster.Kueue, job: dict[str, Any]) -> dict[str, A
     return None
 
 
-def _wait_workload(cluster: Cluster, kueue: kueue_cluster.Kueue, job: dict[str, Any], what: str,
-                   reached: Callable[[Conditions], bool], timeout: float = 60) -> dict[str, Any]:  # fmt: skip
+def _wait_workload(
+    cluster: Cluster,
+    kueue: kueue_cluster.Kueue,
+    job: dict[str, Any],
+    what: str,
+    reached: Callable[[Conditions], bool],
+    timeout: float = 60,
+) -> dict[str, Any]:
     def found() -> dict[str, Any] | None:
         workload = _workload_of(kueue, job)
         return workload if workload is not None and reached(_conditions(workload)) else None
@@ -174,8 +224,11 @@ def _wait_workload(cluster: Cluster, kueue: kueue_cluster.Kueue, job: dict[str, 
 def _suspend_owners(cluster: Cluster, job: str) -> set[str]:
     """The field managers that last set the Job's `spec.suspend` (Kueue's is `kueue`)."""
     fields = json.loads(cluster.kubectl("get", "job", job, "-o", "json", "--show-managed-fields").stdout)
-    return {m["manager"] for m in fields["metadata"]["managedFields"]
-            if "f:suspend" in (m.get("fieldsV1") or {}).get("f:spec", {})}  # fmt: skip
+    return {
+        m["manager"]
+        for m in fields["metadata"]["managedFields"]
+        if "f:suspend" in (m.get("fieldsV1") or {}).get("f:spec", {})
+    }
 
 
 def _waits_for_kueue(cluster: Cluster, evaluation: str) -> str | None:
@@ -202,8 +255,10 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
     namespace, plane = cluster.namespace, cluster.plane
     for manifest in _kueue_queues(namespace, cpu="1"):
         plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
-    queued = dummy_spec(resources={"nodes": 1, "gpusPerNode": 0, "cpu": "1"},
-                        podTemplate={"labels": {kueue_cluster.QUEUE_LABEL: "team-queue"}})  # fmt: skip
+    queued = dummy_spec(
+        resources={"nodes": 1, "gpusPerNode": 0, "cpu": "1"},
+        podTemplate={"labels": {kueue_cluster.QUEUE_LABEL: "team-queue"}},
+    )
     try:
         # The first run: Kueue admits it at once (the queue is empty) and unsuspends its Job.
         cluster.apply(evaluation_manifest("first", **queued))
@@ -213,8 +268,10 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
         assert admission["clusterQueue"] == namespace
         assert admission["podSetAssignments"][0]["flavors"] == {"cpu": namespace, "memory": namespace}
         name = first_job["metadata"]["name"]
-        first_job = cluster.wait_for("Kueue to unsuspend the first Job", lambda: (
-            job if (job := cluster.get("job", name))["spec"]["suspend"] is False else None))  # fmt: skip
+        first_job = cluster.wait_for(
+            "Kueue to unsuspend the first Job",
+            lambda: job if (job := cluster.get("job", name))["spec"]["suspend"] is False else None,
+        )
         # Kueue's hand, not the operator's: its flavor's node label on the pod template, and
         # the field manager that owns `spec.suspend`.
         assert first_job["spec"]["template"]["spec"].get("nodeSelector") == {GATE_LABEL: namespace}
@@ -223,12 +280,20 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
         # The second run: its Workload waits for the quota the first holds; its Job stays suspended.
         cluster.apply(evaluation_manifest("second", **queued))
         second_job = _job_of(cluster, "second")
-        waiting = _conditions(_wait_workload(cluster, kueue, second_job, "pending for want of quota",
-                                             lambda c: c.get("QuotaReserved", {}).get("reason") == "Pending"))  # fmt: skip
+        waiting = _conditions(
+            _wait_workload(
+                cluster,
+                kueue,
+                second_job,
+                "pending for want of quota",
+                lambda c: c.get("QuotaReserved", {}).get("reason") == "Pending",
+            )
+        )
         assert "insufficient unused quota for cpu" in waiting["QuotaReserved"]["message"], waiting
         assert not _admitted(waiting)
-        message = cluster.wait_for("the second Evaluation Pending, waiting for Kueue",
-                                   lambda: _waits_for_kueue(cluster, "second"), timeout=60)  # fmt: skip
+        message = cluster.wait_for(
+            "the second Evaluation Pending, waiting for Kueue", lambda: _waits_for_kueue(cluster, "second"), timeout=60
+        )
         assert "waits for Kueue to admit it from queue team-queue" in message
         # An operator restart re-plans every Evaluation: it must still leave `suspend` to Kueue.
         cluster.operator.kill()
@@ -245,10 +310,15 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
         assert first["results"]["arc_easy"] and first["jobName"] == name
         second = cluster.wait("second", "Succeeded", timeout=180)["status"]
         assert second["results"]["arc_easy"] and second["jobName"] == second_job["metadata"]["name"]
-        finished = _wait_workload(cluster, kueue, first_job, "finished", lambda c: c.get("Finished", {}).get("status") == "True")
+        finished = _wait_workload(
+            cluster, kueue, first_job, "finished", lambda c: c.get("Finished", {}).get("status") == "True"
+        )
         admitted = _wait_workload(cluster, kueue, second_job, "admitted", _admitted)
         # RFC 3339 in UTC, to the second: the strings order as the times do.
-        assert _conditions(admitted)["Admitted"]["lastTransitionTime"] >= _conditions(finished)["Finished"]["lastTransitionTime"]
+        assert (
+            _conditions(admitted)["Admitted"]["lastTransitionTime"]
+            >= _conditions(finished)["Finished"]["lastTransitionTime"]
+        )
         assert _suspend_owners(cluster, second_job["metadata"]["name"]) == {"kueue"}
     finally:
         plane.kubectl("label", "node", NODE_NAME, f"{GATE_LABEL}-", check=False)
@@ -273,12 +343,18 @@ def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) ->
     def series() -> set[str]:
         return set(samples())
 
-    assert cluster.wait_for("the finished run's series", lambda: {"assay_evaluation_score",
-                            "assay_evaluation_duration_seconds"} <= series(), timeout=30)  # fmt: skip
+    assert cluster.wait_for(
+        "the finished run's series",
+        lambda: {"assay_evaluation_score", "assay_evaluation_duration_seconds"} <= series(),
+        timeout=30,
+    )
     # A new spec, held suspended: a new run that has not started.
     cluster.apply(evaluation_manifest("series", **dummy_spec(limit=3, suspend=True)))
-    cluster.wait_for("the new run", lambda: (cluster.evaluation("series").get("status") or {}).get("jobName")
-                     == "series-g2", timeout=60)  # fmt: skip
+    cluster.wait_for(
+        "the new run",
+        lambda: (cluster.evaluation("series").get("status") or {}).get("jobName") == "series-g2",
+        timeout=60,
+    )
     # What stays: the phase, and the info series (model, revision, suite) that scores join on.
     kept = {"assay_evaluation_phase", "assay_evaluation_info"}
     left = cluster.wait_for("the old run's series to go", lambda: (s := series()) == kept and s, timeout=30)
@@ -294,8 +370,11 @@ def test_an_api_server_restart_mid_run_loses_nothing(cluster: Cluster) -> None:
     dropped and its last write is retried, and the run ends Succeeded with its scores in
     status and one Job."""
     cluster.apply(evaluation_manifest("outlives-api", **hf_spec(**LONG_RUN)))
-    cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation("outlives-api").get("status") or {})
-                     .get("progress") or {}).get("requestsDone"), timeout=240)  # fmt: skip
+    cluster.wait_for(
+        "the run to report progress",
+        lambda: ((cluster.evaluation("outlives-api").get("status") or {}).get("progress") or {}).get("requestsDone"),
+        timeout=240,
+    )
     # A kube-apiserver that has just started may answer 403 until its authorizer has caught up:
     # not a permission the chart lacks (the teardown's RBAC check forgives that minute).
     cluster.rbac_settling = (time.time(), time.time() + 20 + 60)

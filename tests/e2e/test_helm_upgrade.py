@@ -35,8 +35,9 @@ def _served_fields(cluster: Cluster) -> set[str]:
     return set(crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"])
 
 
-def test_the_documented_upgrade_path_adds_a_new_crd_field(cluster: Cluster, images: dict[str, str],
-                                                          tmp_path: Path) -> None:  # fmt: skip
+def test_the_documented_upgrade_path_adds_a_new_crd_field(
+    cluster: Cluster, images: dict[str, str], tmp_path: Path
+) -> None:
     previous = tmp_path / "previous-crd.yaml"
     previous.write_text(yaml.safe_dump(_previous_crd()))
     cluster.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(previous))
@@ -44,21 +45,34 @@ def test_the_documented_upgrade_path_adds_a_new_crd_field(cluster: Cluster, imag
         cluster.wait_for("the previous CRD", lambda: NEW_FIELD not in _served_fields(cluster), timeout=30)
         # `helm upgrade` to this chart: its crds/ folder is skipped, the field stays unknown
         # (kubectl's strict field validation refuses it; without it the API server drops it).
-        upgrade = helm(cluster.plane, "upgrade", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE,
-                       *chart_values(images), "--wait", "--timeout=180s")  # fmt: skip
+        upgrade = helm(
+            cluster.plane,
+            "upgrade",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            *chart_values(images),
+            "--wait",
+            "--timeout=180s",
+        )
         assert NEW_FIELD not in _served_fields(cluster)
         # NOTES.txt: the next commands, for this release.
         assert f"kubectl -n {OPERATOR_NAMESPACE} rollout status deployment/{RELEASE}" in upgrade.stdout, upgrade.stdout
         assert "kubectl wait --for=condition=Ready evaluation/tiny-gpt2-smoke" in upgrade.stdout
         assert "kubectl apply --server-side --force-conflicts -f deploy/helm/assay/crds/" in upgrade.stdout
         spec = dummy_spec(suspend=True, taskSources=[{"configMap": "suite-tasks"}])
-        refused = cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(evaluation_manifest("old", **spec)), check=False)
+        refused = cluster.kubectl(
+            "apply", "-f", "-", input=yaml.safe_dump(evaluation_manifest("old", **spec)), check=False
+        )
         assert refused.returncode != 0 and f'unknown field "spec.{NEW_FIELD}"' in refused.stderr, refused.stderr
 
         # The documented step (docs/operator.md): the chart's CRD, applied server-side, before (or after) helm upgrade.
         cluster.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRD_FILE))
         cluster.wait_for("the new CRD", lambda: NEW_FIELD in _served_fields(cluster), timeout=30)
-        applied = cluster.kubectl("apply", "-o", "json", "-f", "-", input=yaml.safe_dump(evaluation_manifest("new", **spec)))
+        applied = cluster.kubectl(
+            "apply", "-o", "json", "-f", "-", input=yaml.safe_dump(evaluation_manifest("new", **spec))
+        )
         assert json.loads(applied.stdout)["spec"][NEW_FIELD] == [{"configMap": "suite-tasks"}]
         cluster.operator.wait_watching()
     finally:

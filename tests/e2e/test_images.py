@@ -28,8 +28,17 @@ REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 OPERATOR_LIMIT_BYTES = 400 * 1000 * 1000
 """The operator image's size budget, uncompressed (podman's MB are 10^6 bytes)."""
-RESTRICTED = ["--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--user", "1000:1000",
-              "--tmpfs", "/tmp:rw,size=256m", "--network", "none"]  # fmt: skip
+RESTRICTED = [
+    "--read-only",
+    "--cap-drop=ALL",
+    "--security-opt=no-new-privileges",
+    "--user",
+    "1000:1000",
+    "--tmpfs",
+    "/tmp:rw,size=256m",
+    "--network",
+    "none",
+]
 
 
 def _skip_or_fail(reason: str) -> None:
@@ -42,7 +51,9 @@ def _skip_or_fail(reason: str) -> None:
 def built() -> dict[str, str]:
     missing = image_builds.missing_tools(("podman", "debootstrap"))
     if missing:
-        _skip_or_fail(f"{', '.join(missing)} not installed (apt-get install podman debootstrap); the image tests need them")
+        _skip_or_fail(
+            f"{', '.join(missing)} not installed (apt-get install podman debootstrap); the image tests need them"
+        )
     try:
         return image_builds.build_images(image_builds.ensure_base_image())
     except image_builds.ImagesUnavailable as reason:
@@ -151,5 +162,8 @@ def test_chart_defaults_name_these_images(built: dict[str, str]) -> None:
 
     assert DEFAULT_IMAGE == built["runner"]
     vllm = values["runnerVllmImage"]  # built by test_vllm_image.py under its CPU tag
-    assert DEFAULT_VLLM_IMAGE == f"{vllm['repository']}:{vllm['tag'] or app_version}" == built["runner"].replace(
-        "/assay-runner:", "/assay-runner-vllm:")
+    assert (
+        DEFAULT_VLLM_IMAGE
+        == f"{vllm['repository']}:{vllm['tag'] or app_version}"
+        == built["runner"].replace("/assay-runner:", "/assay-runner-vllm:")
+    )

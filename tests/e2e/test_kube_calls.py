@@ -36,8 +36,12 @@ def api(control_plane: cp.ControlPlane) -> Iterator[None]:
 
 
 def _config_map(name: str, **labels: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
-            "data": {"k": "v"}}  # fmt: skip
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+        "data": {"k": "v"},
+    }
 
 
 def test_create_get_list_patch_and_delete_on_the_real_api_server(api: None) -> None:
@@ -49,18 +53,31 @@ def test_create_get_list_patch_and_delete_on_the_real_api_server(api: None) -> N
     listed = kube.list_objects("ConfigMap", "v1", namespace=NAMESPACE, label_selector="team=x")
     assert [(o["kind"], o["metadata"]["name"]) for o in listed] == [("ConfigMap", "a")]
 
-    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                  "metadata": {"name": "ev", "namespace": NAMESPACE},
-                  "spec": {"model": "dummy", "tasks": ["arc_easy"]}}  # fmt: skip
+    evaluation = {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "ev", "namespace": NAMESPACE},
+        "spec": {"model": "dummy", "tasks": ["arc_easy"]},
+    }
     assert kube.create(evaluation)
-    written = kube.patch_evaluation_status(namespace=NAMESPACE, name="ev", status={"phase": "Pending", "jobName": "ev-g1"})
+    written = kube.patch_evaluation_status(
+        namespace=NAMESPACE, name="ev", status={"phase": "Pending", "jobName": "ev-g1"}
+    )
     assert written["status"]["jobName"] == "ev-g1" and written["metadata"]["resourceVersion"]
     assert kube.get_evaluation(namespace=NAMESPACE, name="ev")["status"]["phase"] == "Pending"
     assert kube.get_evaluation(namespace=NAMESPACE, name="gone") is None
 
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j", "namespace": NAMESPACE},
-           "spec": {"suspend": True, "template": {"spec": {"restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "localhost/none:x"}]}}}}  # fmt: skip
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "j", "namespace": NAMESPACE},
+        "spec": {
+            "suspend": True,
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "localhost/none:x"}]}
+            },
+        },
+    }
     assert kube.create(job)
     kube.patch_job_suspend(namespace=NAMESPACE, name="j", suspend=False)
     kube.end_job(namespace=NAMESPACE, name="j")

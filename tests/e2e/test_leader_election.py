@@ -140,18 +140,31 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 
 def test_a_frozen_leader_is_replaced_within_30_s_with_no_duplicate_job_and_no_lost_status(
-    cluster: Cluster, images: dict[str, str],
+    cluster: Cluster,
+    images: dict[str, str],
 ) -> None:
     """The leader's container is frozen (cgroup freezer through containerd): like a hung
     process or a partitioned node, it neither renews nor releases the Lease, and the kubelet
     still reports it running. (Deleting the pod, even with --force, lets it release.)"""
     operator = cluster.operator
-    helm(cluster.plane, "upgrade", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE,
-         *chart_values(images, "operator.replicas=2"), "--wait", "--timeout=300s")  # fmt: skip
+    helm(
+        cluster.plane,
+        "upgrade",
+        RELEASE,
+        str(CHART),
+        "--namespace",
+        OPERATOR_NAMESPACE,
+        *chart_values(images, "operator.replicas=2"),
+        "--wait",
+        "--timeout=300s",
+    )
     frozen: str | None = None
     try:
-        pods = cluster.wait_for("two Ready operator replicas",
-                                lambda: len(p := [p for p in operator.pods() if _ready(p)]) == 2 and p, timeout=240)  # fmt: skip
+        pods = cluster.wait_for(
+            "two Ready operator replicas",
+            lambda: len(p := [p for p in operator.pods() if _ready(p)]) == 2 and p,
+            timeout=240,
+        )
         container = pods[0]["spec"]["containers"][0]
         (lease,) = [a.split("=", 1)[1] for a in container["args"] if a.startswith("--leader-election=")]
         names = {p["metadata"]["name"] for p in pods}
@@ -164,8 +177,11 @@ def test_a_frozen_leader_is_replaced_within_30_s_with_no_duplicate_job_and_no_lo
         frozen = leader_pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
         cluster.node.ctr("tasks", "pause", frozen)
         paused = time.monotonic()
-        successor = cluster.wait_for("another replica to lead",
-                                     lambda: (h := _lease_holder(cluster, lease)) not in (None, leader) and h, timeout=60)  # fmt: skip
+        successor = cluster.wait_for(
+            "another replica to lead",
+            lambda: (h := _lease_holder(cluster, lease)) not in (None, leader) and h,
+            timeout=60,
+        )
         handover = time.monotonic() - paused
         print(f"handover from the frozen {leader} to {successor} in {handover:.1f} s")
         assert handover <= 30
@@ -175,25 +191,42 @@ def test_a_frozen_leader_is_replaced_within_30_s_with_no_duplicate_job_and_no_lo
             status = cluster.wait(name, "Succeeded", timeout=180)["status"]
             assert status["results"]["arc_easy"], name
         assert sorted(j["metadata"]["name"] for j in cluster.items("jobs")) == ["after-handover-g1", "in-flight-g1"]
-        created = [e for e in json.loads(cluster.kubectl("get", "events", "-o", "json").stdout)["items"]
-                   if e["reason"] == "JobCreated"]  # fmt: skip
+        created = [
+            e
+            for e in json.loads(cluster.kubectl("get", "events", "-o", "json").stdout)["items"]
+            if e["reason"] == "JobCreated"
+        ]
         assert sorted(e["involvedObject"]["name"] for e in created) == ["after-handover", "in-flight"]
 
         # Thawed, the old leader finds another holder at its next renewal and exits (crash-only).
         cluster.node.ctr("tasks", "resume", frozen)
         frozen = None
+
         def restarted() -> bool:
             pod = json.loads(operator.kubectl("get", "pod", leader, "-o", "json").stdout)
             return int(pod["status"]["containerStatuses"][0].get("restartCount", 0)) > 0
 
         cluster.wait_for("the old leader to exit and restart as a standby", restarted, timeout=90)
         # The kubelet may answer for the exited container's log a moment after its restart.
-        cluster.wait_for("the old leader's last log to say why it exited", lambda: "Lost the lead" in operator.kubectl(
-            "logs", leader, "--previous", check=False).stdout, timeout=30, interval=2)  # fmt: skip
+        cluster.wait_for(
+            "the old leader's last log to say why it exited",
+            lambda: "Lost the lead" in operator.kubectl("logs", leader, "--previous", check=False).stdout,
+            timeout=30,
+            interval=2,
+        )
         assert _lease_holder(cluster, lease) == successor
     finally:
         if frozen is not None:
             cluster.node.ctr("tasks", "resume", frozen, check=False)
-        helm(cluster.plane, "upgrade", RELEASE, str(CHART), "--namespace", OPERATOR_NAMESPACE,
-             *chart_values(images), "--wait", "--timeout=300s")  # fmt: skip
+        helm(
+            cluster.plane,
+            "upgrade",
+            RELEASE,
+            str(CHART),
+            "--namespace",
+            OPERATOR_NAMESPACE,
+            *chart_values(images),
+            "--wait",
+            "--timeout=300s",
+        )
         operator.wait_watching()

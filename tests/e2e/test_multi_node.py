@@ -44,8 +44,11 @@ def _worker_pid(evaluation: str, rank: int) -> int | None:
         if not entry.name.isdigit():
             continue
         try:
-            environ = dict(item.split("=", 1) for item in (entry / "environ").read_bytes().decode(errors="replace")
-                           .split("\0") if "=" in item)  # fmt: skip
+            environ = dict(
+                item.split("=", 1)
+                for item in (entry / "environ").read_bytes().decode(errors="replace").split("\0")
+                if "=" in item
+            )
         except OSError:
             continue
         if environ.get("ASSAY_EVALUATION_NAME") == evaluation and environ.get("RANK") == str(rank):
@@ -58,19 +61,30 @@ def test_one_ranks_failure_costs_one_retry_not_one_per_rank(cluster: Cluster) ->
     error would); rank 0 stops for it with exit 75, which the Job's podFailurePolicy ignores.
     With backoffLimit 1 the Job so has a retry left, and the run resumes and succeeds; were
     rank 0's exit counted too, two failures would exceed the limit and fail the run."""
-    cluster.apply(evaluation_manifest("one-fault", **hf_spec(**LONG_RUN, resources={"nodes": 2, "gpusPerNode": 0},
-                                                             backoffLimit=1)))  # fmt: skip
+    cluster.apply(
+        evaluation_manifest(
+            "one-fault", **hf_spec(**LONG_RUN, resources={"nodes": 2, "gpusPerNode": 0}, backoffLimit=1)
+        )
+    )
     # Progress is reported between the model's calls (4,096 requests each): a slow machine takes minutes.
-    cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation("one-fault").get("status") or {})
-                     .get("progress") or {}).get("requestsDone"), timeout=420)  # fmt: skip
+    cluster.wait_for(
+        "the run to report progress",
+        lambda: ((cluster.evaluation("one-fault").get("status") or {}).get("progress") or {}).get("requestsDone"),
+        timeout=420,
+    )
     pid = cluster.wait_for("rank 1's worker process", lambda: _worker_pid("one-fault", 1), timeout=30)
     os.kill(pid, signal.SIGINT)
 
     status = cluster.wait("one-fault", "Succeeded", timeout=420)["status"]
     assert status["results"], status
     pods = cluster.items("pods")
-    exits = sorted((p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"],
-                    p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"]) for p in pods)  # fmt: skip
+    exits = sorted(
+        (
+            p["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"],
+            p["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"],
+        )
+        for p in pods
+    )
     # The first attempt: rank 0 stopped for its peer (75), rank 1 interrupted (130); then both succeeded.
     assert exits == [("0", 0), ("0", 75), ("1", 0), ("1", 130)], exits
     (job,) = cluster.items("jobs")

@@ -33,8 +33,11 @@ def _conditions(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_a_run_whose_status_write_is_denied_mid_run_fails_with_results_not_recorded(cluster: Cluster) -> None:
     name = "unrecorded"
     cluster.apply(evaluation_manifest(name, **hf_spec(**LONG_RUN)))
-    cluster.wait_for("the run to report progress", lambda: ((cluster.evaluation(name).get("status") or {})
-                     .get("progress") or {}).get("requestsDone"), timeout=240)  # fmt: skip
+    cluster.wait_for(
+        "the run to report progress",
+        lambda: ((cluster.evaluation(name).get("status") or {}).get("progress") or {}).get("requestsDone"),
+        timeout=240,
+    )
     selector = f"assay.dev/evaluation={name}"
     (binding,) = cluster.items("rolebindings", selector)
     cluster.kubectl("delete", "rolebinding", binding["metadata"]["name"])
@@ -45,8 +48,11 @@ def test_a_run_whose_status_write_is_denied_mid_run_fails_with_results_not_recor
     assert status["phase"] == "Failed" and status["reason"] == "ResultsNotRecorded", status
     assert conditions["Failed"]["reason"] == "ResultsNotRecorded"
     assert conditions["Succeeded"]["status"] == "False"
-    assert (conditions["Ready"]["status"], conditions["Reconciling"]["status"], conditions["Stalled"]["status"]) == \
-        ("False", "False", "True")  # fmt: skip
+    assert (conditions["Ready"]["status"], conditions["Reconciling"]["status"], conditions["Stalled"]["status"]) == (
+        "False",
+        "False",
+        "True",
+    )
     assert "results" not in status
     # Where the files are: the output PVC, in this run's folder.
     assert f"on PVC output in {name}/g1" in status["message"], status["message"]
@@ -58,15 +64,18 @@ def test_a_run_whose_status_write_is_denied_mid_run_fails_with_results_not_recor
     # The scores survive on the output volume, and the runner's log says where.
     (saved,) = sorted((cluster.output_dir / name / "g1").rglob("results_*.json"))
     logs = cluster.runner_logs()
-    assert "HTTP 403" in logs and f"the scores did not reach status; they are only in /output/{name}/g1/" in logs, logs[-3000:]
+    assert "HTTP 403" in logs and f"the scores did not reach status; they are only in /output/{name}/g1/" in logs, logs[
+        -3000:
+    ]
     assert saved.name in logs
     # Nothing put the RoleBinding back before the run ended: the refusal was real to the end. (An
     # operator that restarts decides every run again and applies its RBAC, after the end too.)
     failed_at = conditions["Failed"]["lastTransitionTime"]
     assert [b for b in cluster.items("rolebindings", selector) if b["metadata"]["creationTimestamp"] < failed_at] == []
     # `kubectl wait --for=condition=Succeeded` does not return as if it had.
-    waited = cluster.kubectl("wait", "--for=condition=Succeeded", f"evaluation/{name}", "--timeout=5s", check=False,
-                             timeout=60)  # fmt: skip
+    waited = cluster.kubectl(
+        "wait", "--for=condition=Succeeded", f"evaluation/{name}", "--timeout=5s", check=False, timeout=60
+    )
     assert waited.returncode != 0
 
 
@@ -83,8 +92,9 @@ def test_an_output_directory_that_cannot_be_written_fails_before_the_model_loads
     assert "evaluating" not in pod_logs and "Traceback" not in pod_logs, pod_logs[-3000:]
 
 
-def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_patch(cluster: Cluster,
-                                                                                   admin_api: Any) -> None:  # fmt: skip
+def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_patch(
+    cluster: Cluster, admin_api: Any
+) -> None:
     """The runner's sink against the real API server: its JSON patch lands while status.jobName
     is its Job's, every field it writes is kept (none pruned by the schema), and the patch of
     a run that is not the current one is refused whole (422) and read as superseded."""
@@ -96,11 +106,21 @@ def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_p
     # A spec the default policy refuses: the operator writes InvalidSpec once and runs nothing.
     cluster.apply(evaluation_manifest(name, **dummy_spec(trustRemoteCode=True)))
     cluster.wait(name, "Failed", timeout=60)
-    cluster.kubectl("patch", "evaluation", name, "--subresource=status", "--type=merge",
-                    "-p", '{"status": {"jobName": "sink-check-g1"}}')  # fmt: skip
+    cluster.kubectl(
+        "patch",
+        "evaluation",
+        name,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        '{"status": {"jobName": "sink-check-g1"}}',
+    )
     api = client.CustomObjectsApi(admin_api)
-    results = {"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
-               "n-samples": {"arc_easy": {"original": 4, "effective": 4}}, "versions": {"arc_easy": 1}}  # fmt: skip
+    results = {
+        "results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
+        "n-samples": {"arc_easy": {"original": 4, "effective": 4}},
+        "versions": {"arc_easy": 1},
+    }
     run = RunResults.from_lmeval_dict(results)
 
     def sink(job_name: str) -> KubernetesStatusSink:
@@ -112,12 +132,16 @@ def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_p
     current = sink("sink-check-g1")
     current.progress(4, 4)
     assert current.finished(run) is True
-    current.output(written=False, message="The results files could not be written under /output/x (No space left on device).")
+    current.output(
+        written=False, message="The results files could not be written under /output/x (No space left on device)."
+    )
     status = cluster.evaluation(name)["status"]
     assert status["results"]["arc_easy"]["acc,none"] == {"value": 0.5, "stderr": 0.01}
     assert status["progress"]["requestsDone"] == 4 and status["runnerMessage"] == "Evaluated 1 tasks."
-    assert status["outputFiles"] == {"written": False, "message": "The results files could not be written under "
-                                     "/output/x (No space left on device)."}  # fmt: skip
+    assert status["outputFiles"] == {
+        "written": False,
+        "message": "The results files could not be written under /output/x (No space left on device).",
+    }
 
 
 def test_a_full_output_volume_keeps_the_scores_and_says_what_was_not_written(cluster: Cluster, tmp_path: Path) -> None:
@@ -125,15 +149,22 @@ def test_a_full_output_volume_keeps_the_scores_and_says_what_was_not_written(clu
     # of the dummy model) and the results JSON (~3 KB), not for the samples (~90 KB).
     mount = tmp_path / "small-output"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size=96k,uid={RUNNER_UID},gid={RUNNER_UID},mode=0775", "tmpfs",
-                    str(mount)], check=True)  # fmt: skip
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size=96k,uid={RUNNER_UID},gid={RUNNER_UID},mode=0775", "tmpfs", str(mount)],
+        check=True,
+    )
     volume = f"{cluster.namespace}-small"
     try:
-        cluster.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(
-            _local_volume(volume, mount, namespace=cluster.namespace, claim="small")))  # fmt: skip
+        cluster.plane.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=yaml.safe_dump(_local_volume(volume, mount, namespace=cluster.namespace, claim="small")),
+        )
         cluster.apply(_claim("small", volume))
-        cluster.wait_for("the claim to bind", lambda: cluster.get("pvc", "small")["status"].get("phase") == "Bound",
-                         timeout=60)  # fmt: skip
+        cluster.wait_for(
+            "the claim to bind", lambda: cluster.get("pvc", "small")["status"].get("phase") == "Bound", timeout=60
+        )
         spec = dummy_spec(limit=50, logSamples=True, output={"pvc": "small"})
         cluster.apply(evaluation_manifest("full", **spec))
         status = cluster.wait("full", "Succeeded", timeout=180)["status"]
@@ -144,7 +175,8 @@ def test_a_full_output_volume_keeps_the_scores_and_says_what_was_not_written(clu
         assert status["outputFiles"]["written"] is False, status
     finally:
         cluster.kubectl("delete", "evaluation", "full", "--wait=true", check=False)
-        cluster.wait_for("the runner pods to go", lambda: not cluster.items("pods", "assay.dev/evaluation=full"),
-                         timeout=120)  # fmt: skip
+        cluster.wait_for(
+            "the runner pods to go", lambda: not cluster.items("pods", "assay.dev/evaluation=full"), timeout=120
+        )
         cluster.plane.kubectl("delete", "pv", volume, "--wait=false", check=False)
         subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -28,8 +28,16 @@ import yaml
 
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.cluster.node import Node
-from tests.e2e.conftest import (OPERATOR_NAMESPACE, RELEASE, Cluster, OperatorDeployment, _local_volume, chart_values,
-                                find_helm, give_to_runner)  # fmt: skip
+from tests.e2e.conftest import (
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    Cluster,
+    OperatorDeployment,
+    _local_volume,
+    chart_values,
+    find_helm,
+    give_to_runner,
+)
 from tests.quickstart_doc import NAMESPACE, image_references, localized, quickstart_blocks
 
 pytestmark = pytest.mark.e2e
@@ -39,10 +47,19 @@ EVALUATION = "tiny-gpt2-smoke"  # examples/evaluation.yaml
 
 
 def _bash(script: str, *, cwd: Path, env: dict[str, str], timeout: float, check: bool = True) -> str:
-    run = subprocess.run(["bash", "-euxo", "pipefail", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
-                         timeout=timeout, check=False)  # fmt: skip
+    run = subprocess.run(
+        ["bash", "-euxo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and run.returncode != 0:
-        raise AssertionError(f"the quickstart step failed (exit {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}")
+        raise AssertionError(
+            f"the quickstart step failed (exit {run.returncode}):\n{run.stdout[-4000:]}\n{run.stderr[-4000:]}"
+        )
     return run.stdout
 
 
@@ -56,8 +73,18 @@ def _volume(claim: str, size: str, path: Path) -> dict[str, Any]:
 
 def _forget(plane: cp.ControlPlane) -> None:
     """What the quickstart leaves in the shared namespace (a killed earlier run's too), and its volumes."""
-    plane.kubectl("-n", NAMESPACE, "delete", f"evaluation/{EVALUATION}", "pod/assay-cache-loader",
-                  *[f"pvc/{c}" for c in CLAIMS], "--ignore-not-found", "--timeout=120s", check=False, timeout=180)  # fmt: skip
+    plane.kubectl(
+        "-n",
+        NAMESPACE,
+        "delete",
+        f"evaluation/{EVALUATION}",
+        "pod/assay-cache-loader",
+        *[f"pvc/{c}" for c in CLAIMS],
+        "--ignore-not-found",
+        "--timeout=120s",
+        check=False,
+        timeout=180,
+    )
     plane.kubectl("delete", "pv", *[f"quickstart-{c}" for c in CLAIMS], "--ignore-not-found", check=False)
 
 
@@ -74,9 +101,16 @@ def quickstart_volumes(control_plane: cp.ControlPlane, volumes: Path) -> Iterato
     _forget(control_plane)
 
 
-def test_the_quickstart_runs_as_written(control_plane: cp.ControlPlane, node: Node, images: dict[str, str],
-                                        operator: OperatorDeployment, quickstart_volumes: Path, shared_data: Path,
-                                        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_the_quickstart_runs_as_written(
+    control_plane: cp.ControlPlane,
+    node: Node,
+    images: dict[str, str],
+    operator: OperatorDeployment,
+    quickstart_volumes: Path,
+    shared_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     blocks = quickstart_blocks()
     assert (NAMESPACE, "assay") == (OPERATOR_NAMESPACE, RELEASE), "the quickstart installs the suite's release"
     built = {images["operator"], images["runner"]}
@@ -84,9 +118,12 @@ def test_the_quickstart_runs_as_written(control_plane: cp.ControlPlane, node: No
     assert set(image_references(blocks["load-containerd"])) == built
     assert "ctr -n k8s.io images import -" in blocks["load-containerd"]
 
-    env = {**os.environ, "KUBECONFIG": str(control_plane.admin_kubeconfig),
-           "PATH": f"{Path(find_helm()).parent}{os.pathsep}{os.environ['PATH']}",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # fmt: skip
+    env = {
+        **os.environ,
+        "KUBECONFIG": str(control_plane.admin_kubeconfig),
+        "PATH": f"{Path(find_helm()).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
     cluster = Cluster(control_plane, operator, node, NAMESPACE, quickstart_volumes)
 
     transcript: list[str] = []

@@ -49,8 +49,13 @@ def test_runner_and_operator_run_unprivileged_on_a_read_only_root(cluster: Clust
     operator_pod = cluster.operator.pod()["metadata"]["name"]
     probe = cluster.plane.kubectl("exec", "-n", OPERATOR_NAMESPACE, operator_pod, "--", "python", "-c", PROBE)
     seen = json.loads(probe.stdout)
-    assert seen == {"uid": 1000, "root": "Read-only file system", "CapEff": "0000000000000000", "Seccomp": "2",
-                    "NoNewPrivs": "1"}, seen  # fmt: skip
+    assert seen == {
+        "uid": 1000,
+        "root": "Read-only file system",
+        "CapEff": "0000000000000000",
+        "Seccomp": "2",
+        "NoNewPrivs": "1",
+    }, seen
 
 
 def test_kubectl_logs_shows_the_runs_progress(cluster: Cluster) -> None:
@@ -63,8 +68,9 @@ def test_kubectl_logs_shows_the_runs_progress(cluster: Cluster) -> None:
     assert "arc_easy" in logs and "lambada_openai" in logs  # the results table
 
 
-def test_results_stay_on_the_output_volume_after_the_pods_are_gone(cluster: Cluster,
-                                                                 local_results: dict[str, Any]) -> None:  # fmt: skip
+def test_results_stay_on_the_output_volume_after_the_pods_are_gone(
+    cluster: Cluster, local_results: dict[str, Any]
+) -> None:
     cluster.apply(evaluation_manifest("kept", **hf_spec()))
     status = cluster.wait("kept", "Succeeded", timeout=300)["status"]
     cluster.kubectl("delete", "evaluation", "kept", "--timeout=60s")
@@ -113,7 +119,12 @@ def test_the_operator_pod_serves_metrics_on_its_pod_ip(cluster: Cluster, tmp_pat
     status = cluster.wait("scraped", "Succeeded", timeout=180)["status"]
     value = status["results"]["arc_easy"]["acc,none"]["value"]
     text = cluster.operator.metrics()
-    line = next(row for row in text.splitlines() if row.startswith("assay_evaluation_score{")
-                and f'namespace="{cluster.namespace}"' in row and 'evaluation="scraped"' in row
-                and 'metric="acc"' in row)  # fmt: skip
+    line = next(
+        row
+        for row in text.splitlines()
+        if row.startswith("assay_evaluation_score{")
+        and f'namespace="{cluster.namespace}"' in row
+        and 'evaluation="scraped"' in row
+        and 'metric="acc"' in row
+    )
     assert float(line.rsplit(" ", 1)[1]) == pytest.approx(value, abs=1e-12)

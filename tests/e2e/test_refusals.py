@@ -31,8 +31,13 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 
 
 def _events(cluster: Cluster, name: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in cluster.items("events") if e["reason"] == reason
-            and e["involvedObject"].get("kind") == "Evaluation" and e["involvedObject"].get("name") == name]  # fmt: skip
+    return [
+        e
+        for e in cluster.items("events")
+        if e["reason"] == reason
+        and e["involvedObject"].get("kind") == "Evaluation"
+        and e["involvedObject"].get("name") == name
+    ]
 
 
 def _posted(events: list[dict[str, Any]]) -> int:
@@ -40,15 +45,24 @@ def _posted(events: list[dict[str, Any]]) -> int:
     return sum(int(e.get("count") or 1) for e in events)
 
 
-UNSELECTED_AFFINITY = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-    {"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": ["app"]}]}}
+UNSELECTED_AFFINITY = {
+    "podAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": [
+            {"topologyKey": "kubernetes.io/hostname", "matchLabelKeys": ["app"]}
+        ]
+    }
+}
 
 
-@pytest.mark.parametrize("name,pod_template,said", [
-    ("bad-affinity", {"affinity": UNSELECTED_AFFINITY}, "matchLabelKeys"),
-])  # fmt: skip
-def test_a_job_the_api_server_refuses_fails_at_once_in_its_words(cluster: Cluster, name: str,
-                                                                 pod_template: dict[str, Any], said: str) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    "name,pod_template,said",
+    [
+        ("bad-affinity", {"affinity": UNSELECTED_AFFINITY}, "matchLabelKeys"),
+    ],
+)
+def test_a_job_the_api_server_refuses_fails_at_once_in_its_words(
+    cluster: Cluster, name: str, pod_template: dict[str, Any], said: str
+) -> None:
     applied = cluster.apply(evaluation_manifest(name, **dummy_spec(podTemplate=pod_template)), check=False)
     assert applied.returncode == 0, f"the CRD refused what it should let through to the operator: {applied.stderr}"
     status = cluster.wait(name, "Failed", timeout=10)["status"]
@@ -67,10 +81,21 @@ def test_a_job_the_api_server_refuses_fails_at_once_in_its_words(cluster: Cluste
 
 
 def test_a_quota_on_jobs_keeps_the_run_pending_with_its_reason_and_loses_no_job(cluster: Cluster) -> None:
-    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-jobs"},
-                   "spec": {"hard": {"count/jobs.batch": "0"}}})  # fmt: skip
-    cluster.wait_for("the quota counted", lambda: (cluster.get("resourcequota", "no-jobs").get("status") or {})
-                     .get("hard", {}).get("count/jobs.batch") == "0", timeout=60)  # fmt: skip
+    cluster.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ResourceQuota",
+            "metadata": {"name": "no-jobs"},
+            "spec": {"hard": {"count/jobs.batch": "0"}},
+        }
+    )
+    cluster.wait_for(
+        "the quota counted",
+        lambda: (
+            (cluster.get("resourcequota", "no-jobs").get("status") or {}).get("hard", {}).get("count/jobs.batch") == "0"
+        ),
+        timeout=60,
+    )
     cluster.apply(evaluation_manifest("no-room", **dummy_spec(suspend=True)))
 
     def noted() -> dict[str, Any] | None:
@@ -83,8 +108,11 @@ def test_a_quota_on_jobs_keeps_the_run_pending_with_its_reason_and_loses_no_job(
     assert not _events(cluster, "no-room", "JobLost") and not _events(cluster, "no-room", "InvalidSpec")
     cluster.kubectl("delete", "resourcequota", "no-jobs")
     cluster.wait_for("the Job", lambda: cluster.items("jobs", "assay.dev/evaluation=no-room"), timeout=120)
-    cluster.wait_for("the note gone", lambda: (cluster.evaluation("no-room").get("status") or {}).get("reason")
-                     not in (None, "JobNotCreated"), timeout=60)  # fmt: skip
+    cluster.wait_for(
+        "the note gone",
+        lambda: (cluster.evaluation("no-room").get("status") or {}).get("reason") not in (None, "JobNotCreated"),
+        timeout=60,
+    )
     assert not _events(cluster, "no-room", "JobLost")  # it never existed, so it was never lost
 
 
@@ -92,8 +120,9 @@ def _delete_unseen(cluster: Cluster, evaluation: str) -> str:
     """Delete the run's Job where no watch event tells the operator: first take it out of the
     operator's label selector (its watch then reports it gone, and finds it still there), then
     delete it. Only the resync sweep can find it missing. Returns the deleted Job's uid."""
-    (job,) = cluster.wait_for("the Job", lambda: cluster.items("jobs", f"assay.dev/evaluation={evaluation}"),
-                              timeout=60)  # fmt: skip
+    (job,) = cluster.wait_for(
+        "the Job", lambda: cluster.items("jobs", f"assay.dev/evaluation={evaluation}"), timeout=60
+    )
     name = job["metadata"]["name"]
     cluster.kubectl("label", "job", name, f"{MANAGED_BY}-")
     time.sleep(3)  # the operator's look at the Job that left its watch: it is still there
@@ -113,8 +142,12 @@ def _made_again(cluster: Cluster, evaluation: str, gone: str) -> dict[str, Any]:
 def _sweep_errors(text: str) -> dict[tuple[str, str], float]:
     from prometheus_client.parser import text_string_to_metric_families
 
-    return {(s.labels["sweep"], s.labels["kind"]): s.value for family in text_string_to_metric_families(text)
-            for s in family.samples if s.name == "assay_sweep_errors_total"}  # fmt: skip
+    return {
+        (s.labels["sweep"], s.labels["kind"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "assay_sweep_errors_total"
+    }
 
 
 def test_a_minute_without_the_api_server_kills_no_sweep(cluster: Cluster, images: dict[str, str]) -> None:
@@ -124,8 +157,18 @@ def test_a_minute_without_the_api_server_kills_no_sweep(cluster: Cluster, images
     cluster.operator.kill()  # one operator per namespace at a time
     own = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="resync")
     try:
-        helm(cluster.plane, "install", "resync", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
-             *chart_values(images, *values), "--wait", "--timeout=180s")  # fmt: skip
+        helm(
+            cluster.plane,
+            "install",
+            "resync",
+            str(CHART),
+            "--namespace",
+            cluster.namespace,
+            "--skip-crds",
+            *chart_values(images, *values),
+            "--wait",
+            "--timeout=180s",
+        )
         own.wait_watching()
         cluster.apply(evaluation_manifest("survivor", **dummy_spec(suspend=True)))
         # The sweep looks only at runs first seen 30 s ago (a Job may be on its way): let it
@@ -147,13 +190,25 @@ def test_a_minute_without_the_api_server_kills_no_sweep(cluster: Cluster, images
         # Both sweeps still work after it: the resync finds another Job gone unseen...
         _made_again(cluster, "survivor", _delete_unseen(cluster, "survivor"))
         # ... and the pending sweep finds pods the Job controller cannot create (no event tells that).
-        cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"},
-                       "spec": {"hard": {"pods": "0"}}})  # fmt: skip
-        cluster.wait_for("the quota counted", lambda: (cluster.get("resourcequota", "no-pods").get("status") or {})
-                         .get("hard", {}).get("pods") == "0", timeout=60)  # fmt: skip
+        cluster.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ResourceQuota",
+                "metadata": {"name": "no-pods"},
+                "spec": {"hard": {"pods": "0"}},
+            }
+        )
+        cluster.wait_for(
+            "the quota counted",
+            lambda: (cluster.get("resourcequota", "no-pods").get("status") or {}).get("hard", {}).get("pods") == "0",
+            timeout=60,
+        )
         cluster.apply(evaluation_manifest("stuck", **dummy_spec()))
-        cluster.wait_for("reason FailedCreate", lambda: (cluster.evaluation("stuck").get("status") or {})
-                         .get("reason") == "FailedCreate", timeout=120)  # fmt: skip
+        cluster.wait_for(
+            "reason FailedCreate",
+            lambda: (cluster.evaluation("stuck").get("status") or {}).get("reason") == "FailedCreate",
+            timeout=120,
+        )
     finally:
         helm(cluster.plane, "uninstall", "resync", "--namespace", cluster.namespace, "--wait", "--timeout=120s")
         cluster.operator.start()

@@ -20,20 +20,24 @@ def test_bumping_the_rerun_annotation_runs_a_finished_evaluation_again(cluster: 
 
     cluster.kubectl("annotate", "evaluation", "again", "evaluations.assay.dev/rerun=2026-12-01")
     meta = first["metadata"]
-    expected_job = job_name(EvaluationRef(name="again", namespace=cluster.namespace, uid=meta["uid"], generation=1,
-                                          rerun="2026-12-01"))  # fmt: skip
-    cluster.wait_for("the re-run's Job", lambda: cluster.evaluation("again")["status"].get("jobName") == expected_job,
-                     timeout=60)  # fmt: skip
+    expected_job = job_name(
+        EvaluationRef(name="again", namespace=cluster.namespace, uid=meta["uid"], generation=1, rerun="2026-12-01")
+    )
+    cluster.wait_for(
+        "the re-run's Job", lambda: cluster.evaluation("again")["status"].get("jobName") == expected_job, timeout=60
+    )
     second = cluster.wait("again", "Succeeded", timeout=180)
     status = second["status"]
     assert status["rerunToken"] == "2026-12-01" and status["observedGeneration"] == 1
     assert second["metadata"]["generation"] == 1  # the spec never changed
     assert status["startTime"] >= first["status"]["completionTime"]
     # The earlier run's Job is gone, its results are not; each run wrote its own directory.
-    cluster.wait_for("the first run's Job to go", lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == [expected_job],
-                     timeout=60)  # fmt: skip
+    cluster.wait_for(
+        "the first run's Job to go",
+        lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == [expected_job],
+        timeout=60,
+    )
     runs = sorted(p.name for p in (cluster.output_dir / "again").iterdir())
     assert runs == sorted(["g1", expected_job.removeprefix("again-")]), runs
     for run in runs:
         assert list((cluster.output_dir / "again" / run).rglob("results_*.json")), run
-

@@ -25,9 +25,19 @@ def _pods(cluster: Cluster, job: str) -> list[dict[str, Any]]:
 
 def _evict(cluster: Cluster, pod: str) -> None:
     """POST pods/eviction, what `kubectl drain` does: the pod gets the DisruptionTarget condition."""
-    eviction = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": pod, "namespace": cluster.namespace}}
-    cluster.kubectl("create", "--raw", f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction", "-f", "-",
-                    input=json.dumps(eviction))  # fmt: skip
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": pod, "namespace": cluster.namespace},
+    }
+    cluster.kubectl(
+        "create",
+        "--raw",
+        f"/api/v1/namespaces/{cluster.namespace}/pods/{pod}/eviction",
+        "-f",
+        "-",
+        input=json.dumps(eviction),
+    )
 
 
 def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(cluster: Cluster) -> None:
@@ -35,9 +45,13 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
     cluster.apply(evaluation_manifest("resumed", **hf_spec(**LONG_RUN)))
     started = cluster.wait_for(
         "the run to report progress",
-        lambda: (p := (cluster.evaluation("resumed").get("status") or {}).get("progress") or {}).get("requestsDone")
-        and p["requestsDone"] < p["requestsTotal"] and p,
-        timeout=300, interval=0.5,
+        lambda: (
+            (p := (cluster.evaluation("resumed").get("status") or {}).get("progress") or {}).get("requestsDone")
+            and p["requestsDone"] < p["requestsTotal"]
+            and p
+        ),
+        timeout=300,
+        interval=0.5,
     )
     (first,) = _pods(cluster, "resumed-g1")
     _evict(cluster, first["metadata"]["name"])
@@ -61,8 +75,10 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
     assert cached, f"the replacement did not report its cache hits:\n{log[-3000:]}"
     # One line per model call (the runner hands the model up to 4,096 requests at a time).
     answered, total = sum(a for a, _ in cached), sum(n for _, n in cached)
-    print(f"the replacement answered {answered} of {total} requests from the cache; the first pod had reported "
-          f"{started['requestsDone']} done")  # fmt: skip
+    print(
+        f"the replacement answered {answered} of {total} requests from the cache; the first pod had reported "
+        f"{started['requestsDone']} done"
+    )
     # What the first pod reported done was committed: at most one batch per rank is recomputed.
     assert answered >= started["requestsDone"] - BATCH, (cached, started)
     assert answered < total, cached  # and the rest was computed by the replacement

@@ -31,7 +31,11 @@ def served(cluster: Cluster, tiny_model: Path, tmp_path: Path) -> Iterator[Any]:
 
 
 def test_a_served_model_is_evaluated_from_its_endpoint_with_a_local_runs_scores(
-    cluster: Cluster, served: Any, tiny_model: Path, datasets_dir: Path, monkeypatch: pytest.MonkeyPatch,
+    cluster: Cluster,
+    served: Any,
+    tiny_model: Path,
+    datasets_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from assay.runner.evaluator import simple_evaluate
 
@@ -42,9 +46,13 @@ def test_a_served_model_is_evaluated_from_its_endpoint_with_a_local_runs_scores(
         # The server knows the model by the path it was started with; the runner tokenizes
         # with the same checkpoint from its cache volume.
         "endpoint": {"url": route, "servedModel": str(tiny_model), "tokenizer": MODEL_IN_POD},
-        "tasks": list(HF_TASKS), "limit": LIMIT, "seed": SEED,
-        "resources": {"nodes": 1, "gpusPerNode": 0}, **VOLUMES, "backoffLimit": 0,
-    }  # fmt: skip
+        "tasks": list(HF_TASKS),
+        "limit": LIMIT,
+        "seed": SEED,
+        "resources": {"nodes": 1, "gpusPerNode": 0},
+        **VOLUMES,
+        "backoffLimit": 0,
+    }
     cluster.apply(evaluation_manifest("served", **spec))
     status = cluster.wait("served", "Succeeded", timeout=300)["status"]
 
@@ -54,11 +62,16 @@ def test_a_served_model_is_evaluated_from_its_endpoint_with_a_local_runs_scores(
 
     monkeypatch.setenv("ASSAY_DATASETS_DIR", str(datasets_dir))  # the local run reads the same offline data
     local = simple_evaluate(
-        "local-completions", tasks=list(HF_TASKS), limit=LIMIT, random_seed=SEED, numpy_random_seed=SEED,
-        torch_random_seed=SEED, fewshot_random_seed=SEED,
+        "local-completions",
+        tasks=list(HF_TASKS),
+        limit=LIMIT,
+        random_seed=SEED,
+        numpy_random_seed=SEED,
+        torch_random_seed=SEED,
+        fewshot_random_seed=SEED,
         model_args=f"model={tiny_model},base_url={route},tokenizer={tiny_model},tokenizer_backend=huggingface,"
-                   f"max_length={N_POSITIONS},max_retries=2",
-    )  # fmt: skip
+        f"max_length={N_POSITIONS},max_retries=2",
+    )
     for task in HF_TASKS:
         for key, entry in status["results"][task].items():
             assert entry["value"] == pytest.approx(local["results"][task][key], rel=1e-9, abs=1e-12), (task, key)

@@ -32,17 +32,22 @@ def _shown_by_kubectl(cluster: Cluster, name: str, reason: str) -> None:
     """`kubectl get evals` shows the reason; `kubectl describe` the Warning Event with its sentence."""
     table = cluster.kubectl("get", "evals", name).stdout
     assert reason in table, table
-    described = cluster.wait_for(f"a {reason} Event in kubectl describe", lambda: (
-        lambda text: text if re.search(rf"Warning\s+{reason}\b", text) else None)(
-        cluster.kubectl("describe", "evaluation", name).stdout), timeout=30)  # fmt: skip
+    described = cluster.wait_for(
+        f"a {reason} Event in kubectl describe",
+        lambda: (lambda text: text if re.search(rf"Warning\s+{reason}\b", text) else None)(
+            cluster.kubectl("describe", "evaluation", name).stdout
+        ),
+        timeout=30,
+    )
     assert "Warning" in described
 
 
 def test_a_run_no_node_can_take_is_unschedulable_in_the_schedulers_words(cluster: Cluster) -> None:
     # The node has no GPUs: the scheduler parks the pod and says why on its PodScheduled condition.
     cluster.apply(evaluation_manifest("wants-gpu", **dummy_spec(resources={"nodes": 1, "gpusPerNode": 1})))
-    status = cluster.wait_for("reason Unschedulable", lambda: _reason(cluster, "wants-gpu", "Unschedulable"),
-                              timeout=120)  # fmt: skip
+    status = cluster.wait_for(
+        "reason Unschedulable", lambda: _reason(cluster, "wants-gpu", "Unschedulable"), timeout=120
+    )
     assert status["phase"] == "Pending"
     assert "cannot be scheduled" in status["message"] and "Insufficient nvidia.com/gpu" in status["message"], status
     running = {c["type"]: c for c in status["conditions"]}["Running"]
@@ -51,16 +56,21 @@ def test_a_run_no_node_can_take_is_unschedulable_in_the_schedulers_words(cluster
 
 
 def test_a_quota_that_refuses_the_runner_pod_shows_failed_create(cluster: Cluster) -> None:
-    cluster.apply({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"},
-                   "spec": {"hard": {"pods": "0"}}})  # fmt: skip
+    cluster.apply(
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "no-pods"}, "spec": {"hard": {"pods": "0"}}}
+    )
     # Admission enforces a quota once its controller has counted what it covers.
-    cluster.wait_for("the quota counted", lambda: (cluster.get("resourcequota", "no-pods").get("status") or {})
-                     .get("hard", {}).get("pods") == "0", timeout=60)  # fmt: skip
+    cluster.wait_for(
+        "the quota counted",
+        lambda: (cluster.get("resourcequota", "no-pods").get("status") or {}).get("hard", {}).get("pods") == "0",
+        timeout=60,
+    )
     cluster.apply(evaluation_manifest("over-quota", **dummy_spec()))
     # The Job controller's FailedCreate Events are read once the Job has lacked its pod for a
     # while (15 s), by the next look at Pending runs (every 20 s).
-    status = cluster.wait_for("reason FailedCreate", lambda: _reason(cluster, "over-quota", "FailedCreate"),
-                              timeout=120)  # fmt: skip
+    status = cluster.wait_for(
+        "reason FailedCreate", lambda: _reason(cluster, "over-quota", "FailedCreate"), timeout=120
+    )
     assert status["phase"] == "Pending" and not cluster.items("pods")
     assert "cannot create runner pods" in status["message"] and "exceeded quota: no-pods" in status["message"], status
     _shown_by_kubectl(cluster, "over-quota", "FailedCreate")
@@ -94,8 +104,13 @@ def test_a_dotted_name_of_253_characters_runs_on_two_nodes_with_valid_children(c
     (job,) = cluster.items("jobs")
     (service,) = cluster.items("services")
     assert status["jobName"] == job["metadata"]["name"]
-    for child in (job, service, *cluster.items("serviceaccounts"), *cluster.items("roles"),
-                  *cluster.items("rolebindings")):  # fmt: skip
+    for child in (
+        job,
+        service,
+        *cluster.items("serviceaccounts"),
+        *cluster.items("roles"),
+        *cluster.items("rolebindings"),
+    ):
         child_name = child["metadata"]["name"]
         assert DNS1035_LABEL.fullmatch(child_name) and len(child_name) <= 63, child_name
         assert all(len(value) <= 63 for value in (child["metadata"].get("labels") or {}).values()), child["metadata"]

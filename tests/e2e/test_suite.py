@@ -32,11 +32,17 @@ def _overlay(path: Path, namespace: str) -> Path:
         {"op": "replace", "path": "/spec/output", "value": VOLUMES["output"]},
     ]
     path.mkdir()
-    (path / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": namespace,
-        "resources": [os.path.relpath(SUITE, path)],  # kustomize takes bases by relative path only
-        "patches": [{"target": {"group": "assay.dev", "kind": "Evaluation"}, "patch": yaml.safe_dump(patch)}],
-    }))  # fmt: skip
+    (path / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "namespace": namespace,
+                "resources": [os.path.relpath(SUITE, path)],  # kustomize takes bases by relative path only
+                "patches": [{"target": {"group": "assay.dev", "kind": "Evaluation"}, "patch": yaml.safe_dump(patch)}],
+            }
+        )
+    )
     return path
 
 
@@ -46,8 +52,9 @@ def test_the_suite_applied_with_kustomize_succeeds_evaluation_by_evaluation(clus
     selector = "assay.dev/suite=reasoning-v1"
     names = sorted(e["metadata"]["name"] for e in cluster.items("evaluations", selector))
     assert names == ["pythia-160m-arc-easy-qa", "pythia-160m-lambada", "pythia-410m-arc-easy-qa", "pythia-410m-lambada"]
-    result = cluster.kubectl("wait", "--for=condition=Ready", "evaluations", "-l", selector, "--timeout=300s",
-                             check=False, timeout=330)  # fmt: skip
+    result = cluster.kubectl(
+        "wait", "--for=condition=Ready", "evaluations", "-l", selector, "--timeout=300s", check=False, timeout=330
+    )
     assert result.returncode == 0, f"{result.stderr}\n{cluster.diagnostics()}"
     (config_map,) = cluster.items("configmaps", selector)
     for evaluation in cluster.items("evaluations", selector):
@@ -57,7 +64,11 @@ def test_the_suite_applied_with_kustomize_succeeds_evaluation_by_evaluation(clus
         (task,) = evaluation["spec"]["tasks"]
         assert set(status["results"]) == {task} and status["nSamples"][task]["effective"] == LIMIT
         # The generated ConfigMap, under its hashed name, is what each run checked.
-        assert status["taskSources"] == [{"configMap": config_map["metadata"]["name"],
-                                          "resourceVersion": config_map["metadata"]["resourceVersion"],
-                                          "tasks": ["arc_easy_qa", "suite_qa"]}]  # fmt: skip
+        assert status["taskSources"] == [
+            {
+                "configMap": config_map["metadata"]["name"],
+                "resourceVersion": config_map["metadata"]["resourceVersion"],
+                "tasks": ["arc_easy_qa", "suite_qa"],
+            }
+        ]
     assert config_map["metadata"]["name"].startswith("suite-tasks-")

@@ -22,15 +22,21 @@ def _config_map(name: str, data: dict[str, str]) -> dict:
 def test_a_task_from_a_config_map_runs_and_its_source_is_recorded(cluster: Cluster) -> None:
     cluster.apply(_config_map("suite-tasks", {"arc_easy_qa.yaml": ARC_QA}))
     version = cluster.get("configmap", "suite-tasks")["metadata"]["resourceVersion"]
-    cluster.apply(evaluation_manifest("custom", **dummy_spec(tasks=["arc_easy_qa", "arc_easy"],
-                                                             taskSources=[{"configMap": "suite-tasks"}])))  # fmt: skip
+    cluster.apply(
+        evaluation_manifest(
+            "custom", **dummy_spec(tasks=["arc_easy_qa", "arc_easy"], taskSources=[{"configMap": "suite-tasks"}])
+        )
+    )
     status = cluster.wait("custom", "Succeeded", timeout=180)["status"]
     assert set(status["results"]) == {"arc_easy_qa", "arc_easy"}
     assert status["nSamples"]["arc_easy_qa"]["effective"] == 4
-    assert status["taskSources"] == [{"configMap": "suite-tasks", "resourceVersion": version,
-                                      "tasks": ["arc_easy_qa", "suite_qa"]}]  # fmt: skip
+    assert status["taskSources"] == [
+        {"configMap": "suite-tasks", "resourceVersion": version, "tasks": ["arc_easy_qa", "suite_qa"]}
+    ]
     (pod,) = cluster.items("pods")
-    mount = next(m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["mountPath"] == "/etc/assay/tasks/suite-tasks")
+    mount = next(
+        m for m in pod["spec"]["containers"][0]["volumeMounts"] if m["mountPath"] == "/etc/assay/tasks/suite-tasks"
+    )
     assert mount["readOnly"] is True
     # The runner read the task from the mounted ConfigMap (the results JSON says which file).
     (path,) = sorted(cluster.output_dir.rglob("results_*.json"))
@@ -44,8 +50,10 @@ def test_a_task_from_a_config_map_runs_and_its_source_is_recorded(cluster: Clust
     [
         (None, "spec.taskSources: ConfigMap 'suite-tasks' does not exist in namespace"),
         ({"a.yaml": "task: [x\n"}, "spec.taskSources: ConfigMap 'suite-tasks' key 'a.yaml': It is malformed at line 2"),
-        ({"a.yaml": ARC_QA.replace("doc_to_text", "doc_to_txt")},
-         "spec.taskSources: ConfigMap 'suite-tasks' key 'a.yaml': Task 'arc_easy_qa' has unknown key 'doc_to_txt'."),
+        (
+            {"a.yaml": ARC_QA.replace("doc_to_text", "doc_to_txt")},
+            "spec.taskSources: ConfigMap 'suite-tasks' key 'a.yaml': Task 'arc_easy_qa' has unknown key 'doc_to_txt'.",
+        ),
         ({"a.yaml": ARC_QA, "b.yaml": "#" * 600_000}, "spec.taskSources: ConfigMap 'suite-tasks' holds"),
     ],
     ids=["missing", "malformed", "unknown-field", "too-large"],
@@ -56,8 +64,9 @@ def test_a_broken_config_map_fails_the_evaluation_in_one_sentence_without_a_job(
     if data is not None:
         # `create`, not `apply`: apply's last-applied annotation cannot hold 600 kB.
         cluster.kubectl("create", "-f", "-", input=yaml.safe_dump(_config_map("suite-tasks", data)))
-    cluster.apply(evaluation_manifest("broken", **dummy_spec(tasks=["arc_easy_qa"],
-                                                             taskSources=[{"configMap": "suite-tasks"}])))  # fmt: skip
+    cluster.apply(
+        evaluation_manifest("broken", **dummy_spec(tasks=["arc_easy_qa"], taskSources=[{"configMap": "suite-tasks"}]))
+    )
     status = cluster.wait("broken", "Failed", timeout=60)["status"]
     assert status["reason"] == "InvalidSpec" and status["message"].startswith(message), status["message"]
     assert "\n" not in status["message"] and "/tmp/" not in status["message"]

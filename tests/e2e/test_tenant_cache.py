@@ -28,8 +28,9 @@ def other_model(shared_data: Path, volumes: Path, tiny_model: Path) -> Path:
     """A second tiny GPT-2 on the cache volume: the same architecture, other weights (another seed)."""
     from tests.model_fixtures import tiny_gpt2
 
-    model = tiny_gpt2(volumes / "cache" / "models" / Path(OTHER_MODEL_IN_POD).name, shared_data / "gpt2_tokenizer",
-                      seed=4321)  # fmt: skip
+    model = tiny_gpt2(
+        volumes / "cache" / "models" / Path(OTHER_MODEL_IN_POD).name, shared_data / "gpt2_tokenizer", seed=4321
+    )
     give_to_runner(model)
     return model
 
@@ -89,8 +90,11 @@ def test_an_evaluation_made_again_with_another_model_scores_the_new_model(
 
     # A GitOps replace: delete, wait until its Job is collected, create under the same name.
     cluster.kubectl("delete", "evaluation", "tenant", "--timeout=60s")
-    cluster.wait_for("the first run's Job and pods to be collected",
-                     lambda: not cluster.items("jobs") and not cluster.items("pods"), timeout=120)  # fmt: skip
+    cluster.wait_for(
+        "the first run's Job and pods to be collected",
+        lambda: not cluster.items("jobs") and not cluster.items("pods"),
+        timeout=120,
+    )
     cluster.apply(evaluation_manifest("tenant", **hf_spec(OTHER_MODEL_IN_POD, **output)))
     second = cluster.wait("tenant", "Succeeded", timeout=300)
 

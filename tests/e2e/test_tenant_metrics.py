@@ -43,17 +43,25 @@ def test_metrics_answer_only_the_metrics_reader(cluster: Cluster) -> None:
 
     status, body = _get(url, metrics_reader_token(cluster.plane))
     assert status == 200, body
-    score = [line for line in body.splitlines() if line.startswith("assay_evaluation_score{")
-             and f'namespace="{cluster.namespace}"' in line and 'evaluation="tenant-scored"' in line]  # fmt: skip
+    score = [
+        line
+        for line in body.splitlines()
+        if line.startswith("assay_evaluation_score{")
+        and f'namespace="{cluster.namespace}"' in line
+        and 'evaluation="tenant-scored"' in line
+    ]
     assert score, body[-2000:]
     # The operator's own series: the chart's replica leads, and its decisions were timed.
     assert "assay_leader 1.0" in body.splitlines()
-    assert any(line.startswith('assay_reconcile_duration_seconds_count{kind="Evaluation"}') for line in body.splitlines())
+    assert any(
+        line.startswith('assay_reconcile_duration_seconds_count{kind="Evaluation"}') for line in body.splitlines()
+    )
     assert "assay_workqueue_depth" in body and "assay_metric_series_dropped" in body
 
 
 def test_the_api_server_accepts_the_charts_network_policy(cluster: Cluster) -> None:
     fullname = RELEASE if "assay" in RELEASE else f"{RELEASE}-assay"
-    policy = cluster.plane.kubectl("-n", OPERATOR_NAMESPACE, "get", "networkpolicy", f"{fullname}-operator",
-                                   "-o", "jsonpath={.spec.policyTypes}")  # fmt: skip
+    policy = cluster.plane.kubectl(
+        "-n", OPERATOR_NAMESPACE, "get", "networkpolicy", f"{fullname}-operator", "-o", "jsonpath={.spec.policyTypes}"
+    )
     assert policy.stdout.strip() == '["Ingress","Egress"]'

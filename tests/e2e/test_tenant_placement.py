@@ -27,12 +27,17 @@ RBAC = "rbac.authorization.k8s.io/v1"
 
 def test_the_default_policy_refuses_a_priority_class_and_tolerations_past_the_gpu_taint(cluster: Cluster) -> None:
     message = _refused(cluster, "preempting", dummy_spec(podTemplate={"priorityClassName": "system-cluster-critical"}))
-    assert message.startswith("spec.podTemplate.priorityClassName 'system-cluster-critical' is not allowed in this "
-                              "cluster (allowed: none)")  # fmt: skip
+    assert message.startswith(
+        "spec.podTemplate.priorityClassName 'system-cluster-critical' is not allowed in this cluster (allowed: none)"
+    )
     control_plane = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
-    message = _refused(cluster, "on-control-plane", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION, control_plane]}))
-    assert message.startswith("spec.podTemplate.tolerations[1] (node-role.kubernetes.io/control-plane:NoSchedule) is "
-                              "not allowed in this cluster (allowed: nvidia.com/gpu:NoSchedule)")  # fmt: skip
+    message = _refused(
+        cluster, "on-control-plane", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION, control_plane]})
+    )
+    assert message.startswith(
+        "spec.podTemplate.tolerations[1] (node-role.kubernetes.io/control-plane:NoSchedule) is "
+        "not allowed in this cluster (allowed: nvidia.com/gpu:NoSchedule)"
+    )
     message = _refused(cluster, "everywhere", dummy_spec(podTemplate={"tolerations": [{"operator": "Exists"}]}))
     assert message.startswith("spec.podTemplate.tolerations[0] (every taint) is not allowed")
 
@@ -47,8 +52,10 @@ def test_the_gpu_toleration_runs_and_runner_pods_get_the_charts_defaults(cluster
     # Not BestEffort: the chart's requests where the spec set no cpu or memory.
     assert pod["containers"][0]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
     # The claims are PVCs (dummy_spec); scratch and /dev/shm are bounded.
-    assert {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v} == \
-        {"tmp": "10Gi", "dshm": "10Gi"}  # fmt: skip
+    assert {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v} == {
+        "tmp": "10Gi",
+        "dshm": "10Gi",
+    }
     assert job["spec"]["activeDeadlineSeconds"] == 86400
     (runner,) = cluster.items("pods", "assay.dev/evaluation=defaults")
     assert runner["status"]["qosClass"] == "Burstable"
@@ -68,15 +75,24 @@ def test_a_runner_role_made_wider_before_is_tightened_when_the_run_starts(cluste
     spec. The operator's apply replaces its rules and the binding's subjects with today's."""
     name = "legacy"
     account = f"{name}-runner"
-    wide = [{"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get", "patch"]},
-            {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name],
-             "verbs": ["patch"]}]  # fmt: skip
+    wide = [
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get", "patch"]},
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
+    ]
     cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
     cluster.apply({"apiVersion": RBAC, "kind": "Role", "metadata": {"name": account}, "rules": wide})
-    cluster.apply({"apiVersion": RBAC, "kind": "RoleBinding", "metadata": {"name": account},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-                   "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": cluster.namespace},
-                                {"kind": "ServiceAccount", "name": "default", "namespace": cluster.namespace}]})  # fmt: skip
+    cluster.apply(
+        {
+            "apiVersion": RBAC,
+            "kind": "RoleBinding",
+            "metadata": {"name": account},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
+            "subjects": [
+                {"kind": "ServiceAccount", "name": account, "namespace": cluster.namespace},
+                {"kind": "ServiceAccount", "name": "default", "namespace": cluster.namespace},
+            ],
+        }
+    )
     assert _can(cluster, account, "patch", f"evaluations.assay.dev/{name}")  # the old shape: its own spec
     assert _can(cluster, "default", "patch", f"evaluations.assay.dev/{name}")
 
@@ -88,7 +104,7 @@ def test_a_runner_role_made_wider_before_is_tightened_when_the_run_starts(cluste
     assert role["rules"] == [
         {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get"]},
         {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
-    ]  # fmt: skip
+    ]
     appliers = {m["manager"] for m in role["metadata"]["managedFields"] if m["operation"] == "Apply"}
     assert appliers == {"assay-operator"}
     owner = role["metadata"]["ownerReferences"][0]
@@ -102,27 +118,51 @@ def test_a_runner_role_made_wider_before_is_tightened_when_the_run_starts(cluste
 
 
 def _priority_class(name: str) -> dict[str, Any]:
-    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": 10,
-            "preemptionPolicy": "Never", "description": "An Assay e2e test's allowed priority."}  # fmt: skip
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": 10,
+        "preemptionPolicy": "Never",
+        "description": "An Assay e2e test's allowed priority.",
+    }
 
 
-def test_the_charts_placement_values_bound_priority_tolerations_queue_and_defaults(cluster: Cluster,
-                                                                                   images: dict[str, str]) -> None:  # fmt: skip
+def test_the_charts_placement_values_bound_priority_tolerations_queue_and_defaults(
+    cluster: Cluster, images: dict[str, str]
+) -> None:
     priority = f"{cluster.namespace}-low"  # cluster-scoped: one per test namespace
     dedicated = {"key": "e2e.assay.dev/dedicated", "operator": "Exists", "effect": "NoSchedule"}
-    values = [f"watchNamespaces={{{cluster.namespace}}}", f"policy.allowedPriorityClasses={{{priority}}}",
-              *(f"policy.allowedTolerations[0].{key}={value}" for key, value in dedicated.items()),
-              "policy.defaultQueue=e2e-queue", "policy.runnerResources.requests.cpu=100m",
-              "policy.runnerResources.limits.memory=1Gi", "policy.emptyDirSizeLimit=2Gi",
-              "policy.defaultActiveDeadlineSeconds=900"]  # fmt: skip
+    values = [
+        f"watchNamespaces={{{cluster.namespace}}}",
+        f"policy.allowedPriorityClasses={{{priority}}}",
+        *(f"policy.allowedTolerations[0].{key}={value}" for key, value in dedicated.items()),
+        "policy.defaultQueue=e2e-queue",
+        "policy.runnerResources.requests.cpu=100m",
+        "policy.runnerResources.limits.memory=1Gi",
+        "policy.emptyDirSizeLimit=2Gi",
+        "policy.defaultActiveDeadlineSeconds=900",
+    ]
     cluster.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(_priority_class(priority)))
     cluster.operator.kill()  # one operator per namespace at a time
     admin = OperatorDeployment(cluster.plane, namespace=cluster.namespace, release="placement")
     try:
-        helm(cluster.plane, "install", "placement", str(CHART), "--namespace", cluster.namespace, "--skip-crds",
-             *chart_values(images, *values), "--wait", "--timeout=180s")  # fmt: skip
+        helm(
+            cluster.plane,
+            "install",
+            "placement",
+            str(CHART),
+            "--namespace",
+            cluster.namespace,
+            "--skip-crds",
+            *chart_values(images, *values),
+            "--wait",
+            "--timeout=180s",
+        )
         admin.wait_watching()
-        message = _refused(cluster, "other-priority", dummy_spec(podTemplate={"priorityClassName": "system-node-critical"}))
+        message = _refused(
+            cluster, "other-priority", dummy_spec(podTemplate={"priorityClassName": "system-node-critical"})
+        )
         assert f"(allowed: {priority})" in message
         # The chart's default toleration is replaced by the admin's list, not added to.
         message = _refused(cluster, "on-gpus", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION]}))
@@ -135,8 +175,10 @@ def test_the_charts_placement_values_bound_priority_tolerations_queue_and_defaul
         assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "e2e-queue" and job["spec"]["suspend"] is True
         pod = job["spec"]["template"]["spec"]
         assert pod["priorityClassName"] == priority and pod["tolerations"] == [dedicated]
-        assert pod["containers"][0]["resources"] == {"requests": {"cpu": "100m", "memory": "512Mi"},
-                                                     "limits": {"memory": "1Gi"}}  # fmt: skip
+        assert pod["containers"][0]["resources"] == {
+            "requests": {"cpu": "100m", "memory": "512Mi"},
+            "limits": {"memory": "1Gi"},
+        }
         assert {v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v} == {"2Gi"}
         assert job["spec"]["activeDeadlineSeconds"] == 900
     finally:

@@ -58,8 +58,10 @@ def test_a_secret_is_used_only_with_the_consent_label(cluster: Cluster) -> None:
         "then rerun the Evaluation."
     )
     missing = _refused(cluster, "missing", dummy_spec(hfTokenSecret={"name": "nowhere"}))
-    assert missing.startswith(f"spec.hfTokenSecret names Secret 'nowhere', which does not exist in namespace "
-                              f"{cluster.namespace}: create it, then label it")  # fmt: skip
+    assert missing.startswith(
+        f"spec.hfTokenSecret names Secret 'nowhere', which does not exist in namespace "
+        f"{cluster.namespace}: create it, then label it"
+    )
 
     # The fix the message names; the next generation (suspended: nothing needs to run) is accepted.
     cluster.kubectl("label", "secret", "hf", CONSENT)
@@ -129,17 +131,27 @@ def two_hosts() -> Iterator[tuple[_Recorder, _Recorder]]:
         other.close()
 
 
-def test_an_endpoint_redirecting_to_another_host_never_hands_it_the_key(cluster: Cluster,
-                                                                        two_hosts: tuple[_Recorder, _Recorder]) -> None:  # fmt: skip
+def test_an_endpoint_redirecting_to_another_host_never_hands_it_the_key(
+    cluster: Cluster, two_hosts: tuple[_Recorder, _Recorder]
+) -> None:
     endpoint, other = two_hosts
     _secret(cluster, "vllm-key", key="api-key", value=API_KEY, consent=True)
     spec = {
-        "model": "local-completions", "modelArgs": {"max_retries": 1},
-        "endpoint": {"url": f"{endpoint.base}/v1/completions", "servedModel": "tiny", "tokenizer": MODEL_IN_POD,
-                     "apiKeySecret": {"name": "vllm-key"}},
-        "tasks": ["arc_easy"], "limit": 2, "seed": SEED, "resources": {"nodes": 1, "gpusPerNode": 0},
-        **VOLUMES, "backoffLimit": 0,
-    }  # fmt: skip
+        "model": "local-completions",
+        "modelArgs": {"max_retries": 1},
+        "endpoint": {
+            "url": f"{endpoint.base}/v1/completions",
+            "servedModel": "tiny",
+            "tokenizer": MODEL_IN_POD,
+            "apiKeySecret": {"name": "vllm-key"},
+        },
+        "tasks": ["arc_easy"],
+        "limit": 2,
+        "seed": SEED,
+        "resources": {"nodes": 1, "gpusPerNode": 0},
+        **VOLUMES,
+        "backoffLimit": 0,
+    }
     cluster.apply(evaluation_manifest("redirected", **spec))
     status = cluster.wait("redirected", "Failed", timeout=300)["status"]
     assert f"redirected to another server, {other.base} (not {endpoint.base})" in status["message"], status["message"]
@@ -149,8 +161,10 @@ def test_an_endpoint_redirecting_to_another_host_never_hands_it_the_key(cluster:
 
 
 def test_an_endpoint_url_with_a_password_is_refused_at_admission(cluster: Cluster) -> None:
-    spec = dummy_spec(model="local-completions", endpoint={"url": f"http://user:s3cret@{GATEWAY}:9/v1/completions",
-                                                           "tokenizer": MODEL_IN_POD})  # fmt: skip
+    spec = dummy_spec(
+        model="local-completions",
+        endpoint={"url": f"http://user:s3cret@{GATEWAY}:9/v1/completions", "tokenizer": MODEL_IN_POD},
+    )
     deadline = time.monotonic() + 60
     while True:
         # A new ValidatingAdmissionPolicy takes a moment to be enforced; until then the operator refuses it.

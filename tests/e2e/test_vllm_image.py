@@ -38,18 +38,34 @@ REPO = Path(__file__).resolve().parents[2]
 VERSION = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
 # As a runner pod runs it (operator/build/containers.py): /dev/shm is a memory emptyDir there, where
 # vLLM's engine and workers share their message queues (160 MiB; podman's default is 64).
-RESTRICTED = ["--read-only", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--user", "1000:1000",
-              "--tmpfs", "/tmp:rw,size=1g", "--shm-size=1g", "--network", "none"]  # fmt: skip
+RESTRICTED = [
+    "--read-only",
+    "--cap-drop=ALL",
+    "--security-opt=no-new-privileges",
+    "--user",
+    "1000:1000",
+    "--tmpfs",
+    "/tmp:rw,size=1g",
+    "--shm-size=1g",
+    "--network",
+    "none",
+]
 
 
 @pytest.fixture(scope="module")
 def vllm_image() -> str:
     missing = image_builds.missing_tools(("podman", "debootstrap"))
     if missing:
-        skip_or_fail(f"{', '.join(missing)} not installed (apt-get install podman debootstrap); the image tests need them")
+        skip_or_fail(
+            f"{', '.join(missing)} not installed (apt-get install podman debootstrap); the image tests need them"
+        )
     try:
-        built = image_builds.build_images(image_builds.ensure_base_image(), targets=("runner-vllm",),
-                                          tag=f"{VERSION}-cpu", build_args=("VLLM_FLAVOR=cpu",))  # fmt: skip
+        built = image_builds.build_images(
+            image_builds.ensure_base_image(),
+            targets=("runner-vllm",),
+            tag=f"{VERSION}-cpu",
+            build_args=("VLLM_FLAVOR=cpu",),
+        )
     except image_builds.ImagesUnavailable as reason:
         skip_or_fail(str(reason))
         raise
@@ -72,9 +88,21 @@ def inputs(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _vllm_run(model: str, output: str) -> list[str]:
-    return ["run", "--model", "vllm",
-            "--model_args", f"pretrained={model},dtype=float32,enforce_eager=True,max_model_len={N_POSITIONS}",
-            "--tasks", ",".join(HF_TASKS), "--limit", str(LIMIT), "--seed", str(SEED), "--output_path", output]  # fmt: skip
+    return [
+        "run",
+        "--model",
+        "vllm",
+        "--model_args",
+        f"pretrained={model},dtype=float32,enforce_eager=True,max_model_len={N_POSITIONS}",
+        "--tasks",
+        ",".join(HF_TASKS),
+        "--limit",
+        str(LIMIT),
+        "--seed",
+        str(SEED),
+        "--output_path",
+        output,
+    ]
 
 
 def _results(out: Path) -> dict[str, Any]:
@@ -83,25 +111,53 @@ def _results(out: Path) -> dict[str, Any]:
 
 
 def test_the_vllm_runner_image_runs_vllm_restricted_with_the_local_vllm_scores(vllm_image: str, inputs: Path) -> None:
-    config = json.loads(subprocess.run(["podman", "image", "inspect", vllm_image], capture_output=True, text=True,
-                                       check=True).stdout)[0]["Config"]  # fmt: skip
+    config = json.loads(
+        subprocess.run(["podman", "image", "inspect", vllm_image], capture_output=True, text=True, check=True).stdout
+    )[0]["Config"]
     assert config["User"] == "1000:1000" and config["Labels"]["org.opencontainers.image.title"] == "assay-runner-vllm"
 
     container = [
-        "podman", "run", "--rm", *RESTRICTED,
-        "-v", f"{inputs / 'model'}:/model:ro", "-v", f"{inputs / 'data'}:/data:ro", "-v", f"{inputs / 'output'}:/output",
-        "-e", "ASSAY_DATASETS_DIR=/data", "-e", "HF_HUB_OFFLINE=1", "-e", "HF_DATASETS_OFFLINE=1",
-        "-e", "VLLM_CPU_KVCACHE_SPACE=1", vllm_image,
-    ]  # fmt: skip
+        "podman",
+        "run",
+        "--rm",
+        *RESTRICTED,
+        "-v",
+        f"{inputs / 'model'}:/model:ro",
+        "-v",
+        f"{inputs / 'data'}:/data:ro",
+        "-v",
+        f"{inputs / 'output'}:/output",
+        "-e",
+        "ASSAY_DATASETS_DIR=/data",
+        "-e",
+        "HF_HUB_OFFLINE=1",
+        "-e",
+        "HF_DATASETS_OFFLINE=1",
+        "-e",
+        "VLLM_CPU_KVCACHE_SPACE=1",
+        vllm_image,
+    ]
     done = subprocess.run([*container, *_vllm_run("/model", "/output")], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"assay run --model vllm in {vllm_image} failed:\n{done.stderr[-4000:]}"
     ours = _results(inputs / "output")
     assert ours["config"]["model"] == "vllm"
 
-    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "ASSAY_DATASETS_DIR": str(inputs / "data"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}  # fmt: skip
-    local = subprocess.run([str(vllm_python()), "-m", "assay", *_vllm_run(str(inputs / "model"), str(inputs / "local"))],
-                           env=env, capture_output=True, text=True, timeout=600)  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO_ROOT),
+        "ASSAY_DATASETS_DIR": str(inputs / "data"),
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "VLLM_CPU_KVCACHE_SPACE": "1",
+        "VLLM_TARGET_DEVICE": "cpu",
+    }
+    local = subprocess.run(
+        [str(vllm_python()), "-m", "assay", *_vllm_run(str(inputs / "model"), str(inputs / "local"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert local.returncode == 0, f"the local assay run --model vllm failed:\n{local.stderr[-4000:]}"
     reference = _results(inputs / "local")
     compared = 0

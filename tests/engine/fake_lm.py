@@ -21,7 +21,9 @@ def _unit(*parts: Any) -> float:
 
 
 def fake_loglikelihood(context: str, continuation: str) -> tuple[float, bool]:
-    return -10.0 * _unit("ll", context, continuation) - 0.1 * len(continuation), _unit("greedy", context, continuation) > 0.6
+    return -10.0 * _unit("ll", context, continuation) - 0.1 * len(continuation), _unit(
+        "greedy", context, continuation
+    ) > 0.6
 
 
 def fake_rolling(text: str) -> float:

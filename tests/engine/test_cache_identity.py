@@ -28,8 +28,11 @@ from assay.runner.models.lm import LM
 from tests.helpers import copy_tasks
 from tests.model_fixtures import gpt2_dir, tiny_gpt2  # noqa: F401  (session fixture)
 
-LL = [LoglikelihoodRequest("The capital of France is", " Paris"), LoglikelihoodRequest("Q: 2+2?\nA:", " four"),
-      LoglikelihoodRequest("Hello world", " Hello")]  # fmt: skip
+LL = [
+    LoglikelihoodRequest("The capital of France is", " Paris"),
+    LoglikelihoodRequest("Q: 2+2?\nA:", " four"),
+    LoglikelihoodRequest("Hello world", " Hello"),
+]
 ROLLING = [RollingRequest("A short document."), RollingRequest("Several windows of text. " * 12)]
 GEN = [GenerationRequest("Once upon a time", {"until": ["\n"], "max_gen_toks": 5})]
 
@@ -71,10 +74,16 @@ def bits(value: Any) -> Any:
 def test_answers_from_the_cache_are_bit_identical_to_fresh_ones(gpt2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
     path = tmp_path / "c.db"
     writer = cached_hf(gpt2_dir, path)
-    fresh = {m: getattr(writer, m)(r) for m, r in [("loglikelihood", LL), ("loglikelihood_rolling", ROLLING), ("generate_until", GEN)]}
+    fresh = {
+        m: getattr(writer, m)(r)
+        for m, r in [("loglikelihood", LL), ("loglikelihood_rolling", ROLLING), ("generate_until", GEN)]
+    }
     writer.close()
     reader = CachingLM(ModelMustNotRun(), path, identity=writer.identity)
-    from_cache = {m: getattr(reader, m)(r) for m, r in [("loglikelihood", LL), ("loglikelihood_rolling", ROLLING), ("generate_until", GEN)]}
+    from_cache = {
+        m: getattr(reader, m)(r)
+        for m, r in [("loglikelihood", LL), ("loglikelihood_rolling", ROLLING), ("generate_until", GEN)]
+    }
     assert {m: bits(v) for m, v in from_cache.items()} == {m: bits(v) for m, v in fresh.items()}
     assert all(type(r) is LoglikelihoodResult for r in from_cache["loglikelihood"])
     # stored as JSON text: a reader unpickles nothing
@@ -210,13 +219,17 @@ def test_an_old_pickled_cache_is_refused_unread(tmp_path: Path) -> None:
         db.execute("CREATE TABLE responses (key TEXT PRIMARY KEY, value BLOB)")
         db.execute("INSERT INTO responses VALUES (?, ?)", ("k", pickle.dumps(Explodes())))
     message = refusal(lambda: CachingLM(ModelMustNotRun(), path))
-    assert message == (f"The response cache {path} was written by an older Assay (pickled answers and no model identity) "
-                       f"and is not read, for safety; delete {path} and run again.")  # fmt: skip
+    assert message == (
+        f"The response cache {path} was written by an older Assay (pickled answers and no model identity) "
+        f"and is not read, for safety; delete {path} and run again."
+    )
     assert not marker.exists()
     with sqlite3.connect(path) as db:  # a format older than this Assay's
         db.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
         db.execute("INSERT INTO meta VALUES ('schema', '1')")
-    assert "written by an older Assay (cache format 1, this one reads 2)" in refusal(lambda: CachingLM(ModelMustNotRun(), path))
+    assert "written by an older Assay (cache format 1, this one reads 2)" in refusal(
+        lambda: CachingLM(ModelMustNotRun(), path)
+    )
     (tmp_path / "text.db").write_text("not a database, just text " * 100)
     assert "is not an Assay response cache" in refusal(lambda: CachingLM(ModelMustNotRun(), tmp_path / "text.db"))
 
@@ -245,16 +258,33 @@ def test_a_value_that_is_not_json_is_computed_again_never_unpickled(tmp_path: Pa
     assert lm.asked == 1 and not marker.exists()
 
 
-def test_assay_run_refuses_model_b_on_model_a_cache(gpt2_dir: Path, other_dir: Path, tmp_path: Path,  # noqa: F811
-                                                    capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+def test_assay_run_refuses_model_b_on_model_a_cache(
+    gpt2_dir: Path,
+    other_dir: Path,
+    tmp_path: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     rows = [{"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2} for i in range(4)]
     (tmp_path / "data.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     tasks = copy_tasks("cli", tmp_path / "tasks", work=tmp_path)
     cache = tmp_path / "cache" / "answers"
 
     def run(model: Path) -> tuple[int, str]:
-        code = cli.main(["run", "--model", "hf", "--model_args", f"pretrained={model},dtype=float32,device=cpu",
-                         "--tasks", "tiny_mc", "--include_path", str(tasks), "--use_cache", str(cache)])  # fmt: skip
+        code = cli.main(
+            [
+                "run",
+                "--model",
+                "hf",
+                "--model_args",
+                f"pretrained={model},dtype=float32,device=cpu",
+                "--tasks",
+                "tiny_mc",
+                "--include_path",
+                str(tasks),
+                "--use_cache",
+                str(cache),
+            ]
+        )
         return code, capsys.readouterr().err
 
     code, err = run(gpt2_dir)

@@ -38,13 +38,17 @@ def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 def test_response_cache_answers_a_rerun_without_the_model(task_dir: Path, tmp_path: Path) -> None:
     first_lm = CountingLM()
     kwargs = dict(tasks=["p_arc", "p_gsm"], limit=4, bootstrap_iters=0)
-    first = simple_evaluate(CachingLM(first_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs)
+    first = simple_evaluate(
+        CachingLM(first_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs
+    )
     assert first_lm.calls["loglikelihood"] > 0 and first_lm.calls["generate_until"] == 4
     rows = sqlite3.connect(tmp_path / "cache_rank0.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
     assert rows == first_lm.calls["loglikelihood"] + first_lm.calls["generate_until"]
 
     second_lm = CountingLM()
-    second = simple_evaluate(CachingLM(second_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs)
+    second = simple_evaluate(
+        CachingLM(second_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs
+    )
     assert second_lm.calls == {"loglikelihood": 0, "generate_until": 0, "loglikelihood_rolling": 0}
     assert second["results"] == first["results"]
 
@@ -65,10 +69,15 @@ def test_cache_key_is_lm_evals() -> None:
     import hashlib
     import json
 
-    assert request_key("loglikelihood", ("a", " b")) == hashlib.sha256(json.dumps(["loglikelihood", "a", " b"]).encode()).hexdigest()
+    assert (
+        request_key("loglikelihood", ("a", " b"))
+        == hashlib.sha256(json.dumps(["loglikelihood", "a", " b"]).encode()).hexdigest()
+    )
 
 
-def test_request_cache_reuses_built_prompts_and_can_be_deleted(task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_request_cache_reuses_built_prompts_and_can_be_deleted(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("LM_HARNESS_CACHE_PATH", str(tmp_path / "requests"))
     kwargs = dict(tasks=["p_arc"], limit=3, num_fewshot=2, bootstrap_iters=0, cache_requests=True)
     first = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(task_dir)), **kwargs)
@@ -77,10 +86,14 @@ def test_request_cache_reuses_built_prompts_and_can_be_deleted(task_dir: Path, t
     # A different few-shot seed would change the prompts; the cache keeps the stored ones.
     cached = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(task_dir)), fewshot_random_seed=7, **kwargs)
     assert [s["arguments"] for s in cached["samples"]["p_arc"]] == [s["arguments"] for s in first["samples"]["p_arc"]]
-    rebuilt = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(task_dir)), fewshot_random_seed=7,
-                              rewrite_requests_cache=True, **kwargs)
+    rebuilt = simple_evaluate(
+        AssayFakeLM(),
+        task_manager=TaskManager(str(task_dir)),
+        fewshot_random_seed=7,
+        rewrite_requests_cache=True,
+        **kwargs,
+    )
     assert [s["arguments"] for s in rebuilt["samples"]["p_arc"]] != [s["arguments"] for s in first["samples"]["p_arc"]]
     assert delete_request_cache() == 1
     assert not list((tmp_path / "requests").glob("*.pickle"))
     assert RequestCache("requests-none").load() is None
-

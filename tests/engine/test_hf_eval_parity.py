@@ -33,10 +33,16 @@ def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pat
 
 def _run(task_dir: Path, model_dir: Path, tasks: list[str], batch_size: int, **kwargs: Any) -> tuple[dict, dict]:
     args = f"pretrained={model_dir},dtype=float32,device=cpu"
-    ours = simple_evaluate("hf", model_args=args, tasks=tasks, batch_size=batch_size, task_manager=TaskManager(str(task_dir)), **kwargs)
+    ours = simple_evaluate(
+        "hf", model_args=args, tasks=tasks, batch_size=batch_size, task_manager=TaskManager(str(task_dir)), **kwargs
+    )
     theirs = lm_eval.simple_evaluate(
-        model="hf", model_args=args, tasks=tasks, batch_size=batch_size,
-        task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False), **kwargs,
+        model="hf",
+        model_args=args,
+        tasks=tasks,
+        batch_size=batch_size,
+        task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False),
+        **kwargs,
     )
     return ours, theirs
 
@@ -58,10 +64,17 @@ def _assert_equal(ours: dict, theirs: dict) -> None:
     assert set(ours["results"]) == set(theirs["results"])
     for name, row in theirs["results"].items():
         for key, value in row.items():
-            assert _number_close(ours["results"][name][key], value, 1e-6), (name, key, ours["results"][name][key], value)
+            assert _number_close(ours["results"][name][key], value, 1e-6), (
+                name,
+                key,
+                ours["results"][name][key],
+                value,
+            )
     for task, rows in theirs["samples"].items():
         for mine, ref in zip(ours["samples"][task], rows, strict=True):
-            assert json.loads(json.dumps(mine["arguments"], default=str)) == json.loads(json.dumps(ref["arguments"], default=str))
+            assert json.loads(json.dumps(mine["arguments"], default=str)) == json.loads(
+                json.dumps(ref["arguments"], default=str)
+            )
             if isinstance(ref["resps"][0][0], str):  # generations, before the filters
                 assert mine["resps"] == ref["resps"], (task, mine["doc_id"])
             for got, want in zip(mine["filtered_resps"], ref["filtered_resps"], strict=True):
@@ -72,15 +85,25 @@ def _assert_equal(ours: dict, theirs: dict) -> None:
                 elif isinstance(want, float):
                     assert _loglikelihood_close(got, want)
             for metric in ref["metrics"]:
-                assert _number_close(mine[metric] if not isinstance(mine[metric], (list, tuple)) else mine[metric][0],
-                                     ref[metric] if not isinstance(ref[metric], (list, tuple)) else ref[metric][0], 1e-6)
+                assert _number_close(
+                    mine[metric] if not isinstance(mine[metric], (list, tuple)) else mine[metric][0],
+                    ref[metric] if not isinstance(ref[metric], (list, tuple)) else ref[metric][0],
+                    1e-6,
+                )
 
 
 @pytest.mark.parity
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_gpt2_all_output_types_and_group(task_dir: Path, gpt2_dir: Path, batch_size: int) -> None:  # noqa: F811
-    ours, theirs = _run(task_dir, gpt2_dir, ["p_group", "p_gsm", "p_rolling"], batch_size, limit=6, bootstrap_iters=1000,
-                        gen_kwargs="max_gen_toks=12")
+    ours, theirs = _run(
+        task_dir,
+        gpt2_dir,
+        ["p_group", "p_gsm", "p_rolling"],
+        batch_size,
+        limit=6,
+        bootstrap_iters=1000,
+        gen_kwargs="max_gen_toks=12",
+    )
     _assert_equal(ours, theirs)
     assert "p_group" in ours["groups"]
 
@@ -93,8 +116,17 @@ def test_gpt2_five_shot(task_dir: Path, gpt2_dir: Path) -> None:  # noqa: F811
 
 @pytest.mark.parity
 def test_llama_bos_and_chat_template(task_dir: Path, llama_dir: Path) -> None:  # noqa: F811
-    ours, theirs = _run(task_dir, llama_dir, ["p_arc", "p_gsm"], 8, num_fewshot=2, limit=4, apply_chat_template=True,
-                        fewshot_as_multiturn=True, gen_kwargs="max_gen_toks=8")
+    ours, theirs = _run(
+        task_dir,
+        llama_dir,
+        ["p_arc", "p_gsm"],
+        8,
+        num_fewshot=2,
+        limit=4,
+        apply_chat_template=True,
+        fewshot_as_multiturn=True,
+        gen_kwargs="max_gen_toks=8",
+    )
     _assert_equal(ours, theirs)
     for key in ("tokenizer_pad_token", "tokenizer_eos_token", "tokenizer_bos_token", "eot_token_id", "max_length"):
         assert ours[key] == theirs[key], key
@@ -104,15 +136,27 @@ def test_llama_bos_and_chat_template(task_dir: Path, llama_dir: Path) -> None:  
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
-    task_dir: Path, long_models: dict[str, Path], model: str, batch_size: int, monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    task_dir: Path,
+    long_models: dict[str, Path],
+    model: str,
+    batch_size: int,
+    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
 ) -> None:
     """Every prompt of p_gsm_first starts with the same shots: Assay runs them once per run of batches."""
     from assay.runner.models.hf import prompt_prefix
 
     built = count_prompt_prefixes(monkeypatch)
     chat = dict(apply_chat_template=True, fewshot_as_multiturn=True) if model == "llama" else {}
-    ours, theirs = _run(task_dir, long_models[model], ["p_gsm_first"], batch_size, limit=7,
-                        bootstrap_iters=100, gen_kwargs="max_gen_toks=10", **chat)
+    ours, theirs = _run(
+        task_dir,
+        long_models[model],
+        ["p_gsm_first"],
+        batch_size,
+        limit=7,
+        bootstrap_iters=100,
+        gen_kwargs="max_gen_toks=10",
+        **chat,
+    )
     _assert_equal(ours, theirs)
     # one prefix (the shots, at least) serves all 7 prompts; a second only if a batch's rows share more
     assert built and min(built) >= prompt_prefix.MIN_SHARED_TOKENS and len(built) <= 2, built
@@ -121,7 +165,10 @@ def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
 @pytest.mark.parity
 @pytest.mark.parametrize("model", ["gpt2", "llama"])
 def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
-    task_dir: Path, long_models: dict[str, Path], model: str, monkeypatch: pytest.MonkeyPatch,
+    task_dir: Path,
+    long_models: dict[str, Path],
+    model: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """p_arc_first's contexts share their shots (p_arc's do not): the shots run once for all its documents."""
     from assay.runner.models.hf import shared_context
@@ -137,6 +184,8 @@ def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
         return out
 
     monkeypatch.setattr(shared_context.SharedContextScorer, "_after_prefix", counting)
-    ours, theirs = _run(task_dir, long_models[model], ["p_arc", "p_arc_first"], 4, num_fewshot=3, limit=7, bootstrap_iters=100)
+    ours, theirs = _run(
+        task_dir, long_models[model], ["p_arc", "p_arc_first"], 4, num_fewshot=3, limit=7, bootstrap_iters=100
+    )
     _assert_equal(ours, theirs)
     assert len(prefixes) == 1 and prefixes[0] >= shared_context.MIN_SHARED_PREFIX, prefixes

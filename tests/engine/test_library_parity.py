@@ -22,11 +22,24 @@ from tests.engine.test_pipeline_parity import _assert_rows_equal, _assert_sample
 
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
+
 datasets = pytest.importorskip("datasets")
 
 LMEVAL_TASKS = Path(lm_eval.__file__).resolve().parent / "tasks"
-FOLDERS = ["hellaswag", "arc", "piqa", "winogrande", "super_glue/boolq", "super_glue/copa", "lambada",
-           "wikitext", "mmlu/default", "gsm8k", "truthfulqa", "openbookqa"]
+FOLDERS = [
+    "hellaswag",
+    "arc",
+    "piqa",
+    "winogrande",
+    "super_glue/boolq",
+    "super_glue/copa",
+    "lambada",
+    "wikitext",
+    "mmlu/default",
+    "gsm8k",
+    "truthfulqa",
+    "openbookqa",
+]
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +79,20 @@ def _run_both(tasks: list[str], **kwargs: Any) -> tuple[dict, dict]:
 
 @pytest.mark.slow
 def test_headline_tasks_match_lm_eval(hub_from: None) -> None:
-    tasks = ["arc_easy", "arc_challenge", "piqa", "boolq", "copa", "lambada_openai", "wikitext", "openbookqa",
-             "truthfulqa_mc1", "truthfulqa_mc2", "winogrande", "hellaswag"]
+    tasks = [
+        "arc_easy",
+        "arc_challenge",
+        "piqa",
+        "boolq",
+        "copa",
+        "lambada_openai",
+        "wikitext",
+        "openbookqa",
+        "truthfulqa_mc1",
+        "truthfulqa_mc2",
+        "winogrande",
+        "hellaswag",
+    ]
     ours, theirs = _run_both(tasks, limit=6, bootstrap_iters=200)
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)

@@ -47,8 +47,13 @@ def test_a_model_built_from_a_name_is_closed_once(task_dir: Path) -> None:
 def test_a_failing_run_still_closes_its_model(task_dir: Path) -> None:
     CLOSED.clear()
     with pytest.raises(RuntimeError, match="injected model failure"):
-        simple_evaluate("assay-lifetime-test", model_args="fail=yes", tasks=["p_arc"], limit=3,
-                        task_manager=TaskManager(str(task_dir)))
+        simple_evaluate(
+            "assay-lifetime-test",
+            model_args="fail=yes",
+            tasks=["p_arc"],
+            limit=3,
+            task_manager=TaskManager(str(task_dir)),
+        )
     assert CLOSED == ["failed run"]
 
 

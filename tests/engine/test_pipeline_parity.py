@@ -120,7 +120,9 @@ def test_yaml_fields_match_lm_eval(field_task_dir: Path) -> None:
     """include, !function everywhere, description template, delimiters, first_n and
     fixed few-shot samples, process_results, repeats + majority vote, gen_prefix, tags,
     multiple targets."""
-    ours, theirs = _both(field_task_dir, ["f_tag", "f_generation", "f_multi_target"], num_fewshot=2, limit=12, bootstrap_iters=300)
+    ours, theirs = _both(
+        field_task_dir, ["f_tag", "f_generation", "f_multi_target"], num_fewshot=2, limit=12, bootstrap_iters=300
+    )
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)
     assert ours["results"]["f_functions"]["alias"] == "functions and delimiters"
@@ -141,5 +143,12 @@ def test_chat_template_matches_lm_eval(task_dir: Path, field_task_dir: Path, mul
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)
     assert ours["samples"]["p_arc"][0]["arguments"][0][0].startswith("<|system|>Be brief.")
-    ours, theirs = _both(field_task_dir, ["f_generation"], num_fewshot=1, limit=4, apply_chat_template=True, fewshot_as_multiturn=multiturn)
+    ours, theirs = _both(
+        field_task_dir,
+        ["f_generation"],
+        num_fewshot=1,
+        limit=4,
+        apply_chat_template=True,
+        fewshot_as_multiturn=multiturn,
+    )
     _assert_samples_equal(ours, theirs)

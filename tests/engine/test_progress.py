@@ -12,8 +12,14 @@ from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
 
 def test_progress_reports_reach_the_total_in_order(task_dir: Path) -> None:
     reports: list[tuple[int, int]] = []
-    simple_evaluate(AssayFakeLM(), tasks=["p_arc", "p_gsm"], limit=5, bootstrap_iters=0,
-                    task_manager=TaskManager(str(task_dir)), progress=lambda done, total: reports.append((done, total)))
+    simple_evaluate(
+        AssayFakeLM(),
+        tasks=["p_arc", "p_gsm"],
+        limit=5,
+        bootstrap_iters=0,
+        task_manager=TaskManager(str(task_dir)),
+        progress=lambda done, total: reports.append((done, total)),
+    )
     totals = {total for _, total in reports}
     assert len(totals) == 1
     total = totals.pop()

@@ -20,18 +20,29 @@ from assay.runner.tasks.prompt_builder import PromptSettings
 def loaded(tmp_path: Path):  # noqa: ANN201 - LoadedTasks
     data = tmp_path / "d.jsonl"
     data.write_text("".join(f'{{"q": "q{i}", "a": "a{i}"}}\n' for i in range(6)))
-    common = f"dataset_path: json\ndataset_kwargs: {{data_files: {{test: {data}}}}}\ntest_split: test\nfewshot_split: test\n"
-    (tmp_path / "gen.yaml").write_text(common + "task: gen\ndoc_to_text: '{{q}}'\ndoc_to_target: a\n"
-                                       "generation_kwargs: {until: ['Q:'], max_gen_toks: 8}\n")  # fmt: skip
-    (tmp_path / "zero.yaml").write_text(common + "task: zero\nnum_fewshot: 0\noutput_type: loglikelihood\n"
-                                        "doc_to_text: '{{q}}'\ndoc_to_target: a\n")  # fmt: skip
+    common = (
+        f"dataset_path: json\ndataset_kwargs: {{data_files: {{test: {data}}}}}\ntest_split: test\nfewshot_split: test\n"
+    )
+    (tmp_path / "gen.yaml").write_text(
+        common + "task: gen\ndoc_to_text: '{{q}}'\ndoc_to_target: a\n"
+        "generation_kwargs: {until: ['Q:'], max_gen_toks: 8}\n"
+    )
+    (tmp_path / "zero.yaml").write_text(
+        common + "task: zero\nnum_fewshot: 0\noutput_type: loglikelihood\ndoc_to_text: '{{q}}'\ndoc_to_target: a\n"
+    )
     return TaskManager(str(tmp_path), include_defaults=False).load(["gen", "zero"])
 
 
 def test_overrides_leave_the_configs_as_loaded(loaded) -> None:  # noqa: ANN001
     before = {name: copy.deepcopy(dataclasses.asdict(task.config)) for name, task in loaded.tasks.items()}
-    options = EvalOptions(tasks=("gen", "zero"), num_fewshot=2, gen_kwargs={"max_gen_toks": 3}, predict_only=True,
-                          log_samples=True, fewshot_random_seed=7)  # fmt: skip
+    options = EvalOptions(
+        tasks=("gen", "zero"),
+        num_fewshot=2,
+        gen_kwargs={"max_gen_toks": 3},
+        predict_only=True,
+        log_samples=True,
+        fewshot_random_seed=7,
+    )
     evaluator.configure_tasks(loaded, options)
     assert {name: dataclasses.asdict(task.config) for name, task in loaded.tasks.items()} == before
     gen, zero = loaded.tasks["gen"], loaded.tasks["zero"]
@@ -42,7 +53,7 @@ def test_overrides_leave_the_configs_as_loaded(loaded) -> None:  # noqa: ANN001
     assert dumped["generation_kwargs"] == {"until": ["Q:"], "max_gen_toks": 3}
     assert list(dumped).index("num_fewshot") < list(dumped).index("metric_list")  # in the config's field order
     assert zero.dump_config()["num_fewshot"] == 0 and "generation_kwargs" not in zero.dump_config()
-    (doc_id, doc), = gen.selected_docs(limit=1, samples=None)
+    ((doc_id, doc),) = gen.selected_docs(limit=1, samples=None)
     (request,) = gen.build_requests(docs=[(doc_id, doc)], num_fewshot=gen.num_fewshot, settings=PromptSettings())[0]
     assert request.request.gen_kwargs == {"until": ["Q:"], "max_gen_toks": 3}  # type: ignore[union-attr]
     assert set(gen.metrics.fns) == {"bypass"} and gen.prompts.fewshot_seed == 7

@@ -151,6 +151,7 @@ def test_leaf_configs_follow_groups_and_their_overrides_without_building(tmp_pat
     (tmp_path / "suite.yaml").write_text("group: suite\ntask:\n  - plain\n  - group: inner\n    task: [runs_code]\n")
     (tmp_path / "flagged.yaml").write_text("group: flagged\ntask:\n  - task: plain\n    unsafe_code: true\n")
     manager = TaskManager(str(tmp_path), include_code=False)
+
     def unsafe(names: list[str]) -> list[str]:
         return sorted(name for name, config in manager.leaf_configs(names).items() if config.get("unsafe_code"))
 
@@ -159,8 +160,9 @@ def test_leaf_configs_follow_groups_and_their_overrides_without_building(tmp_pat
     assert unsafe(["plain"]) == []
 
 
-def test_leaf_configs_build_nothing_while_another_thread_asks_the_same_manager(tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_leaf_configs_build_nothing_while_another_thread_asks_the_same_manager(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The operator asks one shared manager from several threads: one thread finishing its question
     must not turn another's into a real build (which reads the dataset, from the hub if need be)."""
     (tmp_path / "plain.yaml").write_text(_task("plain"))
@@ -206,8 +208,11 @@ def test_assay_run_refuses_a_template_that_reaches_os_in_one_sentence(tmp_path: 
     (tmp_path / "evil.yaml").write_text(evil)
     done = subprocess.run(
         [sys.executable, "-m", "assay", "run", "--model", "dummy", "--tasks", str(tmp_path / "evil.yaml")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode != 0
     assert not marker.exists()
     assert "Traceback" not in done.stderr, done.stderr

@@ -21,17 +21,27 @@ def _write(root: Path, name: str, text: str) -> Path:
 @pytest.fixture
 def library(tmp_path: Path) -> Path:
     data = _write(tmp_path, "data/d.jsonl", "".join(f'{{"q": "q{i}", "a": "a{i}"}}\n' for i in range(6)))
-    base = f"dataset_path: json\ndataset_kwargs: {{data_files: {{test: {data}}}}}\ntest_split: test\n" \
-           "doc_to_text: '{{q}}'\ndoc_to_target: a\n"
+    base = (
+        f"dataset_path: json\ndataset_kwargs: {{data_files: {{test: {data}}}}}\ntest_split: test\n"
+        "doc_to_text: '{{q}}'\ndoc_to_target: a\n"
+    )
     _write(tmp_path, "lib/common.yaml", base)
     _write(tmp_path, "lib/alpha_one.yaml", "include: common.yaml\ntask: alpha_one\ntag: alphas\n")
     _write(tmp_path, "lib/alpha_two.yaml", "include: common.yaml\ntask: alpha_two\ntag: [alphas, evens]\n")
     _write(tmp_path, "lib/nested/beta.yaml", "include: ../common.yaml\ntask: beta\noutput_type: loglikelihood\n")
-    _write(tmp_path, "lib/group.yaml", "group: greek\ntask: [alpha_one, {task: beta, task_alias: B}]\n"
-           "aggregate_metric_list: [{metric: acc}]\nmetadata: {version: 1}\n")
-    _write(tmp_path, "lib/inline.yaml", "group: outer\ntask:\n  - group: inner\n    task: [alphas]\n  - task: gamma_inline\n"
-           f"    dataset_path: json\n    dataset_kwargs: {{data_files: {{test: {data}}}}}\n    test_split: test\n"
-           "    doc_to_text: q\n    doc_to_target: a\n")
+    _write(
+        tmp_path,
+        "lib/group.yaml",
+        "group: greek\ntask: [alpha_one, {task: beta, task_alias: B}]\n"
+        "aggregate_metric_list: [{metric: acc}]\nmetadata: {version: 1}\n",
+    )
+    _write(
+        tmp_path,
+        "lib/inline.yaml",
+        "group: outer\ntask:\n  - group: inner\n    task: [alphas]\n  - task: gamma_inline\n"
+        f"    dataset_path: json\n    dataset_kwargs: {{data_files: {{test: {data}}}}}\n    test_split: test\n"
+        "    doc_to_text: q\n    doc_to_target: a\n",
+    )
     _write(tmp_path, "lib/broken.yaml", "task: [unclosed\n")
     return tmp_path / "lib"
 
@@ -99,7 +109,11 @@ def test_missing_include_path_is_reported(tmp_path: Path) -> None:
 
 
 def test_missing_local_data_file_is_one_sentence(tmp_path: Path) -> None:
-    _write(tmp_path, "t.yaml", f"task: lost\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {tmp_path / 'gone.jsonl'}}}}}\n"
-           "test_split: test\ndoc_to_text: q\ndoc_to_target: a\n")
+    _write(
+        tmp_path,
+        "t.yaml",
+        f"task: lost\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {tmp_path / 'gone.jsonl'}}}}}\n"
+        "test_split: test\ndoc_to_text: q\ndoc_to_target: a\n",
+    )
     with pytest.raises(UserError, match=r"could not be loaded: .*gone\.jsonl.*check the task's dataset_kwargs"):
         TaskManager(str(tmp_path), include_defaults=False).load(["lost"])

@@ -33,8 +33,15 @@ Status = tuple[int, dict[str, Any]]
 
 
 def status(code: int, reason: str, message: str) -> Status:
-    return code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
-                  "reason": reason, "code": code}  # fmt: skip
+    return code, {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
 
 
 def _merge(target: Any, patch: Any) -> Any:
@@ -128,8 +135,11 @@ class LocalApiServer:
                     return
                 overloaded = server.overload(self.command, self.path)
                 retry_after = overloaded[1] if overloaded else None
-                code, answer = overloaded[0] if overloaded else server.handle(
-                    self.command, self.path, body, self.headers.get("Content-Type") or "")
+                code, answer = (
+                    overloaded[0]
+                    if overloaded
+                    else server.handle(self.command, self.path, body, self.headers.get("Content-Type") or "")
+                )
                 text = isinstance(answer, str)  # a pod's log
                 data = answer.encode() if text else json.dumps(answer).encode()
                 self.send_response(code)
@@ -148,7 +158,9 @@ class LocalApiServer:
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
-        self.session = api_session.Session(credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}"))
+        self.session = api_session.Session(
+            credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}")
+        )
         self.sleeps: list[float] = []
         """What the client waited for a Retry-After (recorded, not slept)."""
         self.client = api_client.ApiClient(self.session, sleep=self.sleeps.append)
@@ -187,7 +199,9 @@ class LocalApiServer:
                 return None
             self.requests.append((method, urllib.parse.urlsplit(url).path))
             code, retry_after = self.overloaded.pop(0)
-            return status(code, "TooManyRequests" if code == 429 else "ServiceUnavailable", "try again later"), retry_after
+            return status(
+                code, "TooManyRequests" if code == 429 else "ServiceUnavailable", "try again later"
+            ), retry_after
 
     def _stamp(self, obj: dict[str, Any]) -> dict[str, Any]:
         obj.setdefault("metadata", {})["resourceVersion"] = str(next(self._versions))
@@ -211,13 +225,22 @@ class LocalApiServer:
                 return self._log(path.removesuffix("/log"), query.get("container", ""))
             every = _every_namespace(path) if method == "GET" else None
             if every is not None:
-                items = [o for p, o in sorted(self.objects.items()) if every.fullmatch(p)
-                         and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))]  # fmt: skip
+                items = [
+                    o
+                    for p, o in sorted(self.objects.items())
+                    if every.fullmatch(p)
+                    and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+                ]
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
             if method == "GET" and _is_collection(path):
                 prefix = path + "/"
-                items = [o for p, o in sorted(self.objects.items()) if p.startswith(prefix) and "/" not in p[len(prefix):]
-                         and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))]  # fmt: skip
+                items = [
+                    o
+                    for p, o in sorted(self.objects.items())
+                    if p.startswith(prefix)
+                    and "/" not in p[len(prefix) :]
+                    and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))
+                ]
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
             if method == "PATCH" and "apply-patch" in content_type:
                 refused = self.refuse(target.rsplit("/", 1)[0], body)
@@ -233,8 +256,11 @@ class LocalApiServer:
             if method == "PUT":
                 sent = (body.get("metadata") or {}).get("resourceVersion")
                 if sent and sent != self.objects[target]["metadata"].get("resourceVersion"):
-                    return status(409, "Conflict", "the object has been modified; please apply your changes to the "
-                                                   "latest version and try again")  # fmt: skip
+                    return status(
+                        409,
+                        "Conflict",
+                        "the object has been modified; please apply your changes to the latest version and try again",
+                    )
                 self.objects[target] = self._stamp(body)
                 return 200, body
             if method == "DELETE":
@@ -245,8 +271,11 @@ class LocalApiServer:
         if pod not in self.objects:
             return status(404, "NotFound", f'pods "{pod.rsplit("/", 1)[-1]}" not found')
         if (pod, container) not in self.logs:
-            return status(400, "BadRequest", f'container "{container}" in pod "{pod.rsplit("/", 1)[-1]}" is waiting to '
-                                             "start: ContainerCreating")  # fmt: skip
+            return status(
+                400,
+                "BadRequest",
+                f'container "{container}" in pod "{pod.rsplit("/", 1)[-1]}" is waiting to start: ContainerCreating',
+            )
         return 200, self.logs[(pod, container)]
 
     def _create(self, collection: str, body: dict[str, Any]) -> Status:

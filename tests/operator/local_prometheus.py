@@ -31,8 +31,21 @@ T = TypeVar("T")
 def rule_groups() -> list[dict[str, Any]]:
     """The `spec.groups` of the chart's PrometheusRule, rendered with it enabled."""
     assert HELM is not None
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--set", "metrics.prometheusRule.enabled=true",
-                          "--show-only", "templates/prometheusrule.yaml"], check=True, capture_output=True, text=True)  # fmt: skip
+    out = subprocess.run(
+        [
+            HELM,
+            "template",
+            "ev",
+            str(CHART),
+            "--set",
+            "metrics.prometheusRule.enabled=true",
+            "--show-only",
+            "templates/prometheusrule.yaml",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     (rule,) = [d for d in yaml.safe_load_all(out.stdout) if d]
     groups: list[dict[str, Any]] = rule["spec"]["groups"]
     return groups
@@ -48,23 +61,43 @@ def prometheus(tmp_path: Path) -> Iterator[tuple[str, EvaluationMetrics]]:
     rules = tmp_path / "assay-rules.yml"
     rules.write_text(yaml.safe_dump({"groups": rule_groups()}))
     config = tmp_path / "prometheus.yml"
-    config.write_text(yaml.safe_dump({
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": [str(rules)],
-        "scrape_configs": [{"job_name": "assay-operator", "honor_labels": True,
-                            "static_configs": [{"targets": [f"127.0.0.1:{server.server_port}"]}]}],
-    }))  # fmt: skip
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+                "rule_files": [str(rules)],
+                "scrape_configs": [
+                    {
+                        "job_name": "assay-operator",
+                        "honor_labels": True,
+                        "static_configs": [{"targets": [f"127.0.0.1:{server.server_port}"]}],
+                    }
+                ],
+            }
+        )
+    )
     port = free_port()
     log_path = tmp_path / "prometheus.log"
     log = open(log_path, "wb")
     process = subprocess.Popen(
-        [BINARY, f"--config.file={config}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path, start_new_session=True, preexec_fn=die_with_parent,
-    )  # fmt: skip
+        [
+            BINARY,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=tmp_path,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait(lambda: process.poll() is None and get(f"{url}/-/ready") is not None,
-             lambda: f"Prometheus is not ready: {log_path.read_text()[-2000:]}")  # fmt: skip
+        wait(
+            lambda: process.poll() is None and get(f"{url}/-/ready") is not None,
+            lambda: f"Prometheus is not ready: {log_path.read_text()[-2000:]}",
+        )
         yield url, metrics
     finally:
         process.terminate()

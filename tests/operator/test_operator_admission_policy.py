@@ -101,8 +101,12 @@ def _render(*args: str, served: bool = True) -> list[dict[str, Any]]:
     """The chart's admission documents; `served`: as `helm install` on a cluster (1.30+) that serves the API."""
     assert HELM is not None
     api = ["--api-versions", VAP_API] if served else []
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *api, *args],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *api, *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d and d["kind"].startswith("ValidatingAdmissionPolicy")]
 
 
@@ -140,8 +144,14 @@ class AdmissionPolicy:
 
 
 def _vap_says(admission: AdmissionPolicy, spec: dict[str, Any]) -> str | None:
-    refusals = admission.refusals({"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                                   "metadata": {"name": "e", "namespace": "team-a"}, "spec": spec})  # fmt: skip
+    refusals = admission.refusals(
+        {
+            "apiVersion": "assay.dev/v1alpha1",
+            "kind": "Evaluation",
+            "metadata": {"name": "e", "namespace": "team-a"},
+            "spec": spec,
+        }
+    )
     if not refusals:
         return None
     first = refusals[0]
@@ -163,13 +173,15 @@ def test_the_chart_renders_the_admission_policy_and_its_binding() -> None:
     assert rule["resources"] == ["evaluations"] and rule["operations"] == ["CREATE", "UPDATE"]
     # Without prefixes only the userinfo rule: a URL is otherwise free.
     assert [v["expression"] for v in policy_doc["spec"]["validations"]] == [
-        "variables.urls.all(u, !u.matches('^[A-Za-z][-A-Za-z0-9+.]*://[^/?#]*@'))"]
+        "variables.urls.all(u, !u.matches('^[A-Za-z][-A-Za-z0-9+.]*://[^/?#]*@'))"
+    ]
     assert [v["name"] for v in policy_doc["spec"]["variables"]] == ["urls"]
     assert _render("--set", "admissionPolicy.enabled=false") == []
     assert _render(served=False) == []  # a cluster before 1.30: nothing it would refuse to install
     scoped = _render("--set", "watchNamespaces={team-a,team-b}")[1]["spec"]["matchResources"]
     assert scoped["namespaceSelector"]["matchExpressions"] == [
-        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}]
+        {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+    ]
 
 
 @needs_helm
@@ -204,9 +216,22 @@ def test_the_admission_policy_refuses_what_the_operator_refuses(where: Any) -> N
 @needs_helm
 def test_the_operator_and_the_admission_policy_read_the_same_values() -> None:
     assert HELM is not None
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *_with_prefixes(),
-                          "--set", "policy.secretConsentLabel=example.com/evals=yes"],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [
+            HELM,
+            "template",
+            "ev",
+            str(CHART),
+            "--namespace",
+            "assay-system",
+            *_with_prefixes(),
+            "--set",
+            "policy.secretConsentLabel=example.com/evals=yes",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     deployment = next(d for d in yaml.safe_load_all(out) if d and d["kind"] == "Deployment")
     env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
     admin = AdminPolicy.from_json(env[policy.POLICY_ENV])

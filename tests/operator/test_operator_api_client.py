@@ -55,10 +55,14 @@ def test_an_error_carries_the_status_code_reason_message_and_details(api: LocalA
         api_client.request("GET", f"{CONFIG_MAPS}/none")
     assert (raised.value.code, raised.value.reason) == (404, api_errors.NOT_FOUND)
 
-    terminating = {**status(403, "Forbidden", "unable to create new content in namespace ns because it is being "
-                                              "terminated")[1],
-                   "details": {"name": "b", "kind": "configmaps",
-                               "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}]}}  # fmt: skip
+    terminating = {
+        **status(403, "Forbidden", "unable to create new content in namespace ns because it is being terminated")[1],
+        "details": {
+            "name": "b",
+            "kind": "configmaps",
+            "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace"}],
+        },
+    }
     api.refuse = lambda path, body: (403, terminating)
     with pytest.raises(api_errors.ApiError) as raised:
         api_client.request("POST", CONFIG_MAPS, body=_config_map("b"))
@@ -125,8 +129,9 @@ def test_the_token_bucket_lets_a_burst_through_then_spaces_requests_out() -> Non
 
 def test_every_request_waits_for_a_token_and_a_lease_call_does_not(api: LocalApiServer) -> None:
     clock = Clock()
-    limited = api_client.ApiClient(api.session, limiter=rate_limit.TokenBucket(qps=4, burst=2, clock=clock,
-                                                                               sleep=clock.sleep))  # fmt: skip
+    limited = api_client.ApiClient(
+        api.session, limiter=rate_limit.TokenBucket(qps=4, burst=2, clock=clock, sleep=clock.sleep)
+    )
     for name in "abcd":
         limited.request("POST", CONFIG_MAPS, body=_config_map(name))
     assert clock.slept == [0.25, 0.25]
@@ -155,8 +160,12 @@ def test_the_chart_gives_the_operator_its_rate_limit() -> None:
 
     defaults = {e["name"]: e.get("value") for e in _container(_render())["env"]}
     assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("100", "2000")
-    given = rate_limit.from_env({e["name"]: e.get("value") or "" for e in _container(
-        _render("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]})  # fmt: skip
+    given = rate_limit.from_env(
+        {
+            e["name"]: e.get("value") or ""
+            for e in _container(_render("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]
+        }
+    )
     assert given is not None and (given.qps, given.burst) == (12.5, 30)
 
 
@@ -168,15 +177,24 @@ def lease_calls(api: LocalApiServer) -> Iterator[leases.Leases]:
     yield leases.Leases(lambda: api.client)
 
 
-def test_a_lease_is_created_read_and_updated_on_its_resource_version(api: LocalApiServer,
-                                                                    lease_calls: leases.Leases) -> None:  # fmt: skip
-    created = lease_calls.create(leases.new_lease(namespace="ns", name="l", identity="a", lease_seconds=15, now=NOW),
-                                 timeout=5.0)  # fmt: skip
-    assert created["spec"] == {"holderIdentity": "a", "leaseDurationSeconds": 15, "acquireTime": "2025-05-01T12:00:00.250000Z",
-                               "renewTime": "2025-05-01T12:00:00.250000Z", "leaseTransitions": 0}  # fmt: skip
+def test_a_lease_is_created_read_and_updated_on_its_resource_version(
+    api: LocalApiServer, lease_calls: leases.Leases
+) -> None:
+    created = lease_calls.create(
+        leases.new_lease(namespace="ns", name="l", identity="a", lease_seconds=15, now=NOW), timeout=5.0
+    )
+    assert created["spec"] == {
+        "holderIdentity": "a",
+        "leaseDurationSeconds": 15,
+        "acquireTime": "2025-05-01T12:00:00.250000Z",
+        "renewTime": "2025-05-01T12:00:00.250000Z",
+        "leaseTransitions": 0,
+    }
     assert api.requests[-1] == ("POST", LEASES)
     with pytest.raises(api_errors.ApiError) as raised:
-        lease_calls.create(leases.new_lease(namespace="ns", name="l", identity="b", lease_seconds=15, now=NOW), timeout=5.0)
+        lease_calls.create(
+            leases.new_lease(namespace="ns", name="l", identity="b", lease_seconds=15, now=NOW), timeout=5.0
+        )
     assert raised.value.reason == api_errors.ALREADY_EXISTS
 
     read = lease_calls.get(namespace="ns", name="l", timeout=5.0)

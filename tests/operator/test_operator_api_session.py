@@ -30,13 +30,51 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=root, check=True, capture_output=True)
 
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt", "-days", "2",
-            "-subj", "/CN=test-ca")  # fmt: skip
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out", "server.csr",
-            "-subj", "/CN=apiserver.test")  # fmt: skip
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=test-ca",
+    )
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "server.key",
+        "-out",
+        "server.csr",
+        "-subj",
+        "/CN=apiserver.test",
+    )
     (root / "ext.cnf").write_text("subjectAltName=DNS:apiserver.test\n")
-    openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf")  # fmt: skip
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.crt",
+        "-days",
+        "2",
+        "-extfile",
+        "ext.cnf",
+    )
     return root
 
 
@@ -54,15 +92,26 @@ class Server:
             def _answer(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                outer.requests.append({"method": self.command, "path": self.path, "peer": self.client_address,
-                                       "auth": self.headers.get("Authorization"), "body": body,
-                                       "content_type": self.headers.get("Content-Type")})  # fmt: skip
+                outer.requests.append(
+                    {
+                        "method": self.command,
+                        "path": self.path,
+                        "peer": self.client_address,
+                        "auth": self.headers.get("Authorization"),
+                        "body": body,
+                        "content_type": self.headers.get("Content-Type"),
+                    }
+                )
                 status = 404 if self.path.endswith("/missing") else 200
                 data = json.dumps({"path": self.path, "echo": body.decode()}).encode()
                 for namespace, cause in (("terminating", "NamespaceTerminating"), ("forbidden", "RBAC")):
                     if f"/namespaces/{namespace}/" in self.path:  # as kube-apiserver refuses a write there
-                        status, data = 403, json.dumps({"kind": "Status", "reason": "Forbidden", "details": {
-                            "causes": [{"reason": cause}]}}).encode()  # fmt: skip
+                        status, data = (
+                            403,
+                            json.dumps(
+                                {"kind": "Status", "reason": "Forbidden", "details": {"causes": [{"reason": cause}]}}
+                            ).encode(),
+                        )
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -102,10 +151,12 @@ class Token:
         return f"Bearer t{self.reads}"
 
 
-def _credentials(server: str, ca: Path, *, tls_server_name: str | None = "apiserver.test",
-                 proxy: str | None = None) -> credentials.Credentials:  # fmt: skip
-    return credentials.Credentials(server=server, ca_file=str(ca), tls_server_name=tls_server_name, proxy=proxy,
-                                   authorization=Token())  # fmt: skip
+def _credentials(
+    server: str, ca: Path, *, tls_server_name: str | None = "apiserver.test", proxy: str | None = None
+) -> credentials.Credentials:
+    return credentials.Credentials(
+        server=server, ca_file=str(ca), tls_server_name=tls_server_name, proxy=proxy, authorization=Token()
+    )
 
 
 @pytest.fixture
@@ -156,17 +207,36 @@ def test_the_certificate_is_checked_against_the_api_servers_name(server: Server,
 def test_a_client_certificate_given_as_data_is_presented(pki: Path) -> None:
     """A kubeconfig's client-certificate-data (or an exec plugin's): ssl loads only files, so it
     passes through a private temporary directory, gone once loaded."""
+
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
 
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=operator")
-    openssl("x509", "-req", "-in", "client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "client.crt", "-days", "2")  # fmt: skip
+    openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", "client.key", "-out", "client.csr", "-subj", "/CN=operator"
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "client.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "client.crt",
+        "-days",
+        "2",
+    )
     server = Server(pki, client_ca=pki / "ca.crt")
     try:
-        given = credentials.Credentials(server=f"https://127.0.0.1:{server.port}", ca_file=str(pki / "ca.crt"),
-                                        tls_server_name="apiserver.test",
-                                        client_cert=((pki / "client.crt").read_bytes(), (pki / "client.key").read_bytes()))  # fmt: skip
+        given = credentials.Credentials(
+            server=f"https://127.0.0.1:{server.port}",
+            ca_file=str(pki / "ca.crt"),
+            tls_server_name="apiserver.test",
+            client_cert=((pki / "client.crt").read_bytes(), (pki / "client.key").read_bytes()),
+        )
         assert _get(api_session.Session(given), "/with-certificate").status == 200
         without = credentials.Credentials(server=given.server, ca_file=given.ca_file, tls_server_name="apiserver.test")
         with pytest.raises((ssl.SSLError, ConnectionError)):
@@ -213,8 +283,11 @@ class ConnectProxy(socketserver.ThreadingTCPServer):
 def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path) -> None:
     proxy = ConnectProxy()
     try:
-        session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt",
-                                                    proxy=f"http://127.0.0.1:{proxy.server_address[1]}"))  # fmt: skip
+        session = api_session.Session(
+            _credentials(
+                f"https://127.0.0.1:{server.port}", pki / "ca.crt", proxy=f"http://127.0.0.1:{proxy.server_address[1]}"
+            )
+        )
         assert _get(session, "/through").status == 200
         assert proxy.tunnels == [f"127.0.0.1:{server.port}"] and server.requests[-1]["path"] == "/through"
     finally:
@@ -224,7 +297,8 @@ def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path)
 
 
 def test_the_runners_access_is_server_side_applied_with_the_operators_field_manager(
-        server: Server, pki: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    server: Server, pki: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """`kube.apply`'s request as kube-apiserver reads it: a PATCH of the object's own path,
     apply-patch content, the operator's fieldManager, force (so an older Role's rules, owned
     by an earlier create or by hand, are replaced rather than refused as a conflict)."""
@@ -237,8 +311,10 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
-    for manifest, path in [(run_children.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
-                           (run_children.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner")]:  # fmt: skip
+    for manifest, path in [
+        (run_children.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
+        (run_children.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner"),
+    ]:
         assert kube.apply(manifest) is True
         sent = server.requests[-1]
         url = urllib.parse.urlsplit(sent["path"])

@@ -28,7 +28,9 @@ MODELS = {
 
 
 def _spec(**fields: Any):
-    return parse_spec({"model": "hf", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"], **fields})
+    return parse_spec(
+        {"model": "hf", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"], **fields}
+    )
 
 
 def _env(container: dict[str, Any]) -> dict[str, Any]:
@@ -39,12 +41,20 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus: int) -> None:
     children = run_children.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
     kinds = [c["kind"] for c in children]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + ["Job"]
+    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + [
+        "Job"
+    ]
     for child in children:
         MODELS[child["kind"]].model_validate(child)
         (owner,) = child["metadata"]["ownerReferences"]
-        assert owner == {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "name": "pythia-core",
-                         "uid": "0b5c-uid", "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+        assert owner == {
+            "apiVersion": "assay.dev/v1alpha1",
+            "kind": "Evaluation",
+            "name": "pythia-core",
+            "uid": "0b5c-uid",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
         assert child["metadata"]["namespace"] == "evals"
         assert child["metadata"]["labels"][builders.LABEL_EVALUATION] == "pythia-core"
 
@@ -63,17 +73,23 @@ def test_runner_role_reads_its_own_evaluation_and_patches_only_its_status() -> N
     # No `patch` on the Evaluation itself: the runner cannot rewrite its spec (image, hfTokenSecret).
     assert role["rules"] == [
         {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": ["pythia-core"], "verbs": ["get"]},
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": ["pythia-core"],
-         "verbs": ["patch"]},
-    ]  # fmt: skip
+        {
+            "apiGroups": ["assay.dev"],
+            "resources": ["evaluations/status"],
+            "resourceNames": ["pythia-core"],
+            "verbs": ["patch"],
+        },
+    ]
     binding = run_children.role_binding(REF)
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "pythia-core-runner", "namespace": "evals"}]
 
 
 def test_single_process_job() -> None:
-    job = builders.job(REF, _spec(resources={"gpusPerNode": 1, "cpu": "4", "memory": "16Gi"}, backoffLimit=2,
-                                  activeDeadlineSeconds=600))  # fmt: skip
+    job = builders.job(
+        REF,
+        _spec(resources={"gpusPerNode": 1, "cpu": "4", "memory": "16Gi"}, backoffLimit=2, activeDeadlineSeconds=600),
+    )
     spec = job["spec"]
     assert spec["completionMode"] == "NonIndexed" and spec["completions"] == spec["parallelism"] == 1
     assert spec["backoffLimit"] == 2 and spec["activeDeadlineSeconds"] == 600 and spec["suspend"] is False
@@ -81,8 +97,10 @@ def test_single_process_job() -> None:
     (container,) = pod["containers"]
     assert container["command"] == ["python", "-m", "assay.runner"]
     assert "initContainers" not in pod and "subdomain" not in pod
-    assert container["resources"] == {"requests": {"cpu": "4", "memory": "16Gi"},
-                                      "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}}  # fmt: skip
+    assert container["resources"] == {
+        "requests": {"cpu": "4", "memory": "16Gi"},
+        "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
+    }
     assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "pythia-core-runner"
 
 
@@ -99,10 +117,18 @@ def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
     assert job["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
     (runner,) = pod["containers"]
     assert runner["command"] == [
-        "python", "-m", "assay.runner.launch", "--nnodes=4", "--nproc_per_node=8", "--rdzv_backend=c10d",
-        "--rdzv_endpoint=pythia-core-g3-0.pythia-core-g3:29400", "--rdzv_id=pythia-core-g3",
-        "--max_restarts=0", "-m", "assay.runner",
-    ]  # fmt: skip
+        "python",
+        "-m",
+        "assay.runner.launch",
+        "--nnodes=4",
+        "--nproc_per_node=8",
+        "--rdzv_backend=c10d",
+        "--rdzv_endpoint=pythia-core-g3-0.pythia-core-g3:29400",
+        "--rdzv_id=pythia-core-g3",
+        "--max_restarts=0",
+        "-m",
+        "assay.runner",
+    ]
     (check,) = pod["initContainers"]
     assert check["command"] == ["python", "-m", "assay.runner", "--check"]
     assert "nvidia.com/gpu" not in check.get("resources", {}).get("limits", {})
@@ -128,13 +154,21 @@ def test_pods_are_hardened() -> None:
         security = container["securityContext"]
         assert security["allowPrivilegeEscalation"] is False and security["readOnlyRootFilesystem"] is True
         assert security["capabilities"] == {"drop": ["ALL"]}
-        assert {m["mountPath"] for m in container["volumeMounts"]} == {"/cache", "/output", "/tmp", "/dev/shm",
-                                                                       "/etc/assay/spec"}  # fmt: skip
+        assert {m["mountPath"] for m in container["volumeMounts"]} == {
+            "/cache",
+            "/output",
+            "/tmp",
+            "/dev/shm",
+            "/etc/assay/spec",
+        }
 
 
 def test_environment_carries_the_runner_contract() -> None:
-    spec = _spec(cache={"pvc": "hf-cache", "offline": True, "datasetsDir": "datasets", "localDatasetsDir": "assay-data"},
-                 hfTokenSecret={"name": "hf", "key": "tok"}, output={"pvc": "results"})  # fmt: skip
+    spec = _spec(
+        cache={"pvc": "hf-cache", "offline": True, "datasetsDir": "datasets", "localDatasetsDir": "assay-data"},
+        hfTokenSecret={"name": "hf", "key": "tok"},
+        output={"pvc": "results"},
+    )
     job = builders.job(REF, spec)
     pod = job["spec"]["template"]["spec"]
     env = _env(pod["containers"][0])
@@ -166,8 +200,10 @@ def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environ
     assert parse_spec(json.loads(config_map["data"]["evaluation.json"])) == spec
     assert "ConfigMap" in run_children.APPLIED_KINDS  # there again for a Job made again after it was lost
     pod = job["spec"]["template"]["spec"]
-    volume = {"name": "spec", "configMap": {"name": "pythia-core-g3-spec", "items": [{"key": "evaluation.json",
-                                                                                      "path": "evaluation.json"}]}}  # fmt: skip
+    volume = {
+        "name": "spec",
+        "configMap": {"name": "pythia-core-g3-spec", "items": [{"key": "evaluation.json", "path": "evaluation.json"}]},
+    }
     assert volume in pod["volumes"]
     assert len(pod["initContainers"]) == 1  # the --check container reads it too
     for container in pod["containers"] + pod["initContainers"]:
@@ -185,19 +221,29 @@ def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:
 
     run = f"0b5c-uid-{builders.spec_hash(_spec())[:12]}"
     assert cache_of(REF) == f"/output/pythia-core/g3/.assay-cache/{run}/g3/responses"
-    rerun = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3, rerun="nightly-2")
+    rerun = builders.EvaluationRef(
+        name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3, rerun="nightly-2"
+    )
     # A fixed output path is shared by every run; the cache is not (its keys are the requests alone).
     shared = {"output": {"pvc": "results", "path": "team/pythia"}}
     shared_run = f"0b5c-uid-{builders.spec_hash(_spec(**shared))[:12]}"
     assert cache_of(REF, **shared) == f"/output/team/pythia/.assay-cache/{shared_run}/g3/responses"
-    assert cache_of(rerun, **shared) == f"/output/team/pythia/.assay-cache/{shared_run}/{builders.run_suffix(rerun)}/responses"
+    assert (
+        cache_of(rerun, **shared)
+        == f"/output/team/pythia/.assay-cache/{shared_run}/{builders.run_suffix(rerun)}/responses"
+    )
     assert builders.run_suffix(rerun) != "g3"
     # Another Evaluation on the same path at the same generation, or this one deleted and made
     # again under its name (a new uid), or another spec: each its own cache.
     other = builders.EvaluationRef(name="pythia-other", namespace="evals", uid="7d1e-uid", generation=3)
     again = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="9f00-uid", generation=3)
     other_model = {**shared, "modelArgs": {"pretrained": "EleutherAI/pythia-410m"}}
-    caches = {cache_of(REF, **shared), cache_of(other, **shared), cache_of(again, **shared), cache_of(REF, **other_model)}
+    caches = {
+        cache_of(REF, **shared),
+        cache_of(other, **shared),
+        cache_of(again, **shared),
+        cache_of(REF, **other_model),
+    }
     assert len(caches) == 4
     # The same run always gets the same cache (what a replaced pod resumes from); a uid that is
     # not a lowercase UUID still makes one bounded, path-safe directory.
@@ -210,12 +256,16 @@ def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:
 def test_pod_template_overrides_kueue_and_suspend() -> None:
     spec = _spec(
         podTemplate={
-            "nodeSelector": {"gpu": "h100"}, "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
-            "affinity": {"nodeAffinity": {}}, "priorityClassName": "batch-low",
-            "labels": {"kueue.x-k8s.io/queue-name": "eval-queue", "team": "nlp"}, "annotations": {"note": "x"},
+            "nodeSelector": {"gpu": "h100"},
+            "tolerations": [{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}],
+            "affinity": {"nodeAffinity": {}},
+            "priorityClassName": "batch-low",
+            "labels": {"kueue.x-k8s.io/queue-name": "eval-queue", "team": "nlp"},
+            "annotations": {"note": "x"},
         },
-        suspend=True, image="registry.local/assay:dev",
-    )  # fmt: skip
+        suspend=True,
+        image="registry.local/assay:dev",
+    )
     job = builders.job(REF, spec)
     client.V1Job.model_validate(job)
     pod = job["spec"]["template"]
@@ -229,13 +279,17 @@ def test_pod_template_overrides_kueue_and_suspend() -> None:
     assert pod["spec"]["containers"][0]["image"] == "registry.local/assay:dev"
     # Our selector labels win over user labels of the same key.
     clash = _spec(podTemplate={"labels": {builders.LABEL_EVALUATION: "other"}})
-    assert builders.job(REF, clash)["spec"]["template"]["metadata"]["labels"][builders.LABEL_EVALUATION] == "pythia-core"
+    assert (
+        builders.job(REF, clash)["spec"]["template"]["metadata"]["labels"][builders.LABEL_EVALUATION] == "pythia-core"
+    )
 
 
 def test_spec_hash_ignores_suspend_only() -> None:
     assert builders.spec_hash(_spec(suspend=True)) == builders.spec_hash(_spec(suspend=False))
     assert builders.spec_hash(_spec(limit=5)) != builders.spec_hash(_spec())
-    assert builders.job(REF, _spec())["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH] == builders.spec_hash(_spec())
+    assert builders.job(REF, _spec())["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH] == builders.spec_hash(
+        _spec()
+    )
 
 
 def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,7 +306,12 @@ def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkey
     # The chart's two settings reach the operator as environment variables.
     monkeypatch.setenv(runner_images.IMAGE_ENV, "registry.local/runner:2")
     monkeypatch.setenv(runner_images.VLLM_IMAGE_ENV, "registry.local/runner-vllm:2")
-    assert image(_spec()) == "registry.local/runner:2" and image(_spec(), "registry.local/flag:3") == "registry.local/flag:3"
+    assert (
+        image(_spec()) == "registry.local/runner:2"
+        and image(_spec(), "registry.local/flag:3") == "registry.local/flag:3"
+    )
     assert image(vllm, "registry.local/flag:3") == "registry.local/runner-vllm:2"
-    mine = parse_spec({"model": "vllm", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"], "image": "registry.local/mine:1"})
+    mine = parse_spec(
+        {"model": "vllm", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"], "image": "registry.local/mine:1"}
+    )
     assert image(mine) == "registry.local/mine:1"

@@ -22,8 +22,12 @@ ALERTS = {"AssayEvaluationRegressed", "AssayEvaluationFailed"}
 
 def _render(*values: str) -> list[dict[str, Any]]:
     args = [a for value in values for a in ("--set", value)]
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -55,12 +59,17 @@ def test_the_alerts_name_evaluation_and_baseline_and_query_only_exported_series(
     for alert in rules.values():
         assert alert["labels"] == {"severity": "warning"} and alert["for"] == "0s"
         for name in re.findall(r"assay_[a-z_]+", alert["expr"]):
-            assert name.removesuffix("_total") in exported, f"{alert['alert']} queries {name}, which the operator does not export"
+            assert name.removesuffix("_total") in exported, (
+                f"{alert['alert']} queries {name}, which the operator does not export"
+            )
 
 
 def test_labels_for_and_severity_from_values() -> None:
-    rule = _rule("metrics.prometheusRule.labels.release=kube-prometheus-stack", "metrics.prometheusRule.for=10m",
-                 "metrics.prometheusRule.severity=critical")  # fmt: skip
+    rule = _rule(
+        "metrics.prometheusRule.labels.release=kube-prometheus-stack",
+        "metrics.prometheusRule.for=10m",
+        "metrics.prometheusRule.severity=critical",
+    )
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus-stack"
     assert {(r["for"], r["labels"]["severity"]) for r in _rules(rule).values()} == {("10m", "critical")}
 
@@ -76,7 +85,9 @@ def test_the_schema_refuses_bad_rule_values(value: str) -> None:
 
 def _firing(url: str) -> set[tuple[str, str]]:
     rows = query(url, 'ALERTS{alertstate="firing"}')
-    return {(row["metric"]["alertname"], row["metric"].get("baseline") or row["metric"].get("reason", "")) for row in rows}
+    return {
+        (row["metric"]["alertname"], row["metric"].get("baseline") or row["metric"].get("reason", "")) for row in rows
+    }
 
 
 @pytest.mark.slow
@@ -86,7 +97,12 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     loaded = {r["name"]: r for group in rules for r in group["rules"]}
     assert set(loaded) == ALERTS
     candidate = _evaluation("candidate")
-    candidate["status"]["comparison"] = {"baseline": "base-eval", "verdict": "regressed", "message": "Worse.", "rows": []}
+    candidate["status"]["comparison"] = {
+        "baseline": "base-eval",
+        "verdict": "regressed",
+        "message": "Worse.",
+        "rows": [],
+    }
     failed = _evaluation("broken", phase="Failed")
     failed["status"]["reason"] = "OOMKilled"
     metrics.observe(candidate)
@@ -96,8 +112,13 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     wait(lambda: _firing(url) == expected, lambda: f"firing: {_firing(url)}")
     answer = api(f"{url}/api/v1/alerts")["alerts"]
     (regressed,) = [a for a in answer if a["labels"]["alertname"] == "AssayEvaluationRegressed"]
-    assert regressed["labels"] == {"alertname": "AssayEvaluationRegressed", "namespace": "team", "evaluation": "candidate",
-                                   "baseline": "base-eval", "severity": "warning"}  # fmt: skip
+    assert regressed["labels"] == {
+        "alertname": "AssayEvaluationRegressed",
+        "namespace": "team",
+        "evaluation": "candidate",
+        "baseline": "base-eval",
+        "severity": "warning",
+    }
     assert regressed["annotations"]["summary"] == "Evaluation team/candidate regressed against base-eval"
     # Compared again and unchanged (the series goes to 0); the failed one deleted: both alerts end.
     candidate["status"]["comparison"]["verdict"] = "unchanged"

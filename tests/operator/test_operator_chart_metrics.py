@@ -12,16 +12,22 @@ from tests.operator.test_operator_helm import CHART, HELM, needs_helm
 
 pytestmark = needs_helm
 
-RUNNER_PODS = {"matchLabels": {"app.kubernetes.io/managed-by": "assay-operator"},
-               "matchExpressions": [{"key": "assay.dev/evaluation", "operator": "Exists"}]}  # fmt: skip
+RUNNER_PODS = {
+    "matchLabels": {"app.kubernetes.io/managed-by": "assay-operator"},
+    "matchExpressions": [{"key": "assay.dev/evaluation", "operator": "Exists"}],
+}
 
 
 def _render(*values: str) -> list[dict[str, Any]]:
     import yaml
 
     args = [a for value in values for a in ("--set", value)]
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     documents = [d for d in yaml.safe_load_all(out) if d]
     _validate(documents)
     return documents
@@ -30,8 +36,12 @@ def _render(*values: str) -> list[dict[str, Any]]:
 def _validate(documents: list[dict[str, Any]]) -> None:
     from kubernetes import client
 
-    models = {"NetworkPolicy": client.V1NetworkPolicy, "ClusterRole": client.V1ClusterRole,
-              "ClusterRoleBinding": client.V1ClusterRoleBinding, "Deployment": client.V1Deployment}  # fmt: skip
+    models = {
+        "NetworkPolicy": client.V1NetworkPolicy,
+        "ClusterRole": client.V1ClusterRole,
+        "ClusterRoleBinding": client.V1ClusterRoleBinding,
+        "Deployment": client.V1Deployment,
+    }
     for document in documents:
         if document["kind"] in models:
             models[document["kind"]].model_validate(document)  # raises on a wrong type or a missing field
@@ -69,9 +79,14 @@ def test_secure_metrics_by_default_reviews_for_the_operator_a_reader_role_for_sc
 
 
 def test_readers_tls_and_a_cap_from_values() -> None:
-    documents = _render("metrics.readers[0].kind=ServiceAccount", "metrics.readers[0].name=prometheus",
-                        "metrics.readers[0].namespace=monitoring", "metrics.tls.secretName=metrics-cert",
-                        "metrics.serviceMonitor.enabled=true", "metrics.maxSeriesPerEvaluation=2000")  # fmt: skip
+    documents = _render(
+        "metrics.readers[0].kind=ServiceAccount",
+        "metrics.readers[0].name=prometheus",
+        "metrics.readers[0].namespace=monitoring",
+        "metrics.tls.secretName=metrics-cert",
+        "metrics.serviceMonitor.enabled=true",
+        "metrics.maxSeriesPerEvaluation=2000",
+    )
     binding = _named(documents, "ClusterRoleBinding", "ev-assay-metrics-reader")
     assert binding["roleRef"]["name"] == "ev-assay-metrics-reader"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
@@ -83,8 +98,10 @@ def test_readers_tls_and_a_cap_from_values() -> None:
     assert {e["name"]: e.get("value") for e in container["env"]}["ASSAY_MAX_SERIES_PER_EVALUATION"] == "2000"
     (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["scheme"] == "https"
-    assert endpoint["tlsConfig"] == {"serverName": "ev-assay-metrics.assay-system.svc",
-                                     "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}}}  # fmt: skip
+    assert endpoint["tlsConfig"] == {
+        "serverName": "ev-assay-metrics.assay-system.svc",
+        "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}},
+    }
 
 
 def test_metrics_secure_false_is_open_and_asks_for_no_cluster_rights() -> None:
@@ -112,8 +129,11 @@ def test_the_operator_network_policy_lets_in_metrics_only_and_out_to_the_api_ser
 
 
 def test_addresses_and_scrapers_from_values() -> None:
-    documents = _render("networkPolicy.apiServerCIDRs={10.0.0.10/32}", "networkPolicy.dnsTo=null",
-                        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring")  # fmt: skip
+    documents = _render(
+        "networkPolicy.apiServerCIDRs={10.0.0.10/32}",
+        "networkPolicy.dnsTo=null",
+        "networkPolicy.metricsFrom[0].namespaceSelector.matchLabels.name=monitoring",
+    )
     spec = _named(documents, "NetworkPolicy", "ev-assay-operator")["spec"]
     assert spec["ingress"][0]["from"] == [{"namespaceSelector": {"matchLabels": {"name": "monitoring"}}}]
     api_server, dns = spec["egress"]
@@ -135,11 +155,16 @@ def test_runner_policies_in_each_watched_namespace() -> None:
 
 
 def test_runner_egress_to_model_servers_and_when_online_everywhere() -> None:
-    documents = _render("networkPolicy.runnerNamespaces={models}", "networkPolicy.runnerEgressCIDRs={10.20.0.0/16}",
-                        "networkPolicy.runnerEgressTo[0].namespaceSelector.matchLabels.name=serving")  # fmt: skip
+    documents = _render(
+        "networkPolicy.runnerNamespaces={models}",
+        "networkPolicy.runnerEgressCIDRs={10.20.0.0/16}",
+        "networkPolicy.runnerEgressTo[0].namespaceSelector.matchLabels.name=serving",
+    )
     egress = _named(documents, "NetworkPolicy", "ev-assay-runners")["spec"]["egress"]
-    assert egress[3:] == [{"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]},
-                          {"to": [{"namespaceSelector": {"matchLabels": {"name": "serving"}}}]}]  # fmt: skip
+    assert egress[3:] == [
+        {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]},
+        {"to": [{"namespaceSelector": {"matchLabels": {"name": "serving"}}}]},
+    ]
     online = _render("networkPolicy.runnerNamespaces={models}", "policy.allowOnline=true")
     assert _named(online, "NetworkPolicy", "ev-assay-runners")["spec"]["egress"][-1] == {}
 
@@ -149,9 +174,14 @@ def test_network_policies_can_be_left_out() -> None:
     assert not [d for d in documents if d["kind"] == "NetworkPolicy"]
 
 
-@pytest.mark.parametrize(("value", "named"), [("metrics.maxSeriesPerEvaluation=0", "maxSeriesPerEvaluation"),
-                                              ("networkPolicy.apiServerPorts={0}", "apiServerPorts"),
-                                              ("metrics.readers[0].kind=Robot", "kind")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [
+        ("metrics.maxSeriesPerEvaluation=0", "maxSeriesPerEvaluation"),
+        ("networkPolicy.apiServerPorts={0}", "apiServerPorts"),
+        ("metrics.readers[0].kind=Robot", "kind"),
+    ],
+)
 def test_the_schema_refuses_bad_values(value: str, named: str) -> None:
     result = subprocess.run([HELM, "template", "ev", str(CHART), "--set", value], capture_output=True, text=True)
     assert result.returncode != 0 and "values don't meet the specifications" in result.stderr

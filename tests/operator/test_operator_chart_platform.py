@@ -46,7 +46,9 @@ def _env(documents: list[dict]) -> dict[str, str]:
 
 @needs_helm
 def test_pull_secrets_reach_the_operator_account_and_every_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
-    documents = _render("--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}")
+    documents = _render(
+        "--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}"
+    )
     (account,) = [d for d in documents if d["kind"] == "ServiceAccount"]
     assert account["imagePullSecrets"] == [{"name": "regcred"}]
     env = _env(documents)

@@ -15,8 +15,15 @@ T1 = T0 + datetime.timedelta(minutes=5)
 RESULTS = {"arc_easy": {"acc,none": {"value": 0.5, "stderr": 0.01}}}
 
 
-def _job(*, active: int = 0, ready: int | None = None, conds: list[tuple[str, str, str]] = (), suspend: bool = False,
-         start: str | None = "2025-05-01T12:00:10Z", completion: str | None = None) -> dict[str, Any]:  # fmt: skip
+def _job(
+    *,
+    active: int = 0,
+    ready: int | None = None,
+    conds: list[tuple[str, str, str]] = (),
+    suspend: bool = False,
+    start: str | None = "2025-05-01T12:00:10Z",
+    completion: str | None = None,
+) -> dict[str, Any]:
     status: dict[str, Any] = {"active": active, "startTime": start}
     if ready is not None:
         status["ready"] = ready
@@ -45,8 +52,10 @@ def test_accepted_new_run_sets_all_four_conditions() -> None:
     assert list(conds) == ["Accepted", "Running", "Succeeded", "Failed", "Ready", "Reconciling", "Stalled"]
     assert conds["Accepted"]["status"] == "True" and conds["Accepted"]["reason"] == "SpecValid"
     assert all(conds[t]["status"] == "False" for t in ("Running", "Succeeded", "Failed"))
-    assert all(cond["observedGeneration"] == 1 and cond["lastTransitionTime"] == "2025-05-01T12:00:00Z"
-               for cond in conds.values())  # fmt: skip
+    assert all(
+        cond["observedGeneration"] == 1 and cond["lastTransitionTime"] == "2025-05-01T12:00:00Z"
+        for cond in conds.values()
+    )
     # A new run clears the previous run's outcome (merge-patch null deletes).
     assert status["results"] is None and status["completionTime"] is None
 
@@ -68,8 +77,11 @@ def test_rejected_spec_fails_with_invalid_spec() -> None:
         (_job(active=1), c.RUNNING, "PodsRunning"),  # no `ready` field (older servers): active counts
         (_job(suspend=True, conds=[("Suspended", "JobSuspended", "")]), c.PENDING, "Suspended"),
         (_job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z"), c.SUCCEEDED, "JobComplete"),
-        (_job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]), c.FAILED,
-         "BackoffLimitExceeded"),
+        (
+            _job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]),
+            c.FAILED,
+            "BackoffLimitExceeded",
+        ),
         (_job(conds=[("Failed", "DeadlineExceeded", "")]), c.FAILED, "DeadlineExceeded"),
         (_job(conds=[("Failed", "PodFailurePolicy", "Container runner exited with 78")]), c.FAILED, "PodFailurePolicy"),
         (_job(active=1, ready=1, conds=[("FailureTarget", "DeadlineExceeded", "")]), c.RUNNING, "Terminating"),
@@ -223,50 +235,77 @@ def _finished(status: dict[str, Any], job: dict[str, Any], spec: dict[str, Any] 
 
 def test_a_complete_job_without_scores_in_status_is_failed_not_succeeded() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    status = {**_apply(status, job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0)), "outputDir": "/output/ev/g1"}
+    status = {
+        **_apply(status, job_status.from_job(status, _job(active=1, ready=1), generation=1, now=T0)),
+        "outputDir": "/output/ev/g1",
+    }
     done = _job(conds=[("Complete", "", "")], completion="2025-05-01T12:31:00Z")
     failed = _finished(status, done)
     conds = _by_type(failed)
     assert failed["phase"] == c.FAILED and failed["reason"] == "ResultsNotRecorded"
     assert conds["Succeeded"]["status"] == "False" and conds["Failed"]["status"] == "True"
     assert _kstatus(failed) == {"Ready": "False", "Reconciling": "False", "Stalled": "True"}
-    assert failed["message"] == ("ev-g1 completed, but its scores never reached status.results. Its results files are "
-                                 "nowhere: the output was the pod's emptyDir.")  # fmt: skip
+    assert failed["message"] == (
+        "ev-g1 completed, but its scores never reached status.results. Its results files are "
+        "nowhere: the output was the pod's emptyDir."
+    )
     assert conds["Failed"]["message"] == conds["Stalled"]["message"] == failed["message"]
     on_pvc = _finished(status, done, spec={"output": {"pvc": "results"}})
-    assert on_pvc["message"].endswith("Its results files are on PVC results in ev/g1, if the runner could write them (its log says).")
+    assert on_pvc["message"].endswith(
+        "Its results files are on PVC results in ev/g1, if the runner could write them (its log says)."
+    )
     # The same Job seen again changes nothing: Failed is final.
     assert job_status.from_job(failed, done, generation=1, now=T1) == {}
 
 
 def test_a_runner_that_could_not_record_its_scores_fails_its_job_with_reason_results_not_recorded() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    fail_job = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 74 "
-                "matching FailJob rule at index 3")  # fmt: skip
+    fail_job = (
+        "Failed",
+        "PodFailurePolicy",
+        "Container runner for pod team/ev-g1-x7k2p failed with exit code 74 matching FailJob rule at index 3",
+    )
     assert job_status.job_state(_job(conds=[fail_job])).reason == "ResultsNotRecorded"
     failed = _finished(status, _job(conds=[fail_job]), spec={"output": {"pvc": "results", "path": "runs/a"}})
     assert failed["reason"] == "ResultsNotRecorded" and _by_type(failed)["Failed"]["reason"] == "ResultsNotRecorded"
     assert "could not write its scores to status.results" in failed["message"]
     assert "on PVC results in its root" in failed["message"]  # no outputDir recorded in this status
-    config_error = ("Failed", "PodFailurePolicy", "Container runner for pod team/ev-g1-x7k2p failed with exit code 78 "
-                    "matching FailJob rule at index 0")  # fmt: skip
+    config_error = (
+        "Failed",
+        "PodFailurePolicy",
+        "Container runner for pod team/ev-g1-x7k2p failed with exit code 78 matching FailJob rule at index 0",
+    )
     assert job_status.job_state(_job(conds=[config_error])).reason == "PodFailurePolicy"
 
 
 @pytest.mark.parametrize(
     "files,expected",
     [
-        ({"written": True, "message": "Results written to /output/ev/g1/m/results_x.json."},
-         ("True", "OutputWritten", "Results written to /output/ev/g1/m/results_x.json.")),
-        ({"written": False, "message": "The results files could not be written under /output/ev/g1 (No space left on device)."},
-         ("False", "OutputNotWritten", "The results files could not be written under /output/ev/g1 (No space left on device).")),
+        (
+            {"written": True, "message": "Results written to /output/ev/g1/m/results_x.json."},
+            ("True", "OutputWritten", "Results written to /output/ev/g1/m/results_x.json."),
+        ),
+        (
+            {
+                "written": False,
+                "message": "The results files could not be written under /output/ev/g1 (No space left on device).",
+            },
+            (
+                "False",
+                "OutputNotWritten",
+                "The results files could not be written under /output/ev/g1 (No space left on device).",
+            ),
+        ),
         (None, None),
     ],
     ids=["written", "disk-full", "not-reported"],
 )
 def test_output_written_reports_the_files_of_a_run_whose_scores_are_in(files: Any, expected: Any) -> None:
-    status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS,
-              "runnerMessage": "Evaluated 1 tasks."}  # fmt: skip
+    status = {
+        **c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True),
+        "results": RESULTS,
+        "runnerMessage": "Evaluated 1 tasks.",
+    }
     if files is not None:
         status["outputFiles"] = files
     done = _finished(status, _job(conds=[("Complete", "", "")]))
@@ -281,29 +320,61 @@ def test_output_written_reports_the_files_of_a_run_whose_scores_are_in(files: An
 # --- Regressed: the run against its baseline ----------------------------------------------
 
 BASELINE_SPEC = {"baseline": {"evaluation": "model-v1"}}
-REGRESSION = {"baseline": "model-v1", "verdict": "regressed",
-              "message": "Regressed against model-v1: arc_easy acc -0.0600 [-0.0900, -0.0300], Holm p = 0.001.", "rows": []}  # fmt: skip
+REGRESSION = {
+    "baseline": "model-v1",
+    "verdict": "regressed",
+    "message": "Regressed against model-v1: arc_easy acc -0.0600 [-0.0900, -0.0300], Holm p = 0.001.",
+    "rows": [],
+}
 
 
 @pytest.mark.parametrize(
     "comparison,spec,expected",
     [
         (REGRESSION, BASELINE_SPEC, ("True", "Regressed", REGRESSION["message"])),
-        ({**REGRESSION, "verdict": "unchanged", "message": "No regression against model-v1 over 2 metrics (unchanged)."},
-         BASELINE_SPEC, ("False", "NoRegression", "No regression against model-v1 over 2 metrics (unchanged).")),
+        (
+            {
+                **REGRESSION,
+                "verdict": "unchanged",
+                "message": "No regression against model-v1 over 2 metrics (unchanged).",
+            },
+            BASELINE_SPEC,
+            ("False", "NoRegression", "No regression against model-v1 over 2 metrics (unchanged)."),
+        ),
         ({**REGRESSION, "verdict": "improved", "message": "m."}, BASELINE_SPEC, ("False", "NoRegression", "m.")),
-        ({**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."}, BASELINE_SPEC,
-         ("Unknown", "Inconclusive", "Inconclusive.")),
-        ({**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."}, {**BASELINE_SPEC, "gate": {"strict": True}},
-         ("True", "Inconclusive", "Inconclusive.")),
-        ({"baseline": "model-v1", "error": "The baseline Evaluation model-v1 has not succeeded (it is Running)."},
-         BASELINE_SPEC, ("Unknown", "BaselineUnavailable", "The baseline Evaluation model-v1 has not succeeded (it is Running).")),
-        (None, BASELINE_SPEC, ("Unknown", "BaselineUnavailable", "The runner reported no comparison with the baseline.")),
+        (
+            {**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."},
+            BASELINE_SPEC,
+            ("Unknown", "Inconclusive", "Inconclusive."),
+        ),
+        (
+            {**REGRESSION, "verdict": "inconclusive", "message": "Inconclusive."},
+            {**BASELINE_SPEC, "gate": {"strict": True}},
+            ("True", "Inconclusive", "Inconclusive."),
+        ),
+        (
+            {"baseline": "model-v1", "error": "The baseline Evaluation model-v1 has not succeeded (it is Running)."},
+            BASELINE_SPEC,
+            ("Unknown", "BaselineUnavailable", "The baseline Evaluation model-v1 has not succeeded (it is Running)."),
+        ),
+        (
+            None,
+            BASELINE_SPEC,
+            ("Unknown", "BaselineUnavailable", "The runner reported no comparison with the baseline."),
+        ),
         (None, {}, None),
     ],
-    ids=["regressed", "unchanged", "improved", "inconclusive", "inconclusive-strict", "baseline-unavailable",
-         "not-reported", "no-baseline"],
-)  # fmt: skip
+    ids=[
+        "regressed",
+        "unchanged",
+        "improved",
+        "inconclusive",
+        "inconclusive-strict",
+        "baseline-unavailable",
+        "not-reported",
+        "no-baseline",
+    ],
+)
 def test_regressed_says_what_the_comparison_with_the_baseline_found(comparison: Any, spec: Any, expected: Any) -> None:
     status = {**c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True), "results": RESULTS}
     if comparison is not None:
@@ -319,8 +390,11 @@ def test_regressed_says_what_the_comparison_with_the_baseline_found(comparison: 
 
 def test_a_failed_run_with_a_baseline_compared_nothing() -> None:
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
-    failed = _finished(status, _job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]),
-                       spec=BASELINE_SPEC)  # fmt: skip
+    failed = _finished(
+        status,
+        _job(conds=[("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")]),
+        spec=BASELINE_SPEC,
+    )
     assert failed["phase"] == c.FAILED
     regressed = _by_type(failed)["Regressed"]
     assert (regressed["status"], regressed["reason"]) == ("Unknown", "RunFailed")

@@ -58,8 +58,9 @@ def test_the_work_queue_depth_counts_decisions_asked_for_and_not_done() -> None:
 
     async def scenario() -> None:
         pool = concurrent.futures.ThreadPoolExecutor(1)  # one thread: `b` waits behind `a`
-        run = decisions.RunDecisions(decide=decide, latest=bodies.get, on_error=lambda *_: None, executor=pool,
-                                     delays=(3600.0,))  # fmt: skip
+        run = decisions.RunDecisions(
+            decide=decide, latest=bodies.get, on_error=lambda *_: None, executor=pool, delays=(3600.0,)
+        )
         metrics.controller.watch_queue(run.depth)
         depths.append(_value(metrics, "assay_workqueue_depth"))
         both = asyncio.gather(run.observe(bodies[("ns", "a")]), run.observe(bodies[("ns", "b")]))
@@ -95,15 +96,24 @@ class MemoryLeases:
         version = lease["metadata"]["resourceVersion"]
         if version != self.lease["metadata"]["resourceVersion"]:
             raise api_errors.ApiError(code=409, reason=api_errors.CONFLICT)
-        self.lease = {**copy.deepcopy(lease), "metadata": {**lease["metadata"], "resourceVersion": str(int(version) + 1)}}
+        self.lease = {
+            **copy.deepcopy(lease),
+            "metadata": {**lease["metadata"], "resourceVersion": str(int(version) + 1)},
+        }
         return copy.deepcopy(self.lease)
 
 
 def test_the_leader_gauge_is_1_while_this_replica_leads() -> None:
     metrics = EvaluationMetrics()
     metrics.controller.set_leader(False)  # main: a replica that elects starts as a standby
-    lock = LeaseLock("ns", "assay-leader", "pod-a", api=MemoryLeases(),  # type: ignore[arg-type]
-                     renew_deadline_seconds=60.0, lease_seconds=120)
+    lock = LeaseLock(
+        "ns",
+        "assay-leader",
+        "pod-a",
+        api=MemoryLeases(),  # type: ignore[arg-type]
+        renew_deadline_seconds=60.0,
+        lease_seconds=120,
+    )
     seen = [_value(metrics, "assay_leader")]
     with leading(lock, health_port=0, on_change=metrics.controller.set_leader):
         seen.append(_value(metrics, "assay_leader"))

@@ -24,9 +24,13 @@ SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpus
 
 def _evaluation(name: str = "tiny", **status: Any) -> dict[str, Any]:
     accepted = conditions.accepted(None, job_name=f"{name}-g1", generation=1, now=T0, new_run=True)
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1},
-            "spec": dict(SPEC), "status": {**{k: v for k, v in accepted.items() if v is not None}, **status}}  # fmt: skip
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1},
+        "spec": dict(SPEC),
+        "status": {**{k: v for k, v in accepted.items() if v is not None}, **status},
+    }
 
 
 class Store:
@@ -97,8 +101,13 @@ def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def _job(name: str, **status: Any) -> dict[str, Any]:
-    return {"apiVersion": "batch/v1", "kind": "Job", "spec": {"parallelism": 1}, "status": status,
-            "metadata": {"name": name, "namespace": "evals", "labels": {builders.LABEL_EVALUATION: name.split("-")[0]}}}  # fmt: skip
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "spec": {"parallelism": 1},
+        "status": status,
+        "metadata": {"name": name, "namespace": "evals", "labels": {builders.LABEL_EVALUATION: name.split("-")[0]}},
+    }
 
 
 def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,8 +120,14 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     now = [0.0]
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
     errors: list[tuple[str, str]] = []
-    sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=lambda *e: errors.append(e), emit=store.emit, interval=30)  # fmt: skip
+    sweeper = converge.LostJobSweeper(
+        runs=runs,
+        admin=AdminPolicy(),
+        default_image="runner:1",
+        on_error=lambda *e: errors.append(e),
+        emit=store.emit,
+        interval=30,
+    )
     sweeper.sweep()
     assert calls == []  # idle: no API call
     for evaluation in evaluations.values():
@@ -134,8 +149,11 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     written: list[dict[str, Any]] = []
     monkeypatch.setattr(kube, "patch_evaluation_status", lambda *, namespace, name, status: written.append(status))
     deleted: list[tuple[str, str]] = []
-    monkeypatch.setattr(kube, "delete", lambda kind, v, *, namespace, name: deleted.append((kind, name))
-                        or store.objects.pop((kind, name)))  # fmt: skip
+    monkeypatch.setattr(
+        kube,
+        "delete",
+        lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name)),
+    )
     spec = spec_module.parse_spec(SPEC)
     evaluation = _evaluation(phase="Succeeded")
     store.objects[("Job", "tiny-g1")] = {"kind": "Job", "metadata": {"name": "tiny-g1", "annotations": {}}}
@@ -154,7 +172,9 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events
 
 
-def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """A Role an older operator made is brought down to today's rules when a run is decided:
     the ServiceAccount, Role and RoleBinding are server-side applied each time (one request
     each, as the create they replace was), and so is the run's spec ConfigMap (one request
@@ -163,8 +183,12 @@ def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_onc
     spec = spec_module.parse_spec(SPEC)
     for _ in range(2):
         converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
-    access = [("ServiceAccount", "tiny-runner"), ("Role", "tiny-runner"), ("RoleBinding", "tiny-runner"),
-              ("ConfigMap", "tiny-g1-spec")]  # fmt: skip
+    access = [
+        ("ServiceAccount", "tiny-runner"),
+        ("Role", "tiny-runner"),
+        ("RoleBinding", "tiny-runner"),
+        ("ConfigMap", "tiny-g1-spec"),
+    ]
     assert store.applied == access * 2
     assert [key for key in store.objects if key[0] == "Job"] == [("Job", "tiny-g1")]
     assert store.events.count(("Normal", "JobCreated")) == 1

@@ -36,7 +36,16 @@ def test_identity_scope_and_printer_columns(crd: dict[str, Any]) -> None:
     assert version["name"] == spec_module.VERSION and version["served"] and version["storage"]
     assert version["subresources"] == {"status": {}}
     columns = version["additionalPrinterColumns"]
-    assert [c["name"] for c in columns] == ["Model", "Tasks", "Phase", "Reason", "Progress", "Regressed", "Age", "Message"]
+    assert [c["name"] for c in columns] == [
+        "Model",
+        "Tasks",
+        "Phase",
+        "Reason",
+        "Progress",
+        "Regressed",
+        "Age",
+        "Message",
+    ]
     assert [c.get("priority", 0) for c in columns] == [0, 0, 0, 0, 0, 0, 0, 1]  # Message only with -o wide
 
 
@@ -54,7 +63,11 @@ def test_every_field_is_structural_and_documented(crd: dict[str, Any]) -> None:
     root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     for section in ("spec", "status"):
         for path, node in _walk(root["properties"][section], section):
-            typed = "type" in node or node.get("x-kubernetes-int-or-string") or node.get("x-kubernetes-preserve-unknown-fields")
+            typed = (
+                "type" in node
+                or node.get("x-kubernetes-int-or-string")
+                or node.get("x-kubernetes-preserve-unknown-fields")
+            )
             assert typed, f"{path} has no type: the schema would not be structural"
             assert node.get("description"), f"{path} has no description for kubectl explain"
 
@@ -126,8 +139,14 @@ VALID = [
     {"resources": {"cpu": 4, "memory": "500M"}},
     {"hfTokenSecret": {"name": "hf"}, "cache": {"pvc": "c", "offline": True, "datasetsDir": "datasets"}},
     {"output": {"pvc": "o", "path": "team/runs"}},
-    {"podTemplate": {"nodeSelector": {"gpu": "h100"}, "tolerations": [{"key": "gpu", "operator": "Exists"}],
-                     "labels": {"kueue.x-k8s.io/queue-name": "eval"}, "priorityClassName": "low"}},
+    {
+        "podTemplate": {
+            "nodeSelector": {"gpu": "h100"},
+            "tolerations": [{"key": "gpu", "operator": "Exists"}],
+            "labels": {"kueue.x-k8s.io/queue-name": "eval"},
+            "priorityClassName": "low",
+        }
+    },
     {"backoffLimit": 3, "activeDeadlineSeconds": 3600, "suspend": True},
 ]
 
@@ -181,8 +200,15 @@ def test_defaults_match_the_parser(crd_validator: Any, make_evaluation: Any) -> 
 
 def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> None:
     results = {
-        "results": {"arc_easy": {"alias": "arc_easy", "acc,none": 0.5, "acc_stderr,none": 0.01, "acc_norm,none": 0.6,
-                                 "acc_norm_stderr,none": "N/A"}},
+        "results": {
+            "arc_easy": {
+                "alias": "arc_easy",
+                "acc,none": 0.5,
+                "acc_stderr,none": 0.01,
+                "acc_norm,none": 0.6,
+                "acc_norm_stderr,none": "N/A",
+            }
+        },
         "groups": {"mmlu": {"acc,none": 0.3, "acc_stderr,none": 0.02}},
         "n-samples": {"arc_easy": {"original": 2376, "effective": 100}},
         "versions": {"arc_easy": 1.0},
@@ -191,7 +217,11 @@ def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> Non
     status.update(conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True))
     status = {k: v for k, v in status.items() if v is not None}
     status.update(
-        phase="Succeeded", model="m", outputDir="/output/ev/g1", startTime="2025-01-02T03:04:05Z", rerunToken="2026-12-01",
+        phase="Succeeded",
+        model="m",
+        outputDir="/output/ev/g1",
+        startTime="2025-01-02T03:04:05Z",
+        rerunToken="2026-12-01",
         progress={"requestsDone": 10, "requestsTotal": 10, "summary": "100%"},
     )
     manifest = make_evaluation()
@@ -201,8 +231,9 @@ def test_a_full_status_is_valid(crd_validator: Any, make_evaluation: Any) -> Non
     assert crd_validator.errors(manifest)
 
 
-def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], crd_validator: Any, make_evaluation: Any,
-                                                          tmp_path: Path) -> None:  # fmt: skip
+def test_every_status_field_the_runner_writes_is_declared(
+    crd: dict[str, Any], crd_validator: Any, make_evaluation: Any, tmp_path: Path
+) -> None:
     """The API server prunes what the schema does not declare: an undeclared field would be
     dropped without a word (the scores, or whether the files were written)."""
     from assay.runner.results.status_sink import FileStatusSink
@@ -210,9 +241,15 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     sink = FileStatusSink(tmp_path / "status.json", min_interval=0)
     sink.progress(0, 10)
     sink.progress(5, 10)
-    assert sink.finished(RunResults.from_lmeval_dict({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
-                                                       "n-samples": {"arc_easy": {"original": 10, "effective": 10}},
-                                                       "versions": {"arc_easy": 1}}))
+    assert sink.finished(
+        RunResults.from_lmeval_dict(
+            {
+                "results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
+                "n-samples": {"arc_easy": {"original": 10, "effective": 10}},
+                "versions": {"arc_easy": 1},
+            }
+        )
+    )
     sink.output(written=False, message="The results files could not be written under /output/ev/g1 " + "(x) " * 400)
     declared = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["properties"]
     assert set(sink.status) <= set(declared), set(sink.status) - set(declared)
@@ -220,8 +257,14 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
     assert set(sink.status["timing"]) == set(declared["timing"]["properties"])
     accepted = conditions.accepted(None, job_name="ev-g1", generation=1, now=NOW, new_run=True)
     status = {**{k: v for k, v in accepted.items() if v is not None}, **sink.status}
-    status.update(job_status.from_job(status, {"metadata": {"name": "ev-g1"}, "status": {"conditions": [
-        {"type": "Complete", "status": "True"}]}}, generation=1, now=NOW))  # fmt: skip
+    status.update(
+        job_status.from_job(
+            status,
+            {"metadata": {"name": "ev-g1"}, "status": {"conditions": [{"type": "Complete", "status": "True"}]}},
+            generation=1,
+            now=NOW,
+        )
+    )
     assert status["phase"] == "Succeeded" and status["conditions"][-1]["type"] == "OutputWritten"
     manifest = make_evaluation()
     manifest["status"] = status
@@ -230,6 +273,7 @@ def test_every_status_field_the_runner_writes_is_declared(crd: dict[str, Any], c
 
 def test_every_schema_key_is_a_string() -> None:
     """YAML 1.1 reads a bare `n`, `y`, `on` or `off` key as a boolean: the API server would then prune the field."""
+
     def keys(node: Any, path: str) -> list[str]:
         if isinstance(node, dict):
             bad = [f"{path}/{key!r}" for key in node if not isinstance(key, str)]

@@ -15,10 +15,16 @@ import yaml
 from assay.operator.kube import credentials
 
 
-def _kubeconfig(path: Path, *, user: dict[str, Any], cluster: dict[str, Any] | None = None,
-                current: str | None = "c") -> Path:  # fmt: skip
-    config = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": "k", "cluster": cluster or {"server": "https://k:6443/"}}],
-              "users": [{"name": "u", "user": user}], "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}]}  # fmt: skip
+def _kubeconfig(
+    path: Path, *, user: dict[str, Any], cluster: dict[str, Any] | None = None, current: str | None = "c"
+) -> Path:
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "k", "cluster": cluster or {"server": "https://k:6443/"}}],
+        "users": [{"name": "u", "user": user}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }
     if current:
         config["current-context"] = current
     path.write_text(yaml.safe_dump(config))
@@ -27,7 +33,16 @@ def _kubeconfig(path: Path, *, user: dict[str, Any], cluster: dict[str, Any] | N
 
 @pytest.fixture(autouse=True)
 def no_proxy_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"):
+    for name in (
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+        "NO_PROXY",
+        "no_proxy",
+    ):
         monkeypatch.delenv(name, raising=False)
 
 
@@ -50,9 +65,17 @@ def test_in_a_pod_the_service_account_and_its_token_as_it_is_now(tmp_path: Path)
 
 def test_a_kubeconfig_cluster_its_ca_and_a_token(tmp_path: Path) -> None:
     (tmp_path / "ca.crt").write_text("pem")
-    path = _kubeconfig(tmp_path / "config", user={"token": "abc"},
-                       cluster={"server": "https://k:6443/", "certificate-authority": "ca.crt", "tls-server-name": "api",
-                                "insecure-skip-tls-verify": False, "proxy-url": "http://proxy:3128"})  # fmt: skip
+    path = _kubeconfig(
+        tmp_path / "config",
+        user={"token": "abc"},
+        cluster={
+            "server": "https://k:6443/",
+            "certificate-authority": "ca.crt",
+            "tls-server-name": "api",
+            "insecure-skip-tls-verify": False,
+            "proxy-url": "http://proxy:3128",
+        },
+    )
     found = credentials.from_kubeconfig([path])
     assert found.server == "https://k:6443" and found.ca_file == str(tmp_path / "ca.crt")  # relative to the file
     assert (found.tls_server_name, found.insecure, found.proxy) == ("api", False, "http://proxy:3128")
@@ -68,16 +91,28 @@ def test_a_token_file_is_read_again(tmp_path: Path) -> None:
 
 
 def test_client_certificates_from_data_or_files_and_basic_auth(tmp_path: Path) -> None:
-    data = {"client-certificate-data": base64.b64encode(b"CERT").decode(), "client-key-data": base64.b64encode(b"KEY").decode()}
+    data = {
+        "client-certificate-data": base64.b64encode(b"CERT").decode(),
+        "client-key-data": base64.b64encode(b"KEY").decode(),
+    }
     assert credentials.from_kubeconfig([_kubeconfig(tmp_path / "a", user=data)]).client_cert == (b"CERT", b"KEY")
     (tmp_path / "c.crt").write_bytes(b"C")
     (tmp_path / "c.key").write_bytes(b"K")
-    files = credentials.from_kubeconfig([_kubeconfig(tmp_path / "b", user={"client-certificate": "c.crt", "client-key": "c.key"})])
+    files = credentials.from_kubeconfig(
+        [_kubeconfig(tmp_path / "b", user={"client-certificate": "c.crt", "client-key": "c.key"})]
+    )
     assert files.client_cert == (b"C", b"K") and files.authorization() is None
     basic = credentials.from_kubeconfig([_kubeconfig(tmp_path / "c", user={"username": "u", "password": "p"})])
     assert basic.authorization() == "Basic " + base64.b64encode(b"u:p").decode()
-    ca = credentials.from_kubeconfig([_kubeconfig(tmp_path / "d", user={}, cluster={
-        "server": "https://k", "certificate-authority-data": base64.b64encode(b"PEM").decode()})])  # fmt: skip
+    ca = credentials.from_kubeconfig(
+        [
+            _kubeconfig(
+                tmp_path / "d",
+                user={},
+                cluster={"server": "https://k", "certificate-authority-data": base64.b64encode(b"PEM").decode()},
+            )
+        ]
+    )
     assert ca.ca_data == "PEM"
 
 
@@ -94,8 +129,14 @@ expiry = "2000-01-01T00:00:00Z" if n == 1 else "2999-01-01T00:00:00Z"
 print(json.dumps({{"apiVersion": info["apiVersion"], "kind": "ExecCredential",
                   "status": {{"token": os.environ["PREFIX"] + str(n), "expirationTimestamp": expiry}}}}))
 """)
-    user = {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable, "args": [str(plugin)],
-                     "env": [{"name": "PREFIX", "value": "t"}]}}  # fmt: skip
+    user = {
+        "exec": {
+            "apiVersion": "client.authentication.k8s.io/v1",
+            "command": sys.executable,
+            "args": [str(plugin)],
+            "env": [{"name": "PREFIX", "value": "t"}],
+        }
+    }
     found = credentials.from_kubeconfig([_kubeconfig(tmp_path / "config", user=user)])
     # Run once at load (it may give a client certificate); that token had expired, so run again.
     assert found.authorization() == "Bearer t2"
@@ -128,6 +169,8 @@ def test_an_environment_proxy_unless_no_proxy_names_the_host(tmp_path: Path, mon
 def test_the_session_sends_the_authorization_the_credentials_give() -> None:
     from assay.operator.kube import api_session
 
-    session = api_session.Session(credentials.Credentials(server="http://127.0.0.1:1", authorization=lambda: "Bearer x"))
+    session = api_session.Session(
+        credentials.Credentials(server="http://127.0.0.1:1", authorization=lambda: "Bearer x")
+    )
     assert session.auth_headers() == {"Authorization": "Bearer x"}
     assert api_session.Session(credentials.Credentials(server="http://127.0.0.1:1")).auth_headers() == {}

@@ -45,33 +45,71 @@ def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: t
     url, metrics = prometheus
     candidate = _evaluation("candidate")
     candidate["status"]["comparison"] = {
-        "baseline": "base-eval", "verdict": "regressed", "message": "arc_easy acc is worse.", "rowsOmitted": 0,
-        "rows": [{"task": "arc_easy", "metric": "acc", "filter": "none", "n": 200, "baseline": 0.67, "candidate": 0.61,
-                  "delta": -0.06, "ciLow": -0.09, "ciHigh": -0.03, "pValue": 0.001, "test": "mcnemar", "mde": 0.04,
-                  "verdict": "regressed"}],
-    }  # fmt: skip
+        "baseline": "base-eval",
+        "verdict": "regressed",
+        "message": "arc_easy acc is worse.",
+        "rowsOmitted": 0,
+        "rows": [
+            {
+                "task": "arc_easy",
+                "metric": "acc",
+                "filter": "none",
+                "n": 200,
+                "baseline": 0.67,
+                "candidate": 0.61,
+                "delta": -0.06,
+                "ciLow": -0.09,
+                "ciHigh": -0.03,
+                "pValue": 0.001,
+                "test": "mcnemar",
+                "mde": 0.04,
+                "verdict": "regressed",
+            }
+        ],
+    }
     metrics.observe(_evaluation("base-eval"))
     metrics.observe(candidate)
     panels = _panels()
     wanted = {INTERVALS: 3, REGRESSED: 1, DELTAS: 3}
-    answers = {title: wait(lambda title=title: (a := _answers(url, panels[title])) and all(a.values()) and a,
-                           lambda title=title: f"the panel {title!r} returns no series", timeout=30)
-               for title in wanted}  # fmt: skip
+    answers = {
+        title: wait(
+            lambda title=title: (a := _answers(url, panels[title])) and all(a.values()) and a,
+            lambda title=title: f"the panel {title!r} returns no series",
+            timeout=30,
+        )
+        for title in wanted
+    }
     assert {title: len(a) for title, a in answers.items()} == wanted
 
     intervals = answers[INTERVALS]
-    acc = {column: [float(r["value"][1]) for r in rows if r["metric"]["task"] == "arc_easy"
-                    and r["metric"]["metric"] == "acc" and r["metric"]["evaluation"] == "candidate"]
-           for column, rows in intervals.items()}  # fmt: skip
-    assert acc == {"score": [0.61], "95% low": [pytest.approx(0.61 - 1.96 * 0.01)],
-                   "95% high": [pytest.approx(0.61 + 1.96 * 0.01)]}  # fmt: skip
+    acc = {
+        column: [
+            float(r["value"][1])
+            for r in rows
+            if r["metric"]["task"] == "arc_easy"
+            and r["metric"]["metric"] == "acc"
+            and r["metric"]["evaluation"] == "candidate"
+        ]
+        for column, rows in intervals.items()
+    }
+    assert acc == {
+        "score": [0.61],
+        "95% low": [pytest.approx(0.61 - 1.96 * 0.01)],
+        "95% high": [pytest.approx(0.61 + 1.96 * 0.01)],
+    }
 
     (regressed,) = answers[REGRESSED]["verdict"]
     assert regressed["metric"] == {"namespace": "team", "evaluation": "candidate", "baseline": "base-eval"}
     assert float(regressed["value"][1]) == 1.0
     for column, value in (("delta", -0.06), ("interval low", -0.09), ("interval high", -0.03)):
         (row,) = answers[DELTAS][column]
-        assert row["metric"] == {"namespace": "team", "evaluation": "candidate", "baseline": "base-eval",
-                                 "model": "EleutherAI/pythia-160m", "task": "arc_easy", "metric": "acc",
-                                 "filter": "none"}  # fmt: skip
+        assert row["metric"] == {
+            "namespace": "team",
+            "evaluation": "candidate",
+            "baseline": "base-eval",
+            "model": "EleutherAI/pythia-160m",
+            "task": "arc_easy",
+            "metric": "acc",
+            "filter": "none",
+        }
         assert float(row["value"][1]) == pytest.approx(value)

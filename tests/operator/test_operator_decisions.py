@@ -19,10 +19,14 @@ from assay.operator.runtime import decisions
 Body = dict[str, Any]
 
 
-def _body(name: str = "ev", *, generation: int = 1, status: dict[str, Any] | None = None, rv: int = 1,
-          **meta: Any) -> Body:  # fmt: skip
-    return {"metadata": {"namespace": "ns", "name": name, "generation": generation, "resourceVersion": str(rv), **meta},
-            "spec": {}, "status": status or {}}  # fmt: skip
+def _body(
+    name: str = "ev", *, generation: int = 1, status: dict[str, Any] | None = None, rv: int = 1, **meta: Any
+) -> Body:
+    return {
+        "metadata": {"namespace": "ns", "name": name, "generation": generation, "resourceVersion": str(rv), **meta},
+        "spec": {},
+        "status": status or {},
+    }
 
 
 def _decided(generation: int = 1, phase: str = conditions.PENDING) -> dict[str, Any]:
@@ -38,8 +42,7 @@ def test_the_trigger_is_the_status_against_the_spec() -> None:
     assert not trigger.needs_decision(_body(status=_decided(phase=conditions.SUCCEEDED)), first_sight=True)
     # A refused spec is finished too (Failed at its generation): a restart does not refuse it again.
     assert not trigger.needs_decision(_body(status=_decided(phase=conditions.FAILED)), first_sight=True)
-    assert not trigger.needs_decision(_body(generation=2, deletionTimestamp="2026-01-01T00:00:00Z"),
-                                        first_sight=True)  # fmt: skip
+    assert not trigger.needs_decision(_body(generation=2, deletionTimestamp="2026-01-01T00:00:00Z"), first_sight=True)
     rerun = _body(status=_decided(phase=conditions.SUCCEEDED), annotations={builders.ANNOTATION_RERUN: "t1"})
     assert trigger.needs_decision(rerun, first_sight=False)
 
@@ -92,8 +95,12 @@ def test_a_failed_decision_is_retried_until_it_succeeds_then_left_alone() -> Non
             raise RuntimeError("503 from the API server")
 
     async def scenario() -> decisions.RunDecisions:
-        run = decisions.RunDecisions(decide=decide, latest=store.get, delays=(0.05, 0.1),
-                                     on_error=lambda key, error: errors.append((key, str(error))))  # fmt: skip
+        run = decisions.RunDecisions(
+            decide=decide,
+            latest=store.get,
+            delays=(0.05, 0.1),
+            on_error=lambda key, error: errors.append((key, str(error))),
+        )
         await run.observe(store.put(_body(rv=1)))
         assert run.pending_retries() == [("ns", "ev")]
         await asyncio.sleep(0.3)
@@ -144,11 +151,14 @@ def test_decisions_of_one_evaluation_never_overlap_those_of_two_do() -> None:
 
     async def scenario() -> None:
         pool = concurrent.futures.ThreadPoolExecutor(4)
-        run = decisions.RunDecisions(decide=decide, latest=store.get, executor=pool, delays=(0.01,),
-                                     on_error=lambda *_: None)  # fmt: skip
+        run = decisions.RunDecisions(
+            decide=decide, latest=store.get, executor=pool, delays=(0.01,), on_error=lambda *_: None
+        )
         store.put(_body("solo"))
         # An event decision and a retry of the same Evaluation at once: one waits for the other.
-        await asyncio.gather(run.observe(store.get(("ns", "solo")) or {}), run._run(("ns", "solo"), wanted=lambda _: True))
+        await asyncio.gather(
+            run.observe(store.get(("ns", "solo")) or {}), run._run(("ns", "solo"), wanted=lambda _: True)
+        )
         await asyncio.gather(run.observe(store.put(_body("pair-a"))), run.observe(store.put(_body("pair-b"))))
         pool.shutdown()
 

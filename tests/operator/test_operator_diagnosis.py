@@ -54,7 +54,7 @@ def test_a_failing_pull_names_the_image_and_the_cause(pod: str) -> None:
         f'Cannot pull the runner image "{IMAGE}" (rpc error: code = NotFound desc = failed to pull and unpack image '
         f'"{IMAGE}": failed to resolve reference "{IMAGE}": {IMAGE}: not found); the Evaluation fails if this lasts '
         "5 minutes.",
-    )  # fmt: skip
+    )
 
 
 def test_the_kubelets_back_off_flip_does_not_change_the_message() -> None:
@@ -106,13 +106,15 @@ def test_unschedulable_carries_the_schedulers_message() -> None:
         "Runner pod tiny-g1-7xk2p cannot be scheduled: 0/3 nodes are available: 1 node(s) had untolerated taint "
         "{node-role.kubernetes.io/control-plane: }, 2 Insufficient nvidia.com/gpu. preemption: 0/3 nodes are "
         "available: 1 Preemption is not helpful for scheduling, 2 No preemption victims found for incoming pod.",
-    )  # fmt: skip
+    )
 
 
 def test_a_missing_secret_says_so() -> None:
     problem = diagnosis.waiting_problem(load("pod_create_container_config_error"), now=at(1))
-    assert problem == Problem("CreateContainerConfigError",
-                              'Container runner of runner pod tiny-g1-7xk2p cannot start: secret "hf-token" not found.')
+    assert problem == Problem(
+        "CreateContainerConfigError",
+        'Container runner of runner pod tiny-g1-7xk2p cannot start: secret "hf-token" not found.',
+    )
 
 
 def test_crash_loop_back_off_points_at_the_previous_log() -> None:
@@ -123,10 +125,13 @@ def test_crash_loop_back_off_points_at_the_previous_log() -> None:
     assert oom.reason == "OOMKilled" and "16Gi" in oom.message
 
 
-@pytest.mark.parametrize("events_file,said", [
-    ("events_job_failed_create_quota", "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1"),
-    ("events_job_failed_create_limitrange", "maximum memory usage per Container is 8Gi, but limit is 16Gi"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "events_file,said",
+    [
+        ("events_job_failed_create_quota", "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1"),
+        ("events_job_failed_create_limitrange", "maximum memory usage per Container is 8Gi, but limit is 16Gi"),
+    ],
+)
 def test_pods_the_job_cannot_create(events_file: str, said: str) -> None:
     job = load("job_no_pods")
     problem = diagnosis.diagnose(job, [], events(events_file), now=at(7))
@@ -137,12 +142,17 @@ def test_pods_the_job_cannot_create(events_file: str, said: str) -> None:
     pod = load("pod_running")
     pod["metadata"]["creationTimestamp"] = "2025-05-01T12:07:00Z"
     assert diagnosis.diagnose(job, [pod], events(events_file), now=at(8)) is None
-    assert diagnosis.diagnose({**job, "spec": {**job["spec"], "suspend": True}}, [], events(events_file), now=at(8)) is None
+    assert (
+        diagnosis.diagnose({**job, "spec": {**job["spec"], "suspend": True}}, [], events(events_file), now=at(8))
+        is None
+    )
 
 
 def test_which_events_are_read() -> None:
     assert diagnosis.events_to_read(load("job_no_pods"), []) == [("Job", "tiny-g1")]
-    assert diagnosis.events_to_read(load("job_pods_pending"), [load("pod_image_pull_backoff")]) == [("Pod", "tiny-g1-7xk2p")]
+    assert diagnosis.events_to_read(load("job_pods_pending"), [load("pod_image_pull_backoff")]) == [
+        ("Pod", "tiny-g1-7xk2p")
+    ]
     assert diagnosis.events_to_read(load("job_pods_pending"), [load("pod_running")]) == []
 
 
@@ -156,7 +166,7 @@ def test_oom_killed_names_the_memory_limit() -> None:
         "The runner (container runner of pod tiny-g1-7xk2p) was OOMKilled: it needed more than its memory limit of "
         "16Gi; raise spec.resources.memory.",
         explains_failure=True,
-    )  # fmt: skip
+    )
     unlimited = load("pod_oomkilled")
     del unlimited["spec"]["containers"][0]["resources"]
     assert "no memory limit set" in diagnosis.terminated_problem(unlimited).message
@@ -192,8 +202,9 @@ def test_a_stuck_pull_stays_pending_with_the_reason_then_fails() -> None:
     assert status["reason"] == failed["reason"] == "ImagePullFailed" and failed["status"] == "True"
     assert status["completionTime"] == "2025-05-01T12:06:00Z" and IMAGE in status["message"]
     # The Job then fails with DeadlineExceeded (the operator ends it); the reason stays.
-    assert job_status.from_job(status, load("job_failed_deadline_exceeded"), generation=1, now=at(7),
-                               problem=fatal) == {}  # fmt: skip
+    assert (
+        job_status.from_job(status, load("job_failed_deadline_exceeded"), generation=1, now=at(7), problem=fatal) == {}
+    )
 
 
 def test_a_cleared_problem_clears_its_message() -> None:

@@ -40,10 +40,23 @@ def test_the_operator_repeats_a_runners_message_bounded() -> None:
     # A runner image that skips its own bound (or writes status by other means) is bounded again.
     status = c.accepted(None, job_name="ev-g1", generation=1, now=T0, new_run=True)
     status["runnerMessage"] = HOSTILE
-    job = {"metadata": {"name": "ev-g1"}, "spec": {"suspend": False},
-           "status": {"active": 0, "startTime": "2025-05-01T12:00:10Z", "conditions": [
-               {"type": "Failed", "status": "True", "reason": "PodFailurePolicy", "message": "exit 78",
-                "lastTransitionTime": "2025-05-01T12:30:00Z"}]}}  # fmt: skip
+    job = {
+        "metadata": {"name": "ev-g1"},
+        "spec": {"suspend": False},
+        "status": {
+            "active": 0,
+            "startTime": "2025-05-01T12:00:10Z",
+            "conditions": [
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "PodFailurePolicy",
+                    "message": "exit 78",
+                    "lastTransitionTime": "2025-05-01T12:30:00Z",
+                }
+            ],
+        },
+    }
     message = job_status.from_job(status, job, generation=1, now=T1)["message"]
     note = message.split("Runner: ", 1)[1]
     assert note == echoed_text.bounded(HOSTILE, job_status.RUNNER_MESSAGE_CHARS)

@@ -18,8 +18,11 @@ from assay.operator.build import builders
 
 REF = builders.EvaluationRef(name="served", namespace="evals", uid="uid-1", generation=1)
 ENDPOINT = {
-    "url": "https://vllm.ml.svc:8000/v1/completions", "servedModel": "llama-3-8b", "tokenizer": "meta-llama/Meta-Llama-3-8B",
-    "apiKeySecret": {"name": "vllm-key"}, "caBundle": {"configMap": "vllm-ca"},
+    "url": "https://vllm.ml.svc:8000/v1/completions",
+    "servedModel": "llama-3-8b",
+    "tokenizer": "meta-llama/Meta-Llama-3-8B",
+    "apiKeySecret": {"name": "vllm-key"},
+    "caBundle": {"configMap": "vllm-ca"},
 }
 
 
@@ -34,7 +37,9 @@ def test_endpoint_spec_is_valid_for_both_and_round_trips(crd_validator: Any, mak
     manifest = _manifest(make_evaluation, endpoint=ENDPOINT)
     assert crd_validator.errors(manifest) == []
     parsed = spec_module.parse_spec(crd_validator.defaulted(manifest)["spec"])
-    assert parsed.endpoint is not None and parsed.endpoint.api_key_secret == spec_module.SecretKey("vllm-key", "api-key")
+    assert parsed.endpoint is not None and parsed.endpoint.api_key_secret == spec_module.SecretKey(
+        "vllm-key", "api-key"
+    )
     assert parsed == spec_module.parse_spec(manifest["spec"])
     assert spec_module.parse_spec(parsed.to_dict()) == parsed
     assert crd_validator.errors(make_evaluation(**parsed.to_dict())) == []
@@ -44,8 +49,12 @@ def test_endpoint_spec_is_valid_for_both_and_round_trips(crd_validator: Any, mak
 def test_run_options_carry_lm_eval_model_args(make_evaluation: Any) -> None:
     parsed = spec_module.parse_spec(_manifest(make_evaluation, endpoint=ENDPOINT)["spec"])
     assert parsed.run_options().parsed_model_args == {
-        "num_concurrent": 4, "base_url": ENDPOINT["url"], "model": "llama-3-8b", "tokenizer": "meta-llama/Meta-Llama-3-8B",
-        "tokenizer_backend": "huggingface", "ca_cert_path": f"{spec_module.ENDPOINT_CA_MOUNT}/ca.crt",
+        "num_concurrent": 4,
+        "base_url": ENDPOINT["url"],
+        "model": "llama-3-8b",
+        "tokenizer": "meta-llama/Meta-Llama-3-8B",
+        "tokenizer_backend": "huggingface",
+        "ca_cert_path": f"{spec_module.ENDPOINT_CA_MOUNT}/ca.crt",
     }
 
 
@@ -59,7 +68,9 @@ INVALID = [
 
 
 @pytest.mark.parametrize("fields,word", INVALID, ids=[w + str(i) for i, (_, w) in enumerate(INVALID)])
-def test_invalid_endpoint_specs_fail_both(crd_validator: Any, make_evaluation: Any, fields: dict[str, Any], word: str) -> None:
+def test_invalid_endpoint_specs_fail_both(
+    crd_validator: Any, make_evaluation: Any, fields: dict[str, Any], word: str
+) -> None:
     manifest = _manifest(make_evaluation, **fields)
     assert crd_validator.errors(manifest), f"the CRD accepted {fields}"
     with pytest.raises(UserError) as caught:
@@ -69,7 +80,9 @@ def test_invalid_endpoint_specs_fail_both(crd_validator: Any, make_evaluation: A
 
 def test_model_args_that_the_endpoint_sets_are_refused(make_evaluation: Any) -> None:
     with pytest.raises(UserError, match="spec.modelArgs.base_url is set by spec.endpoint"):
-        spec_module.parse_spec(_manifest(make_evaluation, endpoint=ENDPOINT, modelArgs={"base_url": "http://x"})["spec"])
+        spec_module.parse_spec(
+            _manifest(make_evaluation, endpoint=ENDPOINT, modelArgs={"base_url": "http://x"})["spec"]
+        )
 
 
 def test_runner_job_requests_no_gpu_and_carries_key_and_ca(crd_validator: Any, make_evaluation: Any) -> None:
@@ -84,7 +97,12 @@ def test_runner_job_requests_no_gpu_and_carries_key_and_ca(crd_validator: Any, m
     env = {e["name"]: e for e in runner["env"]}
     assert env["OPENAI_API_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "vllm-key", "key": "api-key"}}
     assert env["ASSAY_API_KEY_SECRET"]["value"] == "vllm-key/api-key"
-    assert {"name": "endpoint-ca", "mountPath": spec_module.ENDPOINT_CA_MOUNT, "readOnly": True} in runner["volumeMounts"]
-    assert {"name": "endpoint-ca", "configMap": {"name": "vllm-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]}} in pod["volumes"]
+    assert {"name": "endpoint-ca", "mountPath": spec_module.ENDPOINT_CA_MOUNT, "readOnly": True} in runner[
+        "volumeMounts"
+    ]
+    assert {
+        "name": "endpoint-ca",
+        "configMap": {"name": "vllm-ca", "items": [{"key": "ca.crt", "path": "ca.crt"}]},
+    } in pod["volumes"]
     api = client.ApiClient()
     assert api._ApiClient__deserialize(job, "V1Job").spec.template.spec.volumes[-1].config_map.name == "vllm-ca"

@@ -19,11 +19,20 @@ class Clock:
 
 
 def _evaluation(name: str = "llama.mmlu", uid: str = "u-1") -> dict[str, Any]:
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name, "namespace": "ns", "uid": uid}}
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": name, "namespace": "ns", "uid": uid},
+    }
 
 
-def _event(*, reason: str = "BackoffLimitExceeded", message: str = "Job has reached the limit.", at: str = "T0",
-           obj: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def _event(
+    *,
+    reason: str = "BackoffLimitExceeded",
+    message: str = "Job has reached the limit.",
+    at: str = "T0",
+    obj: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     body = kube.event_body(obj or _evaluation(), type="Warning", reason=reason, message=message)
     return dict(body, firstTimestamp=at, lastTimestamp=at)
 
@@ -45,8 +54,11 @@ def test_a_repeat_within_the_window_updates_the_first_event_and_raises_its_count
         repeats.append(_sent(correlator.correlate(_event(at=f"T{i}"))))
     assert [(r.update, r.event["count"]) for r in repeats] == [(True, 2), (True, 3), (True, 4)]
     assert {r.event["metadata"]["name"] for r in repeats} == {first.event["metadata"]["name"]}
-    assert [(r.event["firstTimestamp"], r.event["lastTimestamp"]) for r in repeats] == [("T0", "T1"), ("T0", "T2"),
-                                                                                        ("T0", "T3")]  # fmt: skip
+    assert [(r.event["firstTimestamp"], r.event["lastTimestamp"]) for r in repeats] == [
+        ("T0", "T1"),
+        ("T0", "T2"),
+        ("T0", "T3"),
+    ]
 
     # A different message, type or object is an Event of its own.
     other = _sent(correlator.correlate(_event(message="Pod failed.", at="T4")))
@@ -84,8 +96,9 @@ def test_the_10th_different_message_for_one_reason_is_combined_and_counted_on_on
     assert len({s.event["metadata"]["name"] for s in singles}) == 9 and not any(s.update for s in singles)
 
     combined = [_sent(correlator.correlate(_event(message=f"pod {i} failed"))) for i in range(9, 12)]
-    assert [c.event["message"] for c in combined] == [f"(combined from similar events): pod {i} failed"
-                                                      for i in range(9, 12)]  # fmt: skip
+    assert [c.event["message"] for c in combined] == [
+        f"(combined from similar events): pod {i} failed" for i in range(9, 12)
+    ]
     assert [(c.update, c.event["count"]) for c in combined] == [(False, 1), (True, 2), (True, 3)]
     assert len({c.event["metadata"]["name"] for c in combined}) == 1
     assert combined[0].event["metadata"]["name"] not in {s.event["metadata"]["name"] for s in singles}

@@ -11,8 +11,11 @@ from assay.operator.runtime import events
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
-EVALUATION = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-              "metadata": {"name": "llama-3.1-8b.mmlu", "namespace": "team-a", "uid": "u-1"}}  # fmt: skip
+EVALUATION = {
+    "apiVersion": "assay.dev/v1alpha1",
+    "kind": "Evaluation",
+    "metadata": {"name": "llama-3.1-8b.mmlu", "namespace": "team-a", "uid": "u-1"},
+}
 
 
 class SlowApi:
@@ -42,8 +45,13 @@ def test_post_returns_before_the_event_is_sent_and_events_go_in_order() -> None:
     # A failed send is logged and the rest still go.
     assert [e["reason"] for e in api.sent] == ["JobCreated", "Running", "Succeeded"]
     first = api.sent[0]
-    assert first["involvedObject"] == {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                                       "name": "llama-3.1-8b.mmlu", "namespace": "team-a", "uid": "u-1"}  # fmt: skip
+    assert first["involvedObject"] == {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "name": "llama-3.1-8b.mmlu",
+        "namespace": "team-a",
+        "uid": "u-1",
+    }
     assert first["metadata"]["namespace"] == "team-a" and first["metadata"]["name"].startswith("llama-3.1-8b.mmlu.")
     assert first["message"] == "JobCreated." and first["type"] == "Normal" and first["count"] == 1
     assert api.updates == [False, False, False]

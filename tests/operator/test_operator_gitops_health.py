@@ -87,8 +87,15 @@ def test_the_operator_doc_installs_exactly_the_shipped_health_check() -> None:
 def test_a_run_that_regressed_against_its_baseline_is_degraded(regressed: str, health: str) -> None:
     evaluation = copy.deepcopy(_recorded("succeeded"))
     message = "Regressed against model-v1: arc_easy acc -0.0600 [-0.0900, -0.0300], Holm p = 0.001."
-    evaluation["status"]["conditions"].append({"type": "Regressed", "status": regressed, "reason": "Regressed",
-                                               "message": message, "lastTransitionTime": "2026-01-01T00:00:00Z"})  # fmt: skip
+    evaluation["status"]["conditions"].append(
+        {
+            "type": "Regressed",
+            "status": regressed,
+            "reason": "Regressed",
+            "message": message,
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    )
     state, said = argocd_health(evaluation)
     assert state == health
     assert (said == message) is (health == "Degraded")

@@ -16,8 +16,11 @@ from tests.argocd_health import argocd_health
 
 RECORDED = Path(__file__).parent / "recorded"
 NOW = datetime.datetime(2026, 12, 1, 9, 0, tzinfo=datetime.timezone.utc)
-KSTATUS = {"Healthy": ("True", "False", "False"), "Progressing": ("False", "True", "False"),
-           "Degraded": ("False", "False", "True")}  # fmt: skip
+KSTATUS = {
+    "Healthy": ("True", "False", "False"),
+    "Progressing": ("False", "True", "False"),
+    "Degraded": ("False", "False", "True"),
+}
 
 
 def _evaluation_for(job: dict[str, Any], **runner_wrote: Any) -> dict[str, Any]:
@@ -48,8 +51,13 @@ def test_health_of_the_status_written_for_a_recorded_job(recording: str, health:
 
 def test_a_completed_recorded_job_is_healthy() -> None:
     job = json.loads((RECORDED / "job_pods_pending.json").read_text())
-    job["status"] = {**job["status"], "active": 0, "ready": 0, "succeeded": 1,
-                     "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T09:00:00Z"}]}
+    job["status"] = {
+        **job["status"],
+        "active": 0,
+        "ready": 0,
+        "succeeded": 1,
+        "conditions": [{"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-01T09:00:00Z"}],
+    }
     evaluation = _evaluation_for(job, results={"arc_easy": {"acc,none": {"value": 0.5, "stderr": None}}})
     assert argocd_health(evaluation) == ("Healthy", evaluation["status"]["message"])
     # Complete, but the scores never reached status: not Healthy.

@@ -15,10 +15,16 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "deploy" / "helm" / "assay"
 HELM = shutil.which("helm") or next(
-    (str(p) for p in [Path.home() / ".cache" / "assay" / "bin" / "helm", Path.home() / "go" / "bin" / "helm"] if p.is_file()),
+    (
+        str(p)
+        for p in [Path.home() / ".cache" / "assay" / "bin" / "helm", Path.home() / "go" / "bin" / "helm"]
+        if p.is_file()
+    ),
     None,
 )
-needs_helm = pytest.mark.skipif(HELM is None, reason="helm binary not installed (go install helm.sh/helm/v3/cmd/helm@v3.16.4)")
+needs_helm = pytest.mark.skipif(
+    HELM is None, reason="helm binary not installed (go install helm.sh/helm/v3/cmd/helm@v3.16.4)"
+)
 
 
 def test_chart_metadata_and_values() -> None:
@@ -51,8 +57,12 @@ def test_dashboard_plots_scores_per_task_and_model() -> None:
 def test_dashboard_panels_have_their_own_ids_and_places() -> None:
     panels = json.loads((CHART / "dashboards" / "assay.json").read_text())["panels"]
     assert len({p["id"] for p in panels}) == len(panels) and len({p["title"] for p in panels}) == len(panels)
-    cells = [(p["title"], x, y) for p in panels for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
-             for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])]  # fmt: skip
+    cells = [
+        (p["title"], x, y)
+        for p in panels
+        for x in range(p["gridPos"]["x"], p["gridPos"]["x"] + p["gridPos"]["w"])
+        for y in range(p["gridPos"]["y"], p["gridPos"]["y"] + p["gridPos"]["h"])
+    ]
     owners: dict[tuple[int, int], str] = {}
     for title, x, y in cells:
         assert x < 24 and owners.setdefault((x, y), title) == title, f"{title!r} overlaps {owners[(x, y)]!r}"
@@ -68,8 +78,12 @@ def test_templates_are_balanced() -> None:
 
 
 def _render(*args: str) -> list[dict[str, Any]]:
-    out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return [d for d in yaml.safe_load_all(out) if d]
 
 
@@ -77,10 +91,15 @@ def _validate(documents: list[dict[str, Any]]) -> None:
     from kubernetes import client
 
     models = {
-        "Deployment": client.V1Deployment, "Service": client.V1Service, "ServiceAccount": client.V1ServiceAccount,
-        "ClusterRole": client.V1ClusterRole, "ClusterRoleBinding": client.V1ClusterRoleBinding,
-        "Role": client.V1Role, "RoleBinding": client.V1RoleBinding, "ConfigMap": client.V1ConfigMap,
-    }  # fmt: skip
+        "Deployment": client.V1Deployment,
+        "Service": client.V1Service,
+        "ServiceAccount": client.V1ServiceAccount,
+        "ClusterRole": client.V1ClusterRole,
+        "ClusterRoleBinding": client.V1ClusterRoleBinding,
+        "Role": client.V1Role,
+        "RoleBinding": client.V1RoleBinding,
+        "ConfigMap": client.V1ConfigMap,
+    }
     for document in documents:
         if document["kind"] in models:
             models[document["kind"]].model_validate(document)
@@ -97,9 +116,21 @@ def test_cluster_wide_render() -> None:
     _validate(documents)
     kinds = sorted(d["kind"] for d in documents)
     # ClusterRoles: the operator's, /metrics' reviews and readers (test_operator_chart_metrics).
-    assert kinds == ["ClusterRole", "ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding", "ConfigMap",
-                     "Deployment", "NetworkPolicy", "Role", "RoleBinding", "Service", "ServiceAccount",
-                     "ServiceMonitor"]  # fmt: skip
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRole",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "NetworkPolicy",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+        "ServiceMonitor",
+    ]
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["assay"] and container["args"][:2] == ["operator", "--standalone"]
@@ -107,8 +138,11 @@ def test_cluster_wide_render() -> None:
     role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "ev-assay")
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
     # The runner's account, Role and binding are server-side applied (patch) at each run's start.
-    for resource in (("rbac.authorization.k8s.io", "roles"), ("rbac.authorization.k8s.io", "rolebindings"),
-                     ("", "serviceaccounts")):  # fmt: skip
+    for resource in (
+        ("rbac.authorization.k8s.io", "roles"),
+        ("rbac.authorization.k8s.io", "rolebindings"),
+        ("", "serviceaccounts"),
+    ):
         assert verbs[resource] == {"get", "create", "patch"}
     assert not any({"bind", "escalate", "*"} & v for v in verbs.values())
     assert verbs[("", "pods")] == {"get", "list", "watch"}
@@ -122,8 +156,11 @@ def test_cluster_wide_render() -> None:
     from assay.operator.build import children as run_children
     from assay.spec import parse_spec
 
-    config_map = builders.spec_config_map(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),
-                                          parse_spec({"model": "hf", "tasks": ["arc_easy"]}), job="e-g1")  # fmt: skip
+    config_map = builders.spec_config_map(
+        builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),
+        parse_spec({"model": "hf", "tasks": ["arc_easy"]}),
+        job="e-g1",
+    )
     assert config_map["kind"] in run_children.APPLIED_KINDS  # a server-side apply: patch, and create when it makes one
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
@@ -148,7 +185,9 @@ def test_namespaced_render() -> None:
         assert verbs[("", "pods")] == {"get", "list", "watch"} and {"get", "list", "watch"} <= verbs[("", "events")]
     # Cluster-wide only what a secured /metrics needs (TokenReviews and the URL /metrics have no namespace).
     assert {d["metadata"]["name"] for d in documents if d["kind"].startswith("Cluster")} == {
-        "ev-assay-metrics-auth", "ev-assay-metrics-reader"}  # fmt: skip
+        "ev-assay-metrics-auth",
+        "ev-assay-metrics-reader",
+    }
     args = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--all-namespaces" not in args
 
@@ -162,9 +201,13 @@ def test_leader_election_holds_only_its_own_lease() -> None:
     # create cannot be limited by name (the object does not exist yet); get and update can.
     assert role["rules"] == [
         {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "resourceNames": ["ev-assay-leader"],
-         "verbs": ["get", "update"]},
-    ]  # fmt: skip
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["ev-assay-leader"],
+            "verbs": ["get", "update"],
+        },
+    ]
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     assert deployment["spec"]["replicas"] == 2 and deployment["spec"]["strategy"] == {"type": "RollingUpdate"}
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -172,6 +215,9 @@ def test_leader_election_holds_only_its_own_lease() -> None:
     env = {e["name"]: e.get("valueFrom") for e in container["env"]}
     assert env["POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
     # Without leader election, several replicas would all reconcile: the chart refuses.
-    result = subprocess.run([HELM, "template", "ev", str(CHART), "--set", "operator.replicas=2",
-                             "--set", "operator.leaderElection=false"], capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--set", "operator.replicas=2", "--set", "operator.leaderElection=false"],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode != 0 and "needs operator.leaderElection: true" in result.stderr

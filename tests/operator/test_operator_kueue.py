@@ -15,9 +15,13 @@ QUEUED = {"model": "dummy", "tasks": ["arc_easy"], "podTemplate": {"labels": {bu
 
 
 def _body(spec: dict[str, Any], *, generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": "ev", "namespace": "ns", "uid": "u1", "generation": generation},
-            "spec": spec, "status": status or {}}  # fmt: skip
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "ev", "namespace": "ns", "uid": "u1", "generation": generation},
+        "spec": spec,
+        "status": status or {},
+    }
 
 
 def test_a_queued_job_is_created_suspended_with_the_queue_label() -> None:
@@ -27,8 +31,9 @@ def test_a_queued_job_is_created_suspended_with_the_queue_label() -> None:
     state = job_status.job_state(job)
     assert state.phase == conditions.PENDING and "waits for Kueue to admit it from queue team" in state.message
     unqueued = {k: v for k, v in QUEUED.items() if k != "podTemplate"}
-    (plain,) = [m for m in reconcile.plan(_body(unqueued), parse_spec(unqueued), jobs=[], now=NOW).create
-                if m["kind"] == "Job"]  # fmt: skip
+    (plain,) = [
+        m for m in reconcile.plan(_body(unqueued), parse_spec(unqueued), jobs=[], now=NOW).create if m["kind"] == "Job"
+    ]
     assert plain["spec"]["suspend"] is False
 
 

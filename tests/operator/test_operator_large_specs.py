@@ -29,11 +29,12 @@ LARGEST_SAMPLES = {"arc_easy": SAMPLES, "arc_challenge": list(range(200_000, 300
 
 
 def _evaluation(name: str, **spec: Any) -> dict[str, Any]:
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1,
-                         "resourceVersion": "7"},
-            "spec": {"model": "hf", "tasks": ["arc_easy"], "modelArgs": {"pretrained": "org/m", "revision": "v2"},
-                     **spec}}  # fmt: skip
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1, "resourceVersion": "7"},
+        "spec": {"model": "hf", "tasks": ["arc_easy"], "modelArgs": {"pretrained": "org/m", "revision": "v2"}, **spec},
+    }
 
 
 def test_a_spec_a_person_writes_is_kept_whole() -> None:
@@ -42,12 +43,17 @@ def test_a_spec_a_person_writes_is_kept_whole() -> None:
 
 
 def test_a_large_spec_keeps_its_small_fields_and_the_small_entries_of_its_mappings() -> None:
-    body = _evaluation("big", samples={"arc_easy": SAMPLES}, modelArgs={"pretrained": "org/m", "revision": "v2",
-                                                                       "notes": "x" * 5000})  # fmt: skip
+    body = _evaluation(
+        "big", samples={"arc_easy": SAMPLES}, modelArgs={"pretrained": "org/m", "revision": "v2", "notes": "x" * 5000}
+    )
     kept = large_specs.kept(body)
     assert set(kept[large_specs.ELIDED]) == {"samples", "modelArgs"}
-    assert kept["spec"] == {"model": "hf", "tasks": ["arc_easy"], "samples": {},
-                            "modelArgs": {"pretrained": "org/m", "revision": "v2"}}  # fmt: skip
+    assert kept["spec"] == {
+        "model": "hf",
+        "tasks": ["arc_easy"],
+        "samples": {},
+        "modelArgs": {"pretrained": "org/m", "revision": "v2"},
+    }
     assert kept["metadata"] == body["metadata"] and body["spec"]["samples"]["arc_easy"] is SAMPLES  # body unchanged
     # What the metrics label a run by survives.
     assert spec_module.parse_spec(kept["spec"]).model_label == spec_module.parse_spec(body["spec"]).model_label

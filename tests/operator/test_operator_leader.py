@@ -83,7 +83,8 @@ def test_a_leader_whose_lease_calls_hang_stops_leading_within_the_renew_deadline
 
 
 def test_a_candidate_does_not_take_a_live_lease_and_takes_a_silent_one_after_a_lease_duration(
-        server: LocalApiServer) -> None:  # fmt: skip
+    server: LocalApiServer,
+) -> None:
     a, b = _lock(server, "a"), _lock(server, "b")
     assert a.try_acquire()
     lost: list[str] = []

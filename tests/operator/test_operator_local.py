@@ -43,13 +43,20 @@ def test_manifests_load_from_a_file_or_stdin(tmp_path: Path) -> None:
     assert local.output_dir_for({"name": "first"}, first, "out") == Path("out/first")
     assert local.output_dir_for({"name": "second"}, second, "out") == Path("out/runs/two")
     assert local.torchrun_command(second)[1:] == [
-        "-m", "assay.runner.launch", "--standalone", "--nproc_per_node=4", "--max_restarts=0", "-m", "assay.runner",
-    ]  # fmt: skip
+        "-m",
+        "assay.runner.launch",
+        "--standalone",
+        "--nproc_per_node=4",
+        "--max_restarts=0",
+        "-m",
+        "assay.runner",
+    ]
     assert second.resources.world_size == 4 and first.resources.world_size == 1
 
 
-def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process(tmp_path: Path,
-                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Linux refuses to start a process with one environment variable over 128 KiB: the spec goes as a file."""
     tasks = tmp_path / "tasks"
     tasks.mkdir()
@@ -124,8 +131,11 @@ def test_validation_hooks() -> None:
     none = lambda names: []  # noqa: E731
     with pytest.raises(UserError, match="trustRemoteCode"):
         validation.validate(parse_spec({**SPEC, "modelArgs": {"trust_remote_code": True}}), tasks_resolver=none)
-    validation.validate(parse_spec({**SPEC, "modelArgs": {"trust_remote_code": True}, "trustRemoteCode": True}),
-                        tasks_resolver=none, unsafe_finder=none)  # fmt: skip
+    validation.validate(
+        parse_spec({**SPEC, "modelArgs": {"trust_remote_code": True}, "trustRemoteCode": True}),
+        tasks_resolver=none,
+        unsafe_finder=none,
+    )
     unsafe = lambda names: ["humaneval"]  # noqa: E731
     with pytest.raises(UserError, match="allowUnsafeCode"):
         validation.validate(parse_spec(SPEC), tasks_resolver=none, unsafe_finder=unsafe)
@@ -207,5 +217,8 @@ def test_apply_local_compares_with_a_baseline_folder_under_the_output_dir(
     # The same seeded answers on the same documents: nothing changed, and a powered "no change".
     assert again["comparison"]["verdict"] == "unchanged" and again["comparison"]["baseline"] == "path:base"
     assert {row["n"] for row in again["comparison"]["rows"]} == {30}
-    assert by_name["comparison"] == {"baseline": "base", "error": "The baseline Evaluation base can be read only on a "
-                                     "cluster; give spec.baseline.path (its results folder) instead."}  # fmt: skip
+    assert by_name["comparison"] == {
+        "baseline": "base",
+        "error": "The baseline Evaluation base can be read only on a "
+        "cluster; give spec.baseline.path (its results folder) instead.",
+    }

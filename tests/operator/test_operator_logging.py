@@ -19,8 +19,13 @@ def test_kopfs_per_object_log_lines_name_their_evaluation() -> None:
     kopf_logger.addHandler(handler)
     old_level, kopf_logger.level = kopf_logger.level, logging.INFO
     try:
-        body = kopf.Body({"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                          "metadata": {"name": "llama.mmlu", "namespace": "team", "uid": "u"}})  # fmt: skip
+        body = kopf.Body(
+            {
+                "apiVersion": "assay.dev/v1alpha1",
+                "kind": "Evaluation",
+                "metadata": {"name": "llama.mmlu", "namespace": "team", "uid": "u"},
+            }
+        )
         from kopf._core.actions.loggers import LocalObjectLogger
 
         LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info("Handler %r succeeded.", "reconcile")
@@ -28,7 +33,8 @@ def test_kopfs_per_object_log_lines_name_their_evaluation() -> None:
         # kopf's debug dump of the whole object (as kopf writes it: formatted into the message).
         secret = "hf_" + "Zq7" * 12
         LocalObjectLogger(body=body, settings=kopf.OperatorSettings()).info(
-            f"Creation is in progress: {{'spec': {{'modelArgs': {{'token': '{secret}'}}}}}}")
+            f"Creation is in progress: {{'spec': {{'modelArgs': {{'token': '{secret}'}}}}}}"
+        )
         logging.getLogger("kopf.objects").info("a token %s in any line", secret)
     finally:
         kopf_logger.removeHandler(handler)

@@ -20,12 +20,17 @@ def _evaluation(name: str = "ev", *, phase: str = "Succeeded", results: dict[str
             "startTime": "2025-05-01T12:00:00Z",
             "completionTime": "2025-05-01T12:02:00Z",
             "progress": {"requestsDone": 50, "requestsTotal": 200, "summary": "25%"},
-            "results": results if results is not None else {
-                "arc_easy": {"acc,none": {"value": 0.61, "stderr": 0.01}, "acc_norm,none": {"value": 0.55, "stderr": None}},
+            "results": results
+            if results is not None
+            else {
+                "arc_easy": {
+                    "acc,none": {"value": 0.61, "stderr": 0.01},
+                    "acc_norm,none": {"value": 0.55, "stderr": None},
+                },
             },
             "groups": {"ai2_arc": {"acc,none": {"value": 0.5, "stderr": 0.02}}},
         },
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture
@@ -56,7 +61,9 @@ def _labels(**labels: str) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(labels.items()))
 
 
-SCORE = dict(namespace="team", evaluation="ev", model="EleutherAI/pythia-160m", task="arc_easy", metric="acc", filter="none")
+SCORE = dict(
+    namespace="team", evaluation="ev", model="EleutherAI/pythia-160m", task="arc_easy", metric="acc", filter="none"
+)
 
 
 def test_scores_progress_phase_and_duration_over_http(served: tuple[EvaluationMetrics, str]) -> None:
@@ -130,14 +137,19 @@ def test_a_rerun_resets_progress_duration_and_scores(served: tuple[EvaluationMet
     assert _scrape(url)[("assay_evaluation_phase", _labels(namespace="team", evaluation="ev", phase="Pending"))] == 1.0
 
 
-@pytest.mark.parametrize(("mode", "tasks"), [("all", {"arc_easy", "ai2_arc"}), ("headline", {"ai2_arc"}), ("none", set())])
+@pytest.mark.parametrize(
+    ("mode", "tasks"), [("all", {"arc_easy", "ai2_arc"}), ("headline", {"ai2_arc"}), ("none", set())]
+)
 def test_the_score_series_option_limits_score_series(mode: str, tasks: set[str]) -> None:
     metrics = EvaluationMetrics(score_series=mode)
     server, thread = metrics.start_server(0, addr="127.0.0.1")
     try:
         metrics.observe(_evaluation())
-        scores = [dict(labels) for (name, labels) in _series(f"http://127.0.0.1:{server.server_port}/metrics")
-                  if name == "assay_evaluation_score"]  # fmt: skip
+        scores = [
+            dict(labels)
+            for (name, labels) in _series(f"http://127.0.0.1:{server.server_port}/metrics")
+            if name == "assay_evaluation_score"
+        ]
     finally:
         server.shutdown()
         server.server_close()
@@ -148,8 +160,9 @@ def test_the_score_series_option_limits_score_series(mode: str, tasks: set[str])
     plain = _evaluation()
     del plain["status"]["groups"]
     headline.observe(plain)
-    assert {s.labels["task"] for f in headline.registry.collect() if f.name == "assay_evaluation_score"
-            for s in f.samples} == {"arc_easy"}  # fmt: skip
+    assert {
+        s.labels["task"] for f in headline.registry.collect() if f.name == "assay_evaluation_score" for s in f.samples
+    } == {"arc_easy"}
 
 
 def test_a_bad_score_series_setting_is_one_sentence() -> None:
@@ -179,11 +192,15 @@ def test_info_eta_and_failure_series_follow_the_evaluation(served: tuple[Evaluat
     metrics.observe(failed)
     series = _series(url)
     assert ("assay_evaluation_eta_seconds", _labels(**ev)) not in series
-    assert [dict(labels) for name, labels in series if name == "assay_evaluation_failure"] == [{**ev, "reason": "OOMKilled"}]
+    assert [dict(labels) for name, labels in series if name == "assay_evaluation_failure"] == [
+        {**ev, "reason": "OOMKilled"}
+    ]
     assert [dict(labels)["revision"] for name, labels in series if name == "assay_evaluation_info"] == ["step2000"]
 
     # A re-run clears the failure; deleting the Evaluation drops its info series too.
     metrics.observe(_evaluation(phase="Pending"))
     assert not [labels for name, labels in _series(url) if name == "assay_evaluation_failure"]
     metrics.forget("team", "ev")
-    assert not [labels for name, labels in _series(url) if name in ("assay_evaluation_info", "assay_evaluation_failure")]
+    assert not [
+        labels for name, labels in _series(url) if name in ("assay_evaluation_info", "assay_evaluation_failure")
+    ]

@@ -47,13 +47,18 @@ class ReviewServer:
                     self._send(503, {"kind": "Status", "message": "etcd is away"})
                 elif self.path == TOKEN_REVIEWS:
                     user = USERS.get(body["spec"]["token"])
-                    status = {"authenticated": True, "user": {"username": user, "uid": "u-1", "groups": ["g"]}} \
-                        if user else {"authenticated": False}  # fmt: skip
+                    status = (
+                        {"authenticated": True, "user": {"username": user, "uid": "u-1", "groups": ["g"]}}
+                        if user
+                        else {"authenticated": False}
+                    )
                     self._send(201, {**body, "status": status})
                 elif self.path == ACCESS_REVIEWS:
                     spec = body["spec"]
-                    allowed = spec["user"] == USERS[READER] and spec["nonResourceAttributes"] == {"path": "/metrics",
-                                                                                                  "verb": "get"}  # fmt: skip
+                    allowed = spec["user"] == USERS[READER] and spec["nonResourceAttributes"] == {
+                        "path": "/metrics",
+                        "verb": "get",
+                    }
                     self._send(201, {**body, "status": {"allowed": allowed}})
                 else:
                     self._send(404, {})
@@ -77,7 +82,9 @@ class ReviewServer:
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewServer]:
     reviews = ReviewServer()
-    session = api_session.Session(credentials.Credentials(server=reviews.url, authorization=lambda: "Bearer operator-token"))
+    session = api_session.Session(
+        credentials.Credentials(server=reviews.url, authorization=lambda: "Bearer operator-token")
+    )
     monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     yield reviews
     reviews.server.shutdown()
@@ -132,14 +139,19 @@ def test_no_token_401_a_stranger_403_the_reader_200(secured: str, api: ReviewSer
     status, body = _get(f"{secured}/metrics", READER)
     assert status == 200 and 'assay_evaluations_completed_total{namespace="team",result="succeeded"} 1.0' in body
     # The reviews the operator sent, as controller-runtime's filter sends them.
-    (path, access), = [r for r in api.reviews if r[0] == ACCESS_REVIEWS and r[1]["spec"]["user"] == USERS[READER]]
-    assert access["spec"] == {"user": USERS[READER], "uid": "u-1", "groups": ["g"],
-                              "nonResourceAttributes": {"path": "/metrics", "verb": "get"}}  # fmt: skip
+    ((path, access),) = [r for r in api.reviews if r[0] == ACCESS_REVIEWS and r[1]["spec"]["user"] == USERS[READER]]
+    assert access["spec"] == {
+        "user": USERS[READER],
+        "uid": "u-1",
+        "groups": ["g"],
+        "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
+    }
     assert _get(f"{secured}/other", READER)[0] == 404
 
 
-def test_answers_are_kept_for_the_ttl_so_a_scrape_costs_at_most_two_reviews(secured: str, api: ReviewServer,
-                                                                             clock: Clock) -> None:  # fmt: skip
+def test_answers_are_kept_for_the_ttl_so_a_scrape_costs_at_most_two_reviews(
+    secured: str, api: ReviewServer, clock: Clock
+) -> None:
     for _ in range(5):
         assert _get(f"{secured}/metrics", READER)[0] == 200
         assert _get(f"{secured}/metrics", STRANGER)[0] == 403
@@ -178,9 +190,29 @@ def test_the_authorizer_keeps_no_token_and_forgets_a_flood() -> None:
 @pytest.fixture(scope="module")
 def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("tls")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "tls.key", "-out", "tls.crt",
-                    "-days", "2", "-subj", "/CN=assay-metrics.test", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   cwd=root, check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            "tls.key",
+            "-out",
+            "tls.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=assay-metrics.test",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+    )
     return root
 
 

@@ -34,8 +34,11 @@ def test_control_and_format_characters_are_removed() -> None:
 
 
 def _evaluation(results: dict[str, Any], *, name: str = "ev", model: str = "m") -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "team"}, "spec": {"model": "hf", "modelArgs": {"pretrained": model}},
-            "status": {"phase": "Succeeded", "model": model, "results": results}}  # fmt: skip
+    return {
+        "metadata": {"name": name, "namespace": "team"},
+        "spec": {"model": "hf", "modelArgs": {"pretrained": model}},
+        "status": {"phase": "Succeeded", "model": model, "results": results},
+    }
 
 
 def _samples(metrics: EvaluationMetrics) -> list[tuple[str, dict[str, str], float]]:
@@ -48,8 +51,13 @@ def _samples(metrics: EvaluationMetrics) -> list[tuple[str, dict[str, str], floa
 def test_label_values_from_the_status_are_bounded_in_the_exposition() -> None:
     metrics = EvaluationMetrics()
     model = "org/" + "m" * 400
-    metrics.observe(_evaluation({"task\nwith newline": {"acc" + "c" * 200 + ",none": {"value": 0.5, "stderr": 0.1}}},
-                                name="e" * 253, model=model))  # fmt: skip
+    metrics.observe(
+        _evaluation(
+            {"task\nwith newline": {"acc" + "c" * 200 + ",none": {"value": 0.5, "stderr": 0.1}}},
+            name="e" * 253,
+            model=model,
+        )
+    )
     scores = [labels for name, labels, _ in _samples(metrics) if name == "assay_evaluation_score"]
     assert len(scores) == 1
     (labels,) = scores
@@ -71,7 +79,9 @@ def _dropped(metrics: EvaluationMetrics) -> float:
 def test_score_series_are_capped_per_evaluation_and_the_dropped_ones_counted() -> None:
     metrics = EvaluationMetrics(max_series_per_evaluation=20)
     metrics.observe(_evaluation(_tasks(8)))  # 32 series: score, stderr and the interval's two ends of 8 tasks
-    names = [(name, labels["task"]) for name, labels, _ in _samples(metrics) if name.startswith("assay_evaluation_score")]
+    names = [
+        (name, labels["task"]) for name, labels, _ in _samples(metrics) if name.startswith("assay_evaluation_score")
+    ]
     assert len(names) == 20 and {task for _, task in names} == {f"task_{i:03}" for i in range(5)}
     assert _dropped(metrics) == 12
     # The same status seen again (every watch event): the same series dropped, not counted twice.

@@ -16,19 +16,39 @@ DELTA = dict(**EV, baseline="base-eval", task="arc_easy", metric="acc", filter="
 
 
 def _row(task: str, delta: float, verdict: str, **fields: Any) -> dict[str, Any]:
-    return {"task": task, "metric": "acc", "filter": "none", "n": 200, "baseline": 0.41, "candidate": 0.41 + delta,
-            "delta": delta, "ciLow": delta - 0.03, "ciHigh": delta + 0.03, "pValue": 0.001, "test": "mcnemar",
-            "mde": 0.04, "verdict": verdict, **fields}  # fmt: skip
+    return {
+        "task": task,
+        "metric": "acc",
+        "filter": "none",
+        "n": 200,
+        "baseline": 0.41,
+        "candidate": 0.41 + delta,
+        "delta": delta,
+        "ciLow": delta - 0.03,
+        "ciHigh": delta + 0.03,
+        "pValue": 0.001,
+        "test": "mcnemar",
+        "mde": 0.04,
+        "verdict": verdict,
+        **fields,
+    }
 
 
-def _compared(verdict: str = "regressed", *, baseline: str = "base-eval", rows: list[dict[str, Any]] | None = None,
-              name: str = "ev") -> dict[str, Any]:  # fmt: skip
+def _compared(
+    verdict: str = "regressed",
+    *,
+    baseline: str = "base-eval",
+    rows: list[dict[str, Any]] | None = None,
+    name: str = "ev",
+) -> dict[str, Any]:
     evaluation = _evaluation(name)
     evaluation["status"]["comparison"] = {
-        "baseline": baseline, "verdict": verdict, "message": "arc_easy acc is worse than base-eval's.",
+        "baseline": baseline,
+        "verdict": verdict,
+        "message": "arc_easy acc is worse than base-eval's.",
         "rows": rows if rows is not None else [_row("arc_easy", -0.06, "regressed"), _row("piqa", 0.01, "unchanged")],
         "rowsOmitted": 0,
-    }  # fmt: skip
+    }
     return evaluation
 
 
@@ -69,7 +89,9 @@ def test_each_score_with_a_stderr_has_its_95_percent_interval(served: tuple[Eval
     assert ("assay_evaluation_score_stderr", _labels(**SCORE)) not in _scrape(url)
 
 
-def test_a_regressed_comparison_exports_deltas_their_intervals_and_the_verdict(served: tuple[EvaluationMetrics, str]) -> None:
+def test_a_regressed_comparison_exports_deltas_their_intervals_and_the_verdict(
+    served: tuple[EvaluationMetrics, str],
+) -> None:
     metrics, url = served
     metrics.observe(_compared())
     samples = _scrape(url)
@@ -102,7 +124,9 @@ def test_comparison_series_follow_the_status(served: tuple[EvaluationMetrics, st
     errored = _evaluation()
     errored["status"]["comparison"] = {"baseline": "base-eval", "error": "The baseline base-eval has not succeeded."}
     metrics.observe(errored)
-    assert not [name for name, _ in _scrape(url) if name.startswith(("assay_evaluation_delta", "assay_evaluation_regr"))]
+    assert not [
+        name for name, _ in _scrape(url) if name.startswith(("assay_evaluation_delta", "assay_evaluation_regr"))
+    ]
     # Scores stay as they were.
     assert _scrape(url)[("assay_evaluation_score", _labels(**SCORE))] == pytest.approx(0.61)
 
@@ -115,9 +139,12 @@ def test_a_new_run_without_comparison_and_a_deletion_remove_its_series(served: t
     for field in ("startTime", "completionTime", "progress", "results", "groups"):
         del rerun["status"][field]
     metrics.observe(rerun)
-    evaluations = {dict(labels)["evaluation"] for name, labels in _scrape(url)
-                   if name.startswith(("assay_evaluation_delta", "assay_evaluation_regressed", "assay_evaluation_score"))}
-    assert evaluations == {"other"}  # fmt: skip
+    evaluations = {
+        dict(labels)["evaluation"]
+        for name, labels in _scrape(url)
+        if name.startswith(("assay_evaluation_delta", "assay_evaluation_regressed", "assay_evaluation_score"))
+    }
+    assert evaluations == {"other"}
     metrics.forget("team", "other")
     assert not [labels for name, labels in _scrape(url) if dict(labels).get("evaluation") == "other"]
 
@@ -133,8 +160,12 @@ def test_the_cap_keeps_the_worst_compared_metrics_first_and_counts_the_rest() ->
     # (score, stderr, interval)...
     assert registry.get_sample_value("assay_metric_series_dropped_total", {"namespace": "team"}) == 3 + 4 + 4
     # ...while acc_norm, a score without stderr (1 series), fits in what is left.
-    scores = {(f.name, s.labels["metric"]) for f in registry.collect() if f.name.startswith("assay_evaluation_score")
-              for s in f.samples}  # fmt: skip
+    scores = {
+        (f.name, s.labels["metric"])
+        for f in registry.collect()
+        if f.name.startswith("assay_evaluation_score")
+        for s in f.samples
+    }
     assert scores == {("assay_evaluation_score", "acc_norm")}
     # The verdict is one series whatever the cap.
     assert registry.get_sample_value("assay_evaluation_regressed", {**EV, "baseline": "base-eval"}) == 1.0
@@ -144,7 +175,9 @@ def test_the_baseline_label_is_bounded() -> None:
     metrics = EvaluationMetrics()
     long_path = "path:/results/" + "run-" * 100 + "\n"
     metrics.observe(_compared(baseline=long_path))
-    regressed = [s.labels for f in metrics.registry.collect() if f.name == "assay_evaluation_regressed" for s in f.samples]
+    regressed = [
+        s.labels for f in metrics.registry.collect() if f.name == "assay_evaluation_regressed" for s in f.samples
+    ]
     assert regressed == [{**EV, "baseline": bounded(long_path)}] and len(bounded(long_path)) == MAX_LENGTH
     metrics.forget("team", "ev")
     assert not [s for f in metrics.registry.collect() if f.name.startswith("assay_evaluation_") for s in f.samples]

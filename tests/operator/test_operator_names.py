@@ -62,11 +62,30 @@ def _random_subdomain(rng: random.Random, length: int) -> str:
 
 def evaluation_names() -> Iterator[str]:
     yield from [
-        "a", "x1", "pythia-core", "llama-3.1-8b.mmlu", "llama-3.1-8b", "a.b", "a-b", "0", "1b", "8b.mmlu",
-        "7-eleven", "a..b".replace("..", ".0."), "a" * 52, "a" * 53, "a" * 62, "a" * 63, "a" * 64, "a" * 253,
-        "9" * 253, ".".join(["a" * 63] * 3) + "." + "b" * 61, "m." * 126 + "z", "abc-" * 62 + "abcde",
+        "a",
+        "x1",
+        "pythia-core",
+        "llama-3.1-8b.mmlu",
+        "llama-3.1-8b",
+        "a.b",
+        "a-b",
+        "0",
+        "1b",
+        "8b.mmlu",
+        "7-eleven",
+        "a..b".replace("..", ".0."),
+        "a" * 52,
+        "a" * 53,
+        "a" * 62,
+        "a" * 63,
+        "a" * 64,
+        "a" * 253,
+        "9" * 253,
+        ".".join(["a" * 63] * 3) + "." + "b" * 61,
+        "m." * 126 + "z",
+        "abc-" * 62 + "abcde",
         "z" * 44 + "-" + "g" * 7,  # long enough that the job suffix forces truncation
-    ]  # fmt: skip
+    ]
     rng = random.Random(1234)
     for length in [1, 2, 5, 30, 50, 51, 52, 53, 62, 63, 64, 100, 200, 252, 253] * 4:
         yield _random_subdomain(rng, length)
@@ -81,8 +100,14 @@ def test_the_sample_names_are_valid_evaluation_names() -> None:
 
 
 def _spec(nodes: int) -> Any:
-    return parse_spec({"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"],
-                       "resources": {"nodes": nodes, "gpusPerNode": 2}})  # fmt: skip
+    return parse_spec(
+        {
+            "model": "hf",
+            "modelArgs": {"pretrained": "m"},
+            "tasks": ["arc_easy"],
+            "resources": {"nodes": nodes, "gpusPerNode": 2},
+        }
+    )
 
 
 def _labels(manifest: dict[str, Any]) -> Iterator[tuple[str, str]]:

@@ -50,8 +50,15 @@ class FakeApi:
         self.reads.append(("get", kind, name))
         return self.job if kind == "Job" and name == self.job["metadata"]["name"] else None
 
-    def list_objects(self, kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
-                     field_selector: str | None = None) -> list[Any]:  # fmt: skip
+    def list_objects(
+        self,
+        kind: str,
+        api_version: str,
+        *,
+        namespace: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+    ) -> list[Any]:
         self.reads.append(("list", kind, label_selector or ""))
         assert kind == "Pod" and label_selector == f"assay.dev/job={self.job['metadata']['name']}"
         return self.pods
@@ -73,10 +80,11 @@ class FakeApi:
 def _evaluation(status: dict[str, Any] | None = None) -> dict[str, Any]:
     accepted = conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True)
     return {
-        "apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
         "metadata": {"name": "tiny", "namespace": "evals", "uid": "e1", "generation": 1},
         "status": status or {k: v for k, v in accepted.items() if v is not None},
-    }  # fmt: skip
+    }
 
 
 def at(minutes: float) -> datetime.datetime:
@@ -159,7 +167,10 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
     assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1)) == {}
     evaluation["status"]["rerunToken"] = "a"
     evaluation["status"]["results"] = {"arc_easy": {}}  # the runner's scores
-    assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1))["phase"] == "Succeeded"
+    assert (
+        observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1))["phase"]
+        == "Succeeded"
+    )
 
 
 def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -167,7 +178,9 @@ def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     evaluation = _evaluation()
     pending.observe(evaluation)
     pending.observe({"metadata": {"namespace": "evals", "name": "running"}, "status": {"phase": "Running"}})
-    pending.observe({"metadata": {"namespace": "evals", "name": "held"}, "status": {"phase": "Pending", "reason": "Suspended"}})
+    pending.observe(
+        {"metadata": {"namespace": "evals", "name": "held"}, "status": {"phase": "Pending", "reason": "Suspended"}}
+    )
     assert pending.snapshot() == [("evals", "tiny")]
     seen: list[str] = []
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluation)
@@ -203,8 +216,11 @@ def test_a_rejected_spec_is_not_overwritten_by_the_previous_runs_job(monkeypatch
 
 
 def _complete(job: dict[str, Any]) -> dict[str, Any]:
-    job["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1,
-                     "completionTime": "2025-05-01T12:09:00Z"}  # fmt: skip
+    job["status"] = {
+        "conditions": [{"type": "Complete", "status": "True"}],
+        "succeeded": 1,
+        "completionTime": "2025-05-01T12:09:00Z",
+    }
     return job
 
 

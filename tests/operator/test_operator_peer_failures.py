@@ -31,8 +31,14 @@ def _stopped(index: int | None, *, exit_code: int = spec_module.PEER_FAILED_EXIT
     pod["status"]["phase"] = "Failed"
     (status,) = pod["status"]["containerStatuses"]
     status["ready"] = False
-    status["state"] = {"terminated": {"exitCode": exit_code, "reason": "Error", "startedAt": "2025-05-01T12:00:09Z",
-                                      "finishedAt": "2025-05-01T12:01:09Z"}}  # fmt: skip
+    status["state"] = {
+        "terminated": {
+            "exitCode": exit_code,
+            "reason": "Error",
+            "startedAt": "2025-05-01T12:00:09Z",
+            "finishedAt": "2025-05-01T12:01:09Z",
+        }
+    }
     return pod
 
 
@@ -69,8 +75,10 @@ def test_only_exit_75_counts_per_rank_and_one_pod_jobs_are_rank_0() -> None:
 
 
 def _state(max_retries: int, *, watched: bool = False) -> OperatorState:
-    return OperatorState(policy=AdminPolicy(placement=Placement(max_peer_failure_retries=max_retries)),
-                         watched=Watched(job_label=builders.LABEL_JOB) if watched else None)  # fmt: skip
+    return OperatorState(
+        policy=AdminPolicy(placement=Placement(max_peer_failure_retries=max_retries)),
+        watched=Watched(job_label=builders.LABEL_JOB) if watched else None,
+    )
 
 
 def test_the_run_fails_and_its_job_ends_once_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:

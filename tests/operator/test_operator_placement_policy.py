@@ -37,8 +37,13 @@ def _allowed(template: dict[str, Any], placement: Placement = Placement()) -> No
 
 def test_a_priority_class_only_from_the_admins_list() -> None:
     message = _refusal({"priorityClassName": "system-cluster-critical"})
-    assert message.startswith("spec.podTemplate.priorityClassName 'system-cluster-critical' is not allowed in this "
-                              "cluster (allowed: none)") and "policy.allowedPriorityClasses" in message  # fmt: skip
+    assert (
+        message.startswith(
+            "spec.podTemplate.priorityClassName 'system-cluster-critical' is not allowed in this "
+            "cluster (allowed: none)"
+        )
+        and "policy.allowedPriorityClasses" in message
+    )
     listed = Placement(allowed_priority_classes=("batch-low", "batch-high"))
     _allowed({"priorityClassName": "batch-low"}, listed)
     assert "(allowed: batch-low, batch-high)" in _refusal({"priorityClassName": "critical"}, listed)
@@ -49,36 +54,69 @@ def test_by_default_only_the_gpu_taint_is_tolerated() -> None:
     gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     _allowed({"tolerations": [gpu]})
     _allowed({"tolerations": [{"key": "nvidia.com/gpu", "value": "a100", "effect": "NoSchedule"}]})  # narrower
-    message = _refusal({"tolerations": [gpu, {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists",
-                                              "effect": "NoSchedule"}]})  # fmt: skip
-    assert message.startswith("spec.podTemplate.tolerations[1] (node-role.kubernetes.io/control-plane:NoSchedule) is "
-                              "not allowed in this cluster (allowed: nvidia.com/gpu:NoSchedule)")  # fmt: skip
+    message = _refusal(
+        {
+            "tolerations": [
+                gpu,
+                {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
+            ]
+        }
+    )
+    assert message.startswith(
+        "spec.podTemplate.tolerations[1] (node-role.kubernetes.io/control-plane:NoSchedule) is "
+        "not allowed in this cluster (allowed: nvidia.com/gpu:NoSchedule)"
+    )
     # Wider than the allowed one: every effect (NoExecute too), every key.
-    assert "(nvidia.com/gpu with any effect)" in _refusal({"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]})
+    assert "(nvidia.com/gpu with any effect)" in _refusal(
+        {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}]}
+    )
     assert "(every taint)" in _refusal({"tolerations": [{"operator": "Exists"}]})
     assert "(every NoSchedule taint)" in _refusal({"tolerations": [{"operator": "Exists", "effect": "NoSchedule"}]})
     assert "(allowed: none)" in _refusal({"tolerations": [gpu]}, Placement(allowed_tolerations=()))
 
 
-@pytest.mark.parametrize(("allowed", "asked", "covered"), [
-    (Toleration("dedicated", "Equal", "evals", "NoSchedule"), Toleration("dedicated", "Equal", "evals", "NoSchedule"), True),
-    (Toleration("dedicated", "Equal", "evals", "NoSchedule"), Toleration("dedicated", "Equal", "other", "NoSchedule"), False),
-    (Toleration("dedicated", "Equal", "evals", "NoSchedule"), Toleration("dedicated", "Exists", "", "NoSchedule"), False),
-    (Toleration("dedicated", "Equal", "evals", ""), Toleration("dedicated", "Equal", "evals", "NoExecute"), True),
-    (Toleration("dedicated", "Exists", "", "NoExecute"), Toleration("dedicated", "Equal", "x", "NoExecute"), True),
-    (Toleration("dedicated", "Exists", "", "NoExecute"), Toleration("dedicated", "Exists", "", "NoSchedule"), False),
-    (Toleration("", "Exists", "", ""), Toleration("", "Exists", "", ""), True),
-    (GPU_TOLERATION, Toleration("", "Exists", "", "NoSchedule"), False),
-])  # fmt: skip
-def test_a_toleration_is_allowed_only_when_it_tolerates_no_more(allowed: Toleration, asked: Toleration,
-                                                                covered: bool) -> None:  # fmt: skip
+@pytest.mark.parametrize(
+    ("allowed", "asked", "covered"),
+    [
+        (
+            Toleration("dedicated", "Equal", "evals", "NoSchedule"),
+            Toleration("dedicated", "Equal", "evals", "NoSchedule"),
+            True,
+        ),
+        (
+            Toleration("dedicated", "Equal", "evals", "NoSchedule"),
+            Toleration("dedicated", "Equal", "other", "NoSchedule"),
+            False,
+        ),
+        (
+            Toleration("dedicated", "Equal", "evals", "NoSchedule"),
+            Toleration("dedicated", "Exists", "", "NoSchedule"),
+            False,
+        ),
+        (Toleration("dedicated", "Equal", "evals", ""), Toleration("dedicated", "Equal", "evals", "NoExecute"), True),
+        (Toleration("dedicated", "Exists", "", "NoExecute"), Toleration("dedicated", "Equal", "x", "NoExecute"), True),
+        (
+            Toleration("dedicated", "Exists", "", "NoExecute"),
+            Toleration("dedicated", "Exists", "", "NoSchedule"),
+            False,
+        ),
+        (Toleration("", "Exists", "", ""), Toleration("", "Exists", "", ""), True),
+        (GPU_TOLERATION, Toleration("", "Exists", "", "NoSchedule"), False),
+    ],
+)
+def test_a_toleration_is_allowed_only_when_it_tolerates_no_more(
+    allowed: Toleration, asked: Toleration, covered: bool
+) -> None:
     assert allowed.covers(asked) is covered
 
 
 def test_a_required_queue_is_refused_when_missing_unless_the_admin_gives_a_default() -> None:
     required = Placement(require_queue=True)
     message = _refusal({}, required)
-    assert message.startswith("spec.podTemplate.labels has no kueue.x-k8s.io/queue-name") and "policy.defaultQueue" in message
+    assert (
+        message.startswith("spec.podTemplate.labels has no kueue.x-k8s.io/queue-name")
+        and "policy.defaultQueue" in message
+    )
     _allowed({"labels": {builders.KUEUE_QUEUE_LABEL: "team"}}, required)
     assert "has no kueue" in _refusal({"labels": {builders.KUEUE_QUEUE_LABEL: ""}}, required)
     # A default queue: the spec is put in it, and its Job is created suspended for Kueue to admit.
@@ -90,7 +128,9 @@ def test_a_required_queue_is_refused_when_missing_unless_the_admin_gives_a_defau
     job = builders.job(REF, queued, placement=NONE)
     assert job["metadata"]["labels"][builders.KUEUE_QUEUE_LABEL] == "evals-queue" and job["spec"]["suspend"] is True
     # A queue the spec names is kept.
-    own = policy.enforce(parse_spec({**BASE, "podTemplate": {"labels": {builders.KUEUE_QUEUE_LABEL: "mine"}}}), defaulted)
+    own = policy.enforce(
+        parse_spec({**BASE, "podTemplate": {"labels": {builders.KUEUE_QUEUE_LABEL: "mine"}}}), defaulted
+    )
     assert own.pod_template.labels[builders.KUEUE_QUEUE_LABEL] == "mine"
 
 
@@ -100,8 +140,12 @@ def _pod(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_runner_pods_get_the_admins_defaults_where_the_spec_leaves_them_unset() -> None:
-    placement = Placement(runner_requests=(("cpu", "1"), ("memory", "2Gi")), runner_limits=(("memory", "8Gi"),),
-                          empty_dir_size_limit="5Gi", default_active_deadline_seconds=3600)  # fmt: skip
+    placement = Placement(
+        runner_requests=(("cpu", "1"), ("memory", "2Gi")),
+        runner_limits=(("memory", "8Gi"),),
+        empty_dir_size_limit="5Gi",
+        default_active_deadline_seconds=3600,
+    )
     job = builders.job(REF, parse_spec(dict(BASE)), placement=placement)
     (runner,) = _pod(job)["containers"]
     assert runner["resources"] == {"requests": {"cpu": "1", "memory": "2Gi"}, "limits": {"memory": "8Gi"}}
@@ -112,8 +156,14 @@ def test_runner_pods_get_the_admins_defaults_where_the_spec_leaves_them_unset() 
     client.V1Job.model_validate(job)  # sizeLimit and the rest where the API server reads them
 
     # What the spec sets is the spec's: its cpu (request and limit), its deadline, its PVCs.
-    spec = parse_spec({**BASE, "resources": {"nodes": 2, "gpusPerNode": 1, "cpu": "8"}, "activeDeadlineSeconds": 60,
-                       "cache": {"pvc": "models"}})  # fmt: skip
+    spec = parse_spec(
+        {
+            **BASE,
+            "resources": {"nodes": 2, "gpusPerNode": 1, "cpu": "8"},
+            "activeDeadlineSeconds": 60,
+            "cache": {"pvc": "models"},
+        }
+    )
     job = builders.job(REF, spec, placement=placement)
     for container in [*_pod(job)["initContainers"], *_pod(job)["containers"]]:  # the check container too
         assert container["resources"]["requests"] == {"cpu": "8", "memory": "2Gi"}
@@ -131,14 +181,20 @@ def test_runner_pods_get_the_admins_defaults_where_the_spec_leaves_them_unset() 
 def test_pod_defaults_change_no_spec_hash() -> None:
     """A new default never replaces a running Job: it is no part of what identifies the run."""
     spec = parse_spec(dict(BASE))
-    hashes = {builders.job(REF, spec, placement=p)["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH]
-              for p in (Placement(), NONE, Placement(default_active_deadline_seconds=5))}  # fmt: skip
+    hashes = {
+        builders.job(REF, spec, placement=p)["metadata"]["annotations"][builders.ANNOTATION_SPEC_HASH]
+        for p in (Placement(), NONE, Placement(default_active_deadline_seconds=5))
+    }
     assert hashes == {builders.spec_hash(spec)}
 
 
 def test_the_job_takes_the_defaults_from_the_operators_policy_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(placement_policy.POLICY_ENV, json.dumps({
-        "runnerResources": {"requests": {"cpu": 2}}, "emptyDirSizeLimit": "1Gi", "defaultActiveDeadlineSeconds": 0}))
+    monkeypatch.setenv(
+        placement_policy.POLICY_ENV,
+        json.dumps(
+            {"runnerResources": {"requests": {"cpu": 2}}, "emptyDirSizeLimit": "1Gi", "defaultActiveDeadlineSeconds": 0}
+        ),
+    )
     job = builders.job(REF, parse_spec(dict(BASE)))
     assert _pod(job)["containers"][0]["resources"] == {"requests": {"cpu": "2"}}  # YAML's `cpu: 2` is the quantity "2"
     assert {v["emptyDir"]["sizeLimit"] for v in _pod(job)["volumes"] if "emptyDir" in v} == {"1Gi"}
@@ -149,19 +205,31 @@ def test_the_job_takes_the_defaults_from_the_operators_policy_env(monkeypatch: p
     assert job["spec"]["activeDeadlineSeconds"] == 86400
 
 
-@pytest.mark.parametrize(("raw", "words"), [
-    ({"allowedPriorityClasses": "high"}, "allowedPriorityClasses must be a list"),
-    ({"allowedTolerations": [{"key": "gpu", "operator": "In"}]}, "allowedTolerations[0] needs operator Equal or Exists"),
-    ({"allowedTolerations": [{"effect": "NoSchedule"}]}, "allowedTolerations[0] without a key must have operator Exists"),
-    ({"allowedTolerations": [{"key": "gpu", "tolerationSeconds": 5}]}, "with only key, operator, value and effect"),
-    ({"requireQueue": "yes"}, "requireQueue must be true or false"),
-    ({"defaultQueue": 3}, "defaultQueue must be a LocalQueue name"),
-    ({"runnerResources": {"requests": {"gpu": 1}}}, "runnerResources.requests must map cpu and memory"),
-    ({"runnerResources": {"requests": {"memory": "lots"}}}, "runnerResources.requests.memory must be a Kubernetes quantity"),
-    ({"emptyDirSizeLimit": "big"}, "emptyDirSizeLimit must be a Kubernetes quantity"),
-    ({"defaultActiveDeadlineSeconds": -1}, "defaultActiveDeadlineSeconds must be a whole number"),
-    ({"maxPeerFailureRetries": True}, "maxPeerFailureRetries must be a whole number"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ({"allowedPriorityClasses": "high"}, "allowedPriorityClasses must be a list"),
+        (
+            {"allowedTolerations": [{"key": "gpu", "operator": "In"}]},
+            "allowedTolerations[0] needs operator Equal or Exists",
+        ),
+        (
+            {"allowedTolerations": [{"effect": "NoSchedule"}]},
+            "allowedTolerations[0] without a key must have operator Exists",
+        ),
+        ({"allowedTolerations": [{"key": "gpu", "tolerationSeconds": 5}]}, "with only key, operator, value and effect"),
+        ({"requireQueue": "yes"}, "requireQueue must be true or false"),
+        ({"defaultQueue": 3}, "defaultQueue must be a LocalQueue name"),
+        ({"runnerResources": {"requests": {"gpu": 1}}}, "runnerResources.requests must map cpu and memory"),
+        (
+            {"runnerResources": {"requests": {"memory": "lots"}}},
+            "runnerResources.requests.memory must be a Kubernetes quantity",
+        ),
+        ({"emptyDirSizeLimit": "big"}, "emptyDirSizeLimit must be a Kubernetes quantity"),
+        ({"defaultActiveDeadlineSeconds": -1}, "defaultActiveDeadlineSeconds must be a whole number"),
+        ({"maxPeerFailureRetries": True}, "maxPeerFailureRetries must be a whole number"),
+    ],
+)
 def test_a_bad_placement_value_is_one_sentence_naming_it(raw: dict[str, Any], words: str) -> None:
     with pytest.raises(UserError) as caught:
         AdminPolicy.from_json(json.dumps(raw))
@@ -169,14 +237,31 @@ def test_a_bad_placement_value_is_one_sentence_naming_it(raw: dict[str, Any], wo
 
 
 def test_placement_values_read_from_json() -> None:
-    admin = AdminPolicy.from_json(json.dumps({
-        "allowedPriorityClasses": ["batch-low"], "allowedTolerations": [],
-        "requireQueue": True, "defaultQueue": "q", "runnerResources": {"requests": {}, "limits": {"cpu": "4"}},
-        "emptyDirSizeLimit": "", "defaultActiveDeadlineSeconds": 0, "maxPeerFailureRetries": 0}))
-    assert admin.placement == Placement(allowed_priority_classes=("batch-low",), allowed_tolerations=(),
-                                        require_queue=True, default_queue="q", runner_requests=(),
-                                        runner_limits=(("cpu", "4"),), empty_dir_size_limit="",
-                                        default_active_deadline_seconds=0, max_peer_failure_retries=0)  # fmt: skip
+    admin = AdminPolicy.from_json(
+        json.dumps(
+            {
+                "allowedPriorityClasses": ["batch-low"],
+                "allowedTolerations": [],
+                "requireQueue": True,
+                "defaultQueue": "q",
+                "runnerResources": {"requests": {}, "limits": {"cpu": "4"}},
+                "emptyDirSizeLimit": "",
+                "defaultActiveDeadlineSeconds": 0,
+                "maxPeerFailureRetries": 0,
+            }
+        )
+    )
+    assert admin.placement == Placement(
+        allowed_priority_classes=("batch-low",),
+        allowed_tolerations=(),
+        require_queue=True,
+        default_queue="q",
+        runner_requests=(),
+        runner_limits=(("cpu", "4"),),
+        empty_dir_size_limit="",
+        default_active_deadline_seconds=0,
+        max_peer_failure_retries=0,
+    )
     assert AdminPolicy.from_json("").placement == Placement()
 
 
@@ -188,9 +273,21 @@ def test_the_charts_placement_values_reach_the_operator() -> None:
         return AdminPolicy.from_json(env[policy.POLICY_ENV]).placement
 
     assert placement() == Placement()  # the chart's defaults are the code's
-    assert placement("--set", "policy.allowedPriorityClasses={batch-low}", "--set-json",
-                     'policy.allowedTolerations=[{"key":"dedicated","value":"evals","effect":"NoSchedule"}]',
-                     "--set", "policy.defaultQueue=evals", "--set", "policy.runnerResources.requests.cpu=2",
-                     "--set", "policy.maxPeerFailureRetries=1") == Placement(
-        allowed_priority_classes=("batch-low",), allowed_tolerations=(Toleration("dedicated", "Equal", "evals", "NoSchedule"),),
-        default_queue="evals", runner_requests=(("cpu", "2"), ("memory", "512Mi")), max_peer_failure_retries=1)  # fmt: skip
+    assert placement(
+        "--set",
+        "policy.allowedPriorityClasses={batch-low}",
+        "--set-json",
+        'policy.allowedTolerations=[{"key":"dedicated","value":"evals","effect":"NoSchedule"}]',
+        "--set",
+        "policy.defaultQueue=evals",
+        "--set",
+        "policy.runnerResources.requests.cpu=2",
+        "--set",
+        "policy.maxPeerFailureRetries=1",
+    ) == Placement(
+        allowed_priority_classes=("batch-low",),
+        allowed_tolerations=(Toleration("dedicated", "Equal", "evals", "NoSchedule"),),
+        default_queue="evals",
+        runner_requests=(("cpu", "2"), ("memory", "512Mi")),
+        max_peer_failure_retries=1,
+    )

@@ -49,8 +49,16 @@ def test_no_library_task_looks_like_a_path() -> None:
     assert not [n for n in names if policy._is_path(n)]
 
 
-@pytest.mark.parametrize("args", [{"token": "abc123"}, {"hf_token": "s3cr3t-value"}, {"openai_api_key": "sk-1"},
-                                  {"revision": "hf_" + "a1B2" * 9}, {"db_password": "pw-98765"}])  # fmt: skip
+@pytest.mark.parametrize(
+    "args",
+    [
+        {"token": "abc123"},
+        {"hf_token": "s3cr3t-value"},
+        {"openai_api_key": "sk-1"},
+        {"revision": "hf_" + "a1B2" * 9},
+        {"db_password": "pw-98765"},
+    ],
+)
 def test_a_literal_secret_in_model_args_is_refused_without_repeating_it(args: dict[str, str]) -> None:
     message = _refusal({"modelArgs": {"pretrained": "x", **args}})
     key = next(iter(args))
@@ -59,8 +67,13 @@ def test_a_literal_secret_in_model_args_is_refused_without_repeating_it(args: di
 
 
 def test_flags_and_ordinary_model_args_are_not_secrets() -> None:
-    args = {"pretrained": "EleutherAI/pythia-160m", "add_bos_token": True, "use_auth_token": "true",
-            "tokenizer": "gpt2", "max_length": 2048}  # fmt: skip
+    args = {
+        "pretrained": "EleutherAI/pythia-160m",
+        "add_bos_token": True,
+        "use_auth_token": "true",
+        "tokenizer": "gpt2",
+        "max_length": 2048,
+    }
     policy.check(parse_spec({**BASE, "modelArgs": args}), AdminPolicy())
 
 
@@ -78,7 +91,9 @@ def test_images_only_from_allowed_prefixes_at_a_boundary() -> None:
 def test_gpu_and_node_caps() -> None:
     admin = AdminPolicy(max_gpus=8, max_nodes=2)
     policy.check(parse_spec({**BASE, "resources": {"nodes": 2, "gpusPerNode": 4}}), admin)
-    assert "nodes 3 is above this cluster's limit of 2" in _refusal({"resources": {"nodes": 3, "gpusPerNode": 0}}, admin)
+    assert "nodes 3 is above this cluster's limit of 2" in _refusal(
+        {"resources": {"nodes": 3, "gpusPerNode": 0}}, admin
+    )
     assert "asks for 16 GPUs" in _refusal({"resources": {"nodes": 2, "gpusPerNode": 8}}, admin)
 
 
@@ -91,12 +106,17 @@ def test_offline_is_enforced_unless_the_policy_lets_runners_online() -> None:
     assert policy.enforce(spec, AdminPolicy(allow_online=True)) is spec
 
 
-@pytest.mark.parametrize(("raw", "words"), [
-    ("{", "is not JSON"), ("[]", "must be a JSON object"), ('{"allowOnlin": true}', "unknown keys allowOnlin"),
-    ('{"allowOnline": "yes"}', "allowOnline must be true or false"),
-    ('{"maxGpusPerEvaluation": -1}', "maxGpusPerEvaluation must be a whole number"),
-    ('{"allowedImagePrefixes": "reg/x"}', "allowedImagePrefixes must be a list"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ("{", "is not JSON"),
+        ("[]", "must be a JSON object"),
+        ('{"allowOnlin": true}', "unknown keys allowOnlin"),
+        ('{"allowOnline": "yes"}', "allowOnline must be true or false"),
+        ('{"maxGpusPerEvaluation": -1}', "maxGpusPerEvaluation must be a whole number"),
+        ('{"allowedImagePrefixes": "reg/x"}', "allowedImagePrefixes must be a list"),
+    ],
+)
 def test_a_bad_policy_is_one_sentence(raw: str, words: str) -> None:
     with pytest.raises(UserError, match=words):
         AdminPolicy.from_json(raw)
@@ -117,6 +137,11 @@ def test_the_chart_hands_its_policy_values_to_the_operator() -> None:
         return AdminPolicy.from_json(env[policy.POLICY_ENV])
 
     assert operator_policy() == AdminPolicy()
-    assert operator_policy("--set", "policy.allowedImagePrefixes={reg.example/ml,ghcr.io/x/}", "--set",
-                           "policy.maxGpusPerEvaluation=8", "--set", "policy.allowOnline=true") == AdminPolicy(
-        allowed_image_prefixes=("reg.example/ml", "ghcr.io/x/"), max_gpus=8, allow_online=True)  # fmt: skip
+    assert operator_policy(
+        "--set",
+        "policy.allowedImagePrefixes={reg.example/ml,ghcr.io/x/}",
+        "--set",
+        "policy.maxGpusPerEvaluation=8",
+        "--set",
+        "policy.allowOnline=true",
+    ) == AdminPolicy(allowed_image_prefixes=("reg.example/ml", "ghcr.io/x/"), max_gpus=8, allow_online=True)

@@ -15,10 +15,12 @@ SPEC = {"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"]}
 
 def _body(spec: dict[str, Any], *, generation: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
     return {
-        "apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
         "metadata": {"name": "ev", "namespace": "ns", "uid": "u1", "generation": generation},
-        "spec": spec, "status": status or {},
-    }  # fmt: skip
+        "spec": spec,
+        "status": status or {},
+    }
 
 
 def _jobs(plan: reconcile.Plan) -> list[dict[str, Any]]:
@@ -56,8 +58,9 @@ def test_spec_change_replaces_the_old_run() -> None:
     old_service = {"metadata": {"name": "ev-g1"}}
     changed = {**SPEC, "limit": 10}
     status = {"observedGeneration": 1, "phase": conditions.SUCCEEDED, "jobName": "ev-g1", "results": {"x": {}}}
-    plan = reconcile.plan(_body(changed, generation=2, status=status), parse_spec(changed), jobs=[old],
-                          services=[old_service], now=NOW)  # fmt: skip
+    plan = reconcile.plan(
+        _body(changed, generation=2, status=status), parse_spec(changed), jobs=[old], services=[old_service], now=NOW
+    )
     assert [j["metadata"]["name"] for j in _jobs(plan)] == ["ev-g2"]
     assert plan.delete_jobs == ("ev-g1",) and plan.delete_services == ("ev-g1",)
     # The superseded run's spec goes with its Job; the new run's is made before its Job.

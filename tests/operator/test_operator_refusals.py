@@ -37,9 +37,12 @@ def _refuse_jobs(api: LocalApiServer, name: str | None) -> None:
 
 
 def _evaluation(api: LocalApiServer, **spec: Any) -> dict[str, Any]:
-    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                  "metadata": {"name": "tiny", "namespace": "evals", "uid": "uid-tiny", "generation": 1},
-                  "spec": {**SPEC, **spec}}  # fmt: skip
+    evaluation = {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "tiny", "namespace": "evals", "uid": "uid-tiny", "generation": 1},
+        "spec": {**SPEC, **spec},
+    }
     api.put(evaluation, EVALUATION)
     return evaluation
 
@@ -53,13 +56,22 @@ def _carry_out(evaluation: dict[str, Any]) -> Any:
     return converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=kube.create_event)
 
 
-@pytest.mark.parametrize("name,outcome", [
-    ("invalid_pod_label_key", "refused"), ("undecodable_body", "refused"), ("over_the_size_limit", "refused"),
-    ("policy_denied", "refused"), ("webhook_denied", "refused"),
-    ("quota_exceeded", "tried again"), ("rbac_denied", "tried again"), ("etcd_leader_changed", "tried again"),
-    ("too_many_requests", "tried again"),
-    ("namespace_terminating", "nothing made"), ("already_exists", "nothing made"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "name,outcome",
+    [
+        ("invalid_pod_label_key", "refused"),
+        ("undecodable_body", "refused"),
+        ("over_the_size_limit", "refused"),
+        ("policy_denied", "refused"),
+        ("webhook_denied", "refused"),
+        ("quota_exceeded", "tried again"),
+        ("rbac_denied", "tried again"),
+        ("etcd_leader_changed", "tried again"),
+        ("too_many_requests", "tried again"),
+        ("namespace_terminating", "nothing made"),
+        ("already_exists", "nothing made"),
+    ],
+)
 def test_which_answers_to_a_create_are_final(api: LocalApiServer, name: str, outcome: str) -> None:
     _refuse_jobs(api, name)
     job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "tiny-g1", "namespace": "evals"}}
@@ -73,12 +85,20 @@ def test_which_answers_to_a_create_are_final(api: LocalApiServer, name: str, out
     assert raised.value.reason == (RECORDED[name].get("reason") or "Forbidden")
     assert isinstance(raised.value, api_errors.Refused) == (outcome == "refused")
     if outcome == "refused":
-        assert isinstance(raised.value, api_errors.Refused) and raised.value.said.startswith(RECORDED[name]["message"][:60])
+        assert isinstance(raised.value, api_errors.Refused) and raised.value.said.startswith(
+            RECORDED[name]["message"][:60]
+        )
 
 
 def test_the_api_servers_words_are_one_bounded_line() -> None:
-    body = json.dumps({"kind": "Status", "reason": "Invalid", "code": 422,
-                       "message": "Job.batch \"x\" is invalid:\n\x1b[31mforged\x1b[0m line\u202e" + "y" * 5000})  # fmt: skip
+    body = json.dumps(
+        {
+            "kind": "Status",
+            "reason": "Invalid",
+            "code": 422,
+            "message": 'Job.batch "x" is invalid:\n\x1b[31mforged\x1b[0m line\u202e' + "y" * 5000,
+        }
+    )
     said = refusals.final(api_errors.from_answer(422, body.encode()))
     assert said is not None and said.startswith('Job.batch "x" is invalid: [31mforged[0m line')
     assert len(said) == refusals.MESSAGE_CHARS and said.isprintable()
@@ -95,8 +115,10 @@ def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api:
     assert stored is not None
     status = stored["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
-    assert status["message"].startswith('The API server refused the runner\'s Job tiny-g1: admission webhook '
-                                        '"jobs.policy.example.com" denied the request: tolerations of nvidia.com/gpu')
+    assert status["message"].startswith(
+        "The API server refused the runner's Job tiny-g1: admission webhook "
+        '"jobs.policy.example.com" denied the request: tolerations of nvidia.com/gpu'
+    )
     assert status["message"].endswith("are spec.podTemplate's).") and steps.refused == status["message"]
     accepted = conditions.get_condition(status, conditions.ACCEPTED)
     assert accepted is not None and (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
@@ -115,14 +137,23 @@ def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(ap
     evaluation = _evaluation(api)
     config_maps = "/api/v1/namespaces/evals/configmaps"
     # As kube-apiserver words it: a ConfigMap's data holds at most 1 MiB.
-    too_long = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
-                "message": 'ConfigMap "tiny-g1-spec" is invalid: []: Too long: must have at most 1048576 bytes'}  # fmt: skip
+    too_long = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "reason": "Invalid",
+        "code": 422,
+        "message": 'ConfigMap "tiny-g1-spec" is invalid: []: Too long: must have at most 1048576 bytes',
+    }
     api.refuse = lambda path, body: (422, too_long) if path == config_maps else None
     steps = _carry_out(evaluation)
     status = api.get(EVALUATION)["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and steps.refused == status["message"]
-    assert status["message"].startswith("The API server refused the runner's ConfigMap tiny-g1-spec: ConfigMap \"tiny-g1-spec\" "
-                                        "is invalid: []: Too long: must have at most 1048576 bytes; shorten the spec's")
+    assert status["message"].startswith(
+        'The API server refused the runner\'s ConfigMap tiny-g1-spec: ConfigMap "tiny-g1-spec" '
+        "is invalid: []: Too long: must have at most 1048576 bytes; shorten the spec's"
+    )
     assert "podTemplate" not in status["message"]
     assert api.get(f"{JOBS}/tiny-g1") is None  # no Job without its spec
 
@@ -136,8 +167,9 @@ def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: Lo
     stored = api.get(EVALUATION)
     assert stored is not None and stored["status"]["phase"] == "Pending"
     assert stored["status"]["reason"] == converge.JOB_NOT_CREATED
-    assert stored["status"]["message"].startswith('Job tiny-g1 could not be created yet (jobs.batch "tiny-g1" is '
-                                                  "forbidden: exceeded quota: job-count")
+    assert stored["status"]["message"].startswith(
+        'Job tiny-g1 could not be created yet (jobs.batch "tiny-g1" is forbidden: exceeded quota: job-count'
+    )
     assert converge.awaits_job(stored)  # still the sweep's to try again
     _refuse_jobs(api, None)  # a finished Job deleted: the quota has room
     assert converge.recreate(stored, admin=AdminPolicy(), default_image="runner:1", emit=kube.create_event, now=T0)

@@ -74,8 +74,9 @@ def test_a_token_on_a_finished_run_starts_a_fresh_one_beside_it() -> None:
 
 def test_the_same_token_again_or_its_removal_changes_nothing() -> None:
     old, status = _first_run()
-    rerun = reconcile.plan(_with_token(_body(SPEC, generation=1, status=status), "2026-12-01"), parse_spec(SPEC),
-                           jobs=[old], now=NOW)  # fmt: skip
+    rerun = reconcile.plan(
+        _with_token(_body(SPEC, generation=1, status=status), "2026-12-01"), parse_spec(SPEC), jobs=[old], now=NOW
+    )
     (job,) = _jobs(rerun)
     for phase in conditions.TERMINAL_PHASES:
         done = _finished(status, rerun, phase)
@@ -91,21 +92,24 @@ def test_a_restart_during_a_rerun_adopts_its_job() -> None:
     rerun = reconcile.plan(body, parse_spec(SPEC), jobs=[old], now=NOW)
     (job,) = _jobs(rerun)
     running = _applied(status, rerun, phase=conditions.RUNNING)
-    again = reconcile.plan(_with_token(_body(SPEC, generation=1, status=running), "2026-12-01"), parse_spec(SPEC),
-                           jobs=[job], now=NOW)  # fmt: skip
+    again = reconcile.plan(
+        _with_token(_body(SPEC, generation=1, status=running), "2026-12-01"), parse_spec(SPEC), jobs=[job], now=NOW
+    )
     assert _jobs(again) == [] and not again.new_run and not again.delete_jobs and again.status == {}
 
 
 def test_a_changed_token_replaces_a_running_rerun() -> None:
     old, status = _first_run()
-    first = reconcile.plan(_with_token(_body(SPEC, generation=1, status=status), "a"), parse_spec(SPEC),
-                           jobs=[old], now=NOW)  # fmt: skip
+    first = reconcile.plan(
+        _with_token(_body(SPEC, generation=1, status=status), "a"), parse_spec(SPEC), jobs=[old], now=NOW
+    )
     (running_job,) = _jobs(first)
     running = _applied(status, first, phase=conditions.RUNNING)
     # The old ev-g1 is still being deleted: it must be neither the current run nor deleted twice.
     old["metadata"]["deletionTimestamp"] = "2025-05-01T11:00:00Z"
-    plan = reconcile.plan(_with_token(_body(SPEC, generation=1, status=running), "b"), parse_spec(SPEC),
-                          jobs=[old, running_job], now=NOW)  # fmt: skip
+    plan = reconcile.plan(
+        _with_token(_body(SPEC, generation=1, status=running), "b"), parse_spec(SPEC), jobs=[old, running_job], now=NOW
+    )
     digest_b = hashlib.sha256(b"b").hexdigest()[:6]
     assert plan.new_run and [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g1-r{digest_b}"]
     assert plan.delete_jobs == (f"ev-g1-r{hashlib.sha256(b'a').hexdigest()[:6]}",)
@@ -114,21 +118,25 @@ def test_a_changed_token_replaces_a_running_rerun() -> None:
 
 def test_a_suspend_toggle_during_a_rerun_pauses_the_same_run() -> None:
     old, status = _first_run()
-    rerun = reconcile.plan(_with_token(_body(SPEC, generation=1, status=status), "t"), parse_spec(SPEC),
-                           jobs=[old], now=NOW)  # fmt: skip
+    rerun = reconcile.plan(
+        _with_token(_body(SPEC, generation=1, status=status), "t"), parse_spec(SPEC), jobs=[old], now=NOW
+    )
     (job,) = _jobs(rerun)
     suspended = {**SPEC, "suspend": True}
     running = _applied(status, rerun)
-    plan = reconcile.plan(_with_token(_body(suspended, generation=2, status=running), "t"), parse_spec(suspended),
-                          jobs=[job], now=NOW)  # fmt: skip
+    plan = reconcile.plan(
+        _with_token(_body(suspended, generation=2, status=running), "t"), parse_spec(suspended), jobs=[job], now=NOW
+    )
     assert _jobs(plan) == [] and not plan.new_run and not plan.delete_jobs
     assert plan.suspend_job == (job["metadata"]["name"], True)
 
 
 @pytest.mark.parametrize("name", ["ev", "llama-3.1-8b.mmlu", "x" * 253, "8b"])
 def test_rerun_names_are_valid_and_apart(name: str) -> None:
-    refs = [builders.EvaluationRef(name=name, namespace="ns", uid="u", generation=123456, rerun=token)
-            for token in (None, "2026-12-01", "2026-12-02", "a" * 500)]  # fmt: skip
+    refs = [
+        builders.EvaluationRef(name=name, namespace="ns", uid="u", generation=123456, rerun=token)
+        for token in (None, "2026-12-01", "2026-12-02", "a" * 500)
+    ]
     names = [builders.job_name(ref) for ref in refs]
     assert len(set(names)) == len(names)
     for job_name in names:
@@ -143,8 +151,9 @@ def test_a_bumped_token_asks_for_a_decision_and_a_removed_one_does_not() -> None
     assert not trigger.needs_decision(finished, first_sight=True)
     bumped = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1}), "2026-12-01")
     assert trigger.needs_decision(bumped, first_sight=False)
-    ran = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1,
-                                                        "rerunToken": "2026-12-01"}), "2026-12-01")  # fmt: skip
+    ran = _with_token(
+        _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"}), "2026-12-01"
+    )
     assert not trigger.needs_decision(ran, first_sight=True)
     # The annotation removed after that run: its token stays the one asked for; nothing to do.
     removed = _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"})

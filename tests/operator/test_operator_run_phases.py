@@ -20,9 +20,13 @@ from assay.runner.results import run_timing
 from assay.runner.results.status_sink import FileStatusSink
 from assay.run_results import RunResults
 
-RESULTS = RunResults.from_lmeval_dict({"results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
-                                       "n-samples": {"arc_easy": {"original": 4, "effective": 4}},
-                                       "versions": {"arc_easy": 1}})  # fmt: skip
+RESULTS = RunResults.from_lmeval_dict(
+    {
+        "results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
+        "n-samples": {"arc_easy": {"original": 4, "effective": 4}},
+        "versions": {"arc_easy": 1},
+    }
+)
 
 
 def _at(seconds: float) -> str:
@@ -31,9 +35,17 @@ def _at(seconds: float) -> str:
 
 def test_a_process_knows_when_it_started() -> None:
     before = time.time()
-    out = subprocess.run([sys.executable, "-c", "import time; time.sleep(0.5); "
-                          "from assay.runner.results.run_timing import process_start_time; print(process_start_time())"],
-                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(0.5); "
+            "from assay.runner.results.run_timing import process_start_time; print(process_start_time())",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     after = time.time()
     started = float(out)
     # /proc/stat's boot time is in whole seconds: the start is known to within one.
@@ -69,15 +81,23 @@ def test_the_model_is_told_nothing_before_rank_0_reports_the_start() -> None:
         def __init__(self) -> None:
             self.resps: list[object] = []
 
-    doc_work.run_requests(Model(), [Instance(), Instance()], lambda done, total: calls.append(("progress", done)),
-                          global_total=2)  # fmt: skip
+    doc_work.run_requests(
+        Model(), [Instance(), Instance()], lambda done, total: calls.append(("progress", done)), global_total=2
+    )
     assert calls == [("progress", 0), ("model", 2), ("progress", 2)]
 
 
-STATUS = {"phase": "Succeeded", "jobName": "ev-g1", "startTime": "2026-12-03T10:00:00Z",
-          "timing": {"runnerStarted": "2026-12-03T10:00:07.500Z", "requestsStarted": "2026-12-03T10:00:12Z",
-                     "finished": "2026-12-03T10:01:00Z"},
-          "completionTime": "2026-12-03T10:01:02Z"}  # fmt: skip
+STATUS = {
+    "phase": "Succeeded",
+    "jobName": "ev-g1",
+    "startTime": "2026-12-03T10:00:00Z",
+    "timing": {
+        "runnerStarted": "2026-12-03T10:00:07.500Z",
+        "requestsStarted": "2026-12-03T10:00:12Z",
+        "finished": "2026-12-03T10:01:00Z",
+    },
+    "completionTime": "2026-12-03T10:01:02Z",
+}
 
 
 def test_the_phases_add_up_to_the_run() -> None:
@@ -91,8 +111,10 @@ def test_the_phases_add_up_to_the_run() -> None:
 
 
 def _counts(registry: CollectorRegistry) -> dict[str, float]:
-    return {phase: registry.get_sample_value("assay_run_phase_seconds_count", {"phase": phase}) or 0.0
-            for phase in run_phases.PHASES}  # fmt: skip
+    return {
+        phase: registry.get_sample_value("assay_run_phase_seconds_count", {"phase": phase}) or 0.0
+        for phase in run_phases.PHASES
+    }
 
 
 def test_each_run_is_counted_once_and_only_when_it_succeeded_while_watched() -> None:

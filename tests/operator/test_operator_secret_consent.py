@@ -72,8 +72,13 @@ class FakeApiServer:
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def add_secret(self, name: str, labels: dict[str, str] | None = None) -> None:
-        self.secrets[name] = {"apiVersion": "v1", "kind": "Secret", "type": "Opaque", "data": {"token": TOKEN},
-                              "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels or {}}}  # fmt: skip
+        self.secrets[name] = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "Opaque",
+            "data": {"token": TOKEN},
+            "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels or {}},
+        }
 
     def answer(self, method: str, path: str, accept: str, body: Any) -> tuple[int, Any]:
         secret = _SECRET_PATH.match(path)
@@ -82,7 +87,11 @@ class FakeApiServer:
                 return 404, {"kind": "Status", "status": "Failure", "reason": "NotFound", "code": 404}
             found = self.secrets[secret.group(1)]
             if accept == kube.PARTIAL_METADATA:
-                return 200, {"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": found["metadata"]}
+                return 200, {
+                    "apiVersion": "meta.k8s.io/v1",
+                    "kind": "PartialObjectMetadata",
+                    "metadata": found["metadata"],
+                }
             return 200, found
         status = _STATUS_PATH.match(path)
         if method == "PATCH" and status:
@@ -113,11 +122,15 @@ def _spec(**fields: Any) -> dict[str, Any]:
 
 
 def _endpoint_spec(secret: str) -> dict[str, Any]:
-    return _spec(model="local-completions", endpoint={"url": "http://vllm.models:8000/v1/completions",
-                                                      "apiKeySecret": {"name": secret}})  # fmt: skip
+    return _spec(
+        model="local-completions",
+        endpoint={"url": "http://vllm.models:8000/v1/completions", "apiKeySecret": {"name": secret}},
+    )
 
 
-def _check(spec: dict[str, Any], secrets: dict[str, dict[str, str] | None], *, label: str = "assay.dev/evaluations=allowed") -> list[str]:
+def _check(
+    spec: dict[str, Any], secrets: dict[str, dict[str, str] | None], *, label: str = "assay.dev/evaluations=allowed"
+) -> list[str]:
     """secret_consent.check over a dict of Secret name → labels (None: no such Secret); the names read."""
     reads: list[str] = []
 
@@ -156,8 +169,11 @@ def test_a_secret_without_the_label_is_refused_in_one_sentence(labels: dict[str,
 
 
 def test_a_missing_secret_and_the_second_reference_are_named() -> None:
-    with pytest.raises(UserError, match=r"^spec.endpoint.apiKeySecret names Secret 'gone', which does not exist in "
-                                        r"namespace team-a: create it, then label it with `kubectl label secret gone"):  # fmt: skip
+    with pytest.raises(
+        UserError,
+        match=r"^spec.endpoint.apiKeySecret names Secret 'gone', which does not exist in "
+        r"namespace team-a: create it, then label it with `kubectl label secret gone",
+    ):
         _check({**_endpoint_spec("gone"), "hfTokenSecret": {"name": "hf"}}, {"hf": CONSENT})
 
 
@@ -168,28 +184,46 @@ def test_the_admins_label_is_the_one_asked_for() -> None:
         _check(_spec(hfTokenSecret={"name": "hf"}), {"hf": CONSENT}, label=label)
 
 
-@pytest.mark.parametrize("raw", ['{"secretConsentLabel": "no-value"}', '{"secretConsentLabel": "a b=c"}',
-                                 '{"secretConsentLabel": ""}', '{"secretConsentLabel": "k=v=w"}'])  # fmt: skip
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '{"secretConsentLabel": "no-value"}',
+        '{"secretConsentLabel": "a b=c"}',
+        '{"secretConsentLabel": ""}',
+        '{"secretConsentLabel": "k=v=w"}',
+    ],
+)
 def test_a_bad_consent_label_in_the_policy_is_one_sentence(raw: str) -> None:
     with pytest.raises(UserError, match=r"secretConsentLabel must be one Kubernetes label as key=value"):
         AdminPolicy.from_json(raw)
-    assert AdminPolicy.from_json('{"secretConsentLabel": "team.example/ok="}').secret_consent_label == "team.example/ok="
+    assert (
+        AdminPolicy.from_json('{"secretConsentLabel": "team.example/ok="}').secret_consent_label == "team.example/ok="
+    )
 
 
 def test_only_the_metadata_is_asked_for_and_kept(api: FakeApiServer) -> None:
     api.add_secret("hf", CONSENT)
     metadata = kube.get_metadata("Secret", "v1", namespace=NAMESPACE, name="hf")
     assert metadata == {"name": "hf", "namespace": NAMESPACE, "labels": CONSENT}
-    assert api.requests == [{"method": "GET", "path": f"/api/v1/namespaces/{NAMESPACE}/secrets/hf",
-                             "accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"}]  # fmt: skip
+    assert api.requests == [
+        {
+            "method": "GET",
+            "path": f"/api/v1/namespaces/{NAMESPACE}/secrets/hf",
+            "accept": "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+        }
+    ]
     # The server held the value, and never sent it: the operator's memory never had it.
     assert not [a for a in api.answers if TOKEN.encode() in a]
     assert kube.get_metadata("Secret", "v1", namespace=NAMESPACE, name="absent") is None
 
 
 def _evaluation(api: FakeApiServer, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "spec": spec,
-                  "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1}}  # fmt: skip
+    evaluation = {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "spec": spec,
+        "metadata": {"name": name, "namespace": NAMESPACE, "uid": f"uid-{name}", "generation": 1},
+    }
     api.evaluations[name] = json.loads(json.dumps(evaluation))
     return evaluation
 
@@ -230,10 +264,17 @@ def test_a_labelled_secret_is_used(api: FakeApiServer) -> None:
 def test_the_chart_lets_the_operator_get_secrets_and_nothing_more() -> None:
     assert HELM is not None
     for args in ([], ["--set", "watchNamespaces={team-a}"]):
-        out = subprocess.run([HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-                             check=True, capture_output=True, text=True).stdout  # fmt: skip
-        (role,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("ClusterRole", "Role")
-                   and d["metadata"]["name"] == "ev-assay"]  # fmt: skip
+        out = subprocess.run(
+            [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        (role,) = [
+            d
+            for d in yaml.safe_load_all(out)
+            if d and d["kind"] in ("ClusterRole", "Role") and d["metadata"]["name"] == "ev-assay"
+        ]
         verbs = {res: set(r["verbs"]) for r in role["rules"] if r["apiGroups"] == [""] for res in r["resources"]}
         # `get` by name, for the labels: no list or watch, which would bring every Secret's values.
         assert verbs["secrets"] == {"get"}

@@ -18,8 +18,12 @@ def test_defaults_follow_lm_eval() -> None:
     spec = parse_spec(MINIMAL)
     options = spec.run_options()
     assert options.batch_size == BatchSize(1) and options.batch_size.given == 1
-    assert (options.random_seed, options.numpy_random_seed, options.torch_random_seed,
-            options.fewshot_random_seed) == (0, 1234, 1234, 1234)  # fmt: skip
+    assert (options.random_seed, options.numpy_random_seed, options.torch_random_seed, options.fewshot_random_seed) == (
+        0,
+        1234,
+        1234,
+        1234,
+    )
     assert options.num_fewshot is None and options.limit is None
     assert options.apply_chat_template is False and options.fewshot_as_multiturn is False
     assert options.confirm_run_unsafe_code is False and options.log_samples is False
@@ -27,19 +31,38 @@ def test_defaults_follow_lm_eval() -> None:
 
 
 def test_every_field_maps_through() -> None:
-    spec = parse_spec({
-        "model": "hf", "modelArgs": {"pretrained": "org/m", "dtype": "bfloat16"}, "tasks": ["a", "b"],
-        "numFewshot": 5, "limit": 0.5, "batchSize": "auto:2", "maxBatchSize": 32,
-        "genKwargs": {"temperature": 0}, "seed": 7, "applyChatTemplate": True, "chatTemplate": "default",
-        "systemInstruction": "Be brief.", "predictOnly": True, "metadata": {"max_seq_lengths": [2048]},
-        "trustRemoteCode": True, "allowUnsafeCode": True,
-    })  # fmt: skip
+    spec = parse_spec(
+        {
+            "model": "hf",
+            "modelArgs": {"pretrained": "org/m", "dtype": "bfloat16"},
+            "tasks": ["a", "b"],
+            "numFewshot": 5,
+            "limit": 0.5,
+            "batchSize": "auto:2",
+            "maxBatchSize": 32,
+            "genKwargs": {"temperature": 0},
+            "seed": 7,
+            "applyChatTemplate": True,
+            "chatTemplate": "default",
+            "systemInstruction": "Be brief.",
+            "predictOnly": True,
+            "metadata": {"max_seq_lengths": [2048]},
+            "trustRemoteCode": True,
+            "allowUnsafeCode": True,
+        }
+    )
     options = spec.run_options(use_cache="/cache/requests")
-    assert options.model_args == options.parsed_model_args == {"pretrained": "org/m", "dtype": "bfloat16", "trust_remote_code": True}
+    assert (
+        options.model_args
+        == options.parsed_model_args
+        == {"pretrained": "org/m", "dtype": "bfloat16", "trust_remote_code": True}
+    )
     assert list(options.tasks) == ["a", "b"] and options.num_fewshot == 5 and options.limit == 0.5
     assert options.batch_size == BatchSize(None, 2, "auto:2") and options.max_batch_size == 32
     assert options.gen_kwargs == {"temperature": 0} and options.use_cache == "/cache/requests"
-    assert {options.random_seed, options.numpy_random_seed, options.torch_random_seed, options.fewshot_random_seed} == {7}
+    assert {options.random_seed, options.numpy_random_seed, options.torch_random_seed, options.fewshot_random_seed} == {
+        7
+    }
     # A named template is passed by name; few-shot as multiturn defaults on with a chat template.
     assert options.apply_chat_template == "default" and options.fewshot_as_multiturn is True
     assert options.system_instruction == "Be brief."
@@ -106,6 +129,13 @@ def test_manifest_checks_kind_and_name() -> None:
 
 def test_the_runner_contract_is_documented() -> None:
     doc = inspect.getdoc(spec_module) or ""
-    for name in ("ASSAY_EVALUATION_FILE", "ASSAY_EVALUATION_NAME", "ASSAY_EVALUATION_NAMESPACE", "ASSAY_OUTPUT_DIR",
-                 "--spec", "--check", str(spec_module.CONFIG_ERROR_EXIT_CODE)):  # fmt: skip
+    for name in (
+        "ASSAY_EVALUATION_FILE",
+        "ASSAY_EVALUATION_NAME",
+        "ASSAY_EVALUATION_NAMESPACE",
+        "ASSAY_OUTPUT_DIR",
+        "--spec",
+        "--check",
+        str(spec_module.CONFIG_ERROR_EXIT_CODE),
+    ):
         assert name in doc

@@ -30,17 +30,27 @@ from tests.status_api import ApiServer
 
 LM_EVAL_RESULTS = {
     "results": {
-        "arc_easy": {"alias": "arc_easy", "acc,none": 0.6, "acc_stderr,none": 0.01, "acc_norm,none": 0.55,
-                     "acc_norm_stderr,none": 0.011},
-        "lambada_openai": {"alias": "lambada_openai", "perplexity,none": float("inf"), "perplexity_stderr,none": "N/A",
-                           "acc,none": 0.4, "acc_stderr,none": 0.02},
+        "arc_easy": {
+            "alias": "arc_easy",
+            "acc,none": 0.6,
+            "acc_stderr,none": 0.01,
+            "acc_norm,none": 0.55,
+            "acc_norm_stderr,none": 0.011,
+        },
+        "lambada_openai": {
+            "alias": "lambada_openai",
+            "perplexity,none": float("inf"),
+            "perplexity_stderr,none": "N/A",
+            "acc,none": 0.4,
+            "acc_stderr,none": 0.02,
+        },
     },
     "groups": {"ai2_arc": {"acc,none": 0.5, "acc_stderr,none": 0.03}},
     "n-samples": {"arc_easy": {"original": 2376, "effective": 10}},
     "versions": {"arc_easy": 1.0, "lambada_openai": 1},
     "samples": {"arc_easy": [{"doc": "never in status"}]},
     "configs": {"arc_easy": {"big": "x" * 1000}},
-}  # fmt: skip
+}
 RUN = RunResults.from_lmeval_dict(LM_EVAL_RESULTS)
 
 
@@ -61,8 +71,14 @@ class RecordingCustomObjectsApi:
 
     def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kwargs):  # noqa: ANN001
         assert (group, version, plural) == ("assay.dev", "v1alpha1", "evaluations")
-        self.patches.append({"namespace": namespace, "name": name, "body": _as_merge_patch(json.loads(json.dumps(body))),
-                             "content_type": kwargs.get("_content_type")})  # fmt: skip
+        self.patches.append(
+            {
+                "namespace": namespace,
+                "name": name,
+                "body": _as_merge_patch(json.loads(json.dumps(body))),
+                "content_type": kwargs.get("_content_type"),
+            }
+        )
 
     def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
         return {"metadata": {"name": name, "generation": self.generation}}
@@ -79,8 +95,9 @@ def _as_merge_patch(body: Any) -> dict[str, Any]:
 def test_condense_keeps_metrics_and_stderr_never_samples() -> None:
     status = condense_results(RUN)
     assert status["results"]["arc_easy"] == {
-        "acc,none": {"value": 0.6, "stderr": 0.01}, "acc_norm,none": {"value": 0.55, "stderr": 0.011},
-    }  # fmt: skip
+        "acc,none": {"value": 0.6, "stderr": 0.01},
+        "acc_norm,none": {"value": 0.55, "stderr": 0.011},
+    }
     # JSON has no inf, lm-eval's "N/A" stderr becomes null.
     assert status["results"]["lambada_openai"]["perplexity,none"] == {"value": None, "stderr": None}
     assert status["groups"] == {"ai2_arc": {"acc,none": {"value": 0.5, "stderr": 0.03}}}
@@ -112,11 +129,18 @@ def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
     sink.progress(100, 100)  # the last step always goes
     assert [p["body"]["status"]["progress"]["requestsDone"] for p in api.patches] == [1, 30, 100]
     # 29 requests in 6 s since the first report: 70 left take 14 s more.
-    assert api.patches[1]["body"]["status"]["progress"] == {"requestsDone": 30, "requestsTotal": 100, "etaSeconds": 14,
-                                                            "summary": "30/100 (30%) ETA 14s"}  # fmt: skip
+    assert api.patches[1]["body"]["status"]["progress"] == {
+        "requestsDone": 30,
+        "requestsTotal": 100,
+        "etaSeconds": 14,
+        "summary": "30/100 (30%) ETA 14s",
+    }
     assert api.patches[0]["body"]["status"]["progress"]["summary"] == "1/100 (1%)"  # no rate yet
-    assert api.patches[2]["body"]["status"]["progress"] == {"requestsDone": 100, "requestsTotal": 100,
-                                                            "summary": "100/100 (100%)"}  # fmt: skip
+    assert api.patches[2]["body"]["status"]["progress"] == {
+        "requestsDone": 100,
+        "requestsTotal": 100,
+        "summary": "100/100 (100%)",
+    }
     sink.finished(RUN)
     final = api.patches[-1]
     assert final["name"] == "ev" and final["namespace"] == "team"
@@ -252,8 +276,14 @@ def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> N
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env[ENV_JOB_NAME] == "ev-g1"
     monkeypatch.setattr(status_sink, "_custom_objects_api", RecordingCustomObjectsApi)
-    sink = status_sink.sink_from_env({"ASSAY_EVALUATION_NAME": "ev", "ASSAY_EVALUATION_NAMESPACE": "ns",
-                                      "ASSAY_EVALUATION_GENERATION": "1", ENV_JOB_NAME: "ev-g1"})  # fmt: skip
+    sink = status_sink.sink_from_env(
+        {
+            "ASSAY_EVALUATION_NAME": "ev",
+            "ASSAY_EVALUATION_NAMESPACE": "ns",
+            "ASSAY_EVALUATION_GENERATION": "1",
+            ENV_JOB_NAME: "ev-g1",
+        }
+    )
     assert isinstance(sink, status_sink.KubernetesStatusSink) and sink.job_name == "ev-g1"
 
 
@@ -271,12 +301,16 @@ def test_the_scores_land_in_the_runs_own_status_then_the_files_outcome(api_serve
     sink = api_server.sink()
     sink.progress(3, 10)
     assert sink.finished(RUN) is True
-    sink.output(written=False, message="The results files could not be written under /output/ev/g1 (No space left on device).")
+    sink.output(
+        written=False, message="The results files could not be written under /output/ev/g1 (No space left on device)."
+    )
     status = api_server.object["status"]
     assert status["progress"]["requestsDone"] == 3 and status["jobName"] == "ev-g1"
     assert status["results"]["arc_easy"]["acc,none"]["value"] == 0.6 and status["runnerMessage"] == "Evaluated 2 tasks."
-    assert status["outputFiles"] == {"written": False, "message": "The results files could not be written under "
-                                     "/output/ev/g1 (No space left on device)."}  # fmt: skip
+    assert status["outputFiles"] == {
+        "written": False,
+        "message": "The results files could not be written under /output/ev/g1 (No space left on device).",
+    }
     assert {kind for method, kind in api_server.requests if method == "PATCH"} == {"application/json-patch+json"}
 
 
@@ -326,8 +360,9 @@ def test_an_api_server_away_past_the_patience_fails_the_run(api_server: ApiServe
     api = api_server.api()
     api_server.httpd.shutdown()
     api_server.httpd.server_close()
-    sink = KubernetesStatusSink(name="ev", namespace="team", job_name="ev-g1", api=api, sleep=api_server.waits.append,
-                                final_patience=5)  # fmt: skip
+    sink = KubernetesStatusSink(
+        name="ev", namespace="team", job_name="ev-g1", api=api, sleep=api_server.waits.append, final_patience=5
+    )
     with pytest.raises(ResultsNotRecorded):
         sink.finished(RUN)
     assert api_server.waits == [1, 2]

@@ -48,8 +48,9 @@ def test_the_suite_is_a_model_by_task_matrix_with_its_own_tasks() -> None:
     assert name.startswith("suite-tasks-") and name != "suite-tasks"
     for evaluation in evaluations:
         assert evaluation["spec"]["taskSources"] == [{"configMap": name}]
-        statuses = validation.validate_with_sources(parse_spec(evaluation["spec"]), namespace="suite",
-                                                    get={name: config_map}.get)  # fmt: skip
+        statuses = validation.validate_with_sources(
+            parse_spec(evaluation["spec"]), namespace="suite", get={name: config_map}.get
+        )
         assert statuses[0]["tasks"] == ["arc_easy_qa", "suite_qa"]
 
 
@@ -94,7 +95,9 @@ def test_the_gated_suite_compares_each_candidate_with_its_production_twin() -> N
     from assay.operator.build import children
 
     evaluations = {d["metadata"]["name"]: d for d in _render(EXAMPLES / "suite-gated") if d["kind"] == "Evaluation"}
-    candidates = {name: e for name, e in evaluations.items() if e["metadata"]["labels"]["assay.dev/role"] == "candidate"}
+    candidates = {
+        name: e for name, e in evaluations.items() if e["metadata"]["labels"]["assay.dev/role"] == "candidate"
+    }
     assert len(candidates) == 2 and len(evaluations) == 4
     for name, evaluation in candidates.items():
         spec = parse_spec(evaluation["spec"])

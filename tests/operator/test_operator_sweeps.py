@@ -33,12 +33,16 @@ PERIODIC = "assay.operator.runtime.periodic"
 
 def _accepted_run(api: LocalApiServer) -> dict[str, Any]:
     """An Evaluation whose run was decided over HTTP: its status written, its Job created."""
-    evaluation = {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-                  "metadata": {"name": "tiny", "namespace": "evals", "uid": "uid-tiny", "generation": 1},
-                  "spec": SPEC}  # fmt: skip
+    evaluation = {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "tiny", "namespace": "evals", "uid": "uid-tiny", "generation": 1},
+        "spec": SPEC,
+    }
     api.put(evaluation, EVALUATION)
-    converge.carry_out(evaluation, spec_module.parse_spec(SPEC), now=T0, default_image="runner:1",
-                       emit=kube.create_event)  # fmt: skip
+    converge.carry_out(
+        evaluation, spec_module.parse_spec(SPEC), now=T0, default_image="runner:1", emit=kube.create_event
+    )
     stored = api.get(EVALUATION)
     assert stored is not None and api.get(JOB) is not None
     return stored
@@ -52,17 +56,21 @@ def _until(condition: Callable[[], bool], what: str, timeout: float = 20.0) -> N
 
 
 def _lines(caplog: pytest.LogCaptureFixture, level: int, text: str) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == PERIODIC and r.levelno == level and text in r.getMessage()]
+    return [
+        r.getMessage() for r in caplog.records if r.name == PERIODIC and r.levelno == level and text in r.getMessage()
+    ]
 
 
 def test_the_resync_outlives_an_outage_and_brings_back_a_job_deleted_meanwhile(
-        api: LocalApiServer, caplog: pytest.LogCaptureFixture) -> None:  # fmt: skip
+    api: LocalApiServer, caplog: pytest.LogCaptureFixture
+) -> None:
     caplog.set_level(logging.INFO, logger=PERIODIC)
     runs = converge.UnfinishedRuns()
     runs.observe(_accepted_run(api))
     counted: list[tuple[str, str]] = []
-    sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=lambda *e: counted.append(e), interval=0.05)  # fmt: skip
+    sweeper = converge.LostJobSweeper(
+        runs=runs, admin=AdminPolicy(), default_image="runner:1", on_error=lambda *e: counted.append(e), interval=0.05
+    )
     sweeper.start()
     try:
         api.failing = status(500, "InternalError", "Internal error occurred: etcdserver: leader changed")
@@ -89,13 +97,24 @@ def test_a_running_runs_ended_job_reaches_its_status_without_a_watch_event(api: 
     api.put({**stored, "status": {**stored["status"], "phase": "Running", "reason": "PodsRunning"}}, EVALUATION)
     job = api.get(JOB)
     assert job is not None
-    api.put({**job, "status": {"startTime": "2025-05-01T12:00:01Z", "completionTime": "2025-05-01T12:05:00Z",
-                               "succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}}, JOB)  # fmt: skip
+    api.put(
+        {
+            **job,
+            "status": {
+                "startTime": "2025-05-01T12:00:01Z",
+                "completionTime": "2025-05-01T12:05:00Z",
+                "succeeded": 1,
+                "conditions": [{"type": "Complete", "status": "True"}],
+            },
+        },
+        JOB,
+    )
     now = [0.0]
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
     runs.observe(api.get(EVALUATION) or {})
-    sweeper = converge.LostJobSweeper(runs=runs, admin=AdminPolicy(), default_image="runner:1",
-                                      on_error=lambda *e: pytest.fail(f"{e}"), interval=30)  # fmt: skip
+    sweeper = converge.LostJobSweeper(
+        runs=runs, admin=AdminPolicy(), default_image="runner:1", on_error=lambda *e: pytest.fail(f"{e}"), interval=30
+    )
     now[0] = 30.0
     just = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     api.put({**job, "status": {**(api.get(JOB) or {})["status"], "completionTime": just}}, JOB)
@@ -123,7 +142,8 @@ def test_each_kind_of_failure_is_logged_once_until_a_clean_pass(caplog: pytest.L
     assert len(_lines(caplog, logging.WARNING, "http_503")) == 1
     assert len(_lines(caplog, logging.WARNING, "ConnectionRefusedError")) == 1
     assert _lines(caplog, logging.INFO, "recovered") == [
-        "The pending sweep recovered after 2 ConnectionRefusedError, 2 http_503."]
+        "The pending sweep recovered after 2 ConnectionRefusedError, 2 http_503."
+    ]
 
 
 def test_a_pass_that_raises_is_not_the_end_of_the_thread() -> None:

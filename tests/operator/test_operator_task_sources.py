@@ -62,29 +62,56 @@ def test_without_the_config_map_the_task_is_unknown() -> None:
 @pytest.mark.parametrize(
     ("config_maps", "message"),
     [
-        ({}, "spec.taskSources: ConfigMap 'suite' does not exist in namespace 'team-a'; create it "
-             "(kubectl create configmap suite --from-file=TASK.yaml) or remove it from spec.taskSources."),
+        (
+            {},
+            "spec.taskSources: ConfigMap 'suite' does not exist in namespace 'team-a'; create it "
+            "(kubectl create configmap suite --from-file=TASK.yaml) or remove it from spec.taskSources.",
+        ),
         ({"suite": _config_map("suite", {})}, "ConfigMap 'suite' has no keys; add task YAMLs (NAME.yaml) to it."),
-        ({"suite": _config_map("suite", {"a.yaml": "task: x\n", "b.yaml": "#" * task_sources.MAX_BYTES})},
-         f"ConfigMap 'suite' holds {task_sources.MAX_BYTES + 8} bytes, more than the {task_sources.MAX_BYTES} allowed"),
-        ({"suite": _config_map("suite", {"a.yaml": ARC_QA}, binaryData={"b.bin": "AAAA"})},
-         "ConfigMap 'suite' key 'b.bin' is binary data; task YAMLs are text."),
-        ({"suite": _config_map("suite", {"a.yaml": ARC_QA, "utils.py": "def f(): pass\n"})},
-         "ConfigMap 'suite' key 'utils.py' is Python code, which this cluster does not run from ConfigMaps: remove "
-         "it and its `!function` tags, or ask the cluster admin to set policy.allowTaskCode."),
+        (
+            {"suite": _config_map("suite", {"a.yaml": "task: x\n", "b.yaml": "#" * task_sources.MAX_BYTES})},
+            f"ConfigMap 'suite' holds {task_sources.MAX_BYTES + 8} bytes, more than the {task_sources.MAX_BYTES} allowed",
+        ),
+        (
+            {"suite": _config_map("suite", {"a.yaml": ARC_QA}, binaryData={"b.bin": "AAAA"})},
+            "ConfigMap 'suite' key 'b.bin' is binary data; task YAMLs are text.",
+        ),
+        (
+            {"suite": _config_map("suite", {"a.yaml": ARC_QA, "utils.py": "def f(): pass\n"})},
+            "ConfigMap 'suite' key 'utils.py' is Python code, which this cluster does not run from ConfigMaps: remove "
+            "it and its `!function` tags, or ask the cluster admin to set policy.allowTaskCode.",
+        ),
         ({"suite": _config_map("suite", {"a.json": "{}"})}, "ConfigMap 'suite' key 'a.json' is not a task YAML"),
-        ({"suite": _config_map("suite", {"a.yaml": "task: [arc_easy_qa\n"})},
-         "spec.taskSources: ConfigMap 'suite' key 'a.yaml': It is malformed at line 2: did not find expected ',' or "
-         "']'; fix the YAML syntax."),
-        ({"suite": _config_map("suite", {"a.yaml": ARC_QA.replace("doc_to_text", "doc_to_txt")})},
-         "spec.taskSources: ConfigMap 'suite' key 'a.yaml': Task 'arc_easy_qa' has unknown key 'doc_to_txt'."),
-        ({"suite": _config_map("suite", {"a.yaml": "dataset_path: x\n"})},
-         "ConfigMap 'suite' key 'a.yaml': It has neither a 'task' nor a 'group' key"),
-        ({"suite": _config_map("suite", {"a.yaml": "include: missing.yaml\ntask: t\n"})},
-         "ConfigMap 'suite' key 'a.yaml': Task YAML missing.yaml does not exist; check the path or the include."),
+        (
+            {"suite": _config_map("suite", {"a.yaml": "task: [arc_easy_qa\n"})},
+            "spec.taskSources: ConfigMap 'suite' key 'a.yaml': It is malformed at line 2: did not find expected ',' or "
+            "']'; fix the YAML syntax.",
+        ),
+        (
+            {"suite": _config_map("suite", {"a.yaml": ARC_QA.replace("doc_to_text", "doc_to_txt")})},
+            "spec.taskSources: ConfigMap 'suite' key 'a.yaml': Task 'arc_easy_qa' has unknown key 'doc_to_txt'.",
+        ),
+        (
+            {"suite": _config_map("suite", {"a.yaml": "dataset_path: x\n"})},
+            "ConfigMap 'suite' key 'a.yaml': It has neither a 'task' nor a 'group' key",
+        ),
+        (
+            {"suite": _config_map("suite", {"a.yaml": "include: missing.yaml\ntask: t\n"})},
+            "ConfigMap 'suite' key 'a.yaml': Task YAML missing.yaml does not exist; check the path or the include.",
+        ),
     ],
-    ids=["missing", "empty", "too-large", "binary", "python", "not-yaml", "malformed", "unknown-field", "no-name",
-         "missing-include"],
+    ids=[
+        "missing",
+        "empty",
+        "too-large",
+        "binary",
+        "python",
+        "not-yaml",
+        "malformed",
+        "unknown-field",
+        "no-name",
+        "missing-include",
+    ],
 )
 def test_bad_config_maps_are_refused_in_one_sentence_naming_them(config_maps: dict[str, Any], message: str) -> None:
     with pytest.raises(UserError) as error:
@@ -169,7 +196,9 @@ def test_a_function_tag_is_refused_unless_the_admin_allows_task_code() -> None:
 def test_includes_and_functions_may_not_leave_the_config_map(text: str, message: str) -> None:
     with pytest.raises(UserError) as error:
         _validated({**SPEC, "tasks": ["t"]}, {"suite": _config_map("suite", {"a.yaml": text})}, allow_task_code=True)
-    assert message in str(error.value) and str(error.value).startswith("spec.taskSources: ConfigMap 'suite' key 'a.yaml'")
+    assert message in str(error.value) and str(error.value).startswith(
+        "spec.taskSources: ConfigMap 'suite' key 'a.yaml'"
+    )
     assert "/tmp" not in str(error.value) and "\n" not in str(error.value)
 
 
@@ -201,7 +230,10 @@ def test_the_runner_is_told_whether_task_code_may_run(monkeypatch: pytest.Monkey
     spec = parse_spec(SPEC)
 
     def task_code() -> str | None:
-        env = {e["name"]: e.get("value") for e in builders.job(ref, spec)["spec"]["template"]["spec"]["containers"][0]["env"]}
+        env = {
+            e["name"]: e.get("value")
+            for e in builders.job(ref, spec)["spec"]["template"]["spec"]["containers"][0]["env"]
+        }
         return env.get("ASSAY_TASK_CODE")
 
     monkeypatch.delenv("ASSAY_POLICY", raising=False)
@@ -210,12 +242,18 @@ def test_the_runner_is_told_whether_task_code_may_run(monkeypatch: pytest.Monkey
     assert task_code() == "allowed"
 
 
-def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A ConfigMap edited after the operator's check reaches a retry's pod unchecked: the runner holds the line.
     from assay.runner import offline_check
 
-    (tmp_path / "utils.py").write_text(f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\ndef text(doc):\n    return ''\n")
-    (tmp_path / "a.yaml").write_text(ARC_QA.replace('doc_to_text: "Q: {{question}}\\nA:"', "doc_to_text: !function utils.text"))
+    (tmp_path / "utils.py").write_text(
+        f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\ndef text(doc):\n    return ''\n"
+    )
+    (tmp_path / "a.yaml").write_text(
+        ARC_QA.replace('doc_to_text: "Q: {{question}}\\nA:"', "doc_to_text: !function utils.text")
+    )
     spec = parse_spec(SPEC)
     monkeypatch.setenv("ASSAY_TASK_CODE", "refused")
     with pytest.raises(UserError, match="task code from this folder is not allowed here"):

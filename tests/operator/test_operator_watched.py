@@ -69,8 +69,10 @@ def test_pods_are_grouped_by_their_job_label_and_leave_the_group_they_left() -> 
 def test_plain_unwraps_kopfs_view_without_managed_fields_and_without_copying() -> None:
     import kopf
 
-    raw = {"metadata": {"name": "a", "managedFields": [{"manager": "kubectl"}], "labels": {"k": "v"}},
-           "spec": {"tasks": ["arc_easy"]}}  # fmt: skip
+    raw = {
+        "metadata": {"name": "a", "managedFields": [{"manager": "kubectl"}], "labels": {"k": "v"}},
+        "spec": {"tasks": ["arc_easy"]},
+    }
     unwrapped = observe.plain(kopf.Body(raw))
     assert type(unwrapped) is dict and type(unwrapped["metadata"]) is dict
     assert unwrapped == {"metadata": {"name": "a", "labels": {"k": "v"}}, "spec": {"tasks": ["arc_easy"]}}
@@ -97,6 +99,7 @@ class NoReads:
         def read(*args: Any, **kwargs: Any) -> Any:
             self.reads.append(name)
             return copy.deepcopy(self.evaluation) if name == "get_evaluation" else ([] if "list" in name else None)
+
         return read
 
     def patch_status(self, *, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
@@ -115,13 +118,18 @@ def _state() -> OperatorState:
 
 def _evaluation(job_name: str, **status: Any) -> dict[str, Any]:
     accepted = conditions.accepted(None, job_name=job_name, generation=1, now=T0, new_run=True)
-    return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation",
-            "metadata": {"name": "tiny", "namespace": "evals", "uid": "e1", "generation": 1, "resourceVersion": "7"},
-            "spec": {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}},
-            "status": {**{k: v for k, v in accepted.items() if v is not None}, **status}}  # fmt: skip
+    return {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "tiny", "namespace": "evals", "uid": "e1", "generation": 1, "resourceVersion": "7"},
+        "spec": {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}},
+        "status": {**{k: v for k, v in accepted.items() if v is not None}, **status},
+    }
 
 
-def test_a_job_event_reads_the_evaluation_and_pods_from_the_watches_and_writes_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_job_event_reads_the_evaluation_and_pods_from_the_watches_and_writes_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     api = NoReads(monkeypatch)
     job, pod = load("job_pods_pending"), load("pod_image_pull_backoff")
     job["kind"] = "Job"
@@ -140,7 +148,9 @@ def test_a_job_event_reads_the_evaluation_and_pods_from_the_watches_and_writes_o
     assert state.watched.evaluations.get("evals", "tiny")["status"]["reason"] == "ImagePullBackOff"
 
 
-def test_the_api_is_read_when_the_watch_shows_another_run_or_a_fresh_read_is_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_api_is_read_when_the_watch_shows_another_run_or_a_fresh_read_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     api = NoReads(monkeypatch)
     job = load("job_pods_pending")
     job["kind"] = "Job"
@@ -178,8 +188,9 @@ def test_a_new_evaluation_lists_no_children_and_one_that_named_a_job_does(monkey
     api.evaluation = evaluation
     spec = spec_module.parse_spec(evaluation["spec"])
     written: list[Any] = []
-    steps = converge.carry_out(evaluation, spec, now=T0, default_image="img", emit=lambda *a, **k: None,
-                               written=written.append)  # fmt: skip
+    steps = converge.carry_out(
+        evaluation, spec, now=T0, default_image="img", emit=lambda *a, **k: None, written=written.append
+    )
     assert steps.new_run and api.reads == []
     assert written and written[0]["status"]["jobName"] == steps.status["jobName"]
     converge.carry_out(written[0], spec, now=T0, default_image="img", emit=lambda *a, **k: None)

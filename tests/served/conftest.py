@@ -14,7 +14,11 @@ from tests.served.vllm_server import VENV_SCRIPT, VLLMServer
 
 @pytest.fixture(scope="session")
 def vllm_server(gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:  # noqa: F811
-    if not VENV_SCRIPT.is_file() or os.environ.get("ASSAY_SKIP_VLLM") == "1" and os.environ.get("CI", "").lower() != "true":
+    if (
+        not VENV_SCRIPT.is_file()
+        or os.environ.get("ASSAY_SKIP_VLLM") == "1"
+        and os.environ.get("CI", "").lower() != "true"
+    ):
         pytest.skip("the vLLM CPU venv is not available (ASSAY_SKIP_VLLM=1)")
     server = VLLMServer(gpt2_dir, tmp_path_factory.mktemp("vllm") / "server.log", max_model_len=N_POSITIONS)
     server.start()

@@ -16,8 +16,13 @@ import time
 
 def main(which: str, model_dir: str, task_dir: str, out: str, max_len: str) -> None:
     model_args = f"pretrained={model_dir},dtype=float32,max_model_len={max_len},enforce_eager=True,seed=1234"
-    kwargs = dict(tasks=["p_group", "p_gsm", "p_rolling"], limit=6, bootstrap_iters=1000, log_samples=True,
-                  gen_kwargs="max_gen_toks=12")
+    kwargs = dict(
+        tasks=["p_group", "p_gsm", "p_rolling"],
+        limit=6,
+        bootstrap_iters=1000,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=12",
+    )
     start = time.perf_counter()
     if which == "assay":
         from assay.runner.evaluator import simple_evaluate
@@ -36,18 +41,23 @@ def main(which: str, model_dir: str, task_dir: str, out: str, max_len: str) -> N
         # may be gone before the client's threads are joined (SIGABRT about half the time on
         # CPU). Assay's evaluator closes its own engine.
         lm = lm_eval.api.registry.get_model("vllm").create_from_arg_string(
-            model_args, {"batch_size": None, "max_batch_size": None, "device": None},
+            model_args,
+            {"batch_size": None, "max_batch_size": None, "device": None},
         )
         try:
             results = lm_eval.simple_evaluate(
-                model=lm, task_manager=lm_eval.tasks.TaskManager(include_path=task_dir, include_defaults=False), **kwargs,
+                model=lm,
+                task_manager=lm_eval.tasks.TaskManager(include_path=task_dir, include_defaults=False),
+                **kwargs,
             )
         finally:
             lm.model.llm_engine.engine_core.shutdown()
     elapsed = time.perf_counter() - start
     slim = {
         "results": results["results"],
-        "samples": {t: [{"doc_id": s["doc_id"], "resps": s["resps"]} for s in rows] for t, rows in results["samples"].items()},
+        "samples": {
+            t: [{"doc_id": s["doc_id"], "resps": s["resps"]} for s in rows] for t, rows in results["samples"].items()
+        },
         "seconds": elapsed,
     }
     with open(out, "w", encoding="utf-8") as handle:

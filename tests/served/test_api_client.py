@@ -119,7 +119,9 @@ def test_unreachable_endpoint_is_one_sentence_with_url_and_last_error_exit_3() -
     assert caught.value.exit_code == 3
 
 
-def test_refused_key_names_the_secret_never_the_key(serve: Callable[..., _Server], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_refused_key_names_the_secret_never_the_key(
+    serve: Callable[..., _Server], monkeypatch: pytest.MonkeyPatch
+) -> None:
     server = serve(lambda body: (401, {"error": "bad key"}))
     monkeypatch.setenv("ASSAY_API_KEY_SECRET", "team-llm-key")
     with pytest.raises(UserError) as caught:
@@ -131,11 +133,19 @@ def test_refused_key_names_the_secret_never_the_key(serve: Callable[..., _Server
 def _lm(url: str, shared_data: Path, **extra: Any) -> Any:
     from assay.runner.models.api.completions import CompletionsLM
 
-    return CompletionsLM(base_url=url, model="m", tokenizer=str(shared_data / "gpt2_tokenizer"), tokenizer_backend="huggingface",
-                         max_retries=1, **extra)
+    return CompletionsLM(
+        base_url=url,
+        model="m",
+        tokenizer=str(shared_data / "gpt2_tokenizer"),
+        tokenizer_backend="huggingface",
+        max_retries=1,
+        **extra,
+    )
 
 
-def test_server_without_prompt_logprobs_loglikelihood_says_so_generation_runs(serve: Callable[..., _Server], shared_data: Path) -> None:
+def test_server_without_prompt_logprobs_loglikelihood_says_so_generation_runs(
+    serve: Callable[..., _Server], shared_data: Path
+) -> None:
     server = serve(_text_answer)
     lm = _lm(server.url, shared_data)
     with pytest.raises(UserError, match="need a server that echoes prompt logprobs.*generation tasks still run"):
@@ -154,25 +164,46 @@ def test_loglikelihood_payload_and_parse(serve: Callable[..., _Server], shared_d
         tokens = body["prompt"][0]
         logprobs = [None] + [-0.5] * (len(tokens) - 1) + [-9.0]
         tops = [None] + [{"a": -0.5}] * (len(tokens) - 2) + [{"b": -0.1}, {"c": -1.0}]
-        return 200, {"choices": [{"index": 0, "text": "", "logprobs": {"token_logprobs": logprobs, "top_logprobs": tops}}]}
+        return 200, {
+            "choices": [{"index": 0, "text": "", "logprobs": {"token_logprobs": logprobs, "top_logprobs": tops}}]
+        }
 
     server = serve(answer)
     lm = _lm(server.url, shared_data)
     ctx, cont = lm.tokenizer.encode("The cat"), lm.tokenizer.encode(" sat on")
     [result] = lm.loglikelihood([LoglikelihoodRequest("The cat ", "sat on")], disable_tqdm=True)
-    assert server.bodies[0]["echo"] is True and server.bodies[0]["logprobs"] == 1 and server.bodies[0]["max_tokens"] == 1
+    assert (
+        server.bodies[0]["echo"] is True and server.bodies[0]["logprobs"] == 1 and server.bodies[0]["max_tokens"] == 1
+    )
     assert server.bodies[0]["prompt"] == [ctx + cont]
     assert result.logprob == pytest.approx(-0.5 * len(cont)) and result.is_greedy is False
 
 
-def test_cli_unreachable_endpoint_exits_3_with_one_sentence(shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_unreachable_endpoint_exits_3_with_one_sentence(
+    shared_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tests.helpers import write_parity_tasks
 
     tasks = write_parity_tasks(tmp_path / "tasks", shared_data, tmp_path / "work")
     url = f"http://127.0.0.1:{free_port()}/v1/completions"
-    args = f"base_url={url},model=m,tokenizer={shared_data / 'gpt2_tokenizer'},tokenizer_backend=huggingface,max_retries=1"
-    code = cli.main(["run", "--model", "local-completions", "--model_args", args, "--tasks", "p_lambada",
-                     "--include_path", str(tasks), "--limit", "2"])
+    args = (
+        f"base_url={url},model=m,tokenizer={shared_data / 'gpt2_tokenizer'},tokenizer_backend=huggingface,max_retries=1"
+    )
+    code = cli.main(
+        [
+            "run",
+            "--model",
+            "local-completions",
+            "--model_args",
+            args,
+            "--tasks",
+            "p_lambada",
+            "--include_path",
+            str(tasks),
+            "--limit",
+            "2",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == 3
     errors = [line for line in err.replace("\r", "\n").splitlines() if "error:" in line]

@@ -55,13 +55,18 @@ def _args(server: VLLMServer, route: str, **extra: Any) -> str:
     return ",".join([base, *(f"{k}={v}" for k, v in extra.items())])
 
 
-def _both(task_dir: Path, model: str, model_args: str, ref_args: str, tasks: list[str], **kwargs: Any) -> tuple[dict, dict, float]:
+def _both(
+    task_dir: Path, model: str, model_args: str, ref_args: str, tasks: list[str], **kwargs: Any
+) -> tuple[dict, dict, float]:
     start = time.perf_counter()
     ours = simple_evaluate(model, model_args=model_args, tasks=tasks, task_manager=TaskManager(str(task_dir)), **kwargs)
     elapsed = time.perf_counter() - start
     theirs = lm_eval.simple_evaluate(
-        model=model, model_args=ref_args, tasks=tasks,
-        task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False), **kwargs,
+        model=model,
+        model_args=ref_args,
+        tasks=tasks,
+        task_manager=lm_eval.tasks.TaskManager(include_path=str(task_dir), include_defaults=False),
+        **kwargs,
     )
     return ours, theirs, elapsed
 
@@ -95,9 +100,20 @@ def _assert_equal(ours: dict, theirs: dict) -> int:
 
 
 def test_local_completions_all_output_types(task_dir: Path, vllm_server: VLLMServer) -> None:
-    args = _args(vllm_server, "completions", tokenizer_backend="huggingface", tokenizer=vllm_server.model_dir, num_concurrent=1)
-    ours, theirs, elapsed = _both(task_dir, "local-completions", args, args, ["p_group", "p_gsm", "p_rolling"],
-                                  limit=6, bootstrap_iters=1000, log_samples=True, gen_kwargs="max_gen_toks=12")
+    args = _args(
+        vllm_server, "completions", tokenizer_backend="huggingface", tokenizer=vllm_server.model_dir, num_concurrent=1
+    )
+    ours, theirs, elapsed = _both(
+        task_dir,
+        "local-completions",
+        args,
+        args,
+        ["p_group", "p_gsm", "p_rolling"],
+        limit=6,
+        bootstrap_iters=1000,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=12",
+    )
     compared = _assert_equal(ours, theirs)
     assert compared > 30
     rolling = [s["resps"][0][0] for s in ours["samples"]["p_rolling"]]
@@ -109,16 +125,35 @@ def test_local_completions_concurrent_batched(task_dir: Path, vllm_server: VLLMS
     """num_concurrent=4 and batch_size=3 (several prompts per POST) give the serial answers."""
     serial = _args(vllm_server, "completions", tokenizer_backend="huggingface", num_concurrent=1)
     pooled = _args(vllm_server, "completions", tokenizer_backend="huggingface", num_concurrent=4, batch_size=3)
-    ours, theirs, elapsed = _both(task_dir, "local-completions", pooled, serial, ["p_arc", "p_gsm"], limit=8,
-                                  bootstrap_iters=100, log_samples=True, gen_kwargs="max_gen_toks=8")
+    ours, theirs, elapsed = _both(
+        task_dir,
+        "local-completions",
+        pooled,
+        serial,
+        ["p_arc", "p_gsm"],
+        limit=8,
+        bootstrap_iters=100,
+        log_samples=True,
+        gen_kwargs="max_gen_toks=8",
+    )
     compared = _assert_equal(ours, theirs)
     print(f"local-completions num_concurrent=4 batch_size=3: {compared} answers in {elapsed:.2f} s")
 
 
 def test_local_chat_completions_generation(task_dir: Path, vllm_server: VLLMServer) -> None:
     args = _args(vllm_server, "chat/completions", num_concurrent=2)
-    ours, theirs, _ = _both(task_dir, "local-chat-completions", args, args, ["s_short_gen"], limit=6, bootstrap_iters=100,
-                            log_samples=True, apply_chat_template=True, gen_kwargs="max_gen_toks=10")
+    ours, theirs, _ = _both(
+        task_dir,
+        "local-chat-completions",
+        args,
+        args,
+        ["s_short_gen"],
+        limit=6,
+        bootstrap_iters=100,
+        log_samples=True,
+        apply_chat_template=True,
+        gen_kwargs="max_gen_toks=10",
+    )
     assert _assert_equal(ours, theirs) == 6
     # the server applied its chat template to our messages: the generations are not empty
     assert any(s["resps"][0][0].strip() for s in ours["samples"]["s_short_gen"])

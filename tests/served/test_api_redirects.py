@@ -32,7 +32,9 @@ class _Server:
             def _handle(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else b""
-                outer.seen.append({"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body})
+                outer.seen.append(
+                    {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                )
                 status, headers, data = outer.routes[self.path](self.command, body)
                 self.send_response(status)
                 for name, value in {"Content-Length": str(len(data)), **headers}.items():
@@ -72,7 +74,9 @@ def _completion(method: str, body: bytes) -> tuple[int, dict[str, str], bytes]:
 
 
 @pytest.mark.parametrize("code", [301, 302, 303, 307, 308])
-def test_a_redirect_to_another_origin_is_refused_and_the_key_never_leaves(servers: tuple[_Server, _Server], code: int) -> None:
+def test_a_redirect_to_another_origin_is_refused_and_the_key_never_leaves(
+    servers: tuple[_Server, _Server], code: int
+) -> None:
     endpoint, other = servers
     other.routes["/v1/completions"] = _completion
     endpoint.routes["/v1/completions"] = _redirect(f"{other.base}/v1/completions", code)
@@ -96,9 +100,13 @@ def test_another_scheme_counts_as_another_origin(servers: tuple[_Server, _Server
 
 
 @pytest.mark.parametrize("code", [307, 308])
-def test_a_same_origin_307_or_308_is_followed_with_the_post_and_its_body(servers: tuple[_Server, _Server], code: int) -> None:
+def test_a_same_origin_307_or_308_is_followed_with_the_post_and_its_body(
+    servers: tuple[_Server, _Server], code: int
+) -> None:
     endpoint, _ = servers
-    endpoint.routes["/v1/completions"] = _redirect("/v1/completions/", code)  # a relative Location, as a slash fix sends
+    endpoint.routes["/v1/completions"] = _redirect(
+        "/v1/completions/", code
+    )  # a relative Location, as a slash fix sends
     endpoint.routes["/v1/completions/"] = _completion
     answer = APIClient(f"{endpoint.base}/v1/completions", api_key=KEY).post({"prompt": "hi"})
     assert answer["choices"][0]["method"] == "POST" and json.loads(answer["choices"][0]["echo"]) == {"prompt": "hi"}
@@ -128,8 +136,14 @@ def test_an_error_body_is_quoted_on_one_line_bounded(servers: tuple[_Server, _Se
     assert not any(c in message for c in "\x1b\n\u202e")
 
 
-@pytest.mark.parametrize("url", ["https://user:pw@vllm.example/v1/completions", "http://token@127.0.0.1:8000/v1",
-                                 "http://127.0.0.1:8000@evil.example/v1"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:pw@vllm.example/v1/completions",
+        "http://token@127.0.0.1:8000/v1",
+        "http://127.0.0.1:8000@evil.example/v1",
+    ],
+)
 def test_a_base_url_with_userinfo_is_refused_without_repeating_it(url: str) -> None:
     with pytest.raises(UserError) as refused:
         APIArgs.from_model_args("local-completions", {"base_url": url, "tokenizer_backend": "none"})
@@ -142,9 +156,13 @@ def test_assay_run_refuses_a_base_url_with_a_password_in_one_sentence(capsys: py
     from assay import cli
 
     args = "base_url=https://user:s3cret@vllm.example/v1/completions,tokenizer_backend=none"
-    code = cli.main(["run", "--model", "local-completions", "--model_args", args, "--tasks", "arc_easy", "--limit", "1"])
+    code = cli.main(
+        ["run", "--model", "local-completions", "--model_args", args, "--tasks", "arc_easy", "--limit", "1"]
+    )
     err = capsys.readouterr().err
     assert code == 1 and "s3cret" not in err and "Traceback" not in err
     (line,) = [line for line in err.splitlines() if "error:" in line]
-    assert line.endswith("has a user name or password in it: remove them, and give the API key in the "
-                         "OPENAI_API_KEY environment variable.")  # fmt: skip
+    assert line.endswith(
+        "has a user name or password in it: remove them, and give the API key in the "
+        "OPENAI_API_KEY environment variable."
+    )

@@ -26,9 +26,20 @@ pytestmark = [pytest.mark.parity, pytest.mark.slow]
 def _run(which: str, model_dir: Path, task_dir: Path, out: Path) -> dict:
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_TARGET_DEVICE": "cpu"}
     done = subprocess.run(
-        [str(vllm_python()), str(Path(__file__).with_name("engine_run.py")), which, str(model_dir), str(task_dir), str(out),
-         str(N_POSITIONS)],
-        env=env, capture_output=True, text=True, timeout=900, cwd=str(out.parent),
+        [
+            str(vllm_python()),
+            str(Path(__file__).with_name("engine_run.py")),
+            which,
+            str(model_dir),
+            str(task_dir),
+            str(out),
+            str(N_POSITIONS),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=str(out.parent),
     )
     assert done.returncode == 0, done.stderr[-4000:]
     return json.loads(out.read_text())

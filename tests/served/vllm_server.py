@@ -50,9 +50,22 @@ class VLLMServer:
     def start(self, timeout: float = 300) -> None:
         python = vllm_python()
         command = [
-            str(python), "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-            "--dtype", "float32", "--enforce-eager", "--max-model-len", str(self.max_model_len),
-            "--host", self.host, "--port", str(self.port), "--chat-template", str(CHAT_TEMPLATE),
+            str(python),
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--dtype",
+            "float32",
+            "--enforce-eager",
+            "--max-model-len",
+            str(self.max_model_len),
+            "--host",
+            self.host,
+            "--port",
+            str(self.port),
+            "--chat-template",
+            str(CHAT_TEMPLATE),
         ]
         env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
         env.pop("PYTHONPATH", None)  # the venv must not see the project's packages

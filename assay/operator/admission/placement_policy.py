@@ -33,8 +33,18 @@ Manifest = dict[str, Any]
 
 POLICY_ENV = "ASSAY_POLICY"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-FIELDS = frozenset({"allowedPriorityClasses", "allowedTolerations", "requireQueue", "defaultQueue", "runnerResources",
-                    "emptyDirSizeLimit", "defaultActiveDeadlineSeconds", "maxPeerFailureRetries"})  # fmt: skip
+FIELDS = frozenset(
+    {
+        "allowedPriorityClasses",
+        "allowedTolerations",
+        "requireQueue",
+        "defaultQueue",
+        "runnerResources",
+        "emptyDirSizeLimit",
+        "defaultActiveDeadlineSeconds",
+        "maxPeerFailureRetries",
+    }
+)
 _FIX = "ask the cluster admin to change the operator's Helm value"
 _OPERATORS = ("Equal", "Exists")
 _EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -55,8 +65,12 @@ class Toleration:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Toleration":
         # tolerationSeconds is left out: it only shortens how long a NoExecute taint is tolerated.
-        return cls(key=str(data.get("key") or ""), operator=str(data.get("operator") or "Equal"),
-                   value=str(data.get("value") or ""), effect=str(data.get("effect") or ""))  # fmt: skip
+        return cls(
+            key=str(data.get("key") or ""),
+            operator=str(data.get("operator") or "Equal"),
+            value=str(data.get("value") or ""),
+            effect=str(data.get("effect") or ""),
+        )
 
     def covers(self, other: "Toleration") -> bool:
         """Whether every taint `other` tolerates, this one tolerates too (so `other` grants no more)."""
@@ -118,10 +132,11 @@ class Placement:
             runner_requests=defaults.runner_requests if resources is None else _quantities(resources, "requests"),
             runner_limits=defaults.runner_limits if resources is None else _quantities(resources, "limits"),
             empty_dir_size_limit=_size(data.get("emptyDirSizeLimit", defaults.empty_dir_size_limit)),
-            default_active_deadline_seconds=_count(data, "defaultActiveDeadlineSeconds",
-                                                   defaults.default_active_deadline_seconds),
+            default_active_deadline_seconds=_count(
+                data, "defaultActiveDeadlineSeconds", defaults.default_active_deadline_seconds
+            ),
             max_peer_failure_retries=_count(data, "maxPeerFailureRetries", defaults.max_peer_failure_retries),
-        )  # fmt: skip
+        )
 
 
 def _flag(data: Mapping[str, Any], key: str) -> bool:
@@ -156,12 +171,16 @@ def _quantities(resources: Any, kind: str) -> Quantities:
     values = resources.get(kind) or {}
     if not isinstance(values, dict) or not set(values) <= set(_RESOURCES):
         raise UserError(f"{POLICY_ENV}.runnerResources.{kind} must map cpu and memory to quantities.")
-    return tuple((name, _quantity(values[name], f"runnerResources.{kind}.{name}")) for name in _RESOURCES if name in values)
+    return tuple(
+        (name, _quantity(values[name], f"runnerResources.{kind}.{name}")) for name in _RESOURCES if name in values
+    )
 
 
 def _tolerations(raw: Any) -> tuple[Toleration, ...]:
     if not isinstance(raw, list):
-        raise UserError(f"{POLICY_ENV}.allowedTolerations must be a list of tolerations {{key, operator, value, effect}}.")
+        raise UserError(
+            f"{POLICY_ENV}.allowedTolerations must be a list of tolerations {{key, operator, value, effect}}."
+        )
     found = []
     for i, item in enumerate(raw):
         where = f"{POLICY_ENV}.allowedTolerations[{i}]"
@@ -169,8 +188,9 @@ def _tolerations(raw: Any) -> tuple[Toleration, ...]:
             raise UserError(f"{where} must be a toleration with only key, operator, value and effect.")
         toleration = Toleration.from_dict(item)
         if toleration.operator not in _OPERATORS or toleration.effect not in _EFFECTS:
-            raise UserError(f"{where} needs operator Equal or Exists and effect NoSchedule, PreferNoSchedule, "
-                            "NoExecute or none.")  # fmt: skip
+            raise UserError(
+                f"{where} needs operator Equal or Exists and effect NoSchedule, PreferNoSchedule, NoExecute or none."
+            )
         if not toleration.key and toleration.operator != "Exists":
             raise UserError(f"{where} without a key must have operator Exists (it then tolerates every taint).")
         found.append(toleration)

@@ -33,15 +33,36 @@ from assay.spec import API_MODELS, Evaluation
 
 POLICY_ENV = placement_policy.POLICY_ENV
 _FIX = "ask the cluster admin to change the operator's Helm value"
-_SECRET_KEYS = frozenset({"token", "hf_token", "api_key", "apikey", "access_token", "auth_token", "use_auth_token",
-                          "password", "secret", "openai_api_key"})  # fmt: skip
+_SECRET_KEYS = frozenset(
+    {
+        "token",
+        "hf_token",
+        "api_key",
+        "apikey",
+        "access_token",
+        "auth_token",
+        "use_auth_token",
+        "password",
+        "secret",
+        "openai_api_key",
+    }
+)
 _NOT_SECRETS = frozenset({"", "true", "false", "1", "0", "yes", "no"})
 _SECRET_SUFFIXES = ("_api_key", "_secret", "_password")
 # A Hugging Face user access token, wherever it is put.
 HF_TOKEN_RE = re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")
-_FIELDS = {"allowedImagePrefixes", "allowTrustRemoteCode", "allowUnsafeCode", "allowTaskCode", "allowOnline",
-           "maxGpusPerEvaluation", "maxNodesPerEvaluation", "allowedEndpointPrefixes", "secretConsentLabel",
-           *placement_policy.FIELDS}  # fmt: skip
+_FIELDS = {
+    "allowedImagePrefixes",
+    "allowTrustRemoteCode",
+    "allowUnsafeCode",
+    "allowTaskCode",
+    "allowOnline",
+    "maxGpusPerEvaluation",
+    "maxNodesPerEvaluation",
+    "allowedEndpointPrefixes",
+    "secretConsentLabel",
+    *placement_policy.FIELDS,
+}
 DEFAULT_SECRET_CONSENT_LABEL = "assay.dev/evaluations=allowed"
 # Kubernetes' label grammar: an optional DNS-subdomain prefix and `/`, a name; a value (maybe empty).
 _LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
@@ -125,19 +146,27 @@ def _count(data: Mapping[str, Any], key: str) -> int:
 def _endpoint_prefixes(data: Mapping[str, Any]) -> tuple[str, ...]:
     prefixes = data.get("allowedEndpointPrefixes") or []
     good = isinstance(prefixes, list) and all(
-        isinstance(p, str) and p.startswith(("http://", "https://")) and endpoint_urls.origin(p)[1]
-        and not endpoint_urls.has_userinfo(p) for p in prefixes)  # fmt: skip
+        isinstance(p, str)
+        and p.startswith(("http://", "https://"))
+        and endpoint_urls.origin(p)[1]
+        and not endpoint_urls.has_userinfo(p)
+        for p in prefixes
+    )
     if not good:
-        raise UserError(f"{POLICY_ENV}.allowedEndpointPrefixes must be a list of http(s) URL prefixes with a host "
-                        "and no user name, e.g. [http://vllm.models.svc:8000/v1].")  # fmt: skip
+        raise UserError(
+            f"{POLICY_ENV}.allowedEndpointPrefixes must be a list of http(s) URL prefixes with a host "
+            "and no user name, e.g. [http://vllm.models.svc:8000/v1]."
+        )
     return tuple(prefixes)
 
 
 def _consent_label(data: Mapping[str, Any]) -> str:
     label = data.get("secretConsentLabel", DEFAULT_SECRET_CONSENT_LABEL)
     if not isinstance(label, str) or not _LABEL_RE.match(label):
-        raise UserError(f"{POLICY_ENV}.secretConsentLabel must be one Kubernetes label as key=value "
-                        f"(default {DEFAULT_SECRET_CONSENT_LABEL}), not {label!r}.")  # fmt: skip
+        raise UserError(
+            f"{POLICY_ENV}.secretConsentLabel must be one Kubernetes label as key=value "
+            f"(default {DEFAULT_SECRET_CONSENT_LABEL}), not {label!r}."
+        )
     return label
 
 

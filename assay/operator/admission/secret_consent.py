@@ -42,11 +42,15 @@ def check(spec: Evaluation, *, label: str, namespace: str, get: MetadataGetter) 
         if name not in seen:
             seen[name] = get(name)
         metadata = seen[name]
-        fix = (f"label it with `kubectl label secret {name} -n {namespace} {label}` if the namespace's admin consents, "
-               "then rerun the Evaluation")
+        fix = (
+            f"label it with `kubectl label secret {name} -n {namespace} {label}` if the namespace's admin consents, "
+            "then rerun the Evaluation"
+        )
         if metadata is None:
-            raise UserError(f"{field} names Secret {name!r}, which does not exist in namespace {namespace}: "
-                            f"create it, then {fix}.")  # fmt: skip
+            raise UserError(
+                f"{field} names Secret {name!r}, which does not exist in namespace {namespace}: create it, then {fix}."
+            )
         if (metadata.get("labels") or {}).get(key) != value:
-            raise UserError(f"{field} names Secret {name!r}, which lacks the label {label} that lets Evaluations "
-                            f"use it: {fix}.")  # fmt: skip
+            raise UserError(
+                f"{field} names Secret {name!r}, which lacks the label {label} that lets Evaluations use it: {fix}."
+            )

@@ -117,7 +117,9 @@ def materialized(sources: Sequence[TaskSource]) -> Iterator[str | None]:
         yield root
 
 
-def check(sources: Sequence[TaskSource], root: str, *, checker: FileChecker = engine.check_task_file) -> list[TaskSource]:
+def check(
+    sources: Sequence[TaskSource], root: str, *, checker: FileChecker = engine.check_task_file
+) -> list[TaskSource]:
     """`sources` with the names each defines; UserError naming the ConfigMap and key of a broken file."""
     checked = []
     for source in sources:
@@ -153,5 +155,7 @@ def volumes(spec: Evaluation) -> list[dict[str, Any]]:
 
 
 def mounts(spec: Evaluation) -> list[dict[str, Any]]:
-    return [{"name": f"{VOLUME}-{i}", "mountPath": f"{MOUNT}/{name}", "readOnly": True}
-            for i, name in enumerate(spec.task_sources)]  # fmt: skip
+    return [
+        {"name": f"{VOLUME}-{i}", "mountPath": f"{MOUNT}/{name}", "readOnly": True}
+        for i, name in enumerate(spec.task_sources)
+    ]

@@ -146,7 +146,9 @@ def unsafe_error(spec: Evaluation, unsafe_finder: UnsafeTaskFinder) -> UserError
     """Tasks that execute model-generated code without spec.allowUnsafeCode."""
     unsafe = list(unsafe_finder(spec.tasks))
     if unsafe and not spec.allow_unsafe_code:
-        return UserError(f"Tasks {', '.join(unsafe)} execute model-generated code: set spec.allowUnsafeCode: true to allow it.")
+        return UserError(
+            f"Tasks {', '.join(unsafe)} execute model-generated code: set spec.allowUnsafeCode: true to allow it."
+        )
     return None
 
 

@@ -78,7 +78,7 @@ class EvaluationRef:
     def from_body(cls, body: Any) -> "EvaluationRef":
         meta = body["metadata"]
         return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)),
-                   rerun=rerun_token(body))  # fmt: skip
+                   rerun=rerun_token(body))
 
 
 def evaluation_name(obj: Any) -> str | None:
@@ -101,7 +101,7 @@ def rerun_token(body: Any) -> str | None:
     run's un-suffixed names, whose Job and output directory a fresh run would overwrite.
     """
     token = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RERUN) \
-        or (body.get("status") or {}).get("rerunToken")  # fmt: skip
+        or (body.get("status") or {}).get("rerunToken")
     return str(token) if token else None
 
 
@@ -148,7 +148,7 @@ def response_cache(ref: EvaluationRef, spec: Evaluation) -> str:
     (`assay.runner.models.caching`). Both parts are short and path-safe (49 and under 30 characters).
     """
     uid = ref.uid if 0 < len(ref.uid) <= 36 and all(c in _UID_CHARS for c in ref.uid) \
-        else hashlib.sha256(ref.uid.encode()).hexdigest()[:16]  # fmt: skip
+        else hashlib.sha256(ref.uid.encode()).hexdigest()[:16]
     return f"{output_dir(ref, spec)}/.assay-cache/{uid}-{spec_hash(spec)[:12]}/{run_suffix(ref)}/responses"
 
 
@@ -239,7 +239,7 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
     return [
         "python", "-m", "assay.runner.launch", f"--nnodes={resources.nodes}", f"--nproc_per_node={nproc}", *rendezvous,
         "--max_restarts=0", "-m", "assay.runner",
-    ]  # fmt: skip
+    ]
 
 
 def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
@@ -280,7 +280,7 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
 
 
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
-        placement: placement_policy.Placement | None = None) -> Manifest:  # fmt: skip
+        placement: placement_policy.Placement | None = None) -> Manifest:
     """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
     name = name or job_name(ref)
     image = spec.image or runner_image(spec.model, default_image)
@@ -300,7 +300,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "containers": [
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
                                  resources=containers.resources(spec, gpus=True), spec=spec),
-        ],  # fmt: skip
+        ],
         "volumes": containers.volumes(spec, spec_config_map=names.spec_config_map_name(name)),
     }
     if uses_torchrun(spec):

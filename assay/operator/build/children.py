@@ -46,7 +46,7 @@ def role(ref: builders.EvaluationRef, spec: Evaluation | None = None) -> Manifes
             # Progress and results; a spec patch (another image, another Secret) stays forbidden.
             {"apiGroups": [spec_module.GROUP], "resources": [f"{spec_module.PLURAL}/status"],
              "resourceNames": [ref.name], "verbs": ["patch"]},
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -62,7 +62,7 @@ def role_binding(ref: builders.EvaluationRef) -> Manifest:
 
 
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:  # fmt: skip
+             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:
     """Every child, in the order to create them (the Job last, once its identity and its spec exist);
     those of `APPLIED_KINDS` are applied rather than created."""
     name = job_name_override or builders.job_name(ref)

@@ -50,7 +50,7 @@ RUNNER_UID = 1000
 def pod_security() -> Manifest:
     """The runner pod's securityContext: the runner image's non-root user, seccomp's default profile."""
     return {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID, "fsGroup": RUNNER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"}}  # fmt: skip
+            "seccompProfile": {"type": "RuntimeDefault"}}
 
 
 _CONTAINER_SECURITY = {

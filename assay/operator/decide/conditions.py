@@ -106,37 +106,54 @@ def with_all(
     """`status`'s conditions with each of `values` (type: status, reason, message) set."""
     conditions = list((status or {}).get("conditions") or ())
     for type, (value, reason, message) in values.items():
-        conditions = set_condition(conditions, type=type, status=value, reason=reason, message=message,
-                                   now=now, generation=generation)  # fmt: skip
+        conditions = set_condition(
+            conditions, type=type, status=value, reason=reason, message=message, now=now, generation=generation
+        )
     return conditions
 
 
 def summary(phase: str, *, reason: str, message: str) -> dict[str, tuple[bool, str, str]]:
     """The kstatus conditions (Ready, Reconciling, Stalled) for a phase, its reason and message."""
     if phase == SUCCEEDED:
-        return {READY: (True, reason, message), RECONCILING: (False, reason, "Finished."),
-                STALLED: (False, reason, "Finished.")}  # fmt: skip
+        return {
+            READY: (True, reason, message),
+            RECONCILING: (False, reason, "Finished."),
+            STALLED: (False, reason, "Finished."),
+        }
     if phase == FAILED:
-        return {READY: (False, reason, message), RECONCILING: (False, reason, "Finished."),
-                STALLED: (True, reason, message)}  # fmt: skip
-    return {READY: (False, reason, message), RECONCILING: (True, reason, message),
-            STALLED: (False, reason, "Not failed.")}  # fmt: skip
+        return {
+            READY: (False, reason, message),
+            RECONCILING: (False, reason, "Finished."),
+            STALLED: (True, reason, message),
+        }
+    return {
+        READY: (False, reason, message),
+        RECONCILING: (True, reason, message),
+        STALLED: (False, reason, "Not failed."),
+    }
 
 
-def rejected(status: Mapping[str, Any] | None, *, message: str, generation: int, now: datetime.datetime) -> dict[str, Any]:
+def rejected(
+    status: Mapping[str, Any] | None, *, message: str, generation: int, now: datetime.datetime
+) -> dict[str, Any]:
     """The spec cannot run (schema-valid but unknown task, unknown model, ...)."""
     return {
         "phase": FAILED,
         "observedGeneration": generation,
         "reason": "InvalidSpec",
         "message": message,
-        "conditions": with_all(status, now=now, generation=generation, values={
-            ACCEPTED: (False, "InvalidSpec", message),
-            RUNNING: (False, "InvalidSpec", "Not started: the spec is invalid."),
-            SUCCEEDED: (False, "InvalidSpec", "Not started: the spec is invalid."),
-            FAILED: (True, "InvalidSpec", message),
-            **summary(FAILED, reason="InvalidSpec", message=message),
-        }),  # fmt: skip
+        "conditions": with_all(
+            status,
+            now=now,
+            generation=generation,
+            values={
+                ACCEPTED: (False, "InvalidSpec", message),
+                RUNNING: (False, "InvalidSpec", "Not started: the spec is invalid."),
+                SUCCEEDED: (False, "InvalidSpec", "Not started: the spec is invalid."),
+                FAILED: (True, "InvalidSpec", message),
+                **summary(FAILED, reason="InvalidSpec", message=message),
+            },
+        ),
     }
 
 
@@ -152,14 +169,33 @@ def accepted(
     message = f"Job {job_name} created." if new_run else f"Job {job_name} adopted."
     patch: dict[str, Any] = {"observedGeneration": generation, "jobName": job_name}
     if new_run:
-        patch.update({
-            "phase": PENDING, "reason": PODS_PENDING, "message": message, "startTime": None, "completionTime": None,
-            "progress": None, "results": None, "groups": None, "nSamples": None, "versions": None,
-            "runnerMessage": None, "outputFiles": None, "comparison": None, "timing": None,
-        })  # fmt: skip
+        patch.update(
+            {
+                "phase": PENDING,
+                "reason": PODS_PENDING,
+                "message": message,
+                "startTime": None,
+                "completionTime": None,
+                "progress": None,
+                "results": None,
+                "groups": None,
+                "nSamples": None,
+                "versions": None,
+                "runnerMessage": None,
+                "outputFiles": None,
+                "comparison": None,
+                "timing": None,
+            }
+        )
         # The previous run's files and comparison are not this run's.
-        status = {**(status or {}), "conditions": [c for c in (status or {}).get("conditions") or ()
-                                                   if c.get("type") not in (OUTPUT_WRITTEN, regression.REGRESSED)]}  # fmt: skip
+        status = {
+            **(status or {}),
+            "conditions": [
+                c
+                for c in (status or {}).get("conditions") or ()
+                if c.get("type") not in (OUTPUT_WRITTEN, regression.REGRESSED)
+            ],
+        }
         values = {
             ACCEPTED: (True, "SpecValid", message),
             # What `job_status.from_job` says of the new Job, so that its first events change nothing.

@@ -49,17 +49,38 @@ OOM_KILLED = "OOMKilled"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 PEER_FAILURES_EXCEEDED = "PeerFailuresExceeded"
 
-REASONS = (IMAGE_PULL_BACKOFF, IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, UNSCHEDULABLE, FAILED_CREATE,
-           CRASH_LOOP_BACKOFF, CONTAINER_CONFIG_ERROR, CONTAINER_CREATE_ERROR, OOM_KILLED, DEADLINE_EXCEEDED,
-           PEER_FAILURES_EXCEEDED, *pod_start.REASONS)  # fmt: skip
+REASONS = (
+    IMAGE_PULL_BACKOFF,
+    IMAGE_PULL_FAILED,
+    INVALID_IMAGE_NAME,
+    UNSCHEDULABLE,
+    FAILED_CREATE,
+    CRASH_LOOP_BACKOFF,
+    CONTAINER_CONFIG_ERROR,
+    CONTAINER_CREATE_ERROR,
+    OOM_KILLED,
+    DEADLINE_EXCEEDED,
+    PEER_FAILURES_EXCEEDED,
+    *pod_start.REASONS,
+)
 """Every reason `diagnose` (and `peer_failures`) can give."""
 FATAL_REASONS = (IMAGE_PULL_FAILED, INVALID_IMAGE_NAME, PEER_FAILURES_EXCEEDED)
 """Reasons for which the operator fails the Evaluation itself and ends its Job."""
 
-_PULL_WAITING = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "RegistryUnavailable", "SignatureValidationFailed"}
-_CREATE_WAITING = {"CreateContainerConfigError": CONTAINER_CONFIG_ERROR, "CreateContainerError": CONTAINER_CREATE_ERROR,
-                   "RunContainerError": CONTAINER_CREATE_ERROR, "PreCreateHookError": CONTAINER_CREATE_ERROR,
-                   "PreStartHookError": CONTAINER_CREATE_ERROR}  # fmt: skip
+_PULL_WAITING = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "RegistryUnavailable",
+    "SignatureValidationFailed",
+}
+_CREATE_WAITING = {
+    "CreateContainerConfigError": CONTAINER_CONFIG_ERROR,
+    "CreateContainerError": CONTAINER_CREATE_ERROR,
+    "RunContainerError": CONTAINER_CREATE_ERROR,
+    "PreCreateHookError": CONTAINER_CREATE_ERROR,
+    "PreStartHookError": CONTAINER_CREATE_ERROR,
+}
 # "Back-off pulling image \"x\": ErrImagePull: <cause>" (kubelet >= 1.31) → "<cause>".
 _BACKOFF_PREFIX = re.compile(r'^Back-off pulling image "[^"]*"(: (ErrImagePull: )?)?')
 _FAILED_PULL_PREFIX = re.compile(r'^Failed to pull image "[^"]*": ')
@@ -109,9 +130,13 @@ def _pull_since(pod: objects.Pod, pull_events: Sequence[objects.Event]) -> datet
     return read.parse_time((pod.get("metadata") or {}).get("creationTimestamp"))
 
 
-def waiting_problem(pod: objects.Pod, events: Sequence[objects.Event] = (), *,
-                    now: datetime.datetime | None = None,
-                    image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT) -> Problem | None:  # fmt: skip
+def waiting_problem(
+    pod: objects.Pod,
+    events: Sequence[objects.Event] = (),
+    *,
+    now: datetime.datetime | None = None,
+    image_pull_timeout: float = DEFAULT_IMAGE_PULL_TIMEOUT,
+) -> Problem | None:
     """A live pod that cannot start or keeps failing: pull errors, scheduling, container creation."""
     if read.pod_finished(pod):
         return None
@@ -131,15 +156,24 @@ def waiting_problem(pod: objects.Pod, events: Sequence[objects.Event] = (), *,
 def _unschedulable(pod: objects.Pod) -> Problem | None:
     """The scheduler's own word (PodScheduled=False, Unschedulable): which nodes lack what."""
     for condition in (pod.get("status") or {}).get("conditions") or ():
-        if condition.get("type") == "PodScheduled" and condition.get("status") == "False" \
-                and condition.get("reason") == UNSCHEDULABLE:  # fmt: skip
+        if (
+            condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == UNSCHEDULABLE
+        ):
             said = read.sentence(condition.get("message") or "no node fits it")
             return Problem(UNSCHEDULABLE, f"Runner pod {read.name(pod)} cannot be scheduled: {said}.")
     return None
 
 
-def _container_waiting(pod: objects.Pod, status: objects.ContainerStatus, events: Sequence[objects.Event], *,
-                       now: datetime.datetime | None, image_pull_timeout: float) -> Problem | None:  # fmt: skip
+def _container_waiting(
+    pod: objects.Pod,
+    status: objects.ContainerStatus,
+    events: Sequence[objects.Event],
+    *,
+    now: datetime.datetime | None,
+    image_pull_timeout: float,
+) -> Problem | None:
     """What the kubelet says of one container that waits: a bad image, a pull, a crash loop, a create error."""
     name = read.name(pod)
     waiting = (status.get("state") or {}).get("waiting") or {}
@@ -148,8 +182,12 @@ def _container_waiting(pod: objects.Pod, status: objects.ContainerStatus, events
     if reason == INVALID_IMAGE_NAME:
         image = read.image(pod, status)
         said = read.sentence(waiting.get("message") or "invalid reference format")
-        return Problem(INVALID_IMAGE_NAME, f'The runner image "{image}" is not a valid image reference ({said}); '
-                                           "fix spec.image or the operator's runner image.", fatal=True)  # fmt: skip
+        return Problem(
+            INVALID_IMAGE_NAME,
+            f'The runner image "{image}" is not a valid image reference ({said}); '
+            "fix spec.image or the operator's runner image.",
+            fatal=True,
+        )
     if reason in _PULL_WAITING:
         return _pull_problem(pod, status, waiting, events, now=now, image_pull_timeout=image_pull_timeout)
     if reason == CRASH_LOOP_BACKOFF:
@@ -157,27 +195,42 @@ def _container_waiting(pod: objects.Pod, status: objects.ContainerStatus, events
         if last.get("reason") == OOM_KILLED:
             return dataclasses.replace(_oom_problem(pod, container), explains_failure=False)
         code = f" (last exit code {last['exitCode']})" if last.get("exitCode") is not None else ""
-        return Problem(CRASH_LOOP_BACKOFF, f"Container {container} of runner pod {name} keeps crashing{code}; "
-                                           f"see kubectl logs {name} -c {container} --previous.")  # fmt: skip
+        return Problem(
+            CRASH_LOOP_BACKOFF,
+            f"Container {container} of runner pod {name} keeps crashing{code}; "
+            f"see kubectl logs {name} -c {container} --previous.",
+        )
     if reason in _CREATE_WAITING:
         said = read.sentence(waiting.get("message") or reason)
         return Problem(_CREATE_WAITING[reason], f"Container {container} of runner pod {name} cannot start: {said}.")
     return None
 
 
-def _pull_problem(pod: objects.Pod, status: objects.ContainerStatus, waiting: objects.ContainerStateWaiting,
-                  events: Sequence[objects.Event], *, now: datetime.datetime | None,
-                  image_pull_timeout: float) -> Problem:  # fmt: skip
+def _pull_problem(
+    pod: objects.Pod,
+    status: objects.ContainerStatus,
+    waiting: objects.ContainerStateWaiting,
+    events: Sequence[objects.Event],
+    *,
+    now: datetime.datetime | None,
+    image_pull_timeout: float,
+) -> Problem:
     """A pull failing: ImagePullBackOff while it lasts, the fatal ImagePullFailed past `image_pull_timeout`."""
     image = read.image(pod, status)
     pull_events = [e for e in read.about(events, "Pod", read.name(pod)) if _is_pull_failure_event(e)]
     detail = _pull_detail(waiting, pull_events)
     since = _pull_since(pod, pull_events)
     if now is not None and since is not None and (now - since).total_seconds() >= image_pull_timeout:
-        return Problem(IMAGE_PULL_FAILED, f'The runner image "{image}" could not be pulled for '
-                                          f"{_duration(image_pull_timeout)} ({detail}).", fatal=True)  # fmt: skip
-    return Problem(IMAGE_PULL_BACKOFF, f'Cannot pull the runner image "{image}" ({detail}); the Evaluation '
-                                       f"fails if this lasts {_duration(image_pull_timeout)}.")  # fmt: skip
+        return Problem(
+            IMAGE_PULL_FAILED,
+            f'The runner image "{image}" could not be pulled for {_duration(image_pull_timeout)} ({detail}).',
+            fatal=True,
+        )
+    return Problem(
+        IMAGE_PULL_BACKOFF,
+        f'Cannot pull the runner image "{image}" ({detail}); the Evaluation '
+        f"fails if this lasts {_duration(image_pull_timeout)}.",
+    )
 
 
 def terminated_problem(pod: objects.Pod) -> Problem | None:
@@ -194,8 +247,11 @@ def terminated_problem(pod: objects.Pod) -> Problem | None:
         return Problem(*started, explains_failure=True)
     pod_status = pod.get("status") or {}
     if pod_status.get("reason") == DEADLINE_EXCEEDED:
-        return Problem(DEADLINE_EXCEEDED, f"Runner pod {name} ran past its deadline: "
-                                          f"{read.sentence(pod_status.get('message') or '')}.", explains_failure=True)  # fmt: skip
+        return Problem(
+            DEADLINE_EXCEEDED,
+            f"Runner pod {name} ran past its deadline: {read.sentence(pod_status.get('message') or '')}.",
+            explains_failure=True,
+        )
     return None
 
 
@@ -203,19 +259,22 @@ def _oom_problem(pod: objects.Pod, container: str) -> Problem:
     name = read.name(pod)
     limit = read.memory_limit(pod, container)
     if limit:
-        message = (f"The runner (container {container} of pod {name}) was OOMKilled: it needed more than its "
-                   f"memory limit of {limit}; raise spec.resources.memory.")  # fmt: skip
+        message = (
+            f"The runner (container {container} of pod {name}) was OOMKilled: it needed more than its "
+            f"memory limit of {limit}; raise spec.resources.memory."
+        )
     else:
-        message = (f"The runner (container {container} of pod {name}) was OOMKilled with no memory limit set "
-                   "(its node ran out of memory); set spec.resources.memory.")  # fmt: skip
+        message = (
+            f"The runner (container {container} of pod {name}) was OOMKilled with no memory limit set "
+            "(its node ran out of memory); set spec.resources.memory."
+        )
     return Problem(OOM_KILLED, message, explains_failure=True)
 
 
 # --- the Job ---------------------------------------------------------------------------
 
 
-def failed_create(job: objects.Job, pods: Sequence[objects.Pod],
-                  events: Sequence[objects.Event]) -> Problem | None:  # fmt: skip
+def failed_create(job: objects.Job, pods: Sequence[objects.Pod], events: Sequence[objects.Event]) -> Problem | None:
     """The Job controller could not create a pod (ResourceQuota, LimitRange, admission).
 
     Reported while the Job has fewer live pods than it wants and no pod was created since
@@ -251,17 +310,23 @@ Events (a filtered list of every Event in the namespace) while later Jobs waited
 same API server."""
 
 
-def events_to_read(job: objects.Job, pods: Sequence[objects.Pod], *,
-                   now: datetime.datetime | None = None) -> list[tuple[str, str]]:  # fmt: skip
+def events_to_read(
+    job: objects.Job, pods: Sequence[objects.Pod], *, now: datetime.datetime | None = None
+) -> list[tuple[str, str]]:
     """(kind, name) of the objects whose Events `diagnose` needs: only what the statuses cannot tell."""
     wanted: list[tuple[str, str]] = []
     spec = job.get("spec") or {}
     live = [p for p in pods if not read.pod_finished(p)]
-    if not spec.get("suspend") and len(live) < int(spec.get("parallelism") or 1) \
-            and not (now is not None and read.age(job, now) < JOB_EVENTS_GRACE):  # fmt: skip
+    if (
+        not spec.get("suspend")
+        and len(live) < int(spec.get("parallelism") or 1)
+        and not (now is not None and read.age(job, now) < JOB_EVENTS_GRACE)
+    ):
         wanted.append(("Job", read.name(job)))
     for pod in live:
-        pulling = any(((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in read.statuses(pod))
+        pulling = any(
+            ((s.get("state") or {}).get("waiting") or {}).get("reason") in _PULL_WAITING for s in read.statuses(pod)
+        )
         young = now is not None and read.age(pod, now) < pod_start.CREATING_EVENTS_GRACE
         if pulling or (pod_start.stuck_creating(pod) and not young):
             wanted.append(("Pod", read.name(pod)))
@@ -270,8 +335,10 @@ def events_to_read(job: objects.Job, pods: Sequence[objects.Pod], *,
 
 
 def _job_failed(job: objects.Job) -> bool:
-    return any(c.get("type") == "Failed" and c.get("status") == "True"
-               for c in (job.get("status") or {}).get("conditions") or ())  # fmt: skip
+    return any(
+        c.get("type") == "Failed" and c.get("status") == "True"
+        for c in (job.get("status") or {}).get("conditions") or ()
+    )
 
 
 def diagnose(
@@ -290,8 +357,9 @@ def diagnose(
     """
     ordered = sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp") or ""), reverse=True)
     ended = [p for p in (terminated_problem(p) for p in ordered) if p]
-    waiting = [p for p in (waiting_problem(p, events, now=now, image_pull_timeout=image_pull_timeout)
-                           for p in ordered) if p]  # fmt: skip
+    waiting = [
+        p for p in (waiting_problem(p, events, now=now, image_pull_timeout=image_pull_timeout) for p in ordered) if p
+    ]
     waiting.sort(key=lambda p: not p.fatal)  # stable: a fatal problem first, else the newest pod's
     if _job_failed(job):
         return next(iter(ended or waiting), None)

@@ -18,8 +18,14 @@ from assay.operator import objects
 from assay.operator.build.builders import KUEUE_QUEUE_LABEL
 from assay.operator.decide import conditions, outcome, regression
 from assay.operator.decide.conditions import (
-    FAILED, PENDING, PODS_PENDING, RESULTS_NOT_RECORDED, RUNNING, SUCCEEDED, TERMINAL_PHASES,
-)  # fmt: skip
+    FAILED,
+    PENDING,
+    PODS_PENDING,
+    RESULTS_NOT_RECORDED,
+    RUNNING,
+    SUCCEEDED,
+    TERMINAL_PHASES,
+)
 from assay.operator.decide.diagnosis import REASONS as PROBLEM_REASONS
 from assay.operator.decide.diagnosis import Problem
 
@@ -53,15 +59,21 @@ def job_state(job: objects.Job) -> JobState:
             detail = f"{spec['activeDeadlineSeconds']} s"
         if reason == "PodFailurePolicy" and outcome.failed_unrecorded(detail):
             reason, detail = RESULTS_NOT_RECORDED, None
-        return JobState(FAILED, reason, _job_message(name, reason, detail), start,
-                        c.get("lastTransitionTime"))  # fmt: skip
+        return JobState(FAILED, reason, _job_message(name, reason, detail), start, c.get("lastTransitionTime"))
     if "Complete" in true_conditions:
         c = true_conditions["Complete"]
-        return JobState(SUCCEEDED, "JobComplete", f"{name} completed.", start,
-                        status.get("completionTime") or c.get("lastTransitionTime"))  # fmt: skip
+        return JobState(
+            SUCCEEDED,
+            "JobComplete",
+            f"{name} completed.",
+            start,
+            status.get("completionTime") or c.get("lastTransitionTime"),
+        )
     if "FailureTarget" in true_conditions:
         c = true_conditions["FailureTarget"]
-        return JobState(RUNNING, "Terminating", _job_message(name, c.get("reason") or "Failing", c.get("message")), start)
+        return JobState(
+            RUNNING, "Terminating", _job_message(name, c.get("reason") or "Failing", c.get("message")), start
+        )
     if spec.get("suspend") or "Suspended" in true_conditions:
         queue = ((job.get("metadata") or {}).get("labels") or {}).get(KUEUE_QUEUE_LABEL)
         if queue:
@@ -140,9 +152,10 @@ def from_job(
     patch: dict[str, Any] = {
         "phase": state.phase,
         "reason": state.reason,
-        "conditions": conditions.with_all(status, now=now, generation=generation,
-                                          values=_condition_values(state, message, status, spec)),
-    }  # fmt: skip
+        "conditions": conditions.with_all(
+            status, now=now, generation=generation, values=_condition_values(state, message, status, spec)
+        ),
+    }
     if state.start_time:
         patch["startTime"] = state.start_time
     if state.phase in TERMINAL_PHASES:
@@ -174,7 +187,11 @@ def _condition_values(
         FAILED: (state.phase == FAILED, state.reason, message if state.phase == FAILED else "Not failed."),
         **conditions.summary(state.phase, reason=state.reason, message=message),
         **(outcome.output_written(status) if state.phase == SUCCEEDED else {}),
-        **(regression.regressed(status, spec, succeeded=state.phase == SUCCEEDED) if state.phase in TERMINAL_PHASES else {}),
+        **(
+            regression.regressed(status, spec, succeeded=state.phase == SUCCEEDED)
+            if state.phase in TERMINAL_PHASES
+            else {}
+        ),
     }
 
 
@@ -188,19 +205,27 @@ def _message_follows(state: JobState, status: Mapping[str, Any], problem: Proble
     # A runner that fails at once can write its last word before the Job reports its pod
     # ready: the late Pending → Running change must not bury it either.
     keeps_note = note is not None and state.phase == RUNNING and not shows_problem
-    return (state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS) \
-        and not keeps_note  # fmt: skip
+    return (
+        state.phase != status.get("phase") or shows_problem or status.get("reason") in PROBLEM_REASONS
+    ) and not keeps_note
 
 
 def _with_results(state: JobState, status: Mapping[str, Any], spec: Mapping[str, Any] | None) -> JobState:
     """No Succeeded without scores: a Complete Job whose scores are missing is Failed."""
     if state.phase == SUCCEEDED and not outcome.results_recorded(status):
         name = status.get("jobName") or "The Job"
-        state = JobState(FAILED, RESULTS_NOT_RECORDED, f"{name} completed, but its scores never reached status.results.",
-                         state.start_time, state.completion_time)  # fmt: skip
+        state = JobState(
+            FAILED,
+            RESULTS_NOT_RECORDED,
+            f"{name} completed, but its scores never reached status.results.",
+            state.start_time,
+            state.completion_time,
+        )
     if state.reason != RESULTS_NOT_RECORDED:
         return state
-    return dataclasses.replace(state, message=f"{state.message} Its results files are {outcome.files_location(spec, status)}.")
+    return dataclasses.replace(
+        state, message=f"{state.message} Its results files are {outcome.files_location(spec, status)}."
+    )
 
 
 def _runner_message(status: Mapping[str, Any]) -> str | None:

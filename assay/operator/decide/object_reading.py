@@ -71,15 +71,22 @@ def memory_limit(pod: objects.Pod, container: str) -> str | None:
 
 
 def event_time(event: objects.Event, *, first: bool) -> datetime.datetime | None:
-    keys = ("firstTimestamp", "eventTime", "lastTimestamp") if first else ("lastTimestamp", "eventTime", "firstTimestamp")
+    keys = (
+        ("firstTimestamp", "eventTime", "lastTimestamp") if first else ("lastTimestamp", "eventTime", "firstTimestamp")
+    )
     for key in keys:
         found = parse_time(event.get(key))
         if found:
             return found
     series = event.get("series") or {}
-    return parse_time(series.get("lastObservedTime")) or parse_time((event.get("metadata") or {}).get("creationTimestamp"))
+    return parse_time(series.get("lastObservedTime")) or parse_time(
+        (event.get("metadata") or {}).get("creationTimestamp")
+    )
 
 
 def about(events: Iterable[objects.Event], kind: str, name: str) -> list[objects.Event]:
-    return [e for e in events if (e.get("involvedObject") or {}).get("kind") == kind
-            and (e.get("involvedObject") or {}).get("name") == name]  # fmt: skip
+    return [
+        e
+        for e in events
+        if (e.get("involvedObject") or {}).get("kind") == kind and (e.get("involvedObject") or {}).get("name") == name
+    ]

@@ -28,8 +28,10 @@ COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 def _stopped_for_peer(pod: objects.Pod) -> bool:
     status = pod.get("status") or {}
-    return any(((s.get("state") or {}).get("terminated") or {}).get("exitCode") == PEER_FAILED_EXIT_CODE
-               for s in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())])  # fmt: skip
+    return any(
+        ((s.get("state") or {}).get("terminated") or {}).get("exitCode") == PEER_FAILED_EXIT_CODE
+        for s in [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+    )
 
 
 def _index(pod: objects.Pod) -> str:
@@ -51,7 +53,11 @@ def exceeded(job: objects.Job, pods: Sequence[objects.Pod], *, max_retries: int)
     if times - counted <= max_retries:
         return None
     name = (job.get("metadata") or {}).get("name", "?")
-    return Problem(PEER_FAILURES_EXCEEDED, f"Rank {index} of Job {name} stopped {times} times for a peer's reported "
-                                           f"failure, more than the Job's {counted} counted failures and "
-                                           f"policy.maxPeerFailureRetries ({max_retries}) allow; see kubectl logs of "
-                                           "its other pods for the failure behind it.", fatal=True)  # fmt: skip
+    return Problem(
+        PEER_FAILURES_EXCEEDED,
+        f"Rank {index} of Job {name} stopped {times} times for a peer's reported "
+        f"failure, more than the Job's {counted} counted failures and "
+        f"policy.maxPeerFailureRetries ({max_retries}) allow; see kubectl logs of "
+        "its other pods for the failure behind it.",
+        fatal=True,
+    )

@@ -75,15 +75,21 @@ def mount_problem(pod: objects.Pod, pod_events: Sequence[objects.Event]) -> tupl
     failures = [e for e in pod_events[: last_failure + 1] if e.get("reason") in (FAILED_MOUNT, FAILED_ATTACH_VOLUME)]
     # An attach failure is the cause of the mount timing out; a mount's own cause beats the summary.
     chosen = next((e for e in reversed(failures) if e.get("reason") == FAILED_ATTACH_VOLUME), None) or next(
-        (e for e in reversed(failures) if not str(e.get("message") or "").startswith(_MOUNT_SUMMARY)), failures[-1])
+        (e for e in reversed(failures) if not str(e.get("message") or "").startswith(_MOUNT_SUMMARY)), failures[-1]
+    )
     said = echoed_text.bounded(str(chosen.get("message") or chosen.get("reason")), _DETAIL_CHARS).rstrip(".")
     name = _name(pod)
     if chosen.get("reason") == FAILED_ATTACH_VOLUME:
-        hint = ("a ReadWriteOnce PVC (spec.cache.pvc, spec.output.pvc) is attached to one node at a time"
-                if "Multi-Attach" in said else "see kubectl describe pod " + name)  # fmt: skip
+        hint = (
+            "a ReadWriteOnce PVC (spec.cache.pvc, spec.output.pvc) is attached to one node at a time"
+            if "Multi-Attach" in said
+            else "see kubectl describe pod " + name
+        )
         return FAILED_ATTACH_VOLUME, f"Runner pod {name} cannot attach a volume: {said}; {hint}."
-    return FAILED_MOUNT, (f"Runner pod {name} cannot mount its volumes: {said}; create what it names, or fix the "
-                          "spec field that names it.")  # fmt: skip
+    return FAILED_MOUNT, (
+        f"Runner pod {name} cannot mount its volumes: {said}; create what it names, or fix the "
+        "spec field that names it."
+    )
 
 
 def start_error(pod: objects.Pod) -> tuple[str, str] | None:
@@ -100,8 +106,12 @@ def start_error(pod: objects.Pod) -> tuple[str, str] | None:
             said = echoed_text.bounded(cause, _DETAIL_CHARS).rstrip(".")
             name, container = _name(pod), status.get("name", "?")
             code = terminated.get("exitCode", 128)
-            hint = ("spec.image must be an Assay runner image" if "executable file not found" in cause
-                    else f"see kubectl describe pod {name}")  # fmt: skip
-            return START_ERROR, (f"Container {container} of runner pod {name} could not start (exit code {code}): "
-                                 f"{said}; {hint}.")  # fmt: skip
+            hint = (
+                "spec.image must be an Assay runner image"
+                if "executable file not found" in cause
+                else f"see kubectl describe pod {name}"
+            )
+            return START_ERROR, (
+                f"Container {container} of runner pod {name} could not start (exit code {code}): {said}; {hint}."
+            )
     return None

@@ -53,8 +53,14 @@ class Plan:
 
     @property
     def is_noop(self) -> bool:
-        return not (self.create or self.delete_jobs or self.delete_services or self.delete_config_maps
-                    or self.suspend_job or self.status)
+        return not (
+            self.create
+            or self.delete_jobs
+            or self.delete_services
+            or self.delete_config_maps
+            or self.suspend_job
+            or self.status
+        )
 
     def summary(self) -> str:
         """One line for the operator's log: what this plan does."""
@@ -93,12 +99,20 @@ def plan(
         manifests = [m for m in manifests if m["kind"] != "Job"]
     suspend = None
     # A Kueue-queued Job is Kueue's to suspend and admit; flipping it would fight Kueue.
-    if current is not None and not builders.queued(spec) \
-            and bool((current.get("spec") or {}).get("suspend")) != spec.suspend:  # fmt: skip
+    if (
+        current is not None
+        and not builders.queued(spec)
+        and bool((current.get("spec") or {}).get("suspend")) != spec.suspend
+    ):
         suspend = (job_name, spec.suspend)
 
-    status_patch = conditions.accepted(status, job_name=job_name, generation=ref.generation, now=now,
-                                       new_run=new_run or status.get("jobName") != job_name)  # fmt: skip
+    status_patch = conditions.accepted(
+        status,
+        job_name=job_name,
+        generation=ref.generation,
+        now=now,
+        new_run=new_run or status.get("jobName") != job_name,
+    )
     status_patch["model"] = spec.model_label
     status_patch["rerunToken"] = ref.rerun  # None (nothing written) while no token was ever set
     if new_run:
@@ -145,8 +159,10 @@ def _current_job(jobs: Sequence[Mapping[str, Any]], wanted_hash: str, rerun: str
         if meta.get("deletionTimestamp"):
             continue
         annotations = meta.get("annotations") or {}
-        if annotations.get(builders.ANNOTATION_SPEC_HASH) == wanted_hash \
-                and annotations.get(builders.ANNOTATION_RERUN) == rerun:  # fmt: skip
+        if (
+            annotations.get(builders.ANNOTATION_SPEC_HASH) == wanted_hash
+            and annotations.get(builders.ANNOTATION_RERUN) == rerun
+        ):
             return job
     return None
 

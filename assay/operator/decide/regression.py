@@ -25,14 +25,21 @@ from assay import echoed_text
 
 REGRESSED = "Regressed"
 """The condition type, and its reason when True."""
-NO_REGRESSION, INCONCLUSIVE, BASELINE_UNAVAILABLE, RUN_FAILED = "NoRegression", "Inconclusive", "BaselineUnavailable", "RunFailed"
+NO_REGRESSION, INCONCLUSIVE, BASELINE_UNAVAILABLE, RUN_FAILED = (
+    "NoRegression",
+    "Inconclusive",
+    "BaselineUnavailable",
+    "RunFailed",
+)
 MESSAGE_CHARS = 1024
 
 ConditionValue = tuple[bool | None, str, str]
 """(status — None for Unknown —, reason, message)."""
 
 
-def regressed(status: Mapping[str, Any], spec: Mapping[str, Any] | None, *, succeeded: bool) -> dict[str, ConditionValue]:
+def regressed(
+    status: Mapping[str, Any], spec: Mapping[str, Any] | None, *, succeeded: bool
+) -> dict[str, ConditionValue]:
     """The Regressed condition of a finished run ({} without a baseline)."""
     if not (spec or {}).get("baseline"):
         return {}

@@ -40,9 +40,13 @@ def phase_seconds(status: Mapping[str, Any]) -> dict[str, float] | None:
     timing = status.get("timing")
     if not isinstance(timing, Mapping):
         return None
-    moments = [parse_time(status.get("startTime")), parse_time(timing.get("runnerStarted")),
-               parse_time(timing.get("requestsStarted")), parse_time(timing.get("finished")),
-               parse_time(status.get("completionTime"))]  # fmt: skip
+    moments = [
+        parse_time(status.get("startTime")),
+        parse_time(timing.get("runnerStarted")),
+        parse_time(timing.get("requestsStarted")),
+        parse_time(timing.get("finished")),
+        parse_time(status.get("completionTime")),
+    ]
     known = [moment for moment in moments if moment is not None]
     if len(known) < len(moments):
         return None

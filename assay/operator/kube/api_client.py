@@ -34,12 +34,25 @@ MAX_RETRY_AFTER_SECONDS = 10.0
 class ApiClient:
     """Requests over `session`, limited by `limiter` (None: no limit); `sleep` waits out a Retry-After."""
 
-    def __init__(self, session: api_session.Session, *, limiter: rate_limit.TokenBucket | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+    def __init__(
+        self,
+        session: api_session.Session,
+        *,
+        limiter: rate_limit.TokenBucket | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.session, self.limiter, self._sleep = session, limiter, sleep
 
-    def request(self, method: str, url: str, *, body: Any = None, query: dict[str, str] | None = None,
-                content_type: str = "application/json", accept: str = "application/json") -> Any:  # fmt: skip
+    def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        body: Any = None,
+        query: dict[str, str] | None = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+    ) -> Any:
         """One API request; the decoded JSON answer. Raises ApiError for an error answer."""
         if query:
             url += ("&" if "?" in url else "?") + urllib.parse.urlencode(query)
@@ -47,7 +60,9 @@ class ApiClient:
         for attempt in range(RETRY_AFTER_ATTEMPTS + 1):
             if self.limiter is not None:
                 self.limiter.wait()
-            response = self.session.send(method, url, body=payload, headers=self._headers(payload, content_type, accept))
+            response = self.session.send(
+                method, url, body=payload, headers=self._headers(payload, content_type, accept)
+            )
             if response.status < 400:
                 return json.loads(response.data) if response.data else None
             wait = _retry_after(response)
@@ -59,8 +74,14 @@ class ApiClient:
     def request_once(self, method: str, url: str, *, body: Any = None, timeout: float) -> Any:
         """One attempt, each connect and read within `timeout`: no rate limit, no retry (leader election's)."""
         payload = json.dumps(body).encode() if body is not None else None
-        response = self.session.send(method, url, body=payload, headers=self._headers(payload, "application/json",
-                                     "application/json"), timeout=timeout, retry_stale=False)  # fmt: skip
+        response = self.session.send(
+            method,
+            url,
+            body=payload,
+            headers=self._headers(payload, "application/json", "application/json"),
+            timeout=timeout,
+            retry_stale=False,
+        )
         if response.status >= 400:
             raise api_errors.from_answer(response.status, response.data, retry_after=response.retry_after)
         return json.loads(response.data) if response.data else None
@@ -101,7 +122,14 @@ def client() -> ApiClient:
     return ApiClient(api_session.Session(_loaded or credentials.load()), limiter=rate_limit.from_env())
 
 
-def request(method: str, url: str, *, body: Any = None, query: dict[str, str] | None = None,
-            content_type: str = "application/json", accept: str = "application/json") -> Any:  # fmt: skip
+def request(
+    method: str,
+    url: str,
+    *,
+    body: Any = None,
+    query: dict[str, str] | None = None,
+    content_type: str = "application/json",
+    accept: str = "application/json",
+) -> Any:
     """`ApiClient.request` on the operator's client."""
     return client().request(method, url, body=body, query=query, content_type=content_type, accept=accept)

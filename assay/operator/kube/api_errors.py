@@ -26,10 +26,22 @@ NAMESPACE_TERMINATING = "NamespaceTerminating"
 """A cause's reason (details.causes), under Forbidden: a create in a namespace being deleted."""
 
 REASON_OF_CODE = {
-    400: BAD_REQUEST, 401: "Unauthorized", 403: FORBIDDEN, 404: NOT_FOUND, 405: "MethodNotAllowed",
-    406: "NotAcceptable", 409: CONFLICT, 410: "Gone", 413: TOO_LARGE, 415: "UnsupportedMediaType", 422: INVALID,
-    429: TOO_MANY_REQUESTS, 500: "InternalError", 503: SERVICE_UNAVAILABLE, 504: "Timeout",
-}  # fmt: skip
+    400: BAD_REQUEST,
+    401: "Unauthorized",
+    403: FORBIDDEN,
+    404: NOT_FOUND,
+    405: "MethodNotAllowed",
+    406: "NotAcceptable",
+    409: CONFLICT,
+    410: "Gone",
+    413: TOO_LARGE,
+    415: "UnsupportedMediaType",
+    422: INVALID,
+    429: TOO_MANY_REQUESTS,
+    500: "InternalError",
+    503: SERVICE_UNAVAILABLE,
+    504: "Timeout",
+}
 """client-go's reasons for an error answer that carries no Status (NewGenericServerResponse)."""
 BODY_CHARS = 2000
 """How much of an answer that is no Status is kept, to quote."""
@@ -38,8 +50,16 @@ BODY_CHARS = 2000
 class ApiError(Exception):
     """An error answer of the API server (HTTP status >= 400)."""
 
-    def __init__(self, *, code: int, reason: str, message: str = "", details: objects.StatusDetails | None = None,
-                 body: str = "", retry_after: str | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        code: int,
+        reason: str,
+        message: str = "",
+        details: objects.StatusDetails | None = None,
+        body: str = "",
+        retry_after: str | None = None,
+    ) -> None:
         super().__init__(f"{code} {reason or 'error'}: {(message or body)[:500]}")
         self.code, self.reason, self.message = code, reason, message
         """The HTTP status; Status.reason (else the code's); Status.message ("" when the answer is no Status)."""
@@ -57,8 +77,14 @@ class Refused(ApiError):
     """An object the API server refused for what it is (`refusals`): sending it again changes nothing."""
 
     def __init__(self, error: ApiError, *, said: str) -> None:
-        super().__init__(code=error.code, reason=error.reason, message=error.message, details=error.details,
-                         body=error.body, retry_after=error.retry_after)  # fmt: skip
+        super().__init__(
+            code=error.code,
+            reason=error.reason,
+            message=error.message,
+            details=error.details,
+            body=error.body,
+            retry_after=error.retry_after,
+        )
         self.said = said
         """The API server's message, one bounded line."""
 
@@ -70,9 +96,13 @@ def from_answer(code: int, data: bytes, *, retry_after: str | None = None) -> Ap
     if status is None:
         return ApiError(code=code, reason=REASON_OF_CODE.get(code, ""), body=text[:BODY_CHARS], retry_after=retry_after)
     details = status.get("details")
-    return ApiError(code=code, reason=str(status.get("reason") or REASON_OF_CODE.get(code, "")),
-                    message=str(status.get("message") or ""), details=details if isinstance(details, dict) else None,
-                    retry_after=retry_after)  # fmt: skip
+    return ApiError(
+        code=code,
+        reason=str(status.get("reason") or REASON_OF_CODE.get(code, "")),
+        message=str(status.get("message") or ""),
+        details=details if isinstance(details, dict) else None,
+        retry_after=retry_after,
+    )
 
 
 def _status(text: str) -> objects.Status | None:

@@ -53,7 +53,9 @@ class Session:
         self.context = _tls_context(credentials) if self.tls else None
         self.proxy = urllib.parse.urlsplit(credentials.proxy) if credentials.proxy else None
         if self.proxy is not None and self.proxy.scheme != "http":
-            raise ValueError(f"the operator reaches the API server through http:// proxies only, not {credentials.proxy}")
+            raise ValueError(
+                f"the operator reaches the API server through http:// proxies only, not {credentials.proxy}"
+            )
         self._local = threading.local()
         self._auth: dict[str, str] = {}
         self._auth_at = -AUTH_REFRESH_SECONDS
@@ -67,8 +69,16 @@ class Session:
                 self._auth, self._auth_at = ({"Authorization": value} if value else {}), now
             return self._auth
 
-    def send(self, method: str, path: str, *, body: bytes | None, headers: dict[str, str], timeout: float | None = None,
-             retry_stale: bool = True) -> Response:  # fmt: skip
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None,
+        headers: dict[str, str],
+        timeout: float | None = None,
+        retry_stale: bool = True,
+    ) -> Response:
         """One request on this thread's connection. `timeout` bounds each connect and read (else
         TIMEOUT). A kept-alive connection the server closed meanwhile is replaced before use
         (as urllib3 does), or, when that shows only as the request fails, the request is sent
@@ -114,8 +124,12 @@ class Session:
             address = (self.proxy.hostname or "", self.proxy.port or 80)
         connection: http.client.HTTPConnection
         if self.context is not None:
-            connection = _ApiServerTLS(*address, timeout=TIMEOUT, context=self.context,
-                                       server_name=self.credentials.tls_server_name or self.host)  # fmt: skip
+            connection = _ApiServerTLS(
+                *address,
+                timeout=TIMEOUT,
+                context=self.context,
+                server_name=self.credentials.tls_server_name or self.host,
+            )
         else:
             connection = http.client.HTTPConnection(*address, timeout=TIMEOUT)
         if self.proxy is not None:

@@ -76,8 +76,12 @@ def in_cluster(environ: Mapping[str, str] = os.environ, account: Path = SERVICE_
         raise ConfigError(f"the service account's token or CA is missing under {account}")
     _read_token(token)  # a token that is there now
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-    return Credentials(server=server, ca_file=str(ca), proxy=_environment_proxy(server),
-                       authorization=lambda: f"Bearer {_read_token(token)}")  # fmt: skip
+    return Credentials(
+        server=server,
+        ca_file=str(ca),
+        proxy=_environment_proxy(server),
+        authorization=lambda: f"Bearer {_read_token(token)}",
+    )
 
 
 def _read_token(path: Path) -> str:
@@ -113,8 +117,9 @@ def from_kubeconfig(paths: list[Path]) -> Credentials:
         context, _ = named["contexts"][current or ""]
         cluster, cluster_dir = named["clusters"][context["cluster"]]
     except KeyError as missing:
-        raise ConfigError(f"kubeconfig {os.pathsep.join(map(str, paths))} has no {missing} (current context, its "
-                          "cluster)") from None  # fmt: skip
+        raise ConfigError(
+            f"kubeconfig {os.pathsep.join(map(str, paths))} has no {missing} (current context, its cluster)"
+        ) from None
     user, user_dir = named["users"].get(context.get("user") or "", ({}, cluster_dir))
     server = str(cluster.get("server") or "").rstrip("/")
     if not server:
@@ -192,22 +197,34 @@ class ExecPlugin:
             command = str(base / command)  # relative to the kubeconfig, as kubectl resolves it
         self.argv = [command, *map(str, spec.get("args") or ())]
         self.env = {**os.environ, **{e["name"]: str(e["value"]) for e in spec.get("env") or ()}}
-        self.env["KUBERNETES_EXEC_INFO"] = json.dumps({
-            "apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1", "kind": "ExecCredential",
-            "spec": {"interactive": False}})  # fmt: skip
+        self.env["KUBERNETES_EXEC_INFO"] = json.dumps(
+            {
+                "apiVersion": spec.get("apiVersion") or "client.authentication.k8s.io/v1",
+                "kind": "ExecCredential",
+                "spec": {"interactive": False},
+            }
+        )
         self._lock = threading.Lock()
         self._status: dict[str, Any] = {}
         self._expires: datetime.datetime | None = None
 
     def _run(self) -> dict[str, Any]:
         try:
-            done = subprocess.run(self.argv, env=self.env, capture_output=True, text=True, timeout=EXEC_TIMEOUT,
-                                  stdin=subprocess.DEVNULL, check=False)  # fmt: skip
+            done = subprocess.run(
+                self.argv,
+                env=self.env,
+                capture_output=True,
+                text=True,
+                timeout=EXEC_TIMEOUT,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except (OSError, subprocess.TimeoutExpired) as error:
             raise ConfigError(f"the kubeconfig's exec plugin {self.argv[0]} did not run: {error}") from None
         if done.returncode != 0:
-            raise ConfigError(f"the kubeconfig's exec plugin {self.argv[0]} exited {done.returncode}: "
-                              f"{done.stderr.strip()[-500:]}")  # fmt: skip
+            raise ConfigError(
+                f"the kubeconfig's exec plugin {self.argv[0]} exited {done.returncode}: {done.stderr.strip()[-500:]}"
+            )
         try:
             status: dict[str, Any] = json.loads(done.stdout)["status"]
         except (ValueError, KeyError, TypeError):

@@ -31,10 +31,17 @@ PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1
 """Asks the API server for an object's metadata alone (no fallback to the whole object)."""
 
 PLURALS = {
-    "ConfigMap": "configmaps", "Event": "events", "Job": "jobs", "Pod": "pods", "Role": "roles",
-    "RoleBinding": "rolebindings", "Secret": "secrets", "Service": "services", "ServiceAccount": "serviceaccounts",
+    "ConfigMap": "configmaps",
+    "Event": "events",
+    "Job": "jobs",
+    "Pod": "pods",
+    "Role": "roles",
+    "RoleBinding": "rolebindings",
+    "Secret": "secrets",
+    "Service": "services",
+    "ServiceAccount": "serviceaccounts",
     spec_module.KIND: spec_module.PLURAL,
-}  # fmt: skip
+}
 """The kinds the operator touches. Their paths are fixed, so no discovery is read: the dynamic
 client's discovery (about 20 requests) was repeated under a burst of handlers."""
 
@@ -45,7 +52,9 @@ def _raise_if_refused(error: api_errors.ApiError) -> None:
         raise api_errors.Refused(error, said=said) from None
 
 
-def path(api_version: str, kind: str, *, namespace: str, name: str | None = None, subresource: str | None = None) -> str:
+def path(
+    api_version: str, kind: str, *, namespace: str, name: str | None = None, subresource: str | None = None
+) -> str:
     """The REST path of a namespaced kind (and of one object, and its subresource)."""
     root = f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
     try:
@@ -74,8 +83,12 @@ def create(manifest: Manifest) -> bool:
         if not refusals.namespace_terminating(error):
             _raise_if_refused(error)
             raise
-        logger.info("Namespace %s is being deleted: %s %s not created.", namespace, manifest["kind"],
-                    manifest["metadata"]["name"])  # fmt: skip
+        logger.info(
+            "Namespace %s is being deleted: %s %s not created.",
+            namespace,
+            manifest["kind"],
+            manifest["metadata"]["name"],
+        )
         return False
     return True
 
@@ -96,20 +109,26 @@ def apply(manifest: Manifest) -> bool:
         if not refusals.namespace_terminating(error):
             _raise_if_refused(error)
             raise
-        logger.info("Namespace %s is being deleted: %s %s not applied.", meta["namespace"], manifest["kind"],
-                    meta["name"])  # fmt: skip
+        logger.info(
+            "Namespace %s is being deleted: %s %s not applied.", meta["namespace"], manifest["kind"], meta["name"]
+        )
         return False
     return True
 
 
-def list_children(kind: str, api_version: str, *, namespace: str, label_selector: str,
-                  owner_uid: str | None = None) -> list[Manifest]:  # fmt: skip
+def list_children(
+    kind: str, api_version: str, *, namespace: str, label_selector: str, owner_uid: str | None = None
+) -> list[Manifest]:
     """Children of one owner: by label (two owners may share a label), then by the controller
     ownerReference when `owner_uid` is given."""
     found = list_objects(kind, api_version, namespace=namespace, label_selector=label_selector)
     if owner_uid is None:
         return found
-    return [o for o in found if any(r.get("uid") == owner_uid for r in (o.get("metadata") or {}).get("ownerReferences") or ())]
+    return [
+        o
+        for o in found
+        if any(r.get("uid") == owner_uid for r in (o.get("metadata") or {}).get("ownerReferences") or ())
+    ]
 
 
 def get(kind: str, api_version: str, *, namespace: str, name: str) -> Manifest | None:
@@ -126,8 +145,9 @@ def get_metadata(kind: str, api_version: str, *, namespace: str, name: str) -> M
     """One object's metadata alone (PartialObjectMetadata), None if it does not exist: a
     Secret's labels are read without its values ever reaching the operator."""
     try:
-        found = api_client.request("GET", path(api_version, kind, namespace=namespace, name=name),
-                                   accept=PARTIAL_METADATA)  # fmt: skip
+        found = api_client.request(
+            "GET", path(api_version, kind, namespace=namespace, name=name), accept=PARTIAL_METADATA
+        )
     except api_errors.ApiError as error:
         if error.reason == api_errors.NOT_FOUND:
             return None
@@ -142,8 +162,9 @@ def secret_metadata(namespace: str) -> Callable[[str], Manifest | None]:
     return lambda name: get_metadata("Secret", "v1", namespace=namespace, name=name)
 
 
-def list_objects(kind: str, api_version: str, *, namespace: str, label_selector: str | None = None,
-                 field_selector: str | None = None) -> list[Manifest]:  # fmt: skip
+def list_objects(
+    kind: str, api_version: str, *, namespace: str, label_selector: str | None = None, field_selector: str | None = None
+) -> list[Manifest]:
     query = {k: v for k, v in (("labelSelector", label_selector), ("fieldSelector", field_selector)) if v}
     found = api_client.request("GET", path(api_version, kind, namespace=namespace), query=query)
     items: list[Manifest] = found.get("items") or []
@@ -156,8 +177,9 @@ def list_objects(kind: str, api_version: str, *, namespace: str, label_selector:
 
 def list_events(*, namespace: str, kind: str, name: str) -> list[objects.Event]:
     """core/v1 Events about one object (the Job controller's, the kubelet's, the scheduler's)."""
-    found = list_objects("Event", "v1", namespace=namespace,
-                         field_selector=f"involvedObject.kind={kind},involvedObject.name={name}")  # fmt: skip
+    found = list_objects(
+        "Event", "v1", namespace=namespace, field_selector=f"involvedObject.kind={kind},involvedObject.name={name}"
+    )
     return cast(list[objects.Event], found)
 
 
@@ -169,8 +191,9 @@ def list_pods(*, namespace: str, label_selector: str) -> list[objects.Pod]:
     return cast(list[objects.Pod], list_objects("Pod", "v1", namespace=namespace, label_selector=label_selector))
 
 
-def _merge_patch(api_version: str, kind: str, *, namespace: str, name: str, body: Mapping[str, Any],
-                 subresource: str | None = None) -> Manifest:  # fmt: skip
+def _merge_patch(
+    api_version: str, kind: str, *, namespace: str, name: str, body: Mapping[str, Any], subresource: str | None = None
+) -> Manifest:
     url = path(api_version, kind, namespace=namespace, name=name, subresource=subresource)
     written: Manifest = api_client.request("PATCH", url, body=dict(body), content_type=MERGE_PATCH)
     return written
@@ -201,8 +224,13 @@ def event_body(obj: Mapping[str, Any], *, type: str, reason: str, message: str) 
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {"generateName": f"{meta['name'][:200]}.", "namespace": meta["namespace"]},
-        "involvedObject": {"apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
-                           "namespace": meta["namespace"], "uid": meta.get("uid")},  # fmt: skip
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"),
+            "kind": obj.get("kind"),
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "uid": meta.get("uid"),
+        },
         "type": type,
         "reason": reason,
         "message": message[:1024],
@@ -226,8 +254,13 @@ def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
     try:
         if update:
             try:
-                _merge_patch("v1", "Event", namespace=namespace, name=event["metadata"]["name"],
-                             body={k: event[k] for k in ("count", "lastTimestamp", "message")})  # fmt: skip
+                _merge_patch(
+                    "v1",
+                    "Event",
+                    namespace=namespace,
+                    name=event["metadata"]["name"],
+                    body={k: event[k] for k in ("count", "lastTimestamp", "message")},
+                )
                 return
             except api_errors.ApiError as error:
                 if error.reason != api_errors.NOT_FOUND:
@@ -240,8 +273,9 @@ def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
 def delete(kind: str, api_version: str, *, namespace: str, name: str) -> None:
     try:
         # Background: the Job goes now, its pods right after (no orphans left running).
-        api_client.request("DELETE", path(api_version, kind, namespace=namespace, name=name),
-                           body={"propagationPolicy": "Background"})  # fmt: skip
+        api_client.request(
+            "DELETE", path(api_version, kind, namespace=namespace, name=name), body={"propagationPolicy": "Background"}
+        )
     except api_errors.ApiError as error:
         if error.reason != api_errors.NOT_FOUND:
             raise
@@ -252,11 +286,19 @@ def patch_job_suspend(*, namespace: str, name: str, suspend: bool) -> None:
 
 
 def get_evaluation(*, namespace: str, name: str) -> objects.Evaluation | None:
-    return cast(objects.Evaluation | None, get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name))
+    return cast(
+        objects.Evaluation | None, get(spec_module.KIND, spec_module.API_VERSION, namespace=namespace, name=name)
+    )
 
 
 def patch_evaluation_status(*, namespace: str, name: str, status: Mapping[str, Any]) -> objects.Evaluation:
     """Merge-patch one Evaluation's status; returns the Evaluation as written."""
-    written = _merge_patch(spec_module.API_VERSION, spec_module.KIND, namespace=namespace, name=name,
-                           body={"status": dict(status)}, subresource="status")  # fmt: skip
+    written = _merge_patch(
+        spec_module.API_VERSION,
+        spec_module.KIND,
+        namespace=namespace,
+        name=name,
+        body={"status": dict(status)},
+        subresource="status",
+    )
     return cast(objects.Evaluation, written)

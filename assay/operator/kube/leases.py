@@ -47,8 +47,10 @@ class Leases:
     def update(self, lease: objects.Lease, *, timeout: float) -> objects.Lease:
         """Replace `lease` if its resourceVersion is still the stored one; raises ApiError (Conflict when not)."""
         meta = lease["metadata"]
-        return cast(objects.Lease, self._client().request_once("PUT", _path(meta["namespace"], meta["name"]), body=lease,
-                                                               timeout=timeout))  # fmt: skip
+        return cast(
+            objects.Lease,
+            self._client().request_once("PUT", _path(meta["namespace"], meta["name"]), body=lease, timeout=timeout),
+        )
 
 
 def new_lease(*, namespace: str, name: str, identity: str, lease_seconds: int, now: datetime.datetime) -> objects.Lease:
@@ -57,6 +59,11 @@ def new_lease(*, namespace: str, name: str, identity: str, lease_seconds: int, n
         "apiVersion": API_VERSION,
         "kind": "Lease",
         "metadata": {"name": name, "namespace": namespace},
-        "spec": {"holderIdentity": identity, "leaseDurationSeconds": lease_seconds, "acquireTime": micro_time(now),
-                 "renewTime": micro_time(now), "leaseTransitions": 0},  # fmt: skip
+        "spec": {
+            "holderIdentity": identity,
+            "leaseDurationSeconds": lease_seconds,
+            "acquireTime": micro_time(now),
+            "renewTime": micro_time(now),
+            "leaseTransitions": 0,
+        },
     }

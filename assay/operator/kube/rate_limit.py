@@ -27,8 +27,14 @@ class TokenBucket:
     """`qps` tokens a second, at most `burst` saved up; each request takes one, waiting for it
     when none is left. Thread-safe: a waiter reserves its token, then sleeps outside the lock."""
 
-    def __init__(self, *, qps: float, burst: int, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        qps: float,
+        burst: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         if qps <= 0 or burst < 1:
             raise ValueError(f"a token bucket needs qps above 0 and burst at least 1, not {qps:g} and {burst}")
         self.qps, self.burst = qps, burst
@@ -56,13 +62,15 @@ def from_env(env: Mapping[str, str] | None = None) -> TokenBucket | None:
     try:
         qps = float(raw_qps) if raw_qps else DEFAULT_QPS
     except ValueError:
-        raise UserError(f"{QPS_ENV}={raw_qps!r} is not a number of requests a second; unset it for "
-                        f"{DEFAULT_QPS:g}.") from None  # fmt: skip
+        raise UserError(
+            f"{QPS_ENV}={raw_qps!r} is not a number of requests a second; unset it for {DEFAULT_QPS:g}."
+        ) from None
     try:
         burst = int(raw_burst) if raw_burst else DEFAULT_BURST
     except ValueError:
-        raise UserError(f"{BURST_ENV}={raw_burst!r} is not a whole number of requests; unset it for "
-                        f"{DEFAULT_BURST}.") from None  # fmt: skip
+        raise UserError(
+            f"{BURST_ENV}={raw_burst!r} is not a whole number of requests; unset it for {DEFAULT_BURST}."
+        ) from None
     if qps <= 0:
         return None
     if burst < 1:

@@ -19,10 +19,13 @@ from typing import Callable, Iterator
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 HANDLER_KINDS = {
-    "reconcile": "Evaluation", "sweep": "Evaluation",
-    "mirror_job": "Job", "recreate_job": "Job", "lost_job_sweep": "Job",
+    "reconcile": "Evaluation",
+    "sweep": "Evaluation",
+    "mirror_job": "Job",
+    "recreate_job": "Job",
+    "lost_job_sweep": "Job",
     "mirror_pod": "Pod",
-}  # fmt: skip
+}
 """The kind of object each handler (the `handler` label of assay_operator_reconcile_errors) works on."""
 DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 """A status mirror takes milliseconds; a decision a few API round trips; a slow API server up to
@@ -37,14 +40,24 @@ class ControllerMetrics:
     """Reconcile timings and errors, the decision queue's depth and the leader flag, in `registry`."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
-        self.duration = Histogram("assay_reconcile_duration_seconds", "Time one handler run took, by kind of object.",
-                                  ("kind",), buckets=DURATION_BUCKETS, registry=registry)  # fmt: skip
-        self.errors = Counter("assay_reconcile_errors", "Handler runs that raised, by kind of object.", ("kind",),
-                              registry=registry)  # fmt: skip
-        self.queue_depth = Gauge("assay_workqueue_depth", "Evaluations whose run decision is waiting, running or "
-                                 "due for a retry.", registry=registry)  # fmt: skip
-        self.leader = Gauge("assay_leader", "1 on the replica that leads (holds the Lease, or runs alone), else 0.",
-                            registry=registry)  # fmt: skip
+        self.duration = Histogram(
+            "assay_reconcile_duration_seconds",
+            "Time one handler run took, by kind of object.",
+            ("kind",),
+            buckets=DURATION_BUCKETS,
+            registry=registry,
+        )
+        self.errors = Counter(
+            "assay_reconcile_errors", "Handler runs that raised, by kind of object.", ("kind",), registry=registry
+        )
+        self.queue_depth = Gauge(
+            "assay_workqueue_depth",
+            "Evaluations whose run decision is waiting, running or due for a retry.",
+            registry=registry,
+        )
+        self.leader = Gauge(
+            "assay_leader", "1 on the replica that leads (holds the Lease, or runs alone), else 0.", registry=registry
+        )
 
     @contextlib.contextmanager
     def timing(self, handler: str) -> Iterator[None]:

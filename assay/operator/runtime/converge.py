@@ -52,9 +52,16 @@ def _children_selector(evaluation: str) -> str:
     return f"{builders.LABEL_EVALUATION}={names.label_value(evaluation)},{RUNNER_JOB_SELECTOR}"
 
 
-def carry_out(evaluation: objects.Evaluation, spec: spec_module.Evaluation, *, now: datetime.datetime,
-              default_image: str | None, emit: Emit, task_sources: list[dict[str, Any]] | None = None,
-              written: Written = lambda _: None) -> reconcile.Plan:  # fmt: skip
+def carry_out(
+    evaluation: objects.Evaluation,
+    spec: spec_module.Evaluation,
+    *,
+    now: datetime.datetime,
+    default_image: str | None,
+    emit: Emit,
+    task_sources: list[dict[str, Any]] | None = None,
+    written: Written = lambda _: None,
+) -> reconcile.Plan:
     """Plan from what exists and do it; `written` gets the Evaluation as its status write returned it."""
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
@@ -105,8 +112,14 @@ def carry_out(evaluation: objects.Evaluation, spec: spec_module.Evaluation, *, n
     return steps
 
 
-def reject(evaluation: objects.Evaluation, message: str, *, now: datetime.datetime, emit: Emit,
-           written: Written = lambda _: None) -> bool:  # fmt: skip
+def reject(
+    evaluation: objects.Evaluation,
+    message: str,
+    *,
+    now: datetime.datetime,
+    emit: Emit,
+    written: Written = lambda _: None,
+) -> bool:
     """Fail the Evaluation as InvalidSpec with `message`, and one Warning Event; False if its status says so already."""
     meta = evaluation["metadata"]
     status = reconcile.rejection(evaluation, message, now=now)
@@ -117,23 +130,39 @@ def reject(evaluation: objects.Evaluation, message: str, *, now: datetime.dateti
     return True
 
 
-def _not_created(evaluation: objects.Evaluation, manifest: Mapping[str, Any], error: api_errors.ApiError, *,
-                 now: datetime.datetime, emit: Emit, written: Written) -> str | None:  # fmt: skip
+def _not_created(
+    evaluation: objects.Evaluation,
+    manifest: Mapping[str, Any],
+    error: api_errors.ApiError,
+    *,
+    now: datetime.datetime,
+    emit: Emit,
+    written: Written,
+) -> str | None:
     """A child the API server did not create. A final refusal fails the Evaluation: its message
     is returned. Anything else is noted in the status, to be tried again: None."""
     kind, child = manifest["kind"], manifest["metadata"]["name"]
     meta = evaluation["metadata"]
     if isinstance(error, api_errors.Refused):
-        fix = ("shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
-               "whole spec, and a ConfigMap at most 1 MiB") if kind == "ConfigMap" else \
-            ("change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
-             "nodeSelector are spec.podTemplate's)")  # fmt: skip
+        fix = (
+            (
+                "shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
+                "whole spec, and a ConfigMap at most 1 MiB"
+            )
+            if kind == "ConfigMap"
+            else (
+                "change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
+                "nodeSelector are spec.podTemplate's)"
+            )
+        )
         message = f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; {fix}."
         reject(evaluation, message, now=now, emit=emit, written=written)
         return message
     said = refusals.transient_note(error)
-    note = {"reason": JOB_NOT_CREATED, "message": f"{kind} {child} could not be created yet ({said}); "
-                                                  "the operator tries again."}  # fmt: skip
+    note = {
+        "reason": JOB_NOT_CREATED,
+        "message": f"{kind} {child} could not be created yet ({said}); the operator tries again.",
+    }
     try:
         written(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"], status=note))
     except Exception as failed:  # noqa: BLE001 - the create's own error is the one reported
@@ -154,8 +183,15 @@ def awaits_job(evaluation: objects.Evaluation, job_name: str | None = None) -> b
     return not (accepted and accepted.get("status") == "False")
 
 
-def recreate(evaluation: objects.Evaluation, *, admin: policy.AdminPolicy, default_image: str | None, emit: Emit,
-             now: datetime.datetime, written: Written = lambda _: None) -> bool:  # fmt: skip
+def recreate(
+    evaluation: objects.Evaluation,
+    *,
+    admin: policy.AdminPolicy,
+    default_image: str | None,
+    emit: Emit,
+    now: datetime.datetime,
+    written: Written = lambda _: None,
+) -> bool:
     """The current run's Job is gone while the run is unfinished: create it again. True if created.
 
     A spec the admin's policy (or a Secret's consent) no longer allows fails the Evaluation,
@@ -167,8 +203,12 @@ def recreate(evaluation: objects.Evaluation, *, admin: policy.AdminPolicy, defau
         spec = spec_module.parse_spec(evaluation.get("spec") or {})
         # Accepted before, but the admin's policy may have changed since: it still holds.
         policy.check(spec, admin)
-        secret_consent.check(spec, label=admin.secret_consent_label, namespace=meta["namespace"],
-                             get=kube.secret_metadata(meta["namespace"]))  # fmt: skip
+        secret_consent.check(
+            spec,
+            label=admin.secret_consent_label,
+            namespace=meta["namespace"],
+            get=kube.secret_metadata(meta["namespace"]),
+        )
         spec = policy.enforce(spec, admin)
     except UserError as error:
         reject(evaluation, str(error), now=now, emit=emit, written=written)
@@ -176,8 +216,12 @@ def recreate(evaluation: objects.Evaluation, *, admin: policy.AdminPolicy, defau
     if kube.get("Job", "batch/v1", namespace=meta["namespace"], name=str(job_name)) is not None:
         return False
     if status.get("reason") != JOB_NOT_CREATED:  # a Job that never existed was not lost
-        emit(evaluation, type="Warning", reason="JobLost",
-             message=f"Job {job_name} was deleted before the run finished; creating it again.")  # fmt: skip
+        emit(
+            evaluation,
+            type="Warning",
+            reason="JobLost",
+            message=f"Job {job_name} was deleted before the run finished; creating it again.",
+        )
     steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit, written=written)
     return steps.refused is None and any(m["kind"] == "Job" for m in steps.create)
 
@@ -218,8 +262,9 @@ class UnfinishedRuns:
 
 def runner_jobs(namespace: str) -> dict[str, objects.Job]:
     """The live runner Jobs of a namespace by name: one list for every run there, not one read per run."""
-    jobs = cast(list[objects.Job], kube.list_objects("Job", "batch/v1", namespace=namespace,
-                                                     label_selector=RUNNER_JOB_SELECTOR))  # fmt: skip
+    jobs = cast(
+        list[objects.Job], kube.list_objects("Job", "batch/v1", namespace=namespace, label_selector=RUNNER_JOB_SELECTOR)
+    )
     return {str(j["metadata"]["name"]): j for j in jobs if not j["metadata"].get("deletionTimestamp")}
 
 
@@ -235,13 +280,26 @@ class LostJobSweeper(PeriodicSweep):
     look that does, is counted and logged by `periodic`; the next pass tries again.
     """
 
-    def __init__(self, *, runs: UnfinishedRuns, admin: policy.AdminPolicy, default_image: str | None,
-                 on_error: OnError, emit: Emit = kube.create_event, interval: float = LOST_JOB_SWEEP_INTERVAL,
-                 state: OperatorState | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        runs: UnfinishedRuns,
+        admin: policy.AdminPolicy,
+        default_image: str | None,
+        on_error: OnError,
+        emit: Emit = kube.create_event,
+        interval: float = LOST_JOB_SWEEP_INTERVAL,
+        state: OperatorState | None = None,
+    ) -> None:
         self.state = state if state is not None else OperatorState()
         """The operator's state (`observe`: the watches' objects, metrics); a bare one in tests."""
-        super().__init__(interval=interval, name="assay-lost-job-sweeper", label="resync", on_error=on_error,
-                         stop=self.state.stopping)  # fmt: skip
+        super().__init__(
+            interval=interval,
+            name="assay-lost-job-sweeper",
+            label="resync",
+            on_error=on_error,
+            stop=self.state.stopping,
+        )
         self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
 
     def sweep(self) -> None:

@@ -35,10 +35,15 @@ class RunDecisions:
     ask for the same decision again. `on_error(key, error)` hears of each failed attempt.
     """
 
-    def __init__(self, *, decide: Callable[[Body], None], latest: Callable[[Key], Body | None],
-                 on_error: Callable[[Key, BaseException], None],
-                 executor: concurrent.futures.Executor | None = None,
-                 delays: tuple[float, ...] = RETRY_DELAYS) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        decide: Callable[[Body], None],
+        latest: Callable[[Key], Body | None],
+        on_error: Callable[[Key, BaseException], None],
+        executor: concurrent.futures.Executor | None = None,
+        delays: tuple[float, ...] = RETRY_DELAYS,
+    ) -> None:
         self._decide, self._latest, self._on_error = decide, latest, on_error
         self._executor, self._delays = executor, delays
         self._seen: set[Key] = set()

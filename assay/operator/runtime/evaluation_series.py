@@ -87,10 +87,18 @@ def comparison_rows(key: Labels, comparison: Mapping[str, Any] | None) -> list[R
     for entry in comparison.get("rows") or []:
         if not isinstance(entry, Mapping):
             continue
-        labels = (*key, baseline, bounded(entry.get("task") or ""), bounded(entry.get("metric") or ""),
-                  bounded(entry.get("filter") or "none"))  # fmt: skip
-        values = {name: number for name, field in ((DELTA, "delta"), (DELTA_CI_LOW, "ciLow"), (DELTA_CI_HIGH, "ciHigh"))
-                  if (number := _number(entry.get(field))) is not None}  # fmt: skip
+        labels = (
+            *key,
+            baseline,
+            bounded(entry.get("task") or ""),
+            bounded(entry.get("metric") or ""),
+            bounded(entry.get("filter") or "none"),
+        )
+        values = {
+            name: number
+            for name, field in ((DELTA, "delta"), (DELTA_CI_LOW, "ciLow"), (DELTA_CI_HIGH, "ciHigh"))
+            if (number := _number(entry.get(field))) is not None
+        }
         if values and labels not in found:
             found[labels] = Row(labels, values)
     return list(found.values())

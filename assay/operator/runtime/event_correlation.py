@@ -110,8 +110,13 @@ class EventCorrelator:
 
     def correlate(self, event: Mapping[str, Any]) -> Correlated | None:
         obj = event["involvedObject"]
-        about = (event["metadata"]["namespace"], str(obj.get("kind")), str(obj.get("name")), str(obj.get("uid")),
-                 str(obj.get("apiVersion")))  # fmt: skip
+        about = (
+            event["metadata"]["namespace"],
+            str(obj.get("kind")),
+            str(obj.get("name")),
+            str(obj.get("uid")),
+            str(obj.get("apiVersion")),
+        )
         similar = (*about, str(event.get("type")), str(event.get("reason")))
         message = str(event.get("message") or "")
         with self._lock:

@@ -37,8 +37,13 @@ class Send(Protocol):
 class EventPoster:
     """`post(obj, type=, reason=, message=)` queues an Event; a daemon thread sends them in order."""
 
-    def __init__(self, *, send: Send = kube.send_event, capacity: int = CAPACITY,
-                 correlator: event_correlation.EventCorrelator | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        send: Send = kube.send_event,
+        capacity: int = CAPACITY,
+        correlator: event_correlation.EventCorrelator | None = None,
+    ) -> None:
         self._send = send
         self._correlator = correlator if correlator is not None else event_correlation.EventCorrelator()
         self._queue: queue.Queue[event_correlation.Correlated | None] = queue.Queue(maxsize=capacity)
@@ -65,8 +70,10 @@ class EventPoster:
                     why = f"{self._queue.qsize()} are waiting for the API server"
             else:
                 meta = obj["metadata"]
-                why = (f"{meta['namespace']}/{meta['name']} had its {event_correlation.BURST} Events (one more "
-                       f"each {event_correlation.REFILL_SECONDS:g} s)")  # fmt: skip
+                why = (
+                    f"{meta['namespace']}/{meta['name']} had its {event_correlation.BURST} Events (one more "
+                    f"each {event_correlation.REFILL_SECONDS:g} s)"
+                )
         self._drop(why)
 
     def _drop(self, why: str) -> None:

@@ -62,23 +62,37 @@ def check_margins(*, lease_seconds: int, renew_deadline_seconds: float, retry_se
     """client-go's rules: the leader gives up before a standby may take over, and retries at
     least once (jitter included) within its deadline."""
     if lease_seconds < 1 or retry_seconds <= 0:
-        raise ValueError(f"lease_seconds ({lease_seconds}) must be at least 1 and retry_seconds ({retry_seconds}) above 0.")
+        raise ValueError(
+            f"lease_seconds ({lease_seconds}) must be at least 1 and retry_seconds ({retry_seconds}) above 0."
+        )
     if not renew_deadline_seconds < lease_seconds:
-        raise ValueError(f"renew_deadline_seconds ({renew_deadline_seconds}) must be shorter than lease_seconds "
-                         f"({lease_seconds}).")  # fmt: skip
+        raise ValueError(
+            f"renew_deadline_seconds ({renew_deadline_seconds}) must be shorter than lease_seconds ({lease_seconds})."
+        )
     if not JITTER_FACTOR * retry_seconds < renew_deadline_seconds:
-        raise ValueError(f"renew_deadline_seconds ({renew_deadline_seconds}) must be longer than {JITTER_FACTOR} "
-                         f"times retry_seconds ({retry_seconds}).")  # fmt: skip
+        raise ValueError(
+            f"renew_deadline_seconds ({renew_deadline_seconds}) must be longer than {JITTER_FACTOR} "
+            f"times retry_seconds ({retry_seconds})."
+        )
 
 
 class LeaseLock:
     """One replica's view of the Lease `namespace/name`, as `identity`."""
 
-    def __init__(self, namespace: str, name: str, identity: str, *, lease_seconds: int = LEASE_SECONDS,
-                 renew_deadline_seconds: float = RENEW_DEADLINE_SECONDS, retry_seconds: float = RETRY_SECONDS,
-                 api: leases.Leases | None = None) -> None:  # fmt: skip
-        check_margins(lease_seconds=lease_seconds, renew_deadline_seconds=renew_deadline_seconds,
-                      retry_seconds=retry_seconds)  # fmt: skip
+    def __init__(
+        self,
+        namespace: str,
+        name: str,
+        identity: str,
+        *,
+        lease_seconds: int = LEASE_SECONDS,
+        renew_deadline_seconds: float = RENEW_DEADLINE_SECONDS,
+        retry_seconds: float = RETRY_SECONDS,
+        api: leases.Leases | None = None,
+    ) -> None:
+        check_margins(
+            lease_seconds=lease_seconds, renew_deadline_seconds=renew_deadline_seconds, retry_seconds=retry_seconds
+        )
         self.namespace, self.name, self.identity = namespace, name, identity
         self.lease_seconds, self.renew_deadline_seconds = lease_seconds, renew_deadline_seconds
         self.retry_seconds = retry_seconds
@@ -142,8 +156,9 @@ class LeaseLock:
 
     def _create(self) -> bool:
         now = _now()
-        body = leases.new_lease(namespace=self.namespace, name=self.name, identity=self.identity,
-                                lease_seconds=self.lease_seconds, now=now)  # fmt: skip
+        body = leases.new_lease(
+            namespace=self.namespace, name=self.name, identity=self.identity, lease_seconds=self.lease_seconds, now=now
+        )
         sent = time.monotonic()
         try:
             created = self.api.create(body, timeout=self._timeout())

@@ -60,13 +60,20 @@ SUITE_LABEL = "assay.dev/suite"
 class EvaluationMetrics:
     """Assay's metrics in their own registry; thread-safe (kopf runs sync handlers in threads)."""
 
-    def __init__(self, registry: CollectorRegistry | None = None, *, score_series: str = "all",
-                 max_series_per_evaluation: int = DEFAULT_MAX_SERIES) -> None:  # fmt: skip
+    def __init__(
+        self,
+        registry: CollectorRegistry | None = None,
+        *,
+        score_series: str = "all",
+        max_series_per_evaluation: int = DEFAULT_MAX_SERIES,
+    ) -> None:
         if score_series not in SCORE_SERIES:
             raise UserError(f"{SCORE_SERIES_ENV}={score_series!r} is not one of {', '.join(SCORE_SERIES)}.")
         if max_series_per_evaluation < 1:
-            raise UserError(f"{MAX_SERIES_ENV}={max_series_per_evaluation} is not a positive number of series; "
-                            f"unset it for {DEFAULT_MAX_SERIES}.")  # fmt: skip
+            raise UserError(
+                f"{MAX_SERIES_ENV}={max_series_per_evaluation} is not a positive number of series; "
+                f"unset it for {DEFAULT_MAX_SERIES}."
+            )
         self.score_series = score_series
         self.max_series = max_series_per_evaluation
         self.registry = registry if registry is not None else CollectorRegistry()
@@ -88,49 +95,80 @@ class EvaluationMetrics:
         """The series per metric/filter pair of each task and group: scores, stderr, intervals, deltas."""
         self.score = Gauge(series.SCORE, "Aggregated metric of a task or group.", _SCORE, registry=r)
         self.stderr = Gauge(series.STDERR, "Standard error of assay_evaluation_score.", _SCORE, registry=r)
-        self.score_ci_low = Gauge(series.SCORE_CI_LOW, "Lower end of the score's 95% interval, score - 1.96 stderr.",
-                                  _SCORE, registry=r)  # fmt: skip
-        self.score_ci_high = Gauge(series.SCORE_CI_HIGH, "Upper end of the score's 95% interval, score + 1.96 stderr.",
-                                   _SCORE, registry=r)  # fmt: skip
+        self.score_ci_low = Gauge(
+            series.SCORE_CI_LOW, "Lower end of the score's 95% interval, score - 1.96 stderr.", _SCORE, registry=r
+        )
+        self.score_ci_high = Gauge(
+            series.SCORE_CI_HIGH, "Upper end of the score's 95% interval, score + 1.96 stderr.", _SCORE, registry=r
+        )
         self.delta = Gauge(series.DELTA, "Candidate minus baseline score of a compared metric.", _DELTA, registry=r)
-        self.delta_ci_low = Gauge(series.DELTA_CI_LOW, "Lower end of the delta's confidence interval (the comparison's).",
-                                  _DELTA, registry=r)  # fmt: skip
-        self.delta_ci_high = Gauge(series.DELTA_CI_HIGH, "Upper end of the delta's confidence interval (the comparison's).",
-                                   _DELTA, registry=r)  # fmt: skip
+        self.delta_ci_low = Gauge(
+            series.DELTA_CI_LOW, "Lower end of the delta's confidence interval (the comparison's).", _DELTA, registry=r
+        )
+        self.delta_ci_high = Gauge(
+            series.DELTA_CI_HIGH, "Upper end of the delta's confidence interval (the comparison's).", _DELTA, registry=r
+        )
         self._row_gauges = {
-            series.SCORE: self.score, series.STDERR: self.stderr, series.SCORE_CI_LOW: self.score_ci_low,
-            series.SCORE_CI_HIGH: self.score_ci_high, series.DELTA: self.delta, series.DELTA_CI_LOW: self.delta_ci_low,
+            series.SCORE: self.score,
+            series.STDERR: self.stderr,
+            series.SCORE_CI_LOW: self.score_ci_low,
+            series.SCORE_CI_HIGH: self.score_ci_high,
+            series.DELTA: self.delta,
+            series.DELTA_CI_LOW: self.delta_ci_low,
             series.DELTA_CI_HIGH: self.delta_ci_high,
-        }  # fmt: skip
+        }
 
     def _add_per_evaluation_gauges(self, r: CollectorRegistry) -> None:
         """The series per Evaluation: regressed, progress, phase, duration, ETA, info, failure."""
-        self.regressed = Gauge("assay_evaluation_regressed", "1 when the comparison with the baseline says regressed, "
-                               "else 0; absent without a comparison.", (*_EVAL, "baseline"), registry=r)  # fmt: skip
-        self.progress = Gauge("assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL,
-                              registry=r)  # fmt: skip
-        self.phase = Gauge("assay_evaluation_phase", "1 for the Evaluation's current phase, else 0.", (*_EVAL, "phase"),
-                           registry=r)  # fmt: skip
-        self.duration = Gauge("assay_evaluation_duration_seconds", "Run time of a finished Evaluation.", _EVAL,
-                              registry=r)  # fmt: skip
-        self.eta = Gauge("assay_evaluation_eta_seconds", "Estimated seconds left of a running Evaluation.", _EVAL,
-                         registry=r)  # fmt: skip
-        self.info = Gauge("assay_evaluation_info", "1 per Evaluation, labelled with its model, revision and suite.",
-                          _INFO, registry=r)  # fmt: skip
-        self.failure = Gauge("assay_evaluation_failure", "1 while an Evaluation has failed, labelled with the reason.",
-                             (*_EVAL, "reason"), registry=r)  # fmt: skip
+        self.regressed = Gauge(
+            "assay_evaluation_regressed",
+            "1 when the comparison with the baseline says regressed, else 0; absent without a comparison.",
+            (*_EVAL, "baseline"),
+            registry=r,
+        )
+        self.progress = Gauge(
+            "assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL, registry=r
+        )
+        self.phase = Gauge(
+            "assay_evaluation_phase", "1 for the Evaluation's current phase, else 0.", (*_EVAL, "phase"), registry=r
+        )
+        self.duration = Gauge(
+            "assay_evaluation_duration_seconds", "Run time of a finished Evaluation.", _EVAL, registry=r
+        )
+        self.eta = Gauge(
+            "assay_evaluation_eta_seconds", "Estimated seconds left of a running Evaluation.", _EVAL, registry=r
+        )
+        self.info = Gauge(
+            "assay_evaluation_info", "1 per Evaluation, labelled with its model, revision and suite.", _INFO, registry=r
+        )
+        self.failure = Gauge(
+            "assay_evaluation_failure",
+            "1 while an Evaluation has failed, labelled with the reason.",
+            (*_EVAL, "reason"),
+            registry=r,
+        )
 
     def _add_counters(self, r: CollectorRegistry) -> None:
         """What this operator process did: completions, handler and sweep errors, dropped series."""
-        self.completed = Counter("assay_evaluations_completed", "Evaluations that finished, by result.",
-                                 ("namespace", "result"), registry=r)  # fmt: skip
-        self.reconcile_errors = Counter("assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",),
-                                        registry=r)  # fmt: skip
-        self.sweep_errors = Counter("assay_sweep_errors", "Failures in a periodic sweep's pass, by sweep and kind "
-                                    "(http_<status> or the error's class); the sweep goes on.", ("sweep", "kind"),
-                                    registry=r)  # fmt: skip
-        self.dropped = Counter("assay_metric_series_dropped", "Per-metric series not exported: over the cap per "
-                               "Evaluation.", ("namespace",), registry=r)  # fmt: skip
+        self.completed = Counter(
+            "assay_evaluations_completed", "Evaluations that finished, by result.", ("namespace", "result"), registry=r
+        )
+        self.reconcile_errors = Counter(
+            "assay_operator_reconcile_errors", "Handler runs that raised.", ("handler",), registry=r
+        )
+        self.sweep_errors = Counter(
+            "assay_sweep_errors",
+            "Failures in a periodic sweep's pass, by sweep and kind "
+            "(http_<status> or the error's class); the sweep goes on.",
+            ("sweep", "kind"),
+            registry=r,
+        )
+        self.dropped = Counter(
+            "assay_metric_series_dropped",
+            "Per-metric series not exported: over the cap per Evaluation.",
+            ("namespace",),
+            registry=r,
+        )
 
     def observe(self, body: objects.Evaluation) -> None:
         """Set every gauge of one Evaluation from its current spec and status."""
@@ -140,8 +178,10 @@ class EvaluationMetrics:
         status = body.get("status") or {}
         model = bounded(status.get("model") or _model_label(spec))
         comparison = status.get("comparison") if isinstance(status.get("comparison"), Mapping) else None
-        rows = [*series.comparison_rows(key, comparison),
-                *series.score_rows(key, model, status, self._score_sections(status))]  # fmt: skip
+        rows = [
+            *series.comparison_rows(key, comparison),
+            *series.score_rows(key, model, status, self._score_sections(status)),
+        ]
         with self._lock:
             self._set_rows(key, rows)
             self._observe_run(key, status)
@@ -197,7 +237,9 @@ class EvaluationMetrics:
             self._row_gauges[name].labels(*labels).set(value)
         self._series[key] = set(wanted)
 
-    def _set_one(self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None, *, value: float = 1.0) -> None:
+    def _set_one(
+        self, gauge: Gauge, key: tuple[str, str], extra: tuple[str, ...] | None, *, value: float = 1.0
+    ) -> None:
         """Keep exactly one series of `gauge` for this Evaluation (labels `key + extra`, at `value`), or none."""
         seen = self._one_series.setdefault(id(gauge), {})
         wanted = None if extra is None else (*key, *extra)
@@ -245,8 +287,14 @@ class EvaluationMetrics:
     def record_sweep_error(self, sweep: str, kind: str) -> None:
         self.sweep_errors.labels(sweep, kind).inc()
 
-    def start_server(self, port: int, addr: str = "0.0.0.0", *, authorizer: TokenAuthorizer | None = None,
-                     tls: TlsFiles | None = None) -> tuple[Any, threading.Thread]:  # fmt: skip
+    def start_server(
+        self,
+        port: int,
+        addr: str = "0.0.0.0",
+        *,
+        authorizer: TokenAuthorizer | None = None,
+        tls: TlsFiles | None = None,
+    ) -> tuple[Any, threading.Thread]:
         """Serve /metrics of this registry (`metrics_server`); port 0 picks a free one (`server.server_port`)."""
         return metrics_server.serve(self.registry, port=port, addr=addr, authorizer=authorizer, tls=tls)
 
@@ -259,8 +307,9 @@ def max_series_from_env(env: Mapping[str, str] | None = None) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise UserError(f"{MAX_SERIES_ENV}={raw!r} is not a whole number of series; unset it for "
-                        f"{DEFAULT_MAX_SERIES}.") from None  # fmt: skip
+        raise UserError(
+            f"{MAX_SERIES_ENV}={raw!r} is not a whole number of series; unset it for {DEFAULT_MAX_SERIES}."
+        ) from None
 
 
 def _key(namespace: object, name: object) -> tuple[str, str]:

@@ -48,8 +48,15 @@ def _post_to_api(path: str, body: dict[str, Any]) -> Any:
 class TokenAuthorizer:
     """Checks bearer tokens for `get` on `path` with the API server; thread-safe."""
 
-    def __init__(self, *, post: Post = _post_to_api, path: str = "/metrics", verb: str = "get", ttl: float = REVIEW_TTL,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        post: Post = _post_to_api,
+        path: str = "/metrics",
+        verb: str = "get",
+        ttl: float = REVIEW_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._post, self.path, self.verb, self.ttl, self._clock = post, path, verb, ttl, clock
         self._cache: dict[bytes, tuple[Verdict, float]] = {}
         # One review at a time: scrapes that arrive together with one token cost one review.
@@ -69,19 +76,24 @@ class TokenAuthorizer:
             return verdict
 
     def _review(self, token: str) -> Verdict:
-        review = self._post(TOKEN_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview",
-                                            "spec": {"token": token}})  # fmt: skip
+        review = self._post(
+            TOKEN_REVIEWS, {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": token}}
+        )
         status = (review or {}).get("status") or {}
         if not status.get("authenticated"):
             return Verdict.UNAUTHENTICATED
         user = status.get("user") or {}
-        spec: dict[str, Any] = {"user": user.get("username", ""), "groups": user.get("groups") or [],
-                                "nonResourceAttributes": {"path": self.path, "verb": self.verb}}  # fmt: skip
+        spec: dict[str, Any] = {
+            "user": user.get("username", ""),
+            "groups": user.get("groups") or [],
+            "nonResourceAttributes": {"path": self.path, "verb": self.verb},
+        }
         if user.get("uid"):
             spec["uid"] = user["uid"]
         if user.get("extra"):
             spec["extra"] = user["extra"]
-        access = self._post(ACCESS_REVIEWS, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-                                             "spec": spec})  # fmt: skip
+        access = self._post(
+            ACCESS_REVIEWS, {"apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview", "spec": spec}
+        )
         allowed = ((access or {}).get("status") or {}).get("allowed")
         return Verdict.ALLOWED if allowed is True else Verdict.FORBIDDEN

@@ -46,8 +46,10 @@ class TlsFiles:
     def __init__(self, directory: str | Path, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.cert, self.key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
         if not (self.cert.is_file() and self.key.is_file()):
-            raise UserError(f"--metrics-cert-dir {directory} has no tls.crt and tls.key: mount a kubernetes.io/tls "
-                            "Secret there (the chart's metrics.tls.secretName), or leave the option out for HTTP.")  # fmt: skip
+            raise UserError(
+                f"--metrics-cert-dir {directory} has no tls.crt and tls.key: mount a kubernetes.io/tls "
+                "Secret there (the chart's metrics.tls.secretName), or leave the option out for HTTP."
+            )
         self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.context.minimum_version = ssl.TLSVersion.TLSv1_2
         self._clock = clock
@@ -110,8 +112,10 @@ class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
 def _answer(start_response: StartResponse, status: int, text: str, *headers: tuple[str, str]) -> list[bytes]:
     reasons = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 503: "Service Unavailable"}
     body = text.encode()
-    start_response(f"{status} {reasons[status]}", [("Content-Type", "text/plain; charset=utf-8"),
-                                                   ("Content-Length", str(len(body))), *headers])  # fmt: skip
+    start_response(
+        f"{status} {reasons[status]}",
+        [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))), *headers],
+    )
     return [body]
 
 
@@ -150,8 +154,14 @@ def metrics_app(registry: CollectorRegistry, authorizer: TokenAuthorizer | None 
     return app
 
 
-def serve(registry: CollectorRegistry, *, port: int, addr: str = "0.0.0.0", authorizer: TokenAuthorizer | None = None,
-          tls: TlsFiles | None = None) -> tuple[_Server, threading.Thread]:  # fmt: skip
+def serve(
+    registry: CollectorRegistry,
+    *,
+    port: int,
+    addr: str = "0.0.0.0",
+    authorizer: TokenAuthorizer | None = None,
+    tls: TlsFiles | None = None,
+) -> tuple[_Server, threading.Thread]:
     """Serve /metrics in a daemon thread; port 0 picks a free one (`server.server_port`)."""
     server = (_Server6 if ":" in addr else _Server)((addr, port), _QuietHandler)
     server.set_app(metrics_app(registry, authorizer))

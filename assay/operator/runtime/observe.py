@@ -83,7 +83,9 @@ def latest(state: OperatorState, kind: str, body: Mapping[str, Any]) -> Mapping[
     return copied
 
 
-def evaluation_of(child: objects.Job | objects.Pod, *, state: OperatorState, fresh: bool = False) -> objects.Evaluation | None:
+def evaluation_of(
+    child: objects.Job | objects.Pod, *, state: OperatorState, fresh: bool = False
+) -> objects.Evaluation | None:
     """The Evaluation a runner Job or pod belongs to (by its label), if it still exists.
 
     As the watch last showed it, when that is its run of this child; read from the API when
@@ -105,8 +107,14 @@ def evaluation_of(child: objects.Job | objects.Pod, *, state: OperatorState, fre
     return found
 
 
-def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: Emit, job: objects.Job | None = None,
-                now: datetime.datetime | None = None) -> Mapping[str, Any]:  # fmt: skip
+def observe_run(
+    evaluation: objects.Evaluation,
+    *,
+    state: OperatorState,
+    emit: Emit,
+    job: objects.Job | None = None,
+    now: datetime.datetime | None = None,
+) -> Mapping[str, Any]:
     """Mirror the current run (its Job, pods and their Events) into the Evaluation's status.
 
     Returns the status patch it wrote ({} when nothing changed). Reads the Job (unless given)
@@ -145,12 +153,15 @@ def observe_run(evaluation: objects.Evaluation, *, state: OperatorState, emit: E
     if (judged := _with_the_runners_last_write(evaluation, status, job_phase)) is None:
         return {}
     generation = int(judged.get("observedGeneration") or meta.get("generation", 1))
-    patch = job_status.from_job(judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec"))
+    patch = job_status.from_job(
+        judged, job, generation=generation, now=now, problem=problem, spec=evaluation.get("spec")
+    )
     if not patch:
         return {}
     seen(state, "evaluations", kube.patch_evaluation_status(namespace=namespace, name=name, status=patch))
-    _after_patch(evaluation, judged, patch, state=state, emit=emit, job_name=job_name, job_phase=job_phase,
-                 problem=problem)  # fmt: skip
+    _after_patch(
+        evaluation, judged, patch, state=state, emit=emit, job_name=job_name, job_phase=job_phase, problem=problem
+    )
     return patch
 
 
@@ -161,9 +172,17 @@ def _watched_job(state: OperatorState, *, namespace: str, job_name: str) -> obje
     return job or kube.get_job(namespace=namespace, name=job_name)
 
 
-def _after_patch(evaluation: objects.Evaluation, judged: objects.EvaluationStatus, patch: Mapping[str, Any], *,
-                 state: OperatorState, emit: Emit, job_name: str, job_phase: str,
-                 problem: diagnosis.Problem | None) -> None:  # fmt: skip
+def _after_patch(
+    evaluation: objects.Evaluation,
+    judged: objects.EvaluationStatus,
+    patch: Mapping[str, Any],
+    *,
+    state: OperatorState,
+    emit: Emit,
+    job_name: str,
+    job_phase: str,
+    problem: diagnosis.Problem | None,
+) -> None:
     """What a written patch sets off: a run the operator failed has its Job ended, a finished run
     is counted, and the change worth telling (the end, a problem, pods running) becomes an Event."""
     namespace = evaluation["metadata"]["namespace"]
@@ -174,21 +193,29 @@ def _after_patch(evaluation: objects.Evaluation, judged: objects.EvaluationStatu
     if finished:
         state.metrics.record_completion(namespace, finished.lower())
         message = patch.get("message") or judged.get("message") or f"Job {job_name} finished."
-        emit(evaluation, type="Normal" if finished == conditions.SUCCEEDED else "Warning", reason=finished,
-             message=message)  # fmt: skip
+        emit(
+            evaluation,
+            type="Normal" if finished == conditions.SUCCEEDED else "Warning",
+            reason=finished,
+            message=message,
+        )
     elif problem is not None and patch.get("reason") == problem.reason:
         emit(evaluation, type="Warning", reason=problem.reason, message=problem.message)
     elif patch.get("phase") == conditions.RUNNING:
         emit(evaluation, type="Normal", reason="Running", message=patch.get("message") or "Runner pods are running.")
 
 
-def _with_the_runners_last_write(evaluation: objects.Evaluation, status: objects.EvaluationStatus,
-                                 job_phase: str) -> objects.EvaluationStatus | None:  # fmt: skip
+def _with_the_runners_last_write(
+    evaluation: objects.Evaluation, status: objects.EvaluationStatus, job_phase: str
+) -> objects.EvaluationStatus | None:
     """The status to judge a Complete Job by. Without scores it is read again: a Complete Job
     without them is a failed run, and the watch may not have shown the runner's last write
     yet. None when the Evaluation is gone or runs another Job by now."""
-    if job_phase != conditions.SUCCEEDED or outcome.results_recorded(status) \
-            or status.get("phase") in conditions.TERMINAL_PHASES:  # fmt: skip
+    if (
+        job_phase != conditions.SUCCEEDED
+        or outcome.results_recorded(status)
+        or status.get("phase") in conditions.TERMINAL_PHASES
+    ):
         return status
     meta = evaluation["metadata"]
     fresh = kube.get_evaluation(namespace=meta["namespace"], name=meta["name"])
@@ -196,16 +223,20 @@ def _with_the_runners_last_write(evaluation: objects.Evaluation, status: objects
     return fresh_status if fresh_status.get("jobName") == status.get("jobName") else None
 
 
-def _problem(job: objects.Job, *, namespace: str, state: OperatorState, now: datetime.datetime,
-             all_ready: bool) -> diagnosis.Problem | None:  # fmt: skip
+def _problem(
+    job: objects.Job, *, namespace: str, state: OperatorState, now: datetime.datetime, all_ready: bool
+) -> diagnosis.Problem | None:
     """What keeps an unfinished run from going on: ranks stopping for a peer past the admin's
     bound, else (while a pod is not ready) its pods as watched, and Events where needed."""
     job_name = job["metadata"]["name"]
     watched = state.watched
     if watched is None and all_ready:
         return None  # without the watches, a healthy run's pods would cost a list on every look
-    pods = watched.pods.in_group(namespace, job_name) if watched is not None else \
-        kube.list_pods(namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")  # fmt: skip
+    pods = (
+        watched.pods.in_group(namespace, job_name)
+        if watched is not None
+        else kube.list_pods(namespace=namespace, label_selector=f"{builders.LABEL_JOB}={job_name}")
+    )
     bound = peer_failures.exceeded(job, pods, max_retries=state.policy.placement.max_peer_failure_retries)
     if bound is not None or all_ready:
         return bound
@@ -245,8 +276,13 @@ class PendingSweeper(PeriodicSweep):
     """Observes every Pending Evaluation's run again every `interval` seconds, until the operator stops."""
 
     def __init__(self, state: OperatorState, *, interval: float = PENDING_SWEEP_INTERVAL) -> None:
-        super().__init__(interval=interval, name="assay-pending-sweeper", label="pending",
-                         on_error=state.metrics.record_sweep_error, stop=state.stopping)  # fmt: skip
+        super().__init__(
+            interval=interval,
+            name="assay-pending-sweeper",
+            label="pending",
+            on_error=state.metrics.record_sweep_error,
+            stop=state.stopping,
+        )
         self.state = state
 
     def sweep(self) -> None:

@@ -46,8 +46,13 @@ class SweepErrors:
         self._on_error(self.sweep, kind)
         self._failed_this_pass = True
         if kind not in self._logged:
-            logger.warning("The %s sweep failed (%s) on %s: %s; it goes on, and logs this kind again only after "
-                           "a clean pass.", self.sweep, kind, what, error)  # fmt: skip
+            logger.warning(
+                "The %s sweep failed (%s) on %s: %s; it goes on, and logs this kind again only after a clean pass.",
+                self.sweep,
+                kind,
+                what,
+                error,
+            )
         self._logged[kind] = self._logged.get(kind, 0) + 1
 
     def pass_over(self) -> None:
@@ -67,8 +72,15 @@ class SweepErrors:
 class PeriodicSweep:
     """Calls `sweep()` every `interval` seconds until `stop()`; subclasses say what a sweep does."""
 
-    def __init__(self, *, interval: float, name: str, label: str | None = None,
-                 on_error: OnError = lambda sweep, kind: None, stop: threading.Event | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        *,
+        interval: float,
+        name: str,
+        label: str | None = None,
+        on_error: OnError = lambda sweep, kind: None,
+        stop: threading.Event | None = None,
+    ) -> None:
         """`stop`: an event that ends this sweep when set (the operator's `OperatorState.stopping`
         ends them all); its own one by default."""
         self.interval = interval

@@ -21,9 +21,13 @@ BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 8640
 
 class RunPhaseMetrics:
     def __init__(self, registry: CollectorRegistry, *, since: datetime.datetime | None = None) -> None:
-        self.seconds = Histogram("assay_run_phase_seconds", "Seconds a finished run spent in each phase of its cold "
-                                 "path: pending, startup, evaluating, finishing.", ("phase",), buckets=BUCKETS,
-                                 registry=registry)  # fmt: skip
+        self.seconds = Histogram(
+            "assay_run_phase_seconds",
+            "Seconds a finished run spent in each phase of its cold path: pending, startup, evaluating, finishing.",
+            ("phase",),
+            buckets=BUCKETS,
+            registry=registry,
+        )
         self.since = since or datetime.datetime.now(datetime.timezone.utc)
         self._counted: set[tuple[str, str, str]] = set()
 

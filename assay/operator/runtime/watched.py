@@ -106,4 +106,3 @@ class Watched:
         self.evaluations: WatchedObjects[objects.Evaluation] = WatchedObjects()
         self.jobs: WatchedObjects[objects.Job] = WatchedObjects()
         self.pods: WatchedObjects[objects.Pod] = WatchedObjects(group_label=job_label)
-

@@ -137,9 +137,7 @@ def _piqa(src: Path, dst: Path) -> list[Path]:
         raise UserError(
             f"PIQA has {len(docs)} questions but {len(labels)} labels; the source files do not belong together."
         )
-    records = (
-        {"goal": d["goal"], "sol1": d["sol1"], "sol2": d["sol2"], "label": y} for d, y in zip(docs, labels)
-    )
+    records = ({"goal": d["goal"], "sol1": d["sol1"], "sol2": d["sol2"], "label": y} for d, y in zip(docs, labels))
     return [_write_jsonl(dst / "baber/piqa/default/validation.jsonl", records)]
 
 
@@ -280,9 +278,7 @@ def _mmlu(src: Path, dst: Path) -> list[Path]:
     folders = {"test": "test", "validation": "val", "dev": "dev"}
     subjects = sorted(p.name[: -len("_test.csv")] for p in (src / "mmlu/test").glob("*_test.csv"))
     if not subjects:
-        raise UserError(
-            f"No MMLU subjects found under {src / 'mmlu/test'}; expected files named <subject>_test.csv."
-        )
+        raise UserError(f"No MMLU subjects found under {src / 'mmlu/test'}; expected files named <subject>_test.csv.")
     written = []
     for subject in subjects:
         for split, folder in folders.items():
@@ -311,22 +307,35 @@ class Benchmark:
 
 # Names are what --only takes.
 BENCHMARKS: dict[str, Benchmark] = {
-    "arc": Benchmark("arc", _arc, "arc/ARC-{Easy,Challenge}-{Test,Dev}.jsonl",
-                     ("allenai/ai2_arc/ARC-Easy", "allenai/ai2_arc/ARC-Challenge")),
+    "arc": Benchmark(
+        "arc",
+        _arc,
+        "arc/ARC-{Easy,Challenge}-{Test,Dev}.jsonl",
+        ("allenai/ai2_arc/ARC-Easy", "allenai/ai2_arc/ARC-Challenge"),
+    ),
     "boolq": Benchmark("boolq", _boolq, "boolq/val.jsonl", ("aps/super_glue/boolq",)),
     "copa": Benchmark("copa", _copa, "copa/val.jsonl", ("aps/super_glue/copa",)),
     "gsm8k": Benchmark("gsm8k", _gsm8k, "gsm8k/{test,train}.jsonl", ("openai/gsm8k/main",)),
-    "hellaswag": Benchmark("hellaswag", _hellaswag, "hellaswag/hellaswag_val_full.txt.bz2", ("Rowan/hellaswag/default",)),
+    "hellaswag": Benchmark(
+        "hellaswag", _hellaswag, "hellaswag/hellaswag_val_full.txt.bz2", ("Rowan/hellaswag/default",)
+    ),
     "lambada": Benchmark("lambada", _lambada, "lambada/lambada_test.jsonl", ("EleutherAI/lambada_openai/default",)),
     "mmlu": Benchmark("mmlu", _mmlu, "mmlu/{dev,val,test}/<subject>_{dev,val,test}.csv", ("cais/mmlu/*",)),
     "openbookqa": Benchmark("openbookqa", _openbookqa, "openbookqa/{test,dev}.tsv", ("allenai/openbookqa/main",)),
     "piqa": Benchmark("piqa", _piqa, "piqa/valid.jsonl, piqa/valid-labels.lst", ("baber/piqa/default",)),
-    "truthfulqa": Benchmark("truthfulqa", _truthfulqa, "truthfulqa/v0/{mc_task.json,TruthfulQA.csv}",
-                            ("truthfulqa/truthful_qa/multiple_choice", "truthfulqa/truthful_qa/generation")),
-    "wikitext": Benchmark("wikitext2", _wikitext, "wikitext2/wiki.test.raw",
-                          ("EleutherAI/wikitext_document_level/wikitext-2-raw-v1",)),
-    "winogrande": Benchmark("winogrande", _winogrande, "winogrande/winogrande.jsonl", ("allenai/winogrande/winogrande_xl",)),
-}  # fmt: skip
+    "truthfulqa": Benchmark(
+        "truthfulqa",
+        _truthfulqa,
+        "truthfulqa/v0/{mc_task.json,TruthfulQA.csv}",
+        ("truthfulqa/truthful_qa/multiple_choice", "truthfulqa/truthful_qa/generation"),
+    ),
+    "wikitext": Benchmark(
+        "wikitext2", _wikitext, "wikitext2/wiki.test.raw", ("EleutherAI/wikitext_document_level/wikitext-2-raw-v1",)
+    ),
+    "winogrande": Benchmark(
+        "winogrande", _winogrande, "winogrande/winogrande.jsonl", ("allenai/winogrande/winogrande_xl",)
+    ),
+}
 
 
 def benchmark_writing(folder: str) -> str | None:

@@ -63,12 +63,16 @@ def fixes(dataset_path: str, dataset_name: str | None, *, last: str) -> str:
     cache = "set HF_DATASETS_CACHE to a datasets cache that holds it"
     benchmark = converters.benchmark_writing(folder)
     if benchmark is not None:
-        return (f"set {ENV_VAR} to a folder holding {folder}/<split>.jsonl (`assay data import --from <benchmark files> "
-                f"--to <folder> --only {benchmark}` writes one), {cache}, or {last}")  # fmt: skip
+        return (
+            f"set {ENV_VAR} to a folder holding {folder}/<split>.jsonl (`assay data import --from <benchmark files> "
+            f"--to <folder> --only {benchmark}` writes one), {cache}, or {last}"
+        )
     load = f"datasets.load_dataset({dataset_path!r}" + (f", {dataset_name!r})" if dataset_name else ")")
-    return (f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run {load} once on a "
-            f"machine that reaches the hub and {cache} (a copy of that machine's), write its splits yourself as "
-            f"{folder}/<split>.jsonl in a folder named by {ENV_VAR}, or {last}")  # fmt: skip
+    return (
+        f"`assay data import` cannot build it: its data comes from the Hugging Face hub, so run {load} once on a "
+        f"machine that reaches the hub and {cache} (a copy of that machine's), write its splits yourself as "
+        f"{folder}/<split>.jsonl in a folder named by {ENV_VAR}, or {last}"
+    )
 
 
 def find_local_files(
@@ -139,7 +143,9 @@ def datasets_cache_dir(dataset_kwargs: dict[str, Any] | None = None) -> Path:
     return Path(str(cache_dir or _datasets().config.HF_DATASETS_CACHE)).expanduser()
 
 
-def in_datasets_cache(dataset_path: str, dataset_name: str | None, dataset_kwargs: dict[str, Any] | None = None) -> bool:
+def in_datasets_cache(
+    dataset_path: str, dataset_name: str | None, dataset_kwargs: dict[str, Any] | None = None
+) -> bool:
     """Whether offline `load_dataset` finds this hub dataset already prepared in the datasets cache.
 
     The layout is `<cache>/<org>___<name>/<config id>/<version>/<hash>/` (`datasets`' Cache
@@ -174,7 +180,10 @@ def quiet_progress() -> Iterator[None]:
     """No `datasets` progress bars inside (one per split and per `map`: MMLU alone drew 171); the
     task says what it loaded in one line instead. HF_DATASETS_DISABLE_PROGRESS_BARS=0 keeps them."""
     datasets = _datasets()
-    if getattr(datasets.config, "HF_DATASETS_DISABLE_PROGRESS_BARS", None) is False or datasets.are_progress_bars_disabled():
+    if (
+        getattr(datasets.config, "HF_DATASETS_DISABLE_PROGRESS_BARS", None) is False
+        or datasets.are_progress_bars_disabled()
+    ):
         yield
         return
     datasets.disable_progress_bars()

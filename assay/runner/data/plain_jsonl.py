@@ -31,9 +31,11 @@ _SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 _INT64 = (-(2**63), 2**63 - 1)
 # Column sets datasets' JSON builder takes for agent-trace files and rewrites (datasets >= 5).
 _AGENT_TRACE_COLUMNS = (
-    {"type", "message"}, {"type", "payload"}, {"type", "id", "version", "cwd"},
+    {"type", "message"},
+    {"type", "payload"},
+    {"type", "id", "version", "cwd"},
     {"id", "source", "model", "system_prompt", "messages"},
-)  # fmt: skip
+)
 
 
 class _NotPlain(Exception):

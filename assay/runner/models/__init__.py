@@ -25,7 +25,11 @@ _BUILTIN: dict[str, str] = {
 }
 # The extra each backend's imports come from, and those packages (the API backends need none).
 _HF_EXTRA = ("hf", ("torch", "transformers", "accelerate"))
-_BACKEND_EXTRA: dict[str, tuple[str, tuple[str, ...]]] = {"hf": _HF_EXTRA, "huggingface": _HF_EXTRA, "vllm": ("vllm", ("vllm",))}
+_BACKEND_EXTRA: dict[str, tuple[str, tuple[str, ...]]] = {
+    "hf": _HF_EXTRA,
+    "huggingface": _HF_EXTRA,
+    "vllm": ("vllm", ("vllm",)),
+}
 _REGISTERED: dict[str, type[LM]] = {}
 
 

@@ -34,15 +34,44 @@ from pathlib import Path
 from typing import Any, Mapping
 
 # model_args that do not change an answer: where and how fast it is computed, not what.
-NOT_ANSWERS = frozenset({
-    "batch_size", "max_batch_size", "device", "device_map", "parallelize", "max_memory_per_gpu", "max_cpu_memory",
-    "offload_folder", "offload_state_dict", "low_cpu_mem_usage", "tensor_parallel_size", "data_parallel_size",
-    "pipeline_parallel_size", "gpu_memory_utilization", "swap_space", "cpu_offload_gb", "enforce_eager",
-    "max_num_seqs", "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill",
-    "distributed_executor_backend", "disable_custom_all_reduce", "block_size", "logits_cache", "num_concurrent",
-    "max_retries", "timeout", "verify_certificate", "ca_cert_path", "cache_dir", "download_dir",
-    "local_files_only", "trust_remote_code",
-})  # fmt: skip
+NOT_ANSWERS = frozenset(
+    {
+        "batch_size",
+        "max_batch_size",
+        "device",
+        "device_map",
+        "parallelize",
+        "max_memory_per_gpu",
+        "max_cpu_memory",
+        "offload_folder",
+        "offload_state_dict",
+        "low_cpu_mem_usage",
+        "tensor_parallel_size",
+        "data_parallel_size",
+        "pipeline_parallel_size",
+        "gpu_memory_utilization",
+        "swap_space",
+        "cpu_offload_gb",
+        "enforce_eager",
+        "max_num_seqs",
+        "max_num_batched_tokens",
+        "enable_prefix_caching",
+        "enable_chunked_prefill",
+        "distributed_executor_backend",
+        "disable_custom_all_reduce",
+        "block_size",
+        "logits_cache",
+        "num_concurrent",
+        "max_retries",
+        "timeout",
+        "verify_certificate",
+        "ca_cert_path",
+        "cache_dir",
+        "download_dir",
+        "local_files_only",
+        "trust_remote_code",
+    }
+)
 # credentials: never written into a cache file
 SECRETS = frozenset({"token", "use_auth_token", "auth_token", "api_key", "header", "headers"})
 # arguments that may name a hub repository when they are not a local path
@@ -60,11 +89,13 @@ _FIRST_NAMES = {
     "assay.runner.models.vllm.engine.VLLMLM": "assay.runner.models.vllm_engine.VLLMLM",
     **{
         f"assay.runner.models.api.{module}.{name}": f"assay.runner.models.api_{module}.{name}"
-        for module, names in (("completions", ("CompletionsLM", "OpenAICompletionsLM")),
-                              ("chat", ("ChatCompletionsLM", "OpenAIChatCompletionsLM")))
+        for module, names in (
+            ("completions", ("CompletionsLM", "OpenAICompletionsLM")),
+            ("chat", ("ChatCompletionsLM", "OpenAIChatCompletionsLM")),
+        )
         for name in names
     },
-}  # fmt: skip
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,7 +119,9 @@ class ModelIdentity:
         """`HFLM pretrained=/models/a dtype=float32 (pretrained checkpoint 1a2b3c4d)`, bounded for a message."""
         words = [self.backend.rsplit(".", 1)[-1], *(f"{k}={_short(v)}" for k, v in sorted(self.args.items()))]
         text = " ".join(words)
-        marks = [f"{arg} checkpoint {value.removeprefix('hub:')[:8]}" for arg, value in sorted(self.checkpoints.items())]
+        marks = [
+            f"{arg} checkpoint {value.removeprefix('hub:')[:8]}" for arg, value in sorted(self.checkpoints.items())
+        ]
         if marks:
             text += f" ({', '.join(marks)})"
         return text if len(text) <= 300 else text[:297] + "..."
@@ -161,8 +194,12 @@ def _hub_commit(repo: str, revision: Any, cache_dir: Any) -> str:
     except ImportError:
         return ""
     try:
-        found = try_to_load_from_cache(repo, "config.json", cache_dir=cache_dir if isinstance(cache_dir, str) else None,
-                                       revision=revision if isinstance(revision, str) else None)  # fmt: skip
+        found = try_to_load_from_cache(
+            repo,
+            "config.json",
+            cache_dir=cache_dir if isinstance(cache_dir, str) else None,
+            revision=revision if isinstance(revision, str) else None,
+        )
     except Exception:  # noqa: BLE001 - not a repository id (a served model's name): nothing to resolve
         return ""
     # <cache>/models--org--name/snapshots/<commit>/config.json
@@ -177,4 +214,3 @@ def _json_value(value: Any) -> Any:
 def _short(value: Any) -> str:
     text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
     return text if len(text) <= 80 else text[:77] + "..."
-

@@ -104,7 +104,10 @@ class CachingLM(LM):
             # after a pod is replaced, the runner's log shows how much work the cache saved
             log.info(
                 "%s: %d of %d requests answered from the response cache; %d sent to the model",
-                method, len(requests) - len(missing), len(requests), len(missing),
+                method,
+                len(requests) - len(missing),
+                len(requests),
+                len(missing),
             )
         if not missing:
             return results
@@ -118,7 +121,12 @@ class CachingLM(LM):
         return results
 
     def _call_streaming(
-        self, method: str, requests: Sequence[Any], keys: list[str], missing: list[int], results: list[Any],
+        self,
+        method: str,
+        requests: Sequence[Any],
+        keys: list[str],
+        missing: list[int],
+        results: list[Any],
         kwargs: dict[str, Any],
     ) -> None:
         """One model call for every missing request; each batch's answers committed as they come."""
@@ -140,7 +148,9 @@ class CachingLM(LM):
         for i, answer in zip(missing, answers):
             results[i] = answer
 
-    def _store(self, answered: list[tuple[int, Any]], requests: Sequence[Any], keys: list[str], results: list[Any]) -> None:
+    def _store(
+        self, answered: list[tuple[int, Any]], requests: Sequence[Any], keys: list[str], results: list[Any]
+    ) -> None:
         """Record answers by request index and commit them: what is committed survives a kill."""
         rows = []
         for i, answer in answered:
@@ -152,7 +162,9 @@ class CachingLM(LM):
             self.db.commit()
 
     def loglikelihood(self, requests: Sequence[Any], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
-        return [LoglikelihoodResult(*r) for r in self._cached_call("loglikelihood", requests, disable_tqdm=disable_tqdm)]
+        return [
+            LoglikelihoodResult(*r) for r in self._cached_call("loglikelihood", requests, disable_tqdm=disable_tqdm)
+        ]
 
     def loglikelihood_rolling(self, requests: Sequence[Any], *, disable_tqdm: bool = False) -> list[float]:
         return self._cached_call("loglikelihood_rolling", requests, disable_tqdm=disable_tqdm)
@@ -216,31 +228,43 @@ def _claim(db: sqlite3.Connection, path: Path, identity: ModelIdentity) -> None:
     try:
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.DatabaseError:
-        raise UserError(f"{path} is not an Assay response cache (not an sqlite database); pass another "
-                        f"--use_cache path or delete {path}.") from None  # fmt: skip
+        raise UserError(
+            f"{path} is not an Assay response cache (not an sqlite database); pass another "
+            f"--use_cache path or delete {path}."
+        ) from None
     if tables and "meta" not in tables:
-        raise UserError(f"The response cache {path} was written by an older Assay (pickled answers and no model "
-                        f"identity) and is not read, for safety; delete {path} and run again.")  # fmt: skip
+        raise UserError(
+            f"The response cache {path} was written by an older Assay (pickled answers and no model "
+            f"identity) and is not read, for safety; delete {path} and run again."
+        )
     if not tables:
         # IMMEDIATE: of two runs creating one file at once, one writes the meta rows, the other reads them
         db.execute("BEGIN IMMEDIATE")
         db.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        db.executemany("INSERT OR IGNORE INTO meta VALUES (?, ?)", [("schema", str(SCHEMA)), ("model", identity.to_json())])
+        db.executemany(
+            "INSERT OR IGNORE INTO meta VALUES (?, ?)", [("schema", str(SCHEMA)), ("model", identity.to_json())]
+        )
         db.commit()
     meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
     schema = int(meta["schema"]) if str(meta.get("schema", "")).isdigit() else 0
     if schema < SCHEMA:
-        raise UserError(f"The response cache {path} was written by an older Assay (cache format {schema}, this one "
-                        f"reads {SCHEMA}) and is not read, for safety; delete {path} and run again.")  # fmt: skip
+        raise UserError(
+            f"The response cache {path} was written by an older Assay (cache format {schema}, this one "
+            f"reads {SCHEMA}) and is not read, for safety; delete {path} and run again."
+        )
     if schema > SCHEMA:
-        raise UserError(f"The response cache {path} was written by a newer Assay (cache format {schema}, this one "
-                        f"reads {SCHEMA}); run that Assay, or pass another --use_cache path.")  # fmt: skip
+        raise UserError(
+            f"The response cache {path} was written by a newer Assay (cache format {schema}, this one "
+            f"reads {SCHEMA}); run that Assay, or pass another --use_cache path."
+        )
     written_for = _written_for(meta.get("model"))
     if written_for is None or written_for.to_json() != identity.to_json():
         theirs = written_for.describe() if written_for is not None else "an unreadable model record"
-        raise UserError(f"The response cache {path} was written for the model {theirs}, not {identity.describe()}; "
-                        f"pass another --use_cache path for this model or delete {path}.")  # fmt: skip
+        raise UserError(
+            f"The response cache {path} was written for the model {theirs}, not {identity.describe()}; "
+            f"pass another --use_cache path for this model or delete {path}."
+        )
 
 
 def _written_for(text: str | None) -> ModelIdentity | None:
@@ -277,7 +301,14 @@ class RequestCache:
 
     @classmethod
     def for_task(
-        cls, task: Any, *, num_fewshot: int, chat: bool, multiturn: bool, system_instruction: str | None, tokenizer_name: str
+        cls,
+        task: Any,
+        *,
+        num_fewshot: int,
+        chat: bool,
+        multiturn: bool,
+        system_instruction: str | None,
+        tokenizer_name: str,
     ) -> "RequestCache":
         # Assay's prompts do not depend on rank or world size, so neither is in the key.
         key = f"requests-{task.name}-{num_fewshot}shot"

@@ -22,7 +22,9 @@ class DummyLM(LM):
     def __init__(self, **_: Any) -> None:
         pass
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
+    ) -> list[LoglikelihoodResult]:
         results = []
         for req in requests:
             rng = _rng("ll", req.context, req.continuation)

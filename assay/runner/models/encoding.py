@@ -22,7 +22,9 @@ if TYPE_CHECKING:  # only annotations: the vllm backend's module imports this wi
 class Encoder:
     """Tokenisation rules bound to one tokenizer and the model_args that change them."""
 
-    def __init__(self, tokenizer: Any, *, backend: str, add_bos_token: bool | None, prefix_token_id: int | None) -> None:
+    def __init__(
+        self, tokenizer: Any, *, backend: str, add_bos_token: bool | None, prefix_token_id: int | None
+    ) -> None:
         self.tokenizer = tokenizer
         self.backend = backend
         self.add_bos_token = add_bos_token
@@ -73,7 +75,7 @@ class Encoder:
                 plan.append(("empty", "", continuation))
                 continue
             stripped = context.rstrip()
-            moved = context[len(stripped):]
+            moved = context[len(stripped) :]
             plan.append(("pair", stripped, moved + continuation))
         empties = [cont for kind, _, cont in plan if kind == "empty"]
         contexts = [ctx for kind, ctx, _ in plan if kind == "pair"]
@@ -99,13 +101,15 @@ class Encoder:
                 continue
             ctx_enc = ctx_encs[pair_i]
             if self.backend == "causal":
-                result.append((ctx_enc, wholes[pair_i][len(ctx_enc):]))
+                result.append((ctx_enc, wholes[pair_i][len(ctx_enc) :]))
             else:
                 result.append((ctx_enc, conts_alone[pair_i]))
             pair_i += 1
         return result
 
-    def batch_encode_left(self, texts: Sequence[str], *, left_truncate_len: int | None, truncation: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch_encode_left(
+        self, texts: Sequence[str], *, left_truncate_len: int | None, truncation: bool
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Left-padded ids and attention mask for generation (lm-eval's `tok_batch_encode`).
 
         The special-token choice looks at the first text only, as lm-eval does.
@@ -120,7 +124,9 @@ class Encoder:
         saved_side = self.tokenizer.padding_side
         self.tokenizer.padding_side = "left"
         try:
-            encoding = self.tokenizer(list(texts), truncation=truncation, padding="longest", return_tensors="pt", **kwargs)
+            encoding = self.tokenizer(
+                list(texts), truncation=truncation, padding="longest", return_tensors="pt", **kwargs
+            )
         finally:
             self.tokenizer.padding_side = saved_side
         ids, mask = encoding["input_ids"], encoding["attention_mask"]

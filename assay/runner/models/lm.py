@@ -53,9 +53,7 @@ class LM(abc.ABC):
     ) -> list[float]: ...
 
     @abc.abstractmethod
-    def generate_until(
-        self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False
-    ) -> list[str]: ...
+    def generate_until(self, requests: Sequence[GenerationRequest], *, disable_tqdm: bool = False) -> list[str]: ...
 
     @classmethod
     def create_from_arg_string(
@@ -74,7 +72,12 @@ class LM(abc.ABC):
 
     @classmethod
     def from_run(
-        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+        cls,
+        model_args: Mapping[str, Any],
+        *,
+        batch_size: BatchSize | None,
+        max_batch_size: int | None,
+        device: str | None,
     ) -> "LM":
         """Build for one run: parsed model_args plus the run's batch size and device.
 
@@ -83,7 +86,9 @@ class LM(abc.ABC):
         written for lm-eval's interface work unchanged.
         """
         given = batch_size.given if batch_size is not None else None
-        return cls.create_from_arg_string(dict(model_args), {"batch_size": given, "max_batch_size": max_batch_size, "device": device})
+        return cls.create_from_arg_string(
+            dict(model_args), {"batch_size": given, "max_batch_size": max_batch_size, "device": device}
+        )
 
     # -- identity and metadata used by caches and the results JSON ----------------------
 
@@ -96,9 +101,7 @@ class LM(abc.ABC):
         """The Jinja chat template selected by `--apply_chat_template [name]`, if any."""
         return None
 
-    def apply_chat_template(
-        self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True
-    ) -> str:
+    def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         raise NotImplementedError(f"{type(self).__name__} does not support chat templates.")
 
     def model_info(self) -> dict[str, Any]:

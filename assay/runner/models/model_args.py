@@ -32,7 +32,9 @@ def parse_value(text: str) -> Any:
         return text
 
 
-def parse_model_args(spec: str | Iterable[str] | dict[str, Any] | None, *, flag: str = "--model_args") -> dict[str, Any]:
+def parse_model_args(
+    spec: str | Iterable[str] | dict[str, Any] | None, *, flag: str = "--model_args"
+) -> dict[str, Any]:
     """Parse one of the accepted forms into a dict (empty for None or '')."""
     if spec is None:
         return {}
@@ -48,14 +50,18 @@ def parse_model_args(spec: str | Iterable[str] | dict[str, Any] | None, *, flag:
             try:
                 loaded = json.loads(token)
             except json.JSONDecodeError as err:
-                raise UsageError(f"{flag} {token!r} is not valid JSON ({err.msg}); use k=v,k2=v2 or a JSON object.") from None
+                raise UsageError(
+                    f"{flag} {token!r} is not valid JSON ({err.msg}); use k=v,k2=v2 or a JSON object."
+                ) from None
             if not isinstance(loaded, dict):
                 raise UsageError(f"{flag} must be a JSON object or k=v pairs, not {token!r}.")
             result.update(loaded)
             continue
         for pair in _split_pairs(token):
             if "=" not in pair:
-                raise UsageError(f"{flag} entry {pair!r} is not of the form key=value; write e.g. pretrained=gpt2,dtype=float32.")
+                raise UsageError(
+                    f"{flag} entry {pair!r} is not of the form key=value; write e.g. pretrained=gpt2,dtype=float32."
+                )
             key, value = pair.split("=", 1)
             result[key.strip()] = parse_value(value.strip())
     return result

@@ -22,7 +22,9 @@ from assay.runner.tasks.task import Task
 _CORPUS_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 
-def run_results(loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *, bootstrap_iters: int | None, keep_samples: bool) -> RunResults:
+def run_results(
+    loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *, bootstrap_iters: int | None, keep_samples: bool
+) -> RunResults:
     """The run's results from every rank's DocScores (rank 0 only)."""
     by_task: dict[str, list[DocScores]] = defaultdict(list)
     for rank_records in gathered:
@@ -33,7 +35,9 @@ def run_results(loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *,
         records = sorted(by_task.get(name, []), key=lambda r: (r.filter_index, r.position))
         tasks[name] = _task_result(task, records, bootstrap_iters=bootstrap_iters, keep_samples=keep_samples)
     all_groups = list(loaded.groups.values())
-    aggregated: dict[str, scores.TaskScores] = {name: result.scores for name, result in tasks.items() if result.scores is not None}
+    aggregated: dict[str, scores.TaskScores] = {
+        name: result.scores for name, result in tasks.items() if result.scores is not None
+    }
     for group in groups_bottom_up(loaded.groups):
         aggregated[group.name] = group.aggregate(aggregated)
     # lm-eval merges n-shot and higher_is_better in its listing order, parents before their
@@ -50,18 +54,26 @@ def run_results(loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *,
     )
 
 
-def _task_result(task: Task, records: list[DocScores], *, bootstrap_iters: int | None, keep_samples: bool) -> TaskResult:
+def _task_result(
+    task: Task, records: list[DocScores], *, bootstrap_iters: int | None, keep_samples: bool
+) -> TaskResult:
     config = task.dump_config()
     result = aggregate_task(task, records, alias=config.get("task_alias", task.name), bootstrap_iters=bootstrap_iters)
     return TaskResult(
-        name=task.name, scores=result, config=config, version=task.version, n_shot=config.get("num_fewshot", 0),
+        name=task.name,
+        scores=result,
+        config=config,
+        version=task.version,
+        n_shot=config.get("num_fewshot", 0),
         higher_is_better=task.metrics.higher_is_better_for(value.metric for value in result.values),
         n_samples={"original": len(task.eval_docs), "effective": result.sample_len},
         samples=tuple(r.sample for r in records if r.sample is not None) if keep_samples else None,
-    )  # fmt: skip
+    )
 
 
-def aggregate_task(task: Task, records: list[DocScores], *, alias: str, bootstrap_iters: int | None) -> scores.TaskScores:
+def aggregate_task(
+    task: Task, records: list[DocScores], *, alias: str, bootstrap_iters: int | None
+) -> scores.TaskScores:
     """Per metric and filter, in first-seen order: the aggregated value and lm-eval's stderr."""
     raw: dict[tuple[str, str], list[Any]] = defaultdict(list)
     for record in records:
@@ -84,8 +96,13 @@ def _group_result(group: Group, aggregated: scores.TaskScores, tasks: dict[str, 
     children = [tasks[child] for child in group.child_names if child in tasks]
     shots = {child.n_shot for child in children if child.n_shot is not ABSENT}
     merged = _merged_higher_is_better(children)
-    return TaskResult(name=group.name, scores=aggregated, version=group.version,
-                      n_shot=shots.pop() if len(shots) == 1 else ABSENT, higher_is_better=merged or None)  # fmt: skip
+    return TaskResult(
+        name=group.name,
+        scores=aggregated,
+        version=group.version,
+        n_shot=shots.pop() if len(shots) == 1 else ABSENT,
+        higher_is_better=merged or None,
+    )
 
 
 def _merged_higher_is_better(children: list[TaskResult]) -> dict[str, Any]:

@@ -33,8 +33,11 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
         if task.n_samples is not None
     }
     # lm-eval lists versions sorted by name
-    versions = {task.name: str(task.version) for task in sorted(run.tasks.values(), key=lambda task: task.name)
-                if task.version is not ABSENT and task.version is not None}  # fmt: skip
+    versions = {
+        task.name: str(task.version)
+        for task in sorted(run.tasks.values(), key=lambda task: task.name)
+        if task.version is not ABSENT and task.version is not None
+    }
     status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
     total = sum(len(metrics) for metrics in tasks.values())
     if _size(status) <= max_bytes:

@@ -35,7 +35,9 @@ from assay.runner.results.output import SavedRun, json_default
 
 
 class WandbLogger:
-    def __init__(self, init_args: Mapping[str, Any] | None = None, config_args: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, init_args: Mapping[str, Any] | None = None, config_args: Mapping[str, Any] | None = None
+    ) -> None:
         with needs_extra("--wandb_args", "wandb", "wandb"):
             import wandb
         # wandb's own annotations are narrower than what it accepts (columns, data): held as Any.
@@ -53,7 +55,9 @@ class WandbLogger:
         except TypeError as err:
             raise UsageError(f"--wandb_args has an argument wandb.init does not take ({err}).") from None
         except Exception as err:  # wandb raises its own error types for login/network problems
-            raise UserError(f"Could not start a W&B run with --wandb_args ({_first_line(err)}); try mode=offline.") from None
+            raise UserError(
+                f"Could not start a W&B run with --wandb_args ({_first_line(err)}); try mode=offline."
+            ) from None
         self.results: dict[str, Any] = {}
 
     def post_init(self, results: RunResults | Mapping[str, Any]) -> None:
@@ -131,7 +135,9 @@ def wandb_table_rows(run: RunResults, key: str, *, skip: Collection[str] = ()) -
         version = None if task.version is ABSENT or task.version == "N/A" else task.version
         n_shot = None if task.n_shot is ABSENT else task.n_shot
         for score in scores.read_row(run.row(task.name), skip={"alias"}):
-            stderr = "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else "%.4f" % score.stderr
+            stderr = (
+                "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else "%.4f" % score.stderr
+            )
             rows.append([task.name, version, score.filter, n_shot, score.metric, str(score.value), stderr])
     return rows
 
@@ -270,11 +276,19 @@ class HubLogger:
         uploads = []
         if self.push_results and saved.results_path is not None:
             uploads.append(
-                Upload(saved.results_path, self.results_repo, f"{saved.model_name}/{saved.results_path.name}", not self.public, False)
+                Upload(
+                    saved.results_path,
+                    self.results_repo,
+                    f"{saved.model_name}/{saved.results_path.name}",
+                    not self.public,
+                    False,
+                )
             )
         if self.push_samples and saved.sample_paths:
             uploads.append(
-                Upload(saved.sample_paths[0].parent, self.details_repo, saved.model_name_sanitized, not self.public, True)
+                Upload(
+                    saved.sample_paths[0].parent, self.details_repo, saved.model_name_sanitized, not self.public, True
+                )
             )
         return uploads
 

@@ -195,8 +195,9 @@ def samples_dir(output_path: str | Path, model_name_sanitized: str | None) -> Pa
     return path / str(model_name_sanitized)
 
 
-def check_writable(output_path: str | os.PathLike[str], *, name: str,
-                   fix: str = "choose a folder you can write to, with free space") -> None:  # fmt: skip
+def check_writable(
+    output_path: str | os.PathLike[str], *, name: str, fix: str = "choose a folder you can write to, with free space"
+) -> None:
     """UserError unless a file can be written where `output_path`'s results will go.
 
     A real write and delete of a temporary file (permissions, read-only mounts and a full
@@ -215,9 +216,7 @@ def check_writable(output_path: str | os.PathLike[str], *, name: str,
         raise UserError(f"Cannot write to {name} {output_path} ({error.strerror or error}); {fix}.") from None
 
 
-def save_results(
-    results: Mapping[str, Any], output_path: str | Path, *, date_id: str | None = None
-) -> Path:
+def save_results(results: Mapping[str, Any], output_path: str | Path, *, date_id: str | None = None) -> Path:
     """Write the results JSON; its folder comes from `results["model_name_sanitized"]`."""
     date_id = date_id or new_date_id()
     target = results_file(output_path, results.get("model_name_sanitized"), date_id)
@@ -230,8 +229,7 @@ def sample_record(sample: Mapping[str, Any]) -> dict[str, Any]:
     """One JSONL record: arguments as {gen_args_i: {arg_j}}, responses as strings, target str."""
     record = dict(sample)
     record["arguments"] = {
-        f"gen_args_{i}": {f"arg_{j}": part for j, part in enumerate(args)}
-        for i, args in enumerate(sample["arguments"])
+        f"gen_args_{i}": {f"arg_{j}": part for j, part in enumerate(args)} for i, args in enumerate(sample["arguments"])
     }
     record["resps"] = _strings(sample["resps"])
     record["filtered_resps"] = _strings(sample["filtered_resps"])
@@ -363,9 +361,7 @@ class EvaluationTracker:
         )
         if tracker.logged is not None:
             facts.update(tracker.logged)
-        info = add_run_info(
-            results, **facts, start_time=tracker.start_time, end_time=tracker.end_time, samples=samples
-        )
+        info = add_run_info(results, **facts, start_time=tracker.start_time, end_time=tracker.end_time, samples=samples)
         date_id = new_date_id()
         results_path = None
         sample_paths: list[Path] = []

@@ -23,8 +23,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("assay.runner")
 
 
-def record(results: RunResults, save: Callable[[], Path | None], sink: Any,
-            output_dir: str | os.PathLike[str] | None, *, comparison: Mapping[str, Any] | None = None) -> None:  # fmt: skip
+def record(
+    results: RunResults,
+    save: Callable[[], Path | None],
+    sink: Any,
+    output_dir: str | os.PathLike[str] | None,
+    *,
+    comparison: Mapping[str, Any] | None = None,
+) -> None:
     """Scores to status first, then the files: status outlives an emptyDir output volume,
     and a full volume must not cost scores already computed.
 
@@ -81,8 +87,13 @@ def save(
     saved.log_paths()
     if saved.results_path is not None and records:
         # Any finished run can be a baseline: its documents' scores, whatever logSamples says.
-        lines = {task: [outputs.score_line(record, cluster_key=outputs.cluster_key(results.config_of(task))) for record in task_records]
-                 for task, task_records in records.items()}  # fmt: skip
+        lines = {
+            task: [
+                outputs.score_line(record, cluster_key=outputs.cluster_key(results.config_of(task)))
+                for record in task_records
+            ]
+            for task, task_records in records.items()
+        }
         output.save_scores(lines, saved.results_path, saved.date_id)
     return saved.results_path
 

@@ -40,9 +40,17 @@ from assay.runner.results import run_timing
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
 
 __all__ = [
-    "MAX_STATUS_BYTES", "condense_results", "progress_status", "StatusSink", "NullSink", "UnreachableSink",
-    "FileStatusSink", "KubernetesStatusSink", "ResultsNotRecorded", "sink_from_env",
-]  # fmt: skip
+    "MAX_STATUS_BYTES",
+    "condense_results",
+    "progress_status",
+    "StatusSink",
+    "NullSink",
+    "UnreachableSink",
+    "FileStatusSink",
+    "KubernetesStatusSink",
+    "ResultsNotRecorded",
+    "sink_from_env",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -146,8 +154,9 @@ class _ThrottledSink:
             # The mean rate since the first report: model loading is over by then, and the
             # length-sorted batches make later requests shorter, so this errs on the long side.
             eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
-        self._write({"progress": progress_status(done, total, eta_seconds=eta), "timing": self.timing.fields()},
-                    final=False)  # fmt: skip
+        self._write(
+            {"progress": progress_status(done, total, eta_seconds=eta), "timing": self.timing.fields()}, final=False
+        )
 
     def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
         status = condense_results(results)
@@ -161,8 +170,10 @@ class _ThrottledSink:
 
     def output(self, *, written: bool, message: str) -> None:
         # Best effort: the scores are in status already; the operator shows this as OutputWritten.
-        self._write({"outputFiles": {"written": written, "message": echoed_text.bounded(message, MAX_MESSAGE_CHARS)}},
-                    final=True)  # fmt: skip
+        self._write(
+            {"outputFiles": {"written": written, "message": echoed_text.bounded(message, MAX_MESSAGE_CHARS)}},
+            final=True,
+        )
 
     def failed(self, message: str) -> None:
         # `message` for `kubectl get`; `runnerMessage` survives the operator's updates of
@@ -175,8 +186,13 @@ class _ThrottledSink:
 class FileStatusSink(_ThrottledSink):
     """Writes the status fields as JSON to a file: `assay apply --local` under torchrun."""
 
-    def __init__(self, path: str | Path, *, min_interval: float = DEFAULT_PROGRESS_INTERVAL,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        min_interval: float = DEFAULT_PROGRESS_INTERVAL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__(min_interval=min_interval, clock=clock)
         self.path = Path(path)
         self.status: dict[str, Any] = {}
@@ -227,22 +243,31 @@ class KubernetesStatusSink(_ThrottledSink):
                 kind = {"_content_type": JSON_PATCH} if isinstance(body, list) else {}
                 self.api.patch_namespaced_custom_object_status(
                     spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name, body, **kind
-                )  # fmt: skip
+                )
                 return WRITTEN
             except Exception as error:  # noqa: BLE001 - the caller decides what a lost write means
                 # 422: the identity test failed (or the status was invalid); 409: a conflict.
                 if getattr(error, "status", None) in (409, 422) and self._superseded():
-                    logger.warning("Evaluation %s/%s runs another Job now; this run's report is dropped.",
-                                   self.namespace, self.name)  # fmt: skip
+                    logger.warning(
+                        "Evaluation %s/%s runs another Job now; this run's report is dropped.",
+                        self.namespace,
+                        self.name,
+                    )
                     return SUPERSEDED
                 delay = _RETRY_DELAYS[min(attempt, len(_RETRY_DELAYS) - 1)]
                 if not final or not _transient(error) or waited + delay > self.final_patience:
                     self.last_error = _first_line(error)
-                    logger.warning("Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name,
-                                   self.last_error)  # fmt: skip
+                    logger.warning(
+                        "Could not patch status of Evaluation %s/%s: %s", self.namespace, self.name, self.last_error
+                    )
                     return DROPPED
-                logger.warning("Could not patch status of Evaluation %s/%s (%s); trying again in %.0f s.",
-                               self.namespace, self.name, _first_line(error), delay)  # fmt: skip
+                logger.warning(
+                    "Could not patch status of Evaluation %s/%s (%s); trying again in %.0f s.",
+                    self.namespace,
+                    self.name,
+                    _first_line(error),
+                    delay,
+                )
                 self.sleep(delay)
                 waited += delay
         raise AssertionError("unreachable")
@@ -258,13 +283,20 @@ class KubernetesStatusSink(_ThrottledSink):
         else:
             return {"status": status}
         # `add` replaces a member that exists; the operator wrote /status (jobName) first.
-        return [test, *({"op": "add", "path": f"/status/{_pointer(key)}", "value": value}
-                        for key, value in status.items() if value is not None)]  # fmt: skip
+        return [
+            test,
+            *(
+                {"op": "add", "path": f"/status/{_pointer(key)}", "value": value}
+                for key, value in status.items()
+                if value is not None
+            ),
+        ]
 
     def read_evaluation(self, name: str) -> Mapping[str, Any]:
         """Another Evaluation of this namespace (the baseline), as the runner's Role lets it read."""
-        body = self.api.get_namespaced_custom_object(spec_module.GROUP, spec_module.VERSION, self.namespace,
-                                                     spec_module.PLURAL, name)  # fmt: skip
+        body = self.api.get_namespaced_custom_object(
+            spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, name
+        )
         return dict(body)
 
     def _superseded(self) -> bool:
@@ -335,11 +367,19 @@ def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
         generation = env.get(spec_module.ENV_GENERATION)
         try:
             return KubernetesStatusSink(
-                name=name, namespace=namespace, min_interval=interval,
-                generation=int(generation) if generation else None, job_name=env.get(spec_module.ENV_JOB_NAME) or None,
-            )  # fmt: skip
+                name=name,
+                namespace=namespace,
+                min_interval=interval,
+                generation=int(generation) if generation else None,
+                job_name=env.get(spec_module.ENV_JOB_NAME) or None,
+            )
         except Exception as error:  # noqa: BLE001 - no credentials: run anyway, results go to disk
-            logger.warning("No Kubernetes credentials to report status of %s/%s (%s); the run will write its files "
-                           "but fail, as its scores cannot reach status.", namespace, name, error)  # fmt: skip
+            logger.warning(
+                "No Kubernetes credentials to report status of %s/%s (%s); the run will write its files "
+                "but fail, as its scores cannot reach status.",
+                namespace,
+                name,
+                error,
+            )
             return UnreachableSink(f"no Kubernetes credentials ({_first_line(error)})")
     return NullSink()

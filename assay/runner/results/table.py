@@ -27,7 +27,17 @@ _MIN_COLUMN_WIDTH = 3
 
 def make_table(run: RunResults, column: str = "results", sort_results: bool = False) -> str:
     """Render the run's "results" or "groups" as lm-eval's Markdown table."""
-    headers = ["Groups" if column == "groups" else "Tasks", "Version", "Filter", "n-shot", "Metric", "", "Value", "", "Stderr"]
+    headers = [
+        "Groups" if column == "groups" else "Tasks",
+        "Version",
+        "Filter",
+        "n-shot",
+        "Metric",
+        "",
+        "Value",
+        "",
+        "Stderr",
+    ]
     return render_markdown(headers, table_rows(run, column, sort_results=sort_results))
 
 
@@ -96,8 +106,17 @@ class Kind(enum.IntFlag):
 _FLOATISH = Kind.REAL | Kind.INFINITY | Kind.NAN
 _NUMBER = _FLOATISH | Kind.INTEGER
 # Order in which a column's kind is picked from the kinds of its cells.
-_COLUMN_KIND_ORDER = (Kind.STRING, Kind.REAL, Kind.INTEGER, Kind.DICT, Kind.LIST, Kind.BOOL,
-                      Kind.INFINITY, Kind.NAN, Kind.NULL_STRING)
+_COLUMN_KIND_ORDER = (
+    Kind.STRING,
+    Kind.REAL,
+    Kind.INTEGER,
+    Kind.DICT,
+    Kind.LIST,
+    Kind.BOOL,
+    Kind.INFINITY,
+    Kind.NAN,
+    Kind.NULL_STRING,
+)
 _SCIENTIFIC_INT = re.compile(r"^-?\d+(?:\.\d*)?[eE][+\-]?\d{3,}$")
 _HAS_E = re.compile("[eE]")
 _SCIENTIFIC_REAL = re.compile(r"^-?\d+(?:\.\d*)?[eE][+\-]?\d{,2}$")
@@ -301,7 +320,9 @@ def render_markdown(headers: list[str], rows: Iterable[list[Any]]) -> str:
         for cell in cells:
             kinds |= cell.kind
         kind = _column_kind(kinds) if cells else Kind.NONE
-        places = [cell.decimals for cell in cells if cell.kind in (Kind.INTEGER, Kind.REAL) and cell.decimals is not None]
+        places = [
+            cell.decimals for cell in cells if cell.kind in (Kind.INTEGER, Kind.REAL) and cell.decimals is not None
+        ]
         decimals = max(places) if places else None
         texts = [_format(cell, kind, decimals) for cell in cells]
         header_text = str(header).strip().strip('"')
@@ -317,7 +338,9 @@ def render_markdown(headers: list[str], rows: Iterable[list[Any]]) -> str:
     lines.append("|" + "|".join("-" * (w - 1) + ":" if a == "right" else "-" * w for _, w, a, _, _ in columns) + "|")
     for row_index in range(row_count):
         lines.append(
-            "|" + "|".join(_escape(_pad(texts[row_index], w, aligns[row_index])) for _, w, _, texts, aligns in columns) + "|"
+            "|"
+            + "|".join(_escape(_pad(texts[row_index], w, aligns[row_index])) for _, w, _, texts, aligns in columns)
+            + "|"
         )
     return "\n".join(lines) + "\n"
 

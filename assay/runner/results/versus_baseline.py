@@ -33,27 +33,39 @@ MAX_NOTES = 10
 MESSAGE_CHARS = 1024
 NOTE_CHARS = 512
 DEFAULT_OUTPUT_ROOT = "/output"
-_WORST_FIRST = {verdicts.REGRESSED: 0, verdicts.INCONCLUSIVE: 1, verdicts.UNCHANGED: 2, verdicts.EQUIVALENT: 3,
-                verdicts.IMPROVED: 4}  # fmt: skip
+_WORST_FIRST = {
+    verdicts.REGRESSED: 0,
+    verdicts.INCONCLUSIVE: 1,
+    verdicts.UNCHANGED: 2,
+    verdicts.EQUIVALENT: 3,
+    verdicts.IMPROVED: 4,
+}
 
 
 class BaselineUnavailable(Exception):
     """One sentence on why the baseline cannot be compared with."""
 
 
-def status_of(spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any,
-              output_root: str | None) -> dict[str, Any] | None:  # fmt: skip
+def status_of(
+    spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any, output_root: str | None
+) -> dict[str, Any] | None:
     """`status.comparison` for this run, or None without a baseline."""
     if spec.baseline is None:
         return None
     label = spec.baseline.label
     try:
-        folder = locate(spec, read_evaluation=getattr(sink, "read_evaluation", None),
-                        output_root=Path(output_root or DEFAULT_OUTPUT_ROOT))  # fmt: skip
+        folder = locate(
+            spec,
+            read_evaluation=getattr(sink, "read_evaluation", None),
+            output_root=Path(output_root or DEFAULT_OUTPUT_ROOT),
+        )
         baseline = outputs.read_run(folder, label=f"the baseline {label}")
         candidate = outputs.run_in_memory(results, records, label="this run")
-        settings = comparison.Settings(alpha=spec.gate.alpha, margin=spec.gate.equivalence_margin,
-                                       tolerances=tuple(verdicts.parse_max_drop(flag) for flag in spec.gate.max_drop_flags()))  # fmt: skip
+        settings = comparison.Settings(
+            alpha=spec.gate.alpha,
+            margin=spec.gate.equivalence_margin,
+            tolerances=tuple(verdicts.parse_max_drop(flag) for flag in spec.gate.max_drop_flags()),
+        )
         result = comparison.compare_runs(baseline, candidate, settings)
     except (BaselineUnavailable, UsageError) as error:
         log.warning("no comparison with the baseline %s: %s", label, error)
@@ -74,8 +86,10 @@ def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, An
         return _existing(output_root / spec.baseline.path, f"spec.baseline.path {spec.baseline.path}")
     name = str(spec.baseline.evaluation)
     if read_evaluation is None:
-        raise BaselineUnavailable(f"The baseline Evaluation {name} can be read only on a cluster; "
-                                  "give spec.baseline.path (its results folder) instead.")  # fmt: skip
+        raise BaselineUnavailable(
+            f"The baseline Evaluation {name} can be read only on a cluster; "
+            "give spec.baseline.path (its results folder) instead."
+        )
     try:
         body = read_evaluation(name)
     except Exception as error:  # noqa: BLE001 - any failure to read is one sentence in status
@@ -89,15 +103,21 @@ def _folder_of(name: str, body: Mapping[str, Any], spec: Evaluation, output_root
     status, their_spec = body.get("status") or {}, body.get("spec") or {}
     phase = status.get("phase") or "not yet accepted"
     if phase != "Succeeded":
-        raise BaselineUnavailable(f"The baseline Evaluation {name} has not succeeded (it is {phase}); "
-                                  "compare again with a re-run once it has.")  # fmt: skip
+        raise BaselineUnavailable(
+            f"The baseline Evaluation {name} has not succeeded (it is {phase}); "
+            "compare again with a re-run once it has."
+        )
     theirs = (their_spec.get("output") or {}).get("pvc")
     if not theirs:
-        raise BaselineUnavailable(f"The baseline Evaluation {name} wrote its results to an emptyDir, gone with its pod; "
-                                  "give it spec.output.pvc and re-run it.")  # fmt: skip
+        raise BaselineUnavailable(
+            f"The baseline Evaluation {name} wrote its results to an emptyDir, gone with its pod; "
+            "give it spec.output.pvc and re-run it."
+        )
     if theirs != spec.output.pvc:
-        raise BaselineUnavailable(f"The baseline Evaluation {name} writes to the volume {theirs}, this one to "
-                                  f"{spec.output.pvc or 'an emptyDir'}; set the same spec.output.pvc on both.")  # fmt: skip
+        raise BaselineUnavailable(
+            f"The baseline Evaluation {name} writes to the volume {theirs}, this one to "
+            f"{spec.output.pvc or 'an emptyDir'}; set the same spec.output.pvc on both."
+        )
     written = str(status.get("outputDir") or "")
     relative = written.removeprefix(DEFAULT_OUTPUT_ROOT).strip("/")
     if not relative or ".." in relative.split("/"):
@@ -146,22 +166,40 @@ def _badness(row: comparison.Row) -> tuple[int, float]:
 
 def _row(row: comparison.Row) -> dict[str, Any]:
     test = row.result
-    values = {"baseline": test.baseline, "candidate": test.candidate, "delta": test.delta, "ciLow": test.ci_low,
-              "ciHigh": test.ci_high, "pValue": row.p_holm, "mde": test.mde}  # fmt: skip
+    values = {
+        "baseline": test.baseline,
+        "candidate": test.candidate,
+        "delta": test.delta,
+        "ciLow": test.ci_low,
+        "ciHigh": test.ci_high,
+        "pValue": row.p_holm,
+        "mde": test.mde,
+    }
     numbers = {key: (float(value) if math.isfinite(value) else None) for key, value in values.items()}
-    return {"task": row.task, "metric": row.metric, "filter": row.filter, "n": test.n, **numbers,
-            "test": test.test, "verdict": row.verdict}  # fmt: skip
+    return {
+        "task": row.task,
+        "metric": row.metric,
+        "filter": row.filter,
+        "n": test.n,
+        **numbers,
+        "test": test.test,
+        "verdict": row.verdict,
+    }
 
 
 def _sentence(result: comparison.Comparison, rows: list[comparison.Row], *, label: str, strict: bool) -> str:
     worst = rows[0]
-    where = (f"{worst.task} {worst.metric} {worst.result.delta:+.4f} "
-             f"[{worst.result.ci_low:+.4f}, {worst.result.ci_high:+.4f}], Holm p = {worst.p_holm:.3g}")  # fmt: skip
+    where = (
+        f"{worst.task} {worst.metric} {worst.result.delta:+.4f} "
+        f"[{worst.result.ci_low:+.4f}, {worst.result.ci_high:+.4f}], Holm p = {worst.p_holm:.3g}"
+    )
     count = f"{len(rows)} metric{'s' if len(rows) != 1 else ''}"
     if result.verdict == verdicts.REGRESSED:
         return f"Regressed against {label}: {where}."
     if result.verdict == verdicts.INCONCLUSIVE:
         gate = " (the gate is strict: this fails it)" if strict else ""
-        return (f"Inconclusive against {label}{gate}: too few documents to rule out a drop beyond the tolerance; "
-                f"worst {where}, MDE {worst.result.mde:.4f}.")  # fmt: skip
+        return (
+            f"Inconclusive against {label}{gate}: too few documents to rule out a drop beyond the tolerance; "
+            f"worst {where}, MDE {worst.result.mde:.4f}."
+        )
     return f"No regression against {label} over {count} ({result.verdict}); worst {where}."

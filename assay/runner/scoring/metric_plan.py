@@ -42,10 +42,14 @@ class MetricPlan:
             if "metric" not in entry:
                 raise UserError(f"Task {task!r}: every metric_list entry needs a 'metric' key.")
             name, fn, spec = _metric(entry["metric"], custom_process_results=custom_process_results)
-            kwargs = {k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better", "hf_evaluate")}
+            kwargs = {
+                k: v for k, v in entry.items() if k not in ("metric", "aggregation", "higher_is_better", "hf_evaluate")
+            }
             fns[name] = (None, {}) if custom_process_results else (fn, kwargs)
             aggregations[name] = _aggregation(entry.get("aggregation"), spec)
-            higher[name] = entry["higher_is_better"] if "higher_is_better" in entry else (spec.higher_is_better if spec else True)
+            higher[name] = (
+                entry["higher_is_better"] if "higher_is_better" in entry else (spec.higher_is_better if spec else True)
+            )
         # lm-eval lends aggregations only where its built-in generation scoring runs.
         lends = output_type == "generate_until" and not custom_process_results and bool(fns)
         return cls(fns, aggregations, higher, lends)
@@ -54,7 +58,9 @@ class MetricPlan:
     def bypass(cls) -> "MetricPlan":
         """lm-eval's --predict_only: every metric replaced by `bypass`."""
         spec = METRICS.get("bypass")
-        return cls({"bypass": (spec.fn, {})}, {"bypass": AGGREGATIONS.get(spec.aggregation)}, {"bypass": spec.higher_is_better})
+        return cls(
+            {"bypass": (spec.fn, {})}, {"bypass": AGGREGATIONS.get(spec.aggregation)}, {"bypass": spec.higher_is_better}
+        )
 
     def _lender(self, key: str) -> str | None:
         if key in self.aggregations or not self.lends_to_extra_keys:

@@ -54,7 +54,7 @@ def score_multiple_choice(
     lls = np.array(lls_all)
     unconditional = None
     if "acc_mutual_info" in metrics and len(lls_all) == 2 * len(choices):
-        lls, unconditional = np.array(lls_all[: len(choices)]), np.array(lls_all[len(choices):])
+        lls, unconditional = np.array(lls_all[: len(choices)]), np.array(lls_all[len(choices) :])
     char_lengths = np.array([float(len(choice)) for choice in choices])
     byte_lengths = np.array([float(len(choice.encode("utf-8"))) for choice in choices])
     pred = int(np.argmax(lls))
@@ -69,11 +69,13 @@ def score_multiple_choice(
         gold = gold if gold < len(choices) else -100
 
     if multiple_target:
+
         def hit(prediction: int) -> float:
             return 1.0 if prediction in gold else 0.0
 
         exact = int(any(greedy[i] if i != -100 else 0 for i in gold))
     else:
+
         def hit(prediction: int) -> float:
             return 1.0 if prediction == gold else 0.0
 
@@ -115,7 +117,9 @@ def score_generation(
                 value = _call_metric(fn, kwargs, gold, [result] * len(gold), name)
                 score: Any = 1.0 if value > 0.0 else 0.0
             else:
-                hits = [_call_metric(fn, kwargs, [option], [result], name, passthrough=[option, result]) for option in gold]
+                hits = [
+                    _call_metric(fn, kwargs, [option], [result], name, passthrough=[option, result]) for option in gold
+                ]
                 score = 1.0 if any(hits) else 0.0
         else:
             score = _call_metric(fn, kwargs, [gold], [result], name, passthrough=[gold, result], keep_dict=True)

@@ -288,7 +288,9 @@ def _sacrebleu_metric(name: str) -> Any:
         )
     if name in ("chrf", "chrf++"):
         word_order = 2 if name == "chrf++" else CHRF.WORD_ORDER
-        return CHRF(char_order=CHRF.CHAR_ORDER, word_order=word_order, beta=CHRF.BETA, whitespace=False, eps_smoothing=False)
+        return CHRF(
+            char_order=CHRF.CHAR_ORDER, word_order=word_order, beta=CHRF.BETA, whitespace=False, eps_smoothing=False
+        )
     return TER(normalized=False, no_punct=False, asian_support=False, case_sensitive=False)
 
 

@@ -86,7 +86,7 @@ def function_problem(name: str, key: str, ref: FunctionRef) -> str | None:
         return f"{said}, and there is no {path.name} in {path.parent}; put the helper file beside the YAML."
     if not ref.allowed:
         return (f"{said}, which exists as a reference to {path.name} but was not imported: task code from {ref.base_dir} "
-                "is refused here; use YAML fields and templates only, or ask the cluster admin to set policy.allowTaskCode.")  # fmt: skip
+                "is refused here; use YAML fields and templates only, or ask the cluster admin to set policy.allowTaskCode.")
     try:
         ref.resolve()
     except UserError as error:  # the module has no such function

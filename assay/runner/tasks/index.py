@@ -196,7 +196,7 @@ class TaskManager:
             hints = "".join(suggest(name, self.index.keys()) for name in unknown[:3])
             listed = ", ".join(repr(n) for n in unknown)
             sentences.insert(0, f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, "
-                                "or add --include_path for your own YAMLs.")  # fmt: skip
+                                "or add --include_path for your own YAMLs.")
         return " ".join(sentences)
 
     def match_tasks(self, names: Iterable[str]) -> list[str]:

@@ -41,7 +41,7 @@ def served(root: Path, configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 def unbuildable(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Task -> hub dataset, for the tasks whose dataset no benchmark import writes."""
     return {name: str(config["dataset_path"]) for name, config in sorted(configs.items())
-            if converters.benchmark_writing(folder_of(config)) is None}  # fmt: skip
+            if converters.benchmark_writing(folder_of(config)) is None}
 
 
 def import_report(written: Mapping[str, list[Path]], dst: Path, task_manager: TaskManager) -> str:
@@ -52,7 +52,7 @@ def import_report(written: Mapping[str, list[Path]], dst: Path, task_manager: Ta
         folders = sorted({path.parent.relative_to(dst).as_posix() for path in paths})
         tasks = served(dst, {task: c for task, c in configs.items() if folder_of(c) in folders})
         lines.append(f"{name}: {converters.BENCHMARKS[name].sources} -> {_folders(folders)}; "
-                     f"tasks: {', '.join(tasks) or 'none'}")  # fmt: skip
+                     f"tasks: {', '.join(tasks) or 'none'}")
     missing = unbuildable(configs)
     if missing:
         listed = ", ".join(f"{task} ({dataset})" for task, dataset in missing.items())

@@ -101,7 +101,7 @@ class PromptBuilder:
             turns += qa_turn(
                 question=question, choices=choices, answer=answer, gen_prefix=prefix_fn(shot),
                 target_delimiter=target_delimiter, fewshot_delimiter=fewshot_delimiter,
-            )  # fmt: skip
+            )
         return turns
 
     def _override(self, spec: Any, own: Any, compile_fn: Callable[..., templates.DocFn], default: templates.DocFn) -> templates.DocFn:
@@ -139,7 +139,7 @@ class PromptBuilder:
                 render_messages(messages + qa_turn(question=context, gen_prefix=gen_prefix, target_delimiter=""),
                                 chat_template=template, fewshot_as_multiturn=multiturn)
                 for context in choices or []
-            ]  # fmt: skip
+            ]
         messages += qa_turn(
             question=question, choices=choices, gen_prefix=gen_prefix, target_delimiter=self.config.target_delimiter, fewshot_delimiter=""
         )

@@ -31,7 +31,7 @@ def metric_plan(config: TaskConfig) -> MetricPlan:
     return MetricPlan.for_metric_list(
         config.metric_list, output_type=config.output_type, custom_process_results=config.process_results is not None,
         task=config.task,
-    )  # fmt: skip
+    )
 
 
 class TaskScorer:

@@ -143,7 +143,7 @@ def load_yaml(
         line = mark.line + 1 if mark is not None else None
         where = f" at line {line}" if line is not None else ""
         raise TaskYamlError(f"Task YAML {path} is malformed{where}: {getattr(err, 'problem', err)}; fix the YAML syntax.",
-                            path=path, line=line) from None  # fmt: skip
+                            path=path, line=line) from None
     if not isinstance(config, dict):
         raise UserError(f"Task YAML {path} must hold a mapping of keys, not {type(config).__name__}.")
     includes = config.pop("include", None)

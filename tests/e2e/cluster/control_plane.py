@@ -72,8 +72,11 @@ def ensure_binaries(*, log: Path | None = None, required: Sequence[str] = ()) ->
         result = subprocess.run(["bash", str(BUILD_SCRIPT)], stdout=out, stderr=subprocess.STDOUT, check=False)
     if result.returncode == BUILD_UNAVAILABLE_EXIT:
         raise ClusterUnavailable(f"the Go module proxy is unavailable to build Kubernetes {k8s_version()}; see {log}")
-    if result.returncode != 0 or not (bin_dir / ".complete").is_file() \
-            or not all((bin_dir / name).exists() for name in required):  # fmt: skip
+    if (
+        result.returncode != 0
+        or not (bin_dir / ".complete").is_file()
+        or not all((bin_dir / name).exists() for name in required)
+    ):
         raise ClusterError(f"building Kubernetes {k8s_version()} failed (exit {result.returncode}); see {log}")
     return bin_dir
 
@@ -112,29 +115,94 @@ def _write_pki(pki: Path, *, addresses: tuple[str, ...] = ("127.0.0.1",)) -> Non
     def openssl(*args: str) -> None:
         subprocess.run(["openssl", *args], cwd=pki, check=True, capture_output=True)
 
-    names = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-             "kubernetes.default.svc.cluster.local"]  # fmt: skip
+    names = [
+        "localhost",
+        "kubernetes",
+        "kubernetes.default",
+        "kubernetes.default.svc",
+        "kubernetes.default.svc.cluster.local",
+    ]
     san = ",".join([f"DNS:{n}" for n in names] + [f"IP:{a}" for a in dict.fromkeys(("127.0.0.1", *addresses))])
     (pki / "serving.ext").write_text(f"subjectAltName={san}\nextendedKeyUsage=serverAuth\n")
     openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "ca.key")
-    openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/CN=assay-e2e-ca", "-days", "2", "-out", "ca.crt",
-            "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign")
+    openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca.key",
+        "-subj",
+        "/CN=assay-e2e-ca",
+        "-days",
+        "2",
+        "-out",
+        "ca.crt",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+    )
     openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "apiserver.key")
     openssl("req", "-new", "-key", "apiserver.key", "-subj", "/CN=kube-apiserver", "-out", "apiserver.csr")
-    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-extfile", "serving.ext", "-out", "apiserver.crt")
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "apiserver.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "serving.ext",
+        "-out",
+        "apiserver.crt",
+    )
     (pki / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", "kubelet-client.key")
-    openssl("req", "-new", "-key", "kubelet-client.key", "-subj", "/O=system:masters/CN=kube-apiserver-kubelet-client",
-            "-out", "kubelet-client.csr")
-    openssl("x509", "-req", "-in", "kubelet-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-days", "2", "-extfile", "client.ext", "-out", "kubelet-client.crt")
+    openssl(
+        "req",
+        "-new",
+        "-key",
+        "kubelet-client.key",
+        "-subj",
+        "/O=system:masters/CN=kube-apiserver-kubelet-client",
+        "-out",
+        "kubelet-client.csr",
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        "kubelet-client.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        "client.ext",
+        "-out",
+        "kubelet-client.crt",
+    )
     openssl("genpkey", "-algorithm", "RSA", "-pkeyopt", "rsa_keygen_bits:2048", "-out", "sa.key")
     openssl("pkey", "-in", "sa.key", "-pubout", "-out", "sa.pub")
 
 
-def kubeconfig(*, server: str, ca_file: Path, token: str | None = None, token_file: Path | None = None,
-               user: str = "user", namespace: str | None = None) -> dict[str, Any]:  # fmt: skip
+def kubeconfig(
+    *,
+    server: str,
+    ca_file: Path,
+    token: str | None = None,
+    token_file: Path | None = None,
+    user: str = "user",
+    namespace: str | None = None,
+) -> dict[str, Any]:
     """A kubeconfig dict for one bearer token (inline or as a file that may be refreshed)."""
     credentials: dict[str, Any] = {"token": token} if token is not None else {"tokenFile": str(token_file)}
     context: dict[str, Any] = {"cluster": "assay-e2e", "user": user}
@@ -185,8 +253,15 @@ def spawn(name: str, args: list[str], *, workdir: Path) -> _Process:
     """A long-running binary in its own session, logging to `workdir/<name>.log` (appended)."""
     log = workdir / f"{name}.log"
     handle = open(log, "ab")
-    popen = subprocess.Popen(args, stdout=handle, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                             cwd=workdir, start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
+    popen = subprocess.Popen(
+        args,
+        stdout=handle,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        cwd=workdir,
+        start_new_session=True,
+        preexec_fn=die_with_parent,
+    )
     return _Process(name, popen, log, handle)
 
 
@@ -198,8 +273,15 @@ class ControlPlane:
     of `service_range`, put on the test's bridge) and the port is 443, the Service's port.
     """
 
-    def __init__(self, workdir: Path, *, bin_dir: Path, address: str = "127.0.0.1", port: int | None = None,
-                 service_range: str = "10.0.0.0/24") -> None:  # fmt: skip
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        bin_dir: Path,
+        address: str = "127.0.0.1",
+        port: int | None = None,
+        service_range: str = "10.0.0.0/24",
+    ) -> None:
         self.workdir = workdir
         self.bin_dir = bin_dir
         self.pki = workdir / "pki"
@@ -230,15 +312,24 @@ class ControlPlane:
         self._processes.remove(old)
         time.sleep(down_for)
         deadline = time.monotonic() + timeout
-        self._wait_http(self._spawn("kube-apiserver", self._args["kube-apiserver"]), f"{self.server}/readyz", deadline,
-                        ok=lambda body: body.strip() == b"ok", token=self.admin_token)  # fmt: skip
+        self._wait_http(
+            self._spawn("kube-apiserver", self._args["kube-apiserver"]),
+            f"{self.server}/readyz",
+            deadline,
+            ok=lambda body: body.strip() == b"ok",
+            token=self.admin_token,
+        )
 
     def start(self, *, timeout: float = 90.0) -> "ControlPlane":
         self.workdir.mkdir(parents=True, exist_ok=True)
         _write_pki(self.pki, addresses=(self.address,))
-        (self.workdir / "tokens.csv").write_text(f'{self.admin_token},assay-e2e-admin,assay-e2e-admin,"system:masters"\n')
-        write_kubeconfig(self.admin_kubeconfig, kubeconfig(server=self.server, ca_file=self.ca_file,
-                                                           token=self.admin_token, user="admin"))  # fmt: skip
+        (self.workdir / "tokens.csv").write_text(
+            f'{self.admin_token},assay-e2e-admin,assay-e2e-admin,"system:masters"\n'
+        )
+        write_kubeconfig(
+            self.admin_kubeconfig,
+            kubeconfig(server=self.server, ca_file=self.ca_file, token=self.admin_token, user="admin"),
+        )
         deadline = time.monotonic() + timeout
         try:
             self._start_etcd(deadline)
@@ -253,47 +344,81 @@ class ControlPlane:
     def _start_etcd(self, deadline: float) -> None:
         client, peer = free_port(), free_port()
         self.etcd_url = f"http://127.0.0.1:{client}"
-        etcd = self._spawn("etcd", [
-            str(self.bin_dir / "etcd"), "--name=assay-e2e", f"--data-dir={self.workdir / 'etcd'}",
-            f"--listen-client-urls={self.etcd_url}", f"--advertise-client-urls={self.etcd_url}",
-            f"--listen-peer-urls=http://127.0.0.1:{peer}", f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
-            f"--initial-cluster=assay-e2e=http://127.0.0.1:{peer}", "--unsafe-no-fsync", "--log-level=warn",
-            "--quota-backend-bytes=2147483648",
-        ])  # fmt: skip
+        etcd = self._spawn(
+            "etcd",
+            [
+                str(self.bin_dir / "etcd"),
+                "--name=assay-e2e",
+                f"--data-dir={self.workdir / 'etcd'}",
+                f"--listen-client-urls={self.etcd_url}",
+                f"--advertise-client-urls={self.etcd_url}",
+                f"--listen-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-advertise-peer-urls=http://127.0.0.1:{peer}",
+                f"--initial-cluster=assay-e2e=http://127.0.0.1:{peer}",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+                "--quota-backend-bytes=2147483648",
+            ],
+        )
         self._wait_http(etcd, f"{self.etcd_url}/health", deadline, ok=lambda body: b'"health":"true"' in body)
 
     def _start_apiserver(self, deadline: float) -> None:
         pki = self.pki
-        apiserver = self._spawn("kube-apiserver", [
-            str(self.bin_dir / "kube-apiserver"),
-            f"--etcd-servers={self.etcd_url}", f"--bind-address={self.address}", f"--advertise-address={self.address}",
-            f"--secure-port={self.api_port}", f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
-            f"--token-auth-file={self.workdir / 'tokens.csv'}", "--authorization-mode=Node,RBAC",
-            # Kubelets: the node authorizer and NodeRestriction (on by default) as in a cluster,
-            # and the API server's own client cert for logs and exec.
-            f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
-            f"--kubelet-client-key={pki / 'kubelet-client.key'}", f"--kubelet-certificate-authority={pki / 'ca.crt'}",
-            "--kubelet-preferred-address-types=InternalIP,Hostname",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-cluster-ip-range={self.service_range}", "--allow-privileged=true", "--anonymous-auth=false",
-            # Apiserver-local endpoints (no node), and no webhook or aggregation to reach.
-            "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
-            f"--cert-dir={self.workdir / 'apiserver-certs'}", "--v=0",
-        ])  # fmt: skip
-        self._wait_http(apiserver, f"{self.server}/readyz", deadline, ok=lambda body: body.strip() == b"ok",
-                        token=self.admin_token)  # fmt: skip
+        apiserver = self._spawn(
+            "kube-apiserver",
+            [
+                str(self.bin_dir / "kube-apiserver"),
+                f"--etcd-servers={self.etcd_url}",
+                f"--bind-address={self.address}",
+                f"--advertise-address={self.address}",
+                f"--secure-port={self.api_port}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={pki / 'ca.crt'}",
+                f"--token-auth-file={self.workdir / 'tokens.csv'}",
+                "--authorization-mode=Node,RBAC",
+                # Kubelets: the node authorizer and NodeRestriction (on by default) as in a cluster,
+                # and the API server's own client cert for logs and exec.
+                f"--kubelet-client-certificate={pki / 'kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'kubelet-client.key'}",
+                f"--kubelet-certificate-authority={pki / 'ca.crt'}",
+                "--kubelet-preferred-address-types=InternalIP,Hostname",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--service-cluster-ip-range={self.service_range}",
+                "--allow-privileged=true",
+                "--anonymous-auth=false",
+                # Apiserver-local endpoints (no node), and no webhook or aggregation to reach.
+                "--endpoint-reconciler-type=none",
+                "--enable-priority-and-fairness=false",
+                f"--cert-dir={self.workdir / 'apiserver-certs'}",
+                "--v=0",
+            ],
+        )
+        self._wait_http(
+            apiserver, f"{self.server}/readyz", deadline, ok=lambda body: body.strip() == b"ok", token=self.admin_token
+        )
 
     def _start_controller_manager(self) -> None:
-        self._spawn("kube-controller-manager", [
-            str(self.bin_dir / "kube-controller-manager"),
-            f"--kubeconfig={self.admin_kubeconfig}", "--leader-elect=false", "--controllers=*",
-            "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-            f"--service-account-private-key-file={self.pki / 'sa.key'}", f"--root-ca-file={self.ca_file}",
-            "--use-service-account-credentials=false", "--concurrent-job-syncs=5", "--concurrent-gc-syncs=5",
-            f"--cert-dir={self.workdir / 'kcm-certs'}", "--v=0",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(self.bin_dir / "kube-controller-manager"),
+                f"--kubeconfig={self.admin_kubeconfig}",
+                "--leader-elect=false",
+                "--controllers=*",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--service-account-private-key-file={self.pki / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                "--use-service-account-credentials=false",
+                "--concurrent-job-syncs=5",
+                "--concurrent-gc-syncs=5",
+                f"--cert-dir={self.workdir / 'kcm-certs'}",
+                "--v=0",
+            ],
+        )
 
     def _wait_for_default_service_account(self, deadline: float) -> None:
         """The service-account controller runs: pods can be admitted in new namespaces."""
@@ -314,7 +439,9 @@ class ControlPlane:
                 raise ClusterError(f"{process.name} exited ({process.popen.returncode}):\n{process.tail()}")
             request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
             try:
-                with urllib.request.urlopen(request, timeout=2, context=context if url.startswith("https") else None) as r:
+                with urllib.request.urlopen(
+                    request, timeout=2, context=context if url.startswith("https") else None
+                ) as r:
                     body = r.read()
                     if ok(body):
                         return
@@ -324,11 +451,27 @@ class ControlPlane:
             time.sleep(0.2)
         raise ClusterError(f"{process.name} not ready at {url} ({last}):\n{process.tail()}")
 
-    def kubectl(self, *args: str, kubeconfig: Path | None = None, check: bool = True, input: str | None = None,
-                timeout: float = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
-        result = subprocess.run(["kubectl", f"--kubeconfig={kubeconfig or self.admin_kubeconfig}",
-                                 f"--cache-dir={self.workdir / 'kubectl-cache'}", *args],
-                                capture_output=True, text=True, input=input, timeout=timeout, check=False)  # fmt: skip
+    def kubectl(
+        self,
+        *args: str,
+        kubeconfig: Path | None = None,
+        check: bool = True,
+        input: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [
+                "kubectl",
+                f"--kubeconfig={kubeconfig or self.admin_kubeconfig}",
+                f"--cache-dir={self.workdir / 'kubectl-cache'}",
+                *args,
+            ],
+            capture_output=True,
+            text=True,
+            input=input,
+            timeout=timeout,
+            check=False,
+        )
         if check and result.returncode != 0:
             raise ClusterError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr.strip()}")
         return result

@@ -116,15 +116,17 @@ def _pinned(image: str) -> str:
     """`image` by digest (`name@sha256:...`): build.sh refuses a base given by a tag alone."""
     if "@sha256:" in image:
         return image
-    digest = _run(["podman", "image", "inspect", "--format", "{{.Digest}}", image],
-                  f"podman image inspect of {image}").stdout  # fmt: skip
+    digest = _run(
+        ["podman", "image", "inspect", "--format", "{{.Digest}}", image], f"podman image inspect of {image}"
+    ).stdout
     name = image.rsplit(":", 1)[0] if ":" in image.rsplit("/", 1)[-1] else image
     return f"{name}@{digest.strip()}"
 
 
 def _podman_label(tag: str, label: str) -> str | None:
-    result = subprocess.run(["podman", "image", "inspect", "--format", "{{json .Labels}}", tag],
-                            capture_output=True, text=True)  # fmt: skip
+    result = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{json .Labels}}", tag], capture_output=True, text=True
+    )
     if result.returncode != 0:
         return None
     return (json.loads(result.stdout or "null") or {}).get(label)
@@ -183,8 +185,10 @@ def _rootfs_tarball() -> Path:
     with tempfile.TemporaryDirectory(dir=CACHE, prefix="rootfs.") as tmp:
         rootfs = Path(tmp) / "rootfs"
         start = time.monotonic()
-        _run(["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, rootfs, mirror],
-             f"debootstrap of {SUITE} from {mirror}")  # fmt: skip
+        _run(
+            ["debootstrap", "--variant=minbase", f"--include={','.join(BASE_PACKAGES)}", SUITE, rootfs, mirror],
+            f"debootstrap of {SUITE} from {mirror}",
+        )
         _slim(rootfs)
         partial = tarball.with_suffix(".tar.partial")
         _run(["tar", "-C", rootfs, "--numeric-owner", "-cf", partial, "."], f"tar of the {SUITE} rootfs")
@@ -212,8 +216,19 @@ def ensure_base_image(tag: str = BASE_TAG) -> str:
         return tag
 
     if _podman_label(ROOTFS_TAG, _KEY_LABEL + ".rootfs") != tarball.name + str(tarball.stat().st_mtime_ns):
-        _run(["podman", "import", "--change", f"LABEL {_KEY_LABEL}.rootfs={tarball.name}{tarball.stat().st_mtime_ns}",
-              "--change", "CMD [\"/bin/bash\"]", tarball, ROOTFS_TAG], f"podman import of {tarball.name}")  # fmt: skip
+        _run(
+            [
+                "podman",
+                "import",
+                "--change",
+                f"LABEL {_KEY_LABEL}.rootfs={tarball.name}{tarball.stat().st_mtime_ns}",
+                "--change",
+                'CMD ["/bin/bash"]',
+                tarball,
+                ROOTFS_TAG,
+            ],
+            f"podman import of {tarball.name}",
+        )
     with tempfile.TemporaryDirectory(prefix="assay-base.") as tmp:
         context = Path(tmp)
         (context / "cas").mkdir()
@@ -239,8 +254,12 @@ def _kubernetes_module_dir() -> Path:
     """The k8s.io/kubernetes module source in the e2e build's module cache (downloaded if needed)."""
     _require("go")
     env = {**os.environ, "GOMODCACHE": os.environ.get("GOMODCACHE", str(K8S_CACHE / "gomod")), "GOFLAGS": "-mod=mod"}
-    result = _run(["go", "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
-                  f"go mod download of k8s.io/kubernetes@{K8S_VERSION}", env=env, cwd=tempfile.gettempdir())  # fmt: skip
+    result = _run(
+        ["go", "mod", "download", "-json", f"k8s.io/kubernetes@{K8S_VERSION}"],
+        f"go mod download of k8s.io/kubernetes@{K8S_VERSION}",
+        env=env,
+        cwd=tempfile.gettempdir(),
+    )
     return Path(json.loads(result.stdout)["Dir"])
 
 
@@ -257,8 +276,10 @@ def ensure_pause_image(tag: str = PAUSE_TAG) -> str:
             raise ImageBuildError(f"the pause source {source} is missing from k8s.io/kubernetes@{K8S_VERSION}.")
         CACHE.mkdir(parents=True, exist_ok=True)
         partial = binary.with_suffix(".partial")
-        _run(["gcc", "-Os", "-static", f"-DVERSION=v{PAUSE_VERSION}", "-o", partial, source],
-             f"gcc of {source.name} (static; needs libc6-dev)")  # fmt: skip
+        _run(
+            ["gcc", "-Os", "-static", f"-DVERSION=v{PAUSE_VERSION}", "-o", partial, source],
+            f"gcc of {source.name} (static; needs libc6-dev)",
+        )
         if shutil.which("strip"):
             _run(["strip", partial], "strip of the pause binary")
         partial.rename(binary)
@@ -275,8 +296,14 @@ def ensure_pause_image(tag: str = PAUSE_TAG) -> str:
 # --- Assay's images -----------------------------------------------------------------------
 
 
-def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEFAULT_REPO, tag: str | None = None,
-                 build_args: Sequence[str] = ()) -> dict[str, str]:  # fmt: skip
+def build_images(
+    base: str,
+    *,
+    targets: Sequence[str] = TARGETS,
+    repo: str = DEFAULT_REPO,
+    tag: str | None = None,
+    build_args: Sequence[str] = (),
+) -> dict[str, str]:
     """Build Assay's images from deploy/images/Dockerfile on `base`; returns target → tag.
 
     Tags are `<repo>/assay-<target>:<tag or the pyproject version>`; the default repo is the
@@ -306,7 +333,9 @@ def build_images(base: str, *, targets: Sequence[str] = TARGETS, repo: str = DEF
     # Each build that changed the code leaves the last one's untagged layers behind (GBs for a
     # runner image); without this the machine's disk fills after a few dozen suites. This
     # build's own layers are newer than `started`, so the next build still finds its cache.
-    subprocess.run(["podman", "image", "prune", "--force", "--filter", f"until={started}"], capture_output=True, check=False)
+    subprocess.run(
+        ["podman", "image", "prune", "--force", "--filter", f"until={started}"], capture_output=True, check=False
+    )
     tags = dict(line.split(" ", 1) for line in result.stdout.splitlines() if " " in line)
     missing = [t for t in targets if t not in tags]
     if missing:
@@ -335,8 +364,9 @@ def _containerd_config_digests(address: str, namespace: str) -> dict[str, str]:
         if "manifests" in document:  # an index: our imports hold one manifest each
             if not document["manifests"]:
                 continue
-            inner = subprocess.run([*ctr, "content", "get", document["manifests"][0]["digest"]],
-                                   capture_output=True, text=True)  # fmt: skip
+            inner = subprocess.run(
+                [*ctr, "content", "get", document["manifests"][0]["digest"]], capture_output=True, text=True
+            )
             try:
                 document = json.loads(inner.stdout)
             except json.JSONDecodeError:
@@ -370,15 +400,21 @@ def import_into_containerd(tags: Iterable[str], *, address: str, namespace: str 
         if tag in present:
             # An older build under the same name: `ctr images import` does not always move
             # the name to the new digest, so drop the old record first (no pod runs yet).
-            subprocess.run(["ctr", "--address", address, "-n", namespace, "images", "rm", tag],
-                           capture_output=True, check=False)  # fmt: skip
+            subprocess.run(
+                ["ctr", "--address", address, "-n", namespace, "images", "rm", tag], capture_output=True, check=False
+            )
         start = time.monotonic()
-        save = subprocess.Popen(["podman", "save", "--format", "docker-archive", tag],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        save = subprocess.Popen(
+            ["podman", "save", "--format", "docker-archive", tag], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
         assert save.stdout is not None
         try:
-            imported = subprocess.run(["ctr", "--address", address, "-n", namespace, "images", "import", "-"],
-                                      stdin=save.stdout, capture_output=True, text=True)  # fmt: skip
+            imported = subprocess.run(
+                ["ctr", "--address", address, "-n", namespace, "images", "import", "-"],
+                stdin=save.stdout,
+                capture_output=True,
+                text=True,
+            )
         finally:
             save.stdout.close()
             save_err = save.stderr.read().decode(errors="replace") if save.stderr else ""

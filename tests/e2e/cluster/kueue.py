@@ -56,8 +56,16 @@ WEBHOOK_GROUPS = {"batch", GROUP}
 """API groups whose webhooks are registered: Jobs (the one integration) and Kueue's own kinds."""
 WEBHOOK_CONFIGURATION_PREFIX = "kueue-"
 """As in Kueue's release manifests (kustomize's namePrefix)."""
-DELETION_ORDER = ("workloads", "localqueues", "clusterqueues", "resourceflavors", "cohorts", "admissionchecks",
-                  "workloadpriorityclasses", "topologies")  # fmt: skip
+DELETION_ORDER = (
+    "workloads",
+    "localqueues",
+    "clusterqueues",
+    "resourceflavors",
+    "cohorts",
+    "admissionchecks",
+    "workloadpriorityclasses",
+    "topologies",
+)
 """Kueue's kinds that carry its finalizers, those that hold quota first."""
 
 
@@ -108,9 +116,28 @@ class Kueue:
     def _write_certificate(self) -> None:
         """A self-signed serving certificate for 127.0.0.1: the webhooks' and the metrics server's."""
         self.certs.mkdir(parents=True, exist_ok=True)
-        _openssl(self.certs, "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
-                 "-keyout", "tls.key", "-out", "tls.crt", "-days", "2", "-subj", "/CN=kueue-webhook",
-                 "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-addext", "extendedKeyUsage=serverAuth")  # fmt: skip
+        _openssl(
+            self.certs,
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            "tls.key",
+            "-out",
+            "tls.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=kueue-webhook",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext",
+            "extendedKeyUsage=serverAuth",
+        )
         # What the overlay adds to /etc in the manager's mount namespace.
         metrics = self.workdir / "etc-overlay" / "upper" / "kueue" / "metrics" / "certs"
         metrics.mkdir(parents=True, exist_ok=True)
@@ -128,23 +155,30 @@ class Kueue:
         converter and stay with strategy None)."""
         crd_dir = self.manifests / "crd"
         patches = yaml.safe_load((crd_dir / "kustomization.yaml").read_text()).get("patches") or []
-        return {yaml.safe_load((crd_dir / patch["path"]).read_text())["metadata"]["name"]
-                for patch in patches if Path(patch["path"]).name.startswith("webhook_in_")}  # fmt: skip
+        return {
+            yaml.safe_load((crd_dir / patch["path"]).read_text())["metadata"]["name"]
+            for patch in patches
+            if Path(patch["path"]).name.startswith("webhook_in_")
+        }
 
     def _apply_crds(self) -> None:
         crds = [yaml.safe_load(path.read_text()) for path in sorted((self.manifests / "crd" / "bases").glob("*.yaml"))]
         converted = self._conversion_webhooks()
         for crd in crds:
             if crd["metadata"]["name"] in converted:
-                crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
-                    "clientConfig": {"url": f"{self.url}/convert", "caBundle": self.ca_bundle},
-                    "conversionReviewVersions": ["v1"]}}  # fmt: skip
+                crd["spec"]["conversion"] = {
+                    "strategy": "Webhook",
+                    "webhook": {
+                        "clientConfig": {"url": f"{self.url}/convert", "caBundle": self.ca_bundle},
+                        "conversionReviewVersions": ["v1"],
+                    },
+                }
         self._crds = [crd["metadata"]["name"] for crd in crds]
         # Server-side: the Workload CRD is too large for client-side apply's annotation.
-        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                           input=yaml.safe_dump_all(crds))  # fmt: skip
-        self.plane.kubectl("wait", "--for=condition=Established", "--timeout=60s",
-                           *[f"crd/{name}" for name in self._crds], timeout=90)  # fmt: skip
+        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(crds))
+        self.plane.kubectl(
+            "wait", "--for=condition=Established", "--timeout=60s", *[f"crd/{name}" for name in self._crds], timeout=90
+        )
 
     def _config(self) -> dict[str, Any]:
         return {
@@ -165,11 +199,27 @@ class Kueue:
         config = self.workdir / "kueue-config.yaml"
         config.write_text(yaml.safe_dump(self._config()))
         overlay = self.workdir / "etc-overlay"
-        kueue = [str(self.bin_dir / "kueue"), f"--config={config}", f"--kubeconfig={self.plane.admin_kubeconfig}",
-                 "--zap-encoder=console"]  # fmt: skip
+        kueue = [
+            str(self.bin_dir / "kueue"),
+            f"--config={config}",
+            f"--kubeconfig={self.plane.admin_kubeconfig}",
+            "--zap-encoder=console",
+        ]
         mount = 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && shift 2 && exec "$@"'
-        return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", mount, "sh",
-                str(overlay / "upper"), str(overlay / "work"), *kueue]  # fmt: skip
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            "sh",
+            "-c",
+            mount,
+            "sh",
+            str(overlay / "upper"),
+            str(overlay / "work"),
+            *kueue,
+        ]
 
     def _wait_ready(self, deadline: float) -> None:
         """Until /readyz says ok: Kueue's check passes once its webhook server serves."""
@@ -188,7 +238,9 @@ class Kueue:
         raise ClusterError(f"kueue not ready ({last}):\n{self._process.tail(40)}")
 
     def _register_webhooks(self) -> None:
-        configurations = [d for d in yaml.safe_load_all((self.manifests / "webhook" / "manifests.yaml").read_text()) if d]
+        configurations = [
+            d for d in yaml.safe_load_all((self.manifests / "webhook" / "manifests.yaml").read_text()) if d
+        ]
         for configuration in configurations:
             configuration["metadata"]["name"] = WEBHOOK_CONFIGURATION_PREFIX + configuration["metadata"]["name"]
             kept = []
@@ -199,8 +251,9 @@ class Kueue:
                     webhook["clientConfig"] = {"url": f"{self.url}{path}", "caBundle": self.ca_bundle}
                     kept.append(webhook)
             configuration["webhooks"] = kept
-        self.plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", "-",
-                           input=yaml.safe_dump_all(configurations))  # fmt: skip
+        self.plane.kubectl(
+            "apply", "--server-side", "--force-conflicts", "-f", "-", input=yaml.safe_dump_all(configurations)
+        )
         self._webhook_configurations = [(c["kind"], c["metadata"]["name"]) for c in configurations]
 
     # --- use ---------------------------------------------------------------------------
@@ -231,8 +284,16 @@ class Kueue:
         kubectl = self.plane.kubectl
         if self._process is not None and self._process.popen.poll() is None:
             for kind in DELETION_ORDER:
-                kubectl("delete", f"{kind}.{GROUP}", "--all", "--all-namespaces", "--wait=true", "--timeout=60s",
-                        check=False, timeout=90)  # fmt: skip
+                kubectl(
+                    "delete",
+                    f"{kind}.{GROUP}",
+                    "--all",
+                    "--all-namespaces",
+                    "--wait=true",
+                    "--timeout=60s",
+                    check=False,
+                    timeout=90,
+                )
         for kind, name in self._webhook_configurations:
             kubectl("delete", kind, name, "--ignore-not-found", check=False)
         self._webhook_configurations = []
@@ -245,9 +306,25 @@ class Kueue:
             for item in json.loads(listed.stdout or '{"items": []}').get("items", []):
                 meta = item["metadata"]
                 namespace = ["-n", meta["namespace"]] if meta.get("namespace") else []
-                kubectl("patch", f"{kind}.{GROUP}", meta["name"], *namespace, "--type=merge",
-                        "-p", '{"metadata": {"finalizers": null}}', check=False)  # fmt: skip
+                kubectl(
+                    "patch",
+                    f"{kind}.{GROUP}",
+                    meta["name"],
+                    *namespace,
+                    "--type=merge",
+                    "-p",
+                    '{"metadata": {"finalizers": null}}',
+                    check=False,
+                )
         if self._crds:
-            kubectl("delete", "crd", *self._crds, "--ignore-not-found", "--wait=true", "--timeout=60s", check=False,
-                    timeout=90)  # fmt: skip
+            kubectl(
+                "delete",
+                "crd",
+                *self._crds,
+                "--ignore-not-found",
+                "--wait=true",
+                "--timeout=60s",
+                check=False,
+                timeout=90,
+            )
             self._crds = []

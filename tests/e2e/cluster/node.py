@@ -58,8 +58,10 @@ def check_prerequisites() -> None:
     if not (network.CNI_BIN_DIR / "bridge").exists():
         missing.append(f"CNI plugins in {network.CNI_BIN_DIR}")
     if missing:
-        raise NodeUnavailable(f"the e2e node needs {', '.join(missing)}: apt-get install -y containerd runc "
-                              "containernetworking-plugins iproute2 openssl")  # fmt: skip
+        raise NodeUnavailable(
+            f"the e2e node needs {', '.join(missing)}: apt-get install -y containerd runc "
+            "containernetworking-plugins iproute2 openssl"
+        )
 
 
 # --- leftovers of an interrupted run ------------------------------------------------------
@@ -156,8 +158,11 @@ def clean_host(root: Path) -> None:
 def leftovers(root: Path) -> list[str]:
     """What of a node under `root` is still on the host (empty after a clean stop)."""
     found = [f"process {pid}" for pid in _pids_mentioning(str(root))]
-    mounts = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()
-              if line.split()[4].startswith(str(root))]  # fmt: skip
+    mounts = [
+        line.split()[4]
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[4].startswith(str(root))
+    ]
     found += [f"mount {m}" for m in mounts]
     found += [f"cgroup {g}" for g in _kubepods_cgroups()]
     if network.bridge_exists():
@@ -196,8 +201,24 @@ def _issue(pki: Path, ca_dir: Path, name: str, subject: str, ext: str) -> None:
     _openssl(pki, "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", f"{name}.key")
     _openssl(pki, "req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr")
     (pki / f"{name}.ext").write_text(ext)
-    _openssl(pki, "x509", "-req", "-in", f"{name}.csr", "-CA", str(ca_dir / "ca.crt"), "-CAkey", str(ca_dir / "ca.key"),
-             "-CAcreateserial", "-days", "2", "-extfile", f"{name}.ext", "-out", f"{name}.crt")  # fmt: skip
+    _openssl(
+        pki,
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        str(ca_dir / "ca.crt"),
+        "-CAkey",
+        str(ca_dir / "ca.key"),
+        "-CAcreateserial",
+        "-days",
+        "2",
+        "-extfile",
+        f"{name}.ext",
+        "-out",
+        f"{name}.crt",
+    )
 
 
 # --- the node -----------------------------------------------------------------------------
@@ -253,7 +274,7 @@ class Node:
         cri = 'plugins."io.containerd.grpc.v1.cri"'
         config.write_text(f"""version = 2
 root = "{content_dir()}"
-state = "{base / 'state'}"
+state = "{base / "state"}"
 [grpc]
   address = "{self.socket}"
 [ttrpc]
@@ -287,8 +308,13 @@ state = "{base / 'state'}"
         raise ClusterError(f"containerd did not answer on {self.socket}:\n{process.tail()}")
 
     def ctr(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        result = subprocess.run(["ctr", f"--address={self.socket}", "--namespace=k8s.io", *args],
-                                capture_output=True, text=True, check=False, timeout=timeout)  # fmt: skip
+        result = subprocess.run(
+            ["ctr", f"--address={self.socket}", "--namespace=k8s.io", *args],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
         if check and result.returncode != 0:
             raise ClusterError(f"ctr {' '.join(args)} failed: {result.stderr.strip()}")
         return result
@@ -308,19 +334,46 @@ state = "{base / 'state'}"
     def _start_kubelet(self) -> None:
         pki = self.root / "kubelet-pki"
         pki.mkdir(parents=True, exist_ok=True)
-        _issue(pki, self.plane.pki, "client", f"/O=system:nodes/CN=system:node:{NODE_NAME}",
-               "extendedKeyUsage=clientAuth\n")  # fmt: skip
-        _issue(pki, self.plane.pki, "serving", f"/CN={NODE_NAME}",
-               f"subjectAltName=IP:{NODE_NAME}\nextendedKeyUsage=serverAuth\n")  # fmt: skip
+        _issue(
+            pki,
+            self.plane.pki,
+            "client",
+            f"/O=system:nodes/CN=system:node:{NODE_NAME}",
+            "extendedKeyUsage=clientAuth\n",
+        )
+        _issue(
+            pki,
+            self.plane.pki,
+            "serving",
+            f"/CN={NODE_NAME}",
+            f"subjectAltName=IP:{NODE_NAME}\nextendedKeyUsage=serverAuth\n",
+        )
         kubeconfig = self.root / "kubelet.kubeconfig"
-        kubeconfig.write_text(yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": "node",
-            "clusters": [{"name": "e2e", "cluster": {"server": self.plane.server,
-                                                     "certificate-authority": str(self.plane.ca_file)}}],
-            "users": [{"name": "node", "user": {"client-certificate": str(pki / "client.crt"),
-                                                "client-key": str(pki / "client.key")}}],
-            "contexts": [{"name": "node", "context": {"cluster": "e2e", "user": "node"}}],
-        }))  # fmt: skip
+        kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "node",
+                    "clusters": [
+                        {
+                            "name": "e2e",
+                            "cluster": {"server": self.plane.server, "certificate-authority": str(self.plane.ca_file)},
+                        }
+                    ],
+                    "users": [
+                        {
+                            "name": "node",
+                            "user": {
+                                "client-certificate": str(pki / "client.crt"),
+                                "client-key": str(pki / "client.key"),
+                            },
+                        }
+                    ],
+                    "contexts": [{"name": "node", "context": {"cluster": "e2e", "user": "node"}}],
+                }
+            )
+        )
         endpoint = f"unix://{self.socket}"
         config = {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -330,8 +383,11 @@ state = "{base / 'state'}"
             "readOnlyPort": 0,
             "healthzBindAddress": "127.0.0.1",
             "healthzPort": free_port(),
-            "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                               "x509": {"clientCAFile": str(self.plane.ca_file)}},
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(self.plane.ca_file)},
+            },
             "authorization": {"mode": "Webhook"},
             "tlsCertFile": str(pki / "serving.crt"),
             "tlsPrivateKeyFile": str(pki / "serving.key"),
@@ -347,8 +403,12 @@ state = "{base / 'state'}"
             "clusterDomain": CLUSTER_DOMAIN,
             "resolvConf": "",
             # Nothing is evicted or garbage-collected from under the tests on a busy disk.
-            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                             "nodefs.inodesFree": "1%"},  # fmt: skip
+            "evictionHard": {
+                "memory.available": "1Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+            },
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
             "makeIPTablesUtilChains": False,
@@ -359,19 +419,34 @@ state = "{base / 'state'}"
             "maxPods": 60,
         }
         (self.root / "kubelet.yaml").write_text(yaml.safe_dump(config))
-        self._spawn("kubelet", [
-            str(self.plane.bin_dir / "kubelet"), f"--config={self.root / 'kubelet.yaml'}",
-            f"--kubeconfig={kubeconfig}", f"--hostname-override={NODE_NAME}", f"--root-dir={self.root / 'kubelet'}",
-            f"--cert-dir={pki}", "--v=1",
-        ])  # fmt: skip
+        self._spawn(
+            "kubelet",
+            [
+                str(self.plane.bin_dir / "kubelet"),
+                f"--config={self.root / 'kubelet.yaml'}",
+                f"--kubeconfig={kubeconfig}",
+                f"--hostname-override={NODE_NAME}",
+                f"--root-dir={self.root / 'kubelet'}",
+                f"--cert-dir={pki}",
+                "--v=1",
+            ],
+        )
 
     def _start_scheduler(self) -> None:
         admin = str(self.plane.admin_kubeconfig)
-        self._spawn("kube-scheduler", [
-            str(self.plane.bin_dir / "kube-scheduler"), f"--kubeconfig={admin}",
-            f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
-            "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--v=0",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-scheduler",
+            [
+                str(self.plane.bin_dir / "kube-scheduler"),
+                f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}",
+                f"--authorization-kubeconfig={admin}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--v=0",
+            ],
+        )
 
     def _start_coredns(self) -> None:
         """Cluster DNS on the pods' gateway: headless Services resolve (`<pod>.<service>`), nothing

@@ -62,7 +62,9 @@ class APIArgs:
         known = {f.name for f in dataclasses.fields(cls)} - {"kind"} | {"pretrained"}
         unknown = sorted(set(args) - known)
         if unknown:
-            raise UserError(f"Unknown model_arg {unknown[0]!r} for the {kind} model.{suggest(unknown[0], sorted(known))}")
+            raise UserError(
+                f"Unknown model_arg {unknown[0]!r} for the {kind} model.{suggest(unknown[0], sorted(known))}"
+            )
         pretrained = args.pop("pretrained", None)
         args["model"] = args.get("model") or pretrained
         defaults = _defaults(kind)
@@ -70,7 +72,9 @@ class APIArgs:
             if args.get(key) is None and key not in args:
                 args[key] = value
         if not args.get("base_url"):
-            raise UserError(f"The {kind} model needs model_args base_url=<URL of the server's {_route(kind)} endpoint>.")
+            raise UserError(
+                f"The {kind} model needs model_args base_url=<URL of the server's {_route(kind)} endpoint>."
+            )
         endpoint_urls.refuse_userinfo(str(args["base_url"]))
         backend = args.get("tokenizer_backend")
         backend = None if backend in ("None", "none", "") else backend
@@ -87,7 +91,9 @@ class APIArgs:
             if name in args:
                 args[name] = _int(name, args[name])
         if backend == "huggingface" and not (args.get("tokenizer") or args.get("model")):
-            raise UserError(f"The {kind} model needs model_args tokenizer=<HF tokenizer dir or id> (or model=) to count tokens.")
+            raise UserError(
+                f"The {kind} model needs model_args tokenizer=<HF tokenizer dir or id> (or model=) to count tokens."
+            )
         return cls(kind=kind, **args)
 
 
@@ -95,7 +101,11 @@ def _defaults(kind: str) -> dict[str, Any]:
     if kind == "openai-completions":
         return {"base_url": "https://api.openai.com/v1/completions", "tokenizer_backend": "tiktoken"}
     if kind == "openai-chat-completions":
-        return {"base_url": "https://api.openai.com/v1/chat/completions", "tokenizer_backend": None, "tokenized_requests": False}
+        return {
+            "base_url": "https://api.openai.com/v1/chat/completions",
+            "tokenizer_backend": None,
+            "tokenized_requests": False,
+        }
     if kind == "local-chat-completions":
         return {"tokenizer_backend": None, "tokenized_requests": False}
     return {"tokenizer_backend": "auto"}

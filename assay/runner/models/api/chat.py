@@ -24,7 +24,9 @@ class ChatCompletionsLM(CompletionsLM):
     #: the payload key for the token budget (OpenAI renamed it for its own API)
     budget_key = "max_tokens"
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
+    ) -> list[LoglikelihoodResult]:
         raise UserError(
             f"{self.kind} runs generation tasks only (a chat route returns no prompt logprobs); for loglikelihood and"
             " multiple-choice tasks use local-completions against a server that echoes prompt logprobs."
@@ -42,11 +44,19 @@ class ChatCompletionsLM(CompletionsLM):
         messages = _messages(batch[0].context, self.kind)
         gen_kwargs = dict(batch[0].gen_kwargs)
         gen_kwargs.pop("do_sample", None)
-        max_tokens = gen_kwargs.pop("max_tokens") if "max_tokens" in gen_kwargs else gen_kwargs.pop("max_gen_toks", self.args.max_gen_toks)
+        max_tokens = (
+            gen_kwargs.pop("max_tokens")
+            if "max_tokens" in gen_kwargs
+            else gen_kwargs.pop("max_gen_toks", self.args.max_gen_toks)
+        )
         return {
-            "messages": messages, "model": self.args.model, self.budget_key: max_tokens,
+            "messages": messages,
+            "model": self.args.model,
+            self.budget_key: max_tokens,
             "temperature": gen_kwargs.pop("temperature", 0),
-            "stop": self.stop_sequences(gen_kwargs.pop("until", None))[:4], "seed": self.args.seed, **gen_kwargs,
+            "stop": self.stop_sequences(gen_kwargs.pop("until", None))[:4],
+            "seed": self.args.seed,
+            **gen_kwargs,
         }
 
     def parse_generations(self, answer: Any) -> list[str]:

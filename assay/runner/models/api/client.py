@@ -56,11 +56,21 @@ class APIClient:
     """POSTs JSON payloads to `url`; `post_all` keeps order and bounds concurrency."""
 
     def __init__(
-        self, url: str, *, api_key: str, num_concurrent: int = 1, max_retries: int = 3, timeout: float = 300,
-        verify_certificate: bool = True, ca_cert_path: str | None = None, sleep: Callable[[float], None] = time.sleep,
+        self,
+        url: str,
+        *,
+        api_key: str,
+        num_concurrent: int = 1,
+        max_retries: int = 3,
+        timeout: float = 300,
+        verify_certificate: bool = True,
+        ca_cert_path: str | None = None,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if num_concurrent < 1 or max_retries < 1:
-            raise UserError(f"model_args num_concurrent ({num_concurrent}) and max_retries ({max_retries}) must be at least 1.")
+            raise UserError(
+                f"model_args num_concurrent ({num_concurrent}) and max_retries ({max_retries}) must be at least 1."
+            )
         self.url = url
         self._headers = {"Content-Type": "application/json", "Authorization": f"Bearer {api_key}"}
         self.num_concurrent = num_concurrent
@@ -68,8 +78,9 @@ class APIClient:
         self.timeout = timeout
         self._sleep = sleep
         context = _ssl_context(verify_certificate, ca_cert_path) if url.startswith("https") else None
-        self._opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=context),
-                                                   _SameOriginRedirects(url))  # fmt: skip
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=context), _SameOriginRedirects(url)
+        )
         self.requests_sent = 0
         self._lock = threading.Lock()
 
@@ -88,7 +99,9 @@ class APIClient:
             " Check base_url and that the server is up."
         )
 
-    def post_all(self, payloads: Sequence[Mapping[str, Any]], on_done: Callable[[int], None] | None = None) -> list[Any]:
+    def post_all(
+        self, payloads: Sequence[Mapping[str, Any]], on_done: Callable[[int], None] | None = None
+    ) -> list[Any]:
         """Every payload, at most `num_concurrent` at a time; answers in payload order.
 
         `on_done(i)` runs as payload i is answered (progress bars), from the caller's thread.
@@ -152,8 +165,9 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
     def __init__(self, url: str) -> None:
         self.url = url
 
-    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
-                         newurl: str) -> urllib.request.Request | None:  # fmt: skip
+    def redirect_request(
+        self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+    ) -> urllib.request.Request | None:
         if endpoint_urls.origin(newurl) != endpoint_urls.origin(self.url):
             fp.close()
             raise UserError(
@@ -163,8 +177,13 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
             )
         if code in (307, 308):
             # urllib refuses to repeat a POST; a 307/308 (a route that moved, a trailing slash) asks for exactly that.
-            return urllib.request.Request(newurl, data=req.data, headers=dict(req.headers),
-                                          method=req.get_method(), origin_req_host=req.origin_req_host)  # fmt: skip
+            return urllib.request.Request(
+                newurl,
+                data=req.data,
+                headers=dict(req.headers),
+                method=req.get_method(),
+                origin_req_host=req.origin_req_host,
+            )
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
 

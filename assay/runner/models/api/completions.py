@@ -46,7 +46,12 @@ class CompletionsLM(LM):
 
     @classmethod
     def from_run(
-        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+        cls,
+        model_args: Mapping[str, Any],
+        *,
+        batch_size: BatchSize | None,
+        max_batch_size: int | None,
+        device: str | None,
     ) -> "CompletionsLM":
         lm = cls.__new__(cls)
         lm._setup(APIArgs.from_model_args(cls.kind, with_run_settings(model_args, batch_size=batch_size)))
@@ -56,8 +61,13 @@ class CompletionsLM(LM):
         self.args = args
         self.tokenizer = APITokenizer(args) if args.tokenizer_backend is not None else None
         self.client = APIClient(
-            args.base_url, api_key=self.api_key, num_concurrent=args.num_concurrent, max_retries=args.max_retries,
-            timeout=args.timeout, verify_certificate=args.verify_certificate, ca_cert_path=args.ca_cert_path,
+            args.base_url,
+            api_key=self.api_key,
+            num_concurrent=args.num_concurrent,
+            max_retries=args.max_retries,
+            timeout=args.timeout,
+            verify_certificate=args.verify_certificate,
+            ca_cert_path=args.ca_cert_path,
         )
         # lm-eval keeps one token for generation: every length rule below uses max_length-1
         self.max_length = args.max_length - 1
@@ -68,12 +78,16 @@ class CompletionsLM(LM):
 
     def _need_tokenizer(self, what: str) -> APITokenizer:
         if self.tokenizer is None:
-            raise UserError(f"{what} needs a local tokenizer to count tokens; pass model_args tokenizer_backend=huggingface,tokenizer=<dir>.")
+            raise UserError(
+                f"{what} needs a local tokenizer to count tokens; pass model_args tokenizer_backend=huggingface,tokenizer=<dir>."
+            )
         return self.tokenizer
 
     # -- loglikelihood ------------------------------------------------------------------
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
+    ) -> list[LoglikelihoodResult]:
         tok = self._need_tokenizer("loglikelihood")
         pairs = [self._encode_pair(tok, r.context, r.continuation) for r in requests]
         return self.score_tokens(pairs, desc=progress_label.bar_label("loglikelihood"), disable_tqdm=disable_tqdm)
@@ -86,10 +100,10 @@ class CompletionsLM(LM):
                 return cont[:1], cont[1:]
             return [tok.prefix_token_id], cont
         stripped = context.rstrip()
-        continuation = context[len(stripped):] + continuation
+        continuation = context[len(stripped) :] + continuation
         whole = tok.encode(stripped + continuation)
         ctx = tok.encode(stripped)
-        return ctx, whole[len(ctx):]
+        return ctx, whole[len(ctx) :]
 
     def score_tokens(self, pairs: Sequence[TokenPair], *, desc: str, disable_tqdm: bool) -> list[LoglikelihoodResult]:
         """Each (context, continuation) pair's summed logprob and greediness, in order."""
@@ -103,14 +117,21 @@ class CompletionsLM(LM):
         with _bar(len(pairs), desc, disable_tqdm or self.rank != 0) as update:
             answers = self.client.post_all(payloads, on_done=lambda b: update(len(batches[b])))
         for batch, answer in zip(batches, answers):
-            for i, parsed in zip(batch, self._parse_logprobs(answer, [ctxlens[i] for i in batch], [len(inputs[i]) for i in batch])):
+            for i, parsed in zip(
+                batch, self._parse_logprobs(answer, [ctxlens[i] for i in batch], [len(inputs[i]) for i in batch])
+            ):
                 results[i] = parsed
         return [r for r in results if r is not None]
 
     def _score_payload(self, prompts: list[list[int]]) -> dict[str, Any]:
         return {
-            "model": self.args.model, "prompt": self._prompt(prompts), "temperature": 0, "max_tokens": 1,
-            "logprobs": 1, "seed": self.args.seed, "echo": True,
+            "model": self.args.model,
+            "prompt": self._prompt(prompts),
+            "temperature": 0,
+            "max_tokens": 1,
+            "logprobs": 1,
+            "seed": self.args.seed,
+            "echo": True,
         }
 
     def _prompt(self, prompts: list[list[int]]) -> Any:
@@ -137,11 +158,18 @@ class CompletionsLM(LM):
         owners: list[int] = []
         windows: list[TokenPair] = []
         for index, request in enumerate(requests):
-            for window in rolling_windows(tok.encode(request.text), prefix_token=tok.prefix_token_id, max_seq_len=self.max_length - 1):
+            for window in rolling_windows(
+                tok.encode(request.text), prefix_token=tok.prefix_token_id, max_seq_len=self.max_length - 1
+            ):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
-        for owner, result in zip(owners, self.score_tokens(windows, desc=progress_label.bar_label("loglikelihood_rolling"), disable_tqdm=disable_tqdm)):
+        for owner, result in zip(
+            owners,
+            self.score_tokens(
+                windows, desc=progress_label.bar_label("loglikelihood_rolling"), disable_tqdm=disable_tqdm
+            ),
+        ):
             totals[owner] += result.logprob
         return totals
 
@@ -177,15 +205,23 @@ class CompletionsLM(LM):
             tok = self._need_tokenizer("tokenized_requests=True")
             budget = int(gen_kwargs.get("max_gen_toks", self.args.max_gen_toks))
             encoded = tok.encode_many(contexts, add_special_tokens=self.args.add_bos_token)
-            prompt: Any = [ids[-(self.max_length - budget):] for ids in encoded]
+            prompt: Any = [ids[-(self.max_length - budget) :] for ids in encoded]
         else:
             prompt = contexts[0] if self.args.batch_size <= 1 else contexts
         gen_kwargs.pop("do_sample", None)
-        max_tokens = gen_kwargs.pop("max_tokens") if "max_tokens" in gen_kwargs else gen_kwargs.pop("max_gen_toks", self.args.max_gen_toks)
+        max_tokens = (
+            gen_kwargs.pop("max_tokens")
+            if "max_tokens" in gen_kwargs
+            else gen_kwargs.pop("max_gen_toks", self.args.max_gen_toks)
+        )
         return {
-            "prompt": prompt, "model": self.args.model, "max_tokens": max_tokens,
-            "temperature": gen_kwargs.pop("temperature", 0), "stop": self.stop_sequences(gen_kwargs.pop("until", None)),
-            "seed": self.args.seed, **gen_kwargs,
+            "prompt": prompt,
+            "model": self.args.model,
+            "max_tokens": max_tokens,
+            "temperature": gen_kwargs.pop("temperature", 0),
+            "stop": self.stop_sequences(gen_kwargs.pop("until", None)),
+            "seed": self.args.seed,
+            **gen_kwargs,
         }
 
     def stop_sequences(self, until: Any) -> list[str]:
@@ -212,10 +248,17 @@ class CompletionsLM(LM):
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         if self.tokenizer is None or self.tokenizer.backend != "huggingface" or not self.args.tokenized_requests:
-            raise UserError(f"--apply_chat_template with {self.kind} needs tokenizer_backend=huggingface and tokenized_requests=True.")
-        return str(self.tokenizer.impl.apply_chat_template(
-            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt, continue_final_message=not add_generation_prompt,
-        ))
+            raise UserError(
+                f"--apply_chat_template with {self.kind} needs tokenizer_backend=huggingface and tokenized_requests=True."
+            )
+        return str(
+            self.tokenizer.impl.apply_chat_template(
+                chat_history,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=not add_generation_prompt,
+            )
+        )
 
     def model_info(self) -> dict[str, Any]:
         return {"model_num_parameters": -1, "model_dtype": "", "model_revision": self.args.revision, "model_sha": ""}
@@ -243,7 +286,9 @@ class OpenAICompletionsLM(CompletionsLM):
 def _choices(answer: Any, url: str) -> list[dict[str, Any]]:
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not isinstance(choices, list):
-        raise UserError(f"The server at {url} answered without a `choices` list; is base_url an OpenAI-compatible completions route?")
+        raise UserError(
+            f"The server at {url} answered without a `choices` list; is base_url an OpenAI-compatible completions route?"
+        )
     return choices
 
 

@@ -35,7 +35,10 @@ class APITokenizer:
         if self.backend == "tiktoken":
             return [list(ids) for ids in self.impl.encode_batch(list(texts))]
         special = add_special_tokens or self.add_bos_token
-        return [list(ids) for ids in self.impl(list(texts), add_special_tokens=special, return_attention_mask=False).input_ids]
+        return [
+            list(ids)
+            for ids in self.impl(list(texts), add_special_tokens=special, return_attention_mask=False).input_ids
+        ]
 
     def decode_batch(self, rows: Sequence[Sequence[int]]) -> list[str]:
         if self.backend == "tiktoken":
@@ -74,7 +77,9 @@ def _load(args: APIArgs) -> Any:
         try:
             return tiktoken.encoding_for_model(str(args.model))
         except KeyError:
-            raise UserError(f"tiktoken has no encoding for model {args.model!r}; pass tokenizer_backend=huggingface,tokenizer=<dir>.") from None
+            raise UserError(
+                f"tiktoken has no encoding for model {args.model!r}; pass tokenizer_backend=huggingface,tokenizer=<dir>."
+            ) from None
     with needs_extra("tokenizer_backend=huggingface", "api", "transformers"):
         import transformers
     name = str(args.tokenizer or args.model)

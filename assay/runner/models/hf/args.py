@@ -14,12 +14,29 @@ from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError, suggest
 
 #: extra model_args handed to `from_pretrained` as lm-eval does with its **kwargs.
-PASSTHROUGH = frozenset({
-    "device_map", "attn_implementation", "load_in_8bit", "load_in_4bit", "bnb_4bit_compute_dtype",
-    "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "low_cpu_mem_usage", "cache_dir", "token",
-    "local_files_only", "use_safetensors", "variant", "quantization_config", "torch_dtype", "use_cache",
-    "offload_state_dict", "rope_scaling", "use_flash_attention_2",
-})  # fmt: skip
+PASSTHROUGH = frozenset(
+    {
+        "device_map",
+        "attn_implementation",
+        "load_in_8bit",
+        "load_in_4bit",
+        "bnb_4bit_compute_dtype",
+        "bnb_4bit_quant_type",
+        "bnb_4bit_use_double_quant",
+        "low_cpu_mem_usage",
+        "cache_dir",
+        "token",
+        "local_files_only",
+        "use_safetensors",
+        "variant",
+        "quantization_config",
+        "torch_dtype",
+        "use_cache",
+        "offload_state_dict",
+        "rope_scaling",
+        "use_flash_attention_2",
+    }
+)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -70,7 +87,9 @@ class HFArgs:
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}
         unknown = sorted(set(args) - known - PASSTHROUGH)
         if unknown:
-            raise UserError(f"Unknown model_arg {unknown[0]!r} for the hf model.{suggest(unknown[0], sorted(known | PASSTHROUGH))}")
+            raise UserError(
+                f"Unknown model_arg {unknown[0]!r} for the hf model.{suggest(unknown[0], sorted(known | PASSTHROUGH))}"
+            )
         if args.get("pretrained") in (None, ""):
             raise UserError("The hf model needs model_args pretrained=<model directory or hub id>.")
         extra = {k: args.pop(k) for k in list(args) if k in PASSTHROUGH}
@@ -104,4 +123,6 @@ def _check_combinations(args: Mapping[str, Any]) -> None:
     if args.get("tp_plan") is not None and args.get("parallelize"):
         raise UserError("model_args tp_plan and parallelize=True cannot both be set; choose one.")
     if args.get("enable_thinking") and args.get("think_end_token") is None:
-        raise UserError("model_args enable_thinking=True needs think_end_token (the string or id that ends the reasoning).")
+        raise UserError(
+            "model_args enable_thinking=True needs think_end_token (the string or id that ends the reasoning)."
+        )

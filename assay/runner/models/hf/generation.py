@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 DEFAULT_MAX_GEN_TOKS = 256
 
 
-def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
+def normalize_gen_kwargs(
+    gen_kwargs: Mapping[str, Any], default_max_gen_toks: int
+) -> tuple[list[str], int, dict[str, Any]]:
     """(until, max_gen_toks, kwargs for HF generate) from a task's generation kwargs.
 
     Follows lm-eval: token-budget aliases in priority order; do_sample unset → sampling iff
@@ -81,13 +83,13 @@ class _RowStops(transformers.StoppingCriteria):
             self.done = torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
         if not self.stops:
             return self.done
-        generated = input_ids[:, self.start:].tolist()
+        generated = input_ids[:, self.start :].tolist()
         for row, tokens in enumerate(generated):
             if bool(self.done[row]):
                 continue
             text: str | None
             if self.think_end is None:
-                text = self.encoder.decode(tokens[-self.lookback:], skip_special_tokens=False)
+                text = self.encoder.decode(tokens[-self.lookback :], skip_special_tokens=False)
             else:
                 text = self._after_thinking(tokens)
             if text is not None and any(stop in text for stop in self.stops):
@@ -99,7 +101,7 @@ class _RowStops(transformers.StoppingCriteria):
             if self.think_end not in tokens:
                 return None
             last = len(tokens) - 1 - tokens[::-1].index(self.think_end)
-            return self.encoder.decode(tokens[last + 1:], skip_special_tokens=False)
+            return self.encoder.decode(tokens[last + 1 :], skip_special_tokens=False)
         text = self.encoder.decode(tokens, skip_special_tokens=False)
         assert isinstance(self.think_end, str)
         return text.split(self.think_end)[-1] if self.think_end in text else None
@@ -137,7 +139,9 @@ class Generator:
 
     def _autocast(self) -> Any:
         return torch.autocast(
-            device_type=self.device.type, dtype=self.mixed_precision_dtype, enabled=self.mixed_precision_dtype is not None
+            device_type=self.device.type,
+            dtype=self.mixed_precision_dtype,
+            enabled=self.mixed_precision_dtype is not None,
         )
 
     def _prefix_for(
@@ -165,7 +169,10 @@ class Generator:
         return None
 
     def run(
-        self, requests: Sequence[GenerationRequest], plan: BatchPlan, on_done: Callable[[Sequence[tuple[int, str]]], None]
+        self,
+        requests: Sequence[GenerationRequest],
+        plan: BatchPlan,
+        on_done: Callable[[Sequence[tuple[int, str]]], None],
     ) -> list[str]:
         """Each request's text, in input order; `on_done` hears each batch's (index, text) pairs."""
         results: list[str | None] = [None] * len(requests)
@@ -182,8 +189,13 @@ class Generator:
         return [r if r is not None else "" for r in results]
 
     def _run_groups(
-        self, requests: Sequence[GenerationRequest], groups: dict[str, list[int]], prompts: list[list[int]],
-        plan: BatchPlan, on_done: Callable[[Sequence[tuple[int, str]]], None], results: list[str | None],
+        self,
+        requests: Sequence[GenerationRequest],
+        groups: dict[str, list[int]],
+        prompts: list[list[int]],
+        plan: BatchPlan,
+        on_done: Callable[[Sequence[tuple[int, str]]], None],
+        results: list[str | None],
     ) -> None:
         eos_text = self.encoder.decode([self.eot_token_id], skip_special_tokens=False)
         batch_size: int | None = plan.fixed
@@ -239,7 +251,12 @@ class Generator:
                 self.model(input_ids=inputs, decoder_input_ids=inputs[:, : max(1, min(width, max_gen_toks))])
 
     def _generate(
-        self, contexts: list[str], until: list[str], max_gen_toks: int, max_ctx: int, hf_kwargs: dict[str, Any],
+        self,
+        contexts: list[str],
+        until: list[str],
+        max_gen_toks: int,
+        max_ctx: int,
+        hf_kwargs: dict[str, Any],
         upcoming: Sequence[Sequence[int]],
     ) -> list[str]:
         ids, mask = self.encoder.batch_encode_left(contexts, left_truncate_len=max_ctx, truncation=self.truncation)
@@ -261,15 +278,20 @@ class Generator:
         stopping = transformers.StoppingCriteriaList([_RowStops(self.encoder, until, start, self.think_end_token)])
         with torch.no_grad(), self._autocast():
             out = self.model.generate(
-                input_ids=ids, attention_mask=mask, max_length=max_length, stopping_criteria=stopping,
-                pad_token_id=self.pad_token_id, use_cache=True, **kwargs,
+                input_ids=ids,
+                attention_mask=mask,
+                max_length=max_length,
+                stopping_criteria=stopping,
+                pad_token_id=self.pad_token_id,
+                use_cache=True,
+                **kwargs,
             )
         texts = []
         for row in out.tolist():
-            tokens = row[ids.shape[1]:] if self.backend == "causal" else row
+            tokens = row[ids.shape[1] :] if self.backend == "causal" else row
             think_str = self.think_end_token if isinstance(self.think_end_token, str) else None
             if isinstance(self.think_end_token, int) and self.think_end_token in tokens:
-                tokens = tokens[len(tokens) - tokens[::-1].index(self.think_end_token):]
+                tokens = tokens[len(tokens) - tokens[::-1].index(self.think_end_token) :]
                 text = self.encoder.decode(tokens).lstrip()
             else:
                 text = self.encoder.decode(tokens)

@@ -50,9 +50,7 @@ def parse_dtype(value: str | torch.dtype | None, *, arg: str = "dtype") -> torch
         found = getattr(torch, name, None)
         if isinstance(found, torch.dtype):
             return found
-    raise UserError(
-        f"model_args {arg}={value!r} is not a torch dtype; use auto, float32, float16 or bfloat16."
-    )
+    raise UserError(f"model_args {arg}={value!r} is not a torch dtype; use auto, float32, float16 or bfloat16.")
 
 
 def resolve_placement(device: str | None, *, parallelize: bool) -> Placement:
@@ -85,7 +83,9 @@ def resolve_placement(device: str | None, *, parallelize: bool) -> Placement:
             f"model_args device={device!r} asks for a GPU this machine does not have ({gpus} visible); use device=cpu or leave it unset."
         )
     if chosen.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise UserError(f"model_args device={device!r} asks for Apple MPS, which is not available here; use device=cpu.")
+        raise UserError(
+            f"model_args device={device!r} asks for Apple MPS, which is not available here; use device=cpu."
+        )
     return Placement(chosen, rank, world_size, gpus)
 
 
@@ -107,7 +107,9 @@ def check_local(name: str, what: str) -> None:
         raise UserError(f"The {what} path {name!r} does not exist; give a model directory or a Hugging Face hub id.")
 
 
-def load_config(pretrained: str, *, revision: str, trust_remote_code: bool, subfolder: str, gguf_file: str | None) -> Any:
+def load_config(
+    pretrained: str, *, revision: str, trust_remote_code: bool, subfolder: str, gguf_file: str | None
+) -> Any:
     check_local(pretrained, "model")
     kwargs: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code, "subfolder": subfolder}
     if gguf_file is not None:
@@ -252,10 +254,12 @@ def load_model(
     if autogptq:
         AutoGPTQForCausalLM = _require("auto_gptq", "autogptq").AutoGPTQForCausalLM
         return AutoGPTQForCausalLM.from_quantized(
-            pretrained, trust_remote_code=trust_remote_code,
+            pretrained,
+            trust_remote_code=trust_remote_code,
             model_basename=None if autogptq is True else Path(str(autogptq)).stem,
             use_safetensors=True if autogptq is True else str(autogptq).endswith(".safetensors"),
-            **placement_kwargs, **kwargs,
+            **placement_kwargs,
+            **kwargs,
         )
     if gptqmodel:
         GPTQModel = _require("gptqmodel", "gptqmodel").GPTQModel
@@ -271,8 +275,13 @@ def load_model(
         kwargs["gguf_file"] = gguf_file
     try:
         return auto_class.from_pretrained(
-            pretrained, revision=revision, dtype=dtype, trust_remote_code=trust_remote_code,
-            subfolder=subfolder, **placement_kwargs, **kwargs,
+            pretrained,
+            revision=revision,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            subfolder=subfolder,
+            **placement_kwargs,
+            **kwargs,
         )
     except TypeError as err:
         raise UserError(f"The model rejected an argument passed through model_args: {_first_line(err)}.") from None

@@ -31,6 +31,7 @@ from assay.runner.models.token_pairs import TokenPair, rolling_windows
 
 log = logging.getLogger(__name__)
 
+
 class HFLM(LM):
     """lm-eval's `hf` model on transformers' AutoModelForCausalLM / AutoModelForSeq2SeqLM."""
 
@@ -49,7 +50,12 @@ class HFLM(LM):
 
     @classmethod
     def from_run(
-        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+        cls,
+        model_args: Mapping[str, Any],
+        *,
+        batch_size: BatchSize | None,
+        max_batch_size: int | None,
+        device: str | None,
     ) -> "HFLM":
         given = with_run_settings(model_args, batch_size=batch_size, max_batch_size=max_batch_size, device=device)
         return cls.from_args(HFArgs.from_model_args(given))
@@ -79,16 +85,29 @@ class HFLM(LM):
         self.add_bos_token = args.add_bos_token
         loading.configure_pad_token(self.tokenizer, config)
         self.max_length = loading.resolve_max_length(self.model.config, self.tokenizer, args.max_length)
-        self.encoder = encoding.Encoder(self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        self.encoder = encoding.Encoder(
+            self.tokenizer, backend=self.backend, add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id
+        )
         self.scorer = Scorer(
-            self.model, backend=self.backend, max_length=self.max_length, device=self._device,
-            logits_cache=args.logits_cache, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
+            self.model,
+            backend=self.backend,
+            max_length=self.max_length,
+            device=self._device,
+            logits_cache=args.logits_cache,
+            softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
             mixed_precision_dtype=self.mixed_precision_dtype,  # type: ignore[arg-type]
         )
         self.generator = Generator(
-            self.model, self.encoder, backend=self.backend, max_length=self.max_length, device=self._device,
-            truncation=self.truncation, eot_token_id=self.eot_token_id, pad_token_id=self.tokenizer.pad_token_id,
-            think_end_token=self.think_end_token, mixed_precision_dtype=self.mixed_precision_dtype,  # type: ignore[arg-type]
+            self.model,
+            self.encoder,
+            backend=self.backend,
+            max_length=self.max_length,
+            device=self._device,
+            truncation=self.truncation,
+            eot_token_id=self.eot_token_id,
+            pad_token_id=self.tokenizer.pad_token_id,
+            think_end_token=self.think_end_token,
+            mixed_precision_dtype=self.mixed_precision_dtype,  # type: ignore[arg-type]
         )
 
     @staticmethod
@@ -97,8 +116,11 @@ class HFLM(LM):
         if isinstance(pretrained, str):
             placement = loading.resolve_placement(args.device, parallelize=args.parallelize)
             config = loading.load_config(
-                pretrained, revision=args.revision, trust_remote_code=args.trust_remote_code,
-                subfolder=args.subfolder, gguf_file=args.gguf_file,
+                pretrained,
+                revision=args.revision,
+                trust_remote_code=args.trust_remote_code,
+                subfolder=args.subfolder,
+                gguf_file=args.gguf_file,
             )
             return placement, config
         # an already-built transformers model (Python API)
@@ -112,33 +134,58 @@ class HFLM(LM):
             return tokenizer
         name = tokenizer or (pretrained if isinstance(pretrained, str) else pretrained.name_or_path)
         return loading.load_tokenizer(
-            name, revision=args.revision, subfolder=args.subfolder, trust_remote_code=args.trust_remote_code,
-            use_fast_tokenizer=args.use_fast_tokenizer, gguf_file=args.gguf_file, add_bos_token=args.add_bos_token,
+            name,
+            revision=args.revision,
+            subfolder=args.subfolder,
+            trust_remote_code=args.trust_remote_code,
+            use_fast_tokenizer=args.use_fast_tokenizer,
+            gguf_file=args.gguf_file,
+            add_bos_token=args.add_bos_token,
             explicit=bool(tokenizer),
         )
 
     def _model(self, args: HFArgs, placement: loading.Placement, config: Any, dtype: Any) -> Any:
         model = args.pretrained
         if isinstance(model, str):
-            auto_class = transformers.AutoModelForCausalLM if self.backend == "causal" else transformers.AutoModelForSeq2SeqLM
+            auto_class = (
+                transformers.AutoModelForCausalLM if self.backend == "causal" else transformers.AutoModelForSeq2SeqLM
+            )
             extra = dict(args.extra)
             if args.tp_plan is not None:
                 placement_kwargs: dict[str, Any] = {"tp_plan": args.tp_plan}
             else:
                 placement_kwargs = loading.device_map_args(
-                    placement=placement, parallelize=args.parallelize, device_map=extra.pop("device_map", None),
-                    max_memory_per_gpu=args.max_memory_per_gpu, max_cpu_memory=args.max_cpu_memory, offload_folder=args.offload_folder,
+                    placement=placement,
+                    parallelize=args.parallelize,
+                    device_map=extra.pop("device_map", None),
+                    max_memory_per_gpu=args.max_memory_per_gpu,
+                    max_cpu_memory=args.max_cpu_memory,
+                    offload_folder=args.offload_folder,
                 )
             model = loading.load_model(
-                auto_class, model, revision=args.revision, subfolder=args.subfolder, dtype=dtype,
-                trust_remote_code=args.trust_remote_code, gguf_file=args.gguf_file, config=config,
-                placement_kwargs=placement_kwargs, autogptq=args.autogptq, gptqmodel=args.gptqmodel, extra=extra,
+                auto_class,
+                model,
+                revision=args.revision,
+                subfolder=args.subfolder,
+                dtype=dtype,
+                trust_remote_code=args.trust_remote_code,
+                gguf_file=args.gguf_file,
+                config=config,
+                placement_kwargs=placement_kwargs,
+                autogptq=args.autogptq,
+                gptqmodel=args.gptqmodel,
+                extra=extra,
             )
             if args.peft:
                 model = loading.apply_peft(model, self.tokenizer, args.peft, revision=args.revision)
             elif args.delta:
                 loading.apply_delta(
-                    model, auto_class, args.delta, revision=args.revision, dtype=dtype, trust_remote_code=args.trust_remote_code
+                    model,
+                    auto_class,
+                    args.delta,
+                    revision=args.revision,
+                    dtype=dtype,
+                    trust_remote_code=args.trust_remote_code,
                 )
         if isinstance(model, torch.nn.Module):
             model.eval()
@@ -191,7 +238,9 @@ class HFLM(LM):
         self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
     ) -> list[LoglikelihoodResult]:
         if self.enable_thinking:
-            raise UserError("enable_thinking=True works with generation tasks only, not loglikelihood or multiple-choice ones.")
+            raise UserError(
+                "enable_thinking=True works with generation tasks only, not loglikelihood or multiple-choice ones."
+            )
         pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
         bar, update = self._progress(len(pairs), progress_label.bar_label("loglikelihood"), disable_tqdm)
         report = self._reporter(update)
@@ -228,7 +277,10 @@ class HFLM(LM):
                     update(len(chunk))
                 else:
                     scored = self.scorer.score(
-                        [w for _, w in chunk], self.batch_plan, override_batch=len(chunk), on_done=lambda done: update(len(done))
+                        [w for _, w in chunk],
+                        self.batch_plan,
+                        override_batch=len(chunk),
+                        on_done=lambda done: update(len(done)),
                     )
                     logprobs = [result.logprob for result in scored]
                 for (index, _), logprob in zip(chunk, logprobs):
@@ -256,9 +308,16 @@ class HFLM(LM):
         """The body → chunked-head path for rolling windows, where the model splits that way."""
         if not hasattr(self, "_rolling"):
             split = split_model(self.model, self.device) if self.backend == "causal" else None
-            self._rolling = None if split is None else RollingScorer(
-                *split, device=self.device, max_length=self.max_length, softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
-                autocast=self.scorer._autocast,
+            self._rolling = (
+                None
+                if split is None
+                else RollingScorer(
+                    *split,
+                    device=self.device,
+                    max_length=self.max_length,
+                    softmax_dtype=self.softmax_dtype,  # type: ignore[arg-type]
+                    autocast=self.scorer._autocast,
+                )
             )
         return self._rolling
 
@@ -289,10 +348,15 @@ class HFLM(LM):
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
         def render(history: list[dict[str, str]]) -> str:
-            return str(self.tokenizer.apply_chat_template(
-                history, tokenize=False, add_generation_prompt=add_generation_prompt,
-                continue_final_message=not add_generation_prompt, **self.chat_template_args,
-            ))
+            return str(
+                self.tokenizer.apply_chat_template(
+                    history,
+                    tokenize=False,
+                    add_generation_prompt=add_generation_prompt,
+                    continue_final_message=not add_generation_prompt,
+                    **self.chat_template_args,
+                )
+            )
 
         try:
             return render(chat_history)

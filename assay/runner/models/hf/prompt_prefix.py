@@ -57,7 +57,7 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> list[int]:
         return []
     first = rows[0]
     length = min([len(row) - 1 for row in rows] + [shared_context.common_length(first, row) for row in rows[1:]])
-    return list(first[:max(length, 0)])
+    return list(first[: max(length, 0)])
 
 
 def starts_all(prefix: Sequence[int], rows: Sequence[Sequence[int]]) -> bool:
@@ -98,7 +98,7 @@ class PrefixCache:
         for b, row in enumerate(rows):
             own = torch.tensor(list(row[size:]), dtype=torch.long)
             ids[b, :size], mask[b, :size] = prefix, 1
-            ids[b, width - len(own):], mask[b, width - len(own):] = own, 1
+            ids[b, width - len(own) :], mask[b, width - len(own) :] = own, 1
         return ids.to(self.device), mask.to(self.device)
 
     def batch_cache(self, batch: int, max_length: int) -> dict[str, Any]:
@@ -111,7 +111,9 @@ class PrefixCache:
                 for index, layer in enumerate(self.cache.layers):
                     keys, values = layer.keys, layer.values
                     cache.update(
-                        keys.expand(batch, *keys.shape[1:]), values.expand(batch, *values.shape[1:]), index,
+                        keys.expand(batch, *keys.shape[1:]),
+                        values.expand(batch, *values.shape[1:]),
+                        index,
                         {"cache_position": positions},
                     )
                 return static

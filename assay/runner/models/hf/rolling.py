@@ -49,8 +49,16 @@ def split_model(model: Any, device: torch.device) -> tuple[Any, Any] | None:
 class RollingScorer:
     """Sum of log P(target) over each window's scored positions, for a causal model."""
 
-    def __init__(self, body: Any, head: Any, *, device: torch.device, max_length: int, softmax_dtype: torch.dtype | None,
-                 autocast: Callable[[], contextlib.AbstractContextManager[Any]]) -> None:
+    def __init__(
+        self,
+        body: Any,
+        head: Any,
+        *,
+        device: torch.device,
+        max_length: int,
+        softmax_dtype: torch.dtype | None,
+        autocast: Callable[[], contextlib.AbstractContextManager[Any]],
+    ) -> None:
         self.body, self.head = body, head
         self.device = device
         self.max_length = max_length
@@ -59,14 +67,16 @@ class RollingScorer:
 
     def score(self, windows: Sequence[TokenPair]) -> list[float]:
         # the same rows lm-eval builds: (ctx + cont)[-(max_length + 1):][:-1], right-padded with 0
-        rows = [(ctx + cont)[-(self.max_length + 1):][:-1] for ctx, cont in windows]
+        rows = [(ctx + cont)[-(self.max_length + 1) :][:-1] for ctx, cont in windows]
         width = max(len(r) for r in rows)
         inputs = torch.zeros((len(rows), width), dtype=torch.long)
         for b, row in enumerate(rows):
             inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
         with torch.no_grad(), self.autocast():
             hidden = self.body(inputs.to(self.device, non_blocking=True)).last_hidden_state
-            per_window = [self._window(hidden[b], len(row), cont) for b, (row, (_, cont)) in enumerate(zip(rows, windows))]
+            per_window = [
+                self._window(hidden[b], len(row), cont) for b, (row, (_, cont)) in enumerate(zip(rows, windows))
+            ]
         # one device → host copy for the whole batch
         return [float(v) for v in torch.stack(per_window).tolist()]
 

@@ -127,9 +127,19 @@ class Scorer:
         self.mixed_precision_dtype = mixed_precision_dtype
         self._keep_logits = backend == "causal" and _accepts(model, "logits_to_keep")
         # why each context cannot run once for all its continuations (None: it can)
-        self.share_blocker = shared_context.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
-        self.shared = None if self.share_blocker is not None else shared_context.SharedContextScorer(
-            model, device=device, softmax_dtype=softmax_dtype, autocast=self._autocast, keep_logits=self._keep_logits
+        self.share_blocker = (
+            shared_context.sharing_blocker(model, backend=backend) if logits_cache else "logits_cache=False"
+        )
+        self.shared = (
+            None
+            if self.share_blocker is not None
+            else shared_context.SharedContextScorer(
+                model,
+                device=device,
+                softmax_dtype=softmax_dtype,
+                autocast=self._autocast,
+                keep_logits=self._keep_logits,
+            )
         )
 
     # -- model calls --------------------------------------------------------------------
@@ -204,7 +214,9 @@ class Scorer:
         assert all(r is not None for r in results)
         return [r for r in results if r is not None]
 
-    def _chunks(self, reps: list[int], pairs: Sequence[TokenPair], plan: BatchPlan, override: int | None) -> Iterator[list[int]]:
+    def _chunks(
+        self, reps: list[int], pairs: Sequence[TokenPair], plan: BatchPlan, override: int | None
+    ) -> Iterator[list[int]]:
         if not reps:
             return
         size_at: Callable[[int], int]
@@ -239,11 +251,11 @@ class Scorer:
         """One forward pass of `batch` copies of a real request, to probe memory."""
         ctx, cont = pair
         if self.backend == "causal":
-            row = (ctx + cont)[-(self.max_length + 1):][:-1]
+            row = (ctx + cont)[-(self.max_length + 1) :][:-1]
             inputs = torch.tensor([row] * batch, dtype=torch.long, device=self.device)
             F.log_softmax(self.causal_logits(inputs), dim=-1, dtype=self.softmax_dtype)
         else:
-            length = max(len(ctx[-self.max_length:]), len(cont[-self.max_length:]))
+            length = max(len(ctx[-self.max_length :]), len(cont[-self.max_length :]))
             ones = torch.ones((batch, length), dtype=torch.long, device=self.device)
             F.log_softmax(self.seq2seq_logits(ones, ones, ones), dim=-1, dtype=self.softmax_dtype)
 
@@ -319,7 +331,7 @@ class Scorer:
     def _forward_chunk(self, chunk: list[int], pairs: Sequence[TokenPair]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per request: log-probs [contlen, vocab] at its continuation positions, and their argmax."""
         if self.backend == "causal":
-            rows = [(pairs[i][0] + pairs[i][1])[-(self.max_length + 1):][:-1] for i in chunk]
+            rows = [(pairs[i][0] + pairs[i][1])[-(self.max_length + 1) :][:-1] for i in chunk]
             width = max(len(r) for r in rows)
             inputs = torch.zeros((len(rows), width), dtype=torch.long)
             for b, row in enumerate(rows):
@@ -333,8 +345,8 @@ class Scorer:
                 selected = F.log_softmax(logits[b, start - offset : end - offset], dim=-1, dtype=self.softmax_dtype)
                 out.append((selected, selected.argmax(dim=-1)))
             return out
-        ctxs = [pairs[i][0][-self.max_length:] for i in chunk]
-        conts = [pairs[i][1][-self.max_length:] for i in chunk]
+        ctxs = [pairs[i][0][-self.max_length :] for i in chunk]
+        conts = [pairs[i][1][-self.max_length :] for i in chunk]
         enc_width, dec_width = max(len(c) for c in ctxs), max(len(c) for c in conts)
         inputs = torch.zeros((len(chunk), enc_width), dtype=torch.long)
         mask = torch.zeros((len(chunk), enc_width), dtype=torch.long)

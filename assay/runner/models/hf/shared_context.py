@@ -38,10 +38,26 @@ MIN_SHARED_PREFIX = 16
 Scored = tuple[torch.Tensor, torch.Tensor]
 
 # model types whose layers keep a recurrent state (or mix one in): a repeated KV cache is not their state
-_RECURRENT = frozenset({
-    "mamba", "mamba2", "falcon_mamba", "rwkv", "jamba", "zamba", "zamba2", "bamba", "recurrent_gemma",
-    "granitemoehybrid", "nemotron_h", "lfm2", "qwen3_next", "falcon_h1", "xlstm", "minimax",
-})
+_RECURRENT = frozenset(
+    {
+        "mamba",
+        "mamba2",
+        "falcon_mamba",
+        "rwkv",
+        "jamba",
+        "zamba",
+        "zamba2",
+        "bamba",
+        "recurrent_gemma",
+        "granitemoehybrid",
+        "nemotron_h",
+        "lfm2",
+        "qwen3_next",
+        "falcon_h1",
+        "xlstm",
+        "minimax",
+    }
+)
 
 
 def sharing_blocker(model: Any, *, backend: str) -> str | None:
@@ -82,7 +98,9 @@ def _by_context(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int
     return by_context
 
 
-def plan_shared(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
+def plan_shared(
+    reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int
+) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
     """((group, prefix) to score on a cache, the rest for batched full passes) among `reps`.
 
     A group is requests with one context (a document's choices) or a lone request (a
@@ -135,8 +153,15 @@ def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[t
 class SharedContextScorer:
     """Scores one group of requests sharing a context: two model calls for the whole group."""
 
-    def __init__(self, model: Any, *, device: torch.device, softmax_dtype: torch.dtype | None,
-                 autocast: Callable[[], contextlib.AbstractContextManager[Any]], keep_logits: bool) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        device: torch.device,
+        softmax_dtype: torch.dtype | None,
+        autocast: Callable[[], contextlib.AbstractContextManager[Any]],
+        keep_logits: bool,
+    ) -> None:
         self.model = model
         self.keep = {"logits_to_keep": 1} if keep_logits else {}
         self.cache_arg = cache_arg(inspect.signature(model.forward).parameters) or "past_key_values"
@@ -152,13 +177,15 @@ class SharedContextScorer:
         if self._prefix is None or self._prefix[0] != prefix:
             ids = torch.tensor([prefix], dtype=torch.long).to(self.device, non_blocking=True)
             self._prefix = (prefix, self.model(ids, use_cache=True, **self.keep)[self.cache_arg])
-        return ctx[len(prefix):], {self.cache_arg: copy.deepcopy(self._prefix[1])}
+        return ctx[len(prefix) :], {self.cache_arg: copy.deepcopy(self._prefix[1])}
 
     def release(self) -> None:
         """Drops the last prefix's keys and values (kept only while its documents come)."""
         self._prefix = None
 
-    def score_group(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int] | None = None) -> list[Scored]:
+    def score_group(
+        self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int] | None = None
+    ) -> list[Scored]:
         ctx = pairs[members[0]][0]
         tails = [pairs[i][1][:-1] for i in members]
         with torch.no_grad(), self.autocast():
@@ -174,7 +201,9 @@ class SharedContextScorer:
                     inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
                 cache = first[self.cache_arg]
                 cache.batch_repeat_interleave(len(tails))
-                rest = self.model(inputs.to(self.device, non_blocking=True), **{self.cache_arg: cache}, use_cache=False).logits
+                rest = self.model(
+                    inputs.to(self.device, non_blocking=True), **{self.cache_arg: cache}, use_cache=False
+                ).logits
         out: list[Scored] = []
         for b, tail in enumerate(tails):
             rows = last if not tail or rest is None else torch.cat([last, rest[b, : len(tail)]], dim=0)

@@ -16,11 +16,26 @@ from assay.errors import UserError
 from assay.runner.models import stops
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
-ENGINE_PASSTHROUGH = frozenset({
-    "enforce_eager", "max_num_seqs", "gpu_memory_utilization", "enable_prefix_caching", "swap_space", "kv_cache_dtype",
-    "cpu_offload_gb", "max_num_batched_tokens", "distributed_executor_backend", "block_size", "enable_chunked_prefill",
-    "disable_custom_all_reduce", "pipeline_parallel_size", "download_dir", "load_format", "hf_overrides",
-})
+ENGINE_PASSTHROUGH = frozenset(
+    {
+        "enforce_eager",
+        "max_num_seqs",
+        "gpu_memory_utilization",
+        "enable_prefix_caching",
+        "swap_space",
+        "kv_cache_dtype",
+        "cpu_offload_gb",
+        "max_num_batched_tokens",
+        "distributed_executor_backend",
+        "block_size",
+        "enable_chunked_prefill",
+        "disable_custom_all_reduce",
+        "pipeline_parallel_size",
+        "download_dir",
+        "load_format",
+        "hf_overrides",
+    }
+)
 _IGNORED = frozenset({"device", "truncation_side"})
 
 
@@ -67,7 +82,9 @@ class VLLMArgs:
         if unknown:
             from assay.errors import suggest
 
-            raise UserError(f"Unknown model_arg {unknown[0]!r} for the vllm model.{suggest(unknown[0], sorted(known | ENGINE_PASSTHROUGH))}")
+            raise UserError(
+                f"Unknown model_arg {unknown[0]!r} for the vllm model.{suggest(unknown[0], sorted(known | ENGINE_PASSTHROUGH))}"
+            )
         args["batch_size"] = _batch_size(args.get("batch_size"))
         if "max_batch_size" in args:
             args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
@@ -82,11 +99,19 @@ class VLLMArgs:
     def engine_kwargs(self) -> dict[str, Any]:
         """What `vllm.LLM(**...)` gets: lm-eval's model_args dict, pass-through keys on top."""
         kwargs: dict[str, Any] = {
-            "model": self.pretrained, "revision": self.revision, "dtype": self.dtype, "tokenizer": self.tokenizer,
-            "tokenizer_mode": self.tokenizer_mode, "tokenizer_revision": self.tokenizer_revision,
-            "trust_remote_code": self.trust_remote_code, "tensor_parallel_size": self.tensor_parallel_size,
-            "max_model_len": self.max_length, "max_num_seqs": self.engine_extra.get("max_num_seqs", self.max_batch_size),
-            "quantization": self.quantization, "seed": self.seed, "enable_lora": bool(self.lora_local_path),
+            "model": self.pretrained,
+            "revision": self.revision,
+            "dtype": self.dtype,
+            "tokenizer": self.tokenizer,
+            "tokenizer_mode": self.tokenizer_mode,
+            "tokenizer_revision": self.tokenizer_revision,
+            "trust_remote_code": self.trust_remote_code,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "max_model_len": self.max_length,
+            "max_num_seqs": self.engine_extra.get("max_num_seqs", self.max_batch_size),
+            "quantization": self.quantization,
+            "seed": self.seed,
+            "enable_lora": bool(self.lora_local_path),
             "max_lora_rank": self.max_lora_rank,
         }
         kwargs.update({k: v for k, v in self.engine_extra.items() if k != "swap_space"})
@@ -106,7 +131,9 @@ def _batch_size(value: Any) -> int | None:
     return BatchSize.parse(value, source="model_args batch_size").fixed
 
 
-def normalize_gen_kwargs(gen_kwargs: Mapping[str, Any], default_max_gen_toks: int) -> tuple[list[str], int, dict[str, Any]]:
+def normalize_gen_kwargs(
+    gen_kwargs: Mapping[str, Any], default_max_gen_toks: int
+) -> tuple[list[str], int, dict[str, Any]]:
     """(until, max_gen_toks, SamplingParams kwargs), as lm-eval's VLLM.modify_gen_kwargs.
 
     Token-budget aliases in lm-eval's priority; do_sample False (or unset with temperature

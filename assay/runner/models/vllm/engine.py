@@ -54,7 +54,12 @@ class VLLMLM(LM):
 
     @classmethod
     def from_run(
-        cls, model_args: Mapping[str, Any], *, batch_size: BatchSize | None, max_batch_size: int | None, device: str | None
+        cls,
+        model_args: Mapping[str, Any],
+        *,
+        batch_size: BatchSize | None,
+        max_batch_size: int | None,
+        device: str | None,
     ) -> "VLLMLM":
         given = with_run_settings(model_args, batch_size=batch_size)
         if max_batch_size is not None:
@@ -75,7 +80,9 @@ class VLLMLM(LM):
             )
         self.model = vllm.LLM(**args.engine_kwargs())
         self.tokenizer = self.model.get_tokenizer()
-        self.encoder = encoding.Encoder(self.tokenizer, backend="causal", add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id)
+        self.encoder = encoding.Encoder(
+            self.tokenizer, backend="causal", add_bos_token=args.add_bos_token, prefix_token_id=args.prefix_token_id
+        )
         self.max_length = args.max_length or int(self.model.llm_engine.model_config.max_model_len)
         self.lora_request = None
         if args.lora_local_path:
@@ -112,18 +119,24 @@ class VLLMLM(LM):
             bar.close()
         return results
 
-    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+    def loglikelihood(
+        self, requests: Sequence[LoglikelihoodRequest], *, disable_tqdm: bool = False
+    ) -> list[LoglikelihoodResult]:
         pairs = self.encoder.encode_pairs([(r.context, r.continuation) for r in requests])
         return self.score_tokens(pairs, progress_label.bar_label("loglikelihood"), disable_tqdm)
 
     def loglikelihood_rolling(self, requests: Sequence[RollingRequest], *, disable_tqdm: bool = False) -> list[float]:
         owners, windows = [], []
         for index, tokens in enumerate(self.encoder.encode_many([r.text for r in requests])):
-            for window in rolling_windows(tokens, prefix_token=self.encoder.prefix_token_id, max_seq_len=self.max_length - 2):
+            for window in rolling_windows(
+                tokens, prefix_token=self.encoder.prefix_token_id, max_seq_len=self.max_length - 2
+            ):
                 owners.append(index)
                 windows.append(window)
         totals = [0.0] * len(requests)
-        for owner, result in zip(owners, self.score_tokens(windows, progress_label.bar_label("loglikelihood_rolling"), disable_tqdm)):
+        for owner, result in zip(
+            owners, self.score_tokens(windows, progress_label.bar_label("loglikelihood_rolling"), disable_tqdm)
+        ):
             totals[owner] += result.logprob
         return totals
 
@@ -137,18 +150,23 @@ class VLLMLM(LM):
             until, budget, kwargs = normalize_gen_kwargs(request.gen_kwargs, self.args.max_gen_toks)
             until = stops.with_eos(until, eos or None)  # an empty EOS text is no stop string
             if len(tokens) + budget > self.max_length:
-                tokens = tokens[-(self.max_length - budget):] if self.max_length > budget else []
+                tokens = tokens[-(self.max_length - budget) :] if self.max_length > budget else []
             stop = [s for s in until if s == eos] if self.args.think_end_token else until
             prompts.append(tokens)
             params.append(self._vllm.SamplingParams(max_tokens=budget, stop=stop, **kwargs))
             untils.append(until)
-        bar = tqdm(total=len(requests), desc=progress_label.bar_label("generate_until"), disable=disable_tqdm or self.rank != 0)
+        bar = tqdm(
+            total=len(requests), desc=progress_label.bar_label("generate_until"), disable=disable_tqdm or self.rank != 0
+        )
         try:
             outputs = self._generate(prompts, params)
             bar.update(len(requests))
         finally:
             bar.close()
-        return [stops.cut_at_stops(out.outputs[0].text, until, self.args.think_end_token) for out, until in zip(outputs, untils)]
+        return [
+            stops.cut_at_stops(out.outputs[0].text, until, self.args.think_end_token)
+            for out, until in zip(outputs, untils)
+        ]
 
     # -- identity ---------------------------------------------------------------------------
 
@@ -166,13 +184,23 @@ class VLLMLM(LM):
         return str(getattr(self.tokenizer, "chat_template", None) or "")
 
     def apply_chat_template(self, chat_history: list[dict[str, str]], add_generation_prompt: bool = True) -> str:
-        return str(self.tokenizer.apply_chat_template(
-            chat_history, tokenize=False, add_generation_prompt=add_generation_prompt,
-            continue_final_message=not add_generation_prompt, **self.args.chat_template_kwargs(),
-        ))
+        return str(
+            self.tokenizer.apply_chat_template(
+                chat_history,
+                tokenize=False,
+                add_generation_prompt=add_generation_prompt,
+                continue_final_message=not add_generation_prompt,
+                **self.args.chat_template_kwargs(),
+            )
+        )
 
     def model_info(self) -> dict[str, Any]:
-        return {"model_num_parameters": -1, "model_dtype": str(self.args.dtype), "model_revision": self.args.revision, "model_sha": ""}
+        return {
+            "model_num_parameters": -1,
+            "model_dtype": str(self.args.dtype),
+            "model_revision": self.args.revision,
+            "model_sha": "",
+        }
 
     def close(self) -> None:
         # Shut the engine core down while the interpreter is whole: at exit the core process
