@@ -26,6 +26,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from assay.operator.decide import run_phases
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.cluster.node import Node
 from tests.e2e.conftest import (
@@ -155,7 +156,23 @@ def test_the_quickstart_runs_as_written(
     assert status["phase"] == "Succeeded" and set(status["results"]) == {"arc_easy", "lambada_openai"}
     assert status["nSamples"]["arc_easy"]["effective"] == 8, status["nSamples"]  # limit: 8 in examples/evaluation.yaml
     assert list((quickstart_volumes / "assay-results").rglob("results_*.json")), "no results JSON on assay-results"
+    transcript.append(_where_the_run_went(cluster.evaluation(EVALUATION)))
     step("clean-up", timeout=180)
     with capsys.disabled():  # the transcript, each step with its wall time, in the suite's output
         print("\nquickstart transcript (docs/quickstart.md on the e2e node):\n" + "\n".join(transcript))
     assert not [c for c in cluster.items("pvc") if c["metadata"]["name"] in CLAIMS], "the clean-up step left its claims"
+
+
+def _where_the_run_went(evaluation: dict[str, Any]) -> str:
+    """The run step's time by phase: created → the Job started, then the runner's cold path from its status."""
+    status = evaluation["status"]
+    created, started = (
+        run_phases.parse_time(t) for t in (evaluation["metadata"]["creationTimestamp"], status["startTime"])
+    )
+    phases = run_phases.phase_seconds(status) or {}
+    assert created is not None and started is not None, status
+    return (
+        f"    (the run: created → Job started {(started - created).total_seconds():.1f} s, "
+        + ", ".join(f"{phase} {seconds:.1f} s" for phase, seconds in phases.items())
+        + ")"
+    )
