@@ -118,8 +118,8 @@ def per_token_seconds(lm: Any, batch: int, length: int, repeats: int = 5) -> tup
         return min(times[1:])
 
     with torch.inference_mode():
-        hidden = body(ids).last_hidden_state
-        body_s = best(lambda: body(ids))
+        hidden = body(ids, use_cache=False).last_hidden_state
+        body_s = best(lambda: body(ids, use_cache=False))
         part = hidden[:, :head_positions]
         head_s = best(lambda: head(part).float().log_softmax(-1))
     return body_s / (batch * length), head_s / (batch * head_positions)
