@@ -13,7 +13,10 @@ generation (gsm8k, 5-shot, its regex filters; gsm8k_cot, the fixed 8-shot prompt
 document shares). Per row it prints wall seconds both sides, requests/s and model tokens/s
 (Assay's), peak RSS both sides, the ratio lm-eval / Assay (above 1: Assay is faster),
 whether every metric matched to 1e-6 relative (for generation, every generated text too),
-and Assay's achieved FLOP/s against a matmul peak measured in the same run.
+and Assay's achieved FLOP/s against a matmul peak measured in the same run. For the
+loglikelihood-type rows, "of floor" sets an ideal prefix cache's time (the distinct tokens of
+all the row's requests, priced per token by forwards timed right after Assay's run) against
+the time Assay spent answering those requests (`prefix_floor.py`); generation rows print "-".
 
 `--startup` times instead what a user waits for on the smallest run: each tool's own command
 line, `run --model hf --model_args pretrained=<model> --tasks arc_easy --limit 1 --device <device>`,
@@ -43,6 +46,8 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import prefix_floor  # noqa: E402 - bench/, this script's own folder, is on sys.path
 
 # task → (few-shot, kind shown in the table)
 TASKS = {
@@ -181,6 +186,7 @@ def worker(args: argparse.Namespace) -> int:
 
         lm: Any = HFLM(**model_args)
         counters = Counters(lm)
+        recorder = prefix_floor.Recorder(lm)
         out = simple_evaluate(lm, **kwargs)
     else:
         import lm_eval
@@ -195,19 +201,18 @@ def worker(args: argparse.Namespace) -> int:
         texts = sorted((s["doc_id"], json.dumps(s["resps"])) for s in out["samples"][args.task])
         metrics["generations sha256"] = hashlib.sha256(json.dumps(texts).encode()).hexdigest()
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(
-        json.dumps(
-            {
-                "wall": wall,
-                "rss_mb": rss_mb,
-                "requests": counters.requests,
-                "tokens": counters.tokens,
-                "flops": counters.flops,
-                "metrics": metrics,
-                "config": out.get("config", {}).get("shared_context"),
-            }
-        )
-    )
+    result = {
+        "wall": wall,
+        "rss_mb": rss_mb,
+        "requests": counters.requests,
+        "tokens": counters.tokens,
+        "flops": counters.flops,
+        "metrics": metrics,
+        "config": out.get("config", {}).get("shared_context"),
+    }
+    if args.side == "assay":  # after the counters are read: the floor's own forwards are not the run's
+        result["floor"] = prefix_floor.measure(lm, recorder, int(args.batch_size))
+    print(json.dumps(result))
     return 0
 
 
@@ -367,26 +372,33 @@ def main() -> int:
         "lm-eval MB",
         "GFLOP/s",
         "of peak",
+        "of floor",
         "match",
     )
     wide = max(15, *(len(task) + 1 for task in args.tasks.split(",")))
     print(
-        f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}  {{}}".format(*header)
+        f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}{{:>9}}  {{}}".format(
+            *header
+        )
     )
     for task in args.tasks.split(","):
         peak = matmul_peak(args.device, args.dtype)  # per row: on a shared machine the peak moves too
         ours = _child(args, "assay", task, model, work / "datasets")
         theirs = _child(args, "lm-eval", task, model, work / "datasets")
         flops = ours["flops"] / ours["wall"]
+        floor = ours.get("floor")  # None on generation rows: see prefix_floor's docstring
+        of_floor = f"{floor['floor_s'] / floor['lm_s']:.2f}" if floor else "-"
         print(
             f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
             f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
-            f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}  {_agree(ours['metrics'], theirs['metrics'])}"
+            f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}{of_floor:>9}  {_agree(ours['metrics'], theirs['metrics'])}"
         )
         print(
             f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
             f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}"
         )
+        if floor:
+            print(f"{'':<{wide}}{prefix_floor.describe(floor)}")
     return 0
 
 
