@@ -1,6 +1,6 @@
 """The operator under a burst of Evaluations, on a real control plane (no node): a table.
 
-    python bench/operator_scale.py [--n 100 300] [--workers 8] [--spec-kib K]
+    python bench/operator_scale.py [--n 100 300] [--workers 8] [--spec-kib K] [--in-flight M]
 
 Starts etcd, kube-apiserver and kube-controller-manager (tests/e2e/cluster, binaries built
 by tests/e2e/cluster/build.sh) with an audit log, runs `assay operator` as a local
@@ -15,7 +15,13 @@ and prints per N:
 - duplicate reconciles: Evaluations whose run was decided more than once
   (the operator's own log lines, which name their Evaluation);
 - status writes per second (the operator's patches of evaluations/status, over the burst);
-- `/metrics` scrape time (mean of 5, after the burst).
+- `/metrics` scrape time (mean of 5, after the burst);
+- with `--in-flight M`: M Evaluations whose runs were decided (each has its Job) before the
+  burst, whose status a writer patches as their runners would (bench/in_flight.py: progress
+  and timing, each once every `--progress-interval` seconds) through the burst; the table
+  gives M and the writes/s achieved. Latencies and requests are the burst's (the writer is
+  the admin, not in the audit log); duplicates count every Evaluation, the in-flight ones too;
+- the API server's CPU-seconds over the burst, and every process's on the line below the table.
 
 A benchmark, not a test: the numbers depend on the machine (docs/performance.md's table says which).
 """
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import statistics
@@ -40,6 +47,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from bench import in_flight  # noqa: E402
 from tests.e2e.cluster import control_plane as cp  # noqa: E402
 
 OPERATOR_USER = "assay-operator"
@@ -193,21 +201,26 @@ def burst(plane: AuditedControlPlane, namespace: str, n: int, workers: int) -> t
     time.sleep(1)
     started = time.monotonic()
 
-    def create(i: int) -> None:
-        name = f"ev-{i:04d}"
-        custom.create_namespaced_custom_object("assay.dev", "v1alpha1", namespace, "evaluations", evaluation(name))
-        created[name] = time.monotonic()
-
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(create, range(n)))
+    created.update(create_all(custom, [f"ev-{i:04d}" for i in range(n)], namespace, workers))
     print(f"N={n}: {n} Evaluations created in {time.monotonic() - started:.1f} s", flush=True)
     watcher.join(timeout=300)
     if os.environ.get("ASSAY_BENCH_TRACE"):
-        for name in sorted(created, key=created.get):
+        for name in sorted(created, key=created.__getitem__):
             print(f"  {name} created {created[name] - started:6.2f}  Job {seen.get(name, float('nan')) - started:6.2f}")
     return [seen[name] - created[name] for name in created if name in seen], max(
         seen.values(), default=started
     ) - started
+
+
+def create_all(custom: Any, names: list[str], namespace: str, workers: int) -> dict[str, float]:
+    """Create the Evaluations `names` from `workers` threads; name → when its create call returned."""
+
+    def create(name: str) -> tuple[str, float]:
+        custom.create_namespaced_custom_object("assay.dev", "v1alpha1", namespace, "evaluations", evaluation(name))
+        return name, time.monotonic()
+
+    with ThreadPoolExecutor(workers) as pool:
+        return dict(pool.map(create, names))
 
 
 def scrape_ms(port: int) -> float:
@@ -220,38 +233,27 @@ def scrape_ms(port: int) -> float:
     return statistics.mean(times)
 
 
-def run_one(
-    plane: AuditedControlPlane, n: int, workers: int, workdir: Path, profile: str | None = None
-) -> dict[str, Any]:
-    namespace = f"scale-{n}"
+def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    m, workers, profile = args.in_flight, args.workers, args.profile
+    namespace = f"scale-{n}-{m}"
     plane.kubectl("create", "namespace", namespace)
     operator, log_path, metrics_port = start_operator(plane, namespace, workdir)
+    create = functools.partial(create_all, namespace=namespace, workers=workers)
+    writer = in_flight.start(plane.admin_kubeconfig, namespace, m, args.progress_interval, create)
     audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
     processes = {"operator": operator.pid, **{p.name: p.popen.pid for p in plane._processes}, "bench": os.getpid()}
     cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     profiler = None
     if profile:
         # py-spy (pip install py-spy) samples the operator through the burst: collapsed stacks.
+        record = "py-spy record --format raw --nonblocking --gil --duration 15".split()
         profiler = subprocess.Popen(
-            [
-                "py-spy",
-                "record",
-                "--pid",
-                str(operator.pid),
-                "--format",
-                "raw",
-                "--nonblocking",
-                "--gil",
-                "-o",
-                f"{profile}.{n}.txt",
-                "--duration",
-                "15",
-            ],
-            stdout=subprocess.DEVNULL,
+            [*record, "--pid", str(operator.pid), "-o", f"{profile}.{n}.txt"], stdout=subprocess.DEVNULL
         )
         time.sleep(1)
     try:
         latencies, seconds = burst(plane, namespace, n, workers)
+        writer.stop()
         cpu = {name: cpu_seconds(pid) - cpu_before[name] for name, pid in processes.items()}
         time.sleep(10)  # the status writes that follow the Jobs settle before counting
         scrape, rss, settled_rss = (
@@ -260,6 +262,7 @@ def run_one(
             peak_rss_mb(operator.pid, "VmRSS"),
         )
     finally:
+        writer.stop()
         if profiler is not None:
             profiler.wait(timeout=60)
         operator.terminate()
@@ -279,9 +282,10 @@ def run_one(
         for line in lines
         if "Run decided:" in line and f"[{namespace}/" in line
     )
-    decided = sum(1 for name in handler_runs if name.startswith("ev-"))
-    if decided < n:
-        print(f"Only {decided} of {n} Evaluations logged 'Run decided:'; the duplicate count misses the rest.")
+    for prefix, count in (("ev-", n), ("run-", m)):
+        decided = sum(1 for name in handler_runs if name.startswith(prefix))
+        if decided < count:
+            print(f"Only {decided} of {count} {prefix}* logged 'Run decided:'; the duplicate count misses the rest.")
     kinds = collections.Counter(
         f"{e['verb']} {(e.get('objectRef') or {}).get('resource', '?')}"
         + (f"/{e['objectRef']['subresource']}" if (e.get("objectRef") or {}).get("subresource") else "")
@@ -292,6 +296,9 @@ def run_one(
     )
     return {
         "n": n,
+        "in_flight": m,
+        "writes_per_s": writer.writes_per_s,
+        "writer": writer.summary(),
         "jobs": len(latencies),
         "other": other.most_common(8),
         "seconds": seconds,
@@ -309,6 +316,28 @@ def run_one(
     }
 
 
+def print_table(rows: list[dict[str, Any]]) -> None:
+    print(
+        f"{'N':>5} {'M':>4} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} "
+        f"{'dup':>4} {'status/s':>9} {'writes/s':>9} {'API CPU s':>10} {'scrape ms':>10} {'unnamed':>8}"
+    )
+    for r in rows:
+        print(
+            f"{r['n']:>5} {r['in_flight']:>4} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} "
+            f"{r['settled_rss_mb']:>7.0f} {r['requests_per_eval']:>9.1f} {r['duplicates']:>4} "
+            f"{r['status_writes_per_s']:>9.1f} {r['writes_per_s']:>9.1f} {r['cpu']['kube-apiserver']:>10.1f} "
+            f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}"
+        )
+    for r in rows:
+        usage = ", ".join(f"{name} {used:.1f} s" for name, used in r["cpu"].items())
+        print(
+            f"N={r['n']} M={r['in_flight']}: the last Job {r['seconds']:.1f} s after the burst began; CPU used "
+            f"meanwhile: {usage} (all {sum(r['cpu'].values()):.1f} s on {os.cpu_count()} cores)"
+        )
+        if r["in_flight"]:
+            print(f"  in flight: {r['writer']}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100, 300])
@@ -318,6 +347,19 @@ def main() -> int:
         type=int,
         default=0,
         help="give each Evaluation a `samples` list of about this many KiB (the operator's memory with large specs)",
+    )
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=0,
+        metavar="M",
+        help="M Evaluations with runs in flight before each burst, their progress written through it",
+    )
+    parser.add_argument(
+        "--progress-interval",
+        type=float,
+        default=in_flight.DEFAULT_PROGRESS_INTERVAL,
+        help="seconds between one in-flight run's progress writes (default: the runner's)",
     )
     parser.add_argument(
         "--profile",
@@ -333,28 +375,17 @@ def main() -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="assay-scale-") as tmp:
         workdir = Path(tmp)
-        plane = AuditedControlPlane(workdir / "k8s", bin_dir=bin_dir).start()
+        plane = AuditedControlPlane(workdir / "k8s", bin_dir=bin_dir)
+        plane.start()
         try:
             plane.kubectl("apply", "-f", str(REPO / "deploy" / "crds" / "evaluations.assay.dev.yaml"))
             plane.kubectl("wait", "--for=condition=Established", "crd/evaluations.assay.dev")
-            rows = [run_one(plane, n, args.workers, workdir, args.profile) for n in args.n]
+            rows = [run_one(plane, n, args, workdir) for n in args.n]
         finally:
             plane.stop()
-    print(
-        f"{'N':>5} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} {'dup':>4} "
-        f"{'status/s':>9} {'scrape ms':>10} {'unnamed':>8}"
-    )
+    print_table(rows)
     for r in rows:
-        print(
-            f"{r['n']:>5} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} {r['settled_rss_mb']:>7.0f} "
-            f"{r['requests_per_eval']:>9.1f} {r['duplicates']:>4} {r['status_writes_per_s']:>9.1f} "
-            f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}"
-        )
-    for r in rows:
-        usage = ", ".join(f"{name} {used:.1f} s" for name, used in r["cpu"].items())
-        print(f"N={r['n']}: the last Job {r['seconds']:.1f} s after the burst began; CPU used meanwhile: {usage}")
-    for r in rows:
-        print(f"API requests per Evaluation at N={r['n']}, by verb and resource:")
+        print(f"API requests per Evaluation at N={r['n']} M={r['in_flight']}, by verb and resource:")
         for kind, per_eval in r["by_kind"].items():
             print(f"  {per_eval:6.2f}  {kind}")
         for uri, count in r["other"]:
