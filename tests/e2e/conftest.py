@@ -572,12 +572,18 @@ class Cluster:
         return "\n".join(self.pod_logs(p["metadata"]["name"], "runner") for p in self.items("pods"))
 
     def diagnostics(self) -> str:
-        parts = [f"--- operator log (tail)\n{self.operator.tail(40)}"]
+        evaluations = json.loads(self.kubectl("get", "evaluations", "-o", "json", check=False).stdout or "{}")
+        # Each run's phase and reason first: a long report is often read by its head alone.
+        verdicts = [
+            f"{e['metadata']['name']}: {(e.get('status') or {}).get('phase')} "
+            f"{(e.get('status') or {}).get('reason')}: {(e.get('status') or {}).get('message')}"
+            for e in evaluations.get("items", [])
+        ]
+        parts = ["--- evaluations (phase reason: message)", *verdicts]
+        parts.append(f"--- operator log (tail)\n{self.operator.tail(40)}")
         for kind in ("evaluations", "jobs", "pods", "events"):
             parts.append(f"--- {kind}\n{self.kubectl('get', kind, '-o', 'wide', check=False).stdout}")
-        for evaluation in json.loads(self.kubectl("get", "evaluations", "-o", "json", check=False).stdout or "{}").get(
-            "items", []
-        ):
+        for evaluation in evaluations.get("items", []):
             parts.append(
                 f"--- status of {evaluation['metadata']['name']}\n{json.dumps(evaluation.get('status'), indent=1)[:3000]}"
             )

@@ -255,9 +255,14 @@ def test_kueue_admits_queued_runs_one_at_a_time_within_its_quota(cluster: Cluste
     namespace, plane = cluster.namespace, cluster.plane
     for manifest in _kueue_queues(namespace, cpu="1"):
         plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(manifest))
+    # backoffLimit 1: the scheduler binds the gated pod as soon as its cache has the node's new
+    # label, and the kubelet, whose view of its own node can lag by a moment, may still refuse
+    # it (phase Failed, reason NodeAffinity: PodRejected in the Evaluation). The Job counts
+    # that as an attempt; a retry is what a real cluster whose nodes get labelled needs too.
     queued = dummy_spec(
         resources={"nodes": 1, "gpusPerNode": 0, "cpu": "1"},
         podTemplate={"labels": {kueue_cluster.QUEUE_LABEL: "team-queue"}},
+        backoffLimit=1,
     )
     try:
         # The first run: Kueue admits it at once (the queue is empty) and unsuspends its Job.

@@ -230,6 +230,32 @@ def test_an_oom_killed_runner_fails_the_evaluation_with_oom_killed() -> None:
     assert status["message"] == failed["message"]
 
 
+def test_a_pod_the_kubelet_refused_fails_the_evaluation_with_the_kubelets_reason() -> None:
+    """Recorded on the real node: a pod bound to it with a nodeSelector its labels lack (what
+    the kubelet sees when a node's new label reached the scheduler first)."""
+    status = _accepted()
+    job = load("job_failed_backoff_limit")
+    pod = load("pod_rejected_node_affinity")
+    problem = diagnosis.diagnose(job, [pod], now=at(4))
+    assert problem == Problem(
+        "PodRejected",
+        "Runner pod runner-g1-x7k2p was refused by the kubelet on node 127.0.0.1 before it started (NodeAffinity: "
+        "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector); the Job counts that as a "
+        "failed attempt, and spec.backoffLimit of 1 or more retries it.",
+        explains_failure=True,
+    )
+    status = _apply(status, job_status.from_job(status, job, generation=1, now=at(4), problem=problem))
+    assert status["phase"] == "Failed" and status["reason"] == _by_type(status)["Failed"]["reason"] == "PodRejected"
+    # a pod whose runner ran and failed is not "refused", nor is an evicted one
+    ran = load("pod_oomkilled")
+    ran["status"].update(phase="Failed", reason="Error")
+    evicted = {**pod, "status": {**pod["status"], "reason": "Evicted"}}
+    assert diagnosis.terminated_problem(evicted) is None
+    assert diagnosis.terminated_problem(ran).reason == "OOMKilled"
+    ran["status"]["containerStatuses"][0]["state"]["terminated"].update(reason="Error", exitCode=1)
+    assert diagnosis.terminated_problem(ran) is None
+
+
 def test_a_failed_job_without_a_pod_problem_keeps_its_reason() -> None:
     status = _accepted()
     job = load("job_failed_backoff_limit")
