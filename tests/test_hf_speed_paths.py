@@ -154,3 +154,35 @@ def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_th
     assert abs(order.index(0) - order.index(2)) == 1 and abs(order.index(1) - order.index(3)) == 1
     # a context that is all prefix keeps its last token to score from
     assert dict((g[0], p) for g, p in by_prefix([[0], [1]], [(shots, [9]), (shots + [5], [9])]))[0] == shots[:-1]
+
+
+# MMLU-like: five documents on one few-shot prefix, each asking for one of four one-token letters
+# (lm-eval folds a document's letters into one row), and one with a three-token answer.
+# The test models have 64 positions: the shots are 30 tokens, each document about 40.
+SHOTS = "".join(f"Q: which letter is {n} after A?\nA: {'ABCD'[n % 4]}\n\n" for n in range(2))
+PREFIX_REQUESTS = [
+    (f"{SHOTS}Q: {question}\nA:", letter)
+    for question in ("what is two and two?", "which is a planet?", "who wrote it?", "why?", "how far is it?")
+    for letter in (" A", " B", " C", " D")
+] + [(f"{SHOTS}Q: name a colour.\nA:", " dark blue sky")]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_documents_on_one_prefix_run_together_on_its_cache(
+    model_dirs: dict[str, Path], kind: str, batch_size: int
+) -> None:
+    ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
+    assert ours.scorer.shared is not None and ours.scorer.shared.rows_batchable()  # probes the body → head split
+    # the model body: batched rows run it directly (the LM head on their scored positions alone)
+    shapes, handle = _count_forwards(ours.model.base_model)
+    try:
+        mine, ref = ll_both(ours, theirs, PREFIX_REQUESTS)
+    finally:
+        handle.remove()
+    assert_ll_equal(mine, ref)
+    # the shared shots once ([1, prefix tokens]), then the six documents' own tokens: one row
+    # each, `batch_size` rows per pass; with batch_size 1 one document per pass, as before,
+    # the three-token answer's last two tokens in a pass of their own on its context's cache
+    assert shapes[0][0] == 1 and shapes[0][1] >= 20
+    assert [s[0] for s in shapes[1:]] == ([4, 2] if batch_size == 4 else [1] * 7)

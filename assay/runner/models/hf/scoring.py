@@ -204,9 +204,18 @@ class Scorer:
 
         if self.shared is not None:
             planned, reps = shared_context.plan_shared(reps, pairs, self.max_length)
+            rows_per_batch = override_batch or plan.fixed or plan.max_batch_size
+            if rows_per_batch > 1 and not any(len(g) == 1 and p for g, p in planned):
+                rows_per_batch = 1  # nothing to gather: the body/head split is not probed
+            elif rows_per_batch > 1 and not self.shared.rows_batchable():
+                rows_per_batch = 1
             try:
-                for group, prefix in planned:
-                    self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+                for together, prefix in shared_context.on_prefix_batches(planned, rows_per_batch):
+                    if len(together) > 1:
+                        lone = [group[0] for group in together]
+                        self._run_on_prefix(lone, prefix, pairs, members_of, results, plan, on_done)
+                    else:
+                        self._run_shared(together[0], prefix, pairs, members_of, results, plan, on_done)
             finally:
                 self.shared.release()
         for chunk in self._chunks(reps, pairs, plan, override_batch):
@@ -305,6 +314,28 @@ class Scorer:
                 self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
             return
         self._assign(group, scored, pairs, members_of, results, on_done)
+
+    def _run_on_prefix(
+        self,
+        chunk: list[int],
+        prefix: list[int],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: OnDone,
+    ) -> None:
+        assert self.shared is not None
+        try:
+            scored = self.shared.score_rows(chunk, pairs, prefix)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()  # the prefix's cache once per row did not fit: one document at a time
+            for rep in chunk:
+                self._run_shared([rep], prefix, pairs, members_of, results, plan, on_done)
+            return
+        self._assign(chunk, scored, pairs, members_of, results, on_done)
 
     @staticmethod
     def _assign(

@@ -10,7 +10,12 @@ attention), so every scored position sees exactly the tokens lm-eval's row shows
 Documents whose contexts begin with the same tokens (few-shot shots from `first_n` or a fixed
 list, as MMLU's) go further: that prefix runs once, and each document's context runs on a
 copy of its keys and values. Groups are taken in the order of their contexts' tokens, so the
-documents sharing one prefix come together and one prefix cache at a time is held.
+documents sharing one prefix come together and one prefix cache at a time is held. Where such
+documents need one row each (MMLU's one-token letters fold a document's choices into one
+request), up to a batch of them run together: their own tokens, right-padded, as one batch on
+the prefix's cache repeated per row — the prefix is identical in every row, so right padding
+again touches only positions after a row's scored ones, and the LM head runs on the scored
+positions alone (the model split as body → head, as for rolling windows).
 
 The sums inside attention are ordered differently (cached keys vs one pass), which moves a
 log-likelihood by about 1e-7; the parity suite holds metrics to lm-eval's within 1e-6.
@@ -25,11 +30,12 @@ from __future__ import annotations
 import contextlib
 import copy
 import inspect
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
+from assay.runner.models.hf import rolling
 from assay.runner.models.token_pairs import TokenPair
 
 # below this many shared tokens a prefix pass saves less than it costs
@@ -150,6 +156,27 @@ def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[t
     return planned
 
 
+def on_prefix_batches(
+    planned: Sequence[tuple[list[int], list[int]]], size: int
+) -> Iterator[tuple[list[list[int]], list[int]]]:
+    """`planned` in order, as (groups, prefix): consecutive one-request groups on one prefix
+    gathered up to `size` requests (scored as one batch of rows), any other group alone."""
+    batch: list[list[int]] = []
+    batch_prefix: list[int] = []
+    for group, prefix in planned:
+        lone = len(group) == 1 and bool(prefix)
+        if batch and (not lone or prefix != batch_prefix or len(batch) >= size):
+            yield batch, batch_prefix
+            batch = []
+        if lone:
+            batch.append(group)
+            batch_prefix = prefix
+        else:
+            yield [group], prefix
+    if batch:
+        yield batch, batch_prefix
+
+
 class SharedContextScorer:
     """Scores one group of requests sharing a context: two model calls for the whole group."""
 
@@ -178,6 +205,40 @@ class SharedContextScorer:
             ids = torch.tensor([prefix], dtype=torch.long).to(self.device, non_blocking=True)
             self._prefix = (prefix, self.model(ids, use_cache=True, **self.keep)[self.cache_arg])
         return ctx[len(prefix) :], {self.cache_arg: copy.deepcopy(self._prefix[1])}
+
+    def rows_batchable(self) -> bool:
+        """Whether documents' rows can share a pass: the model must split as body → LM head, so
+        that the head runs on each row's scored positions alone (with right padding, keeping
+        logits from the earliest scored position on would run it on most of the batch)."""
+        if not hasattr(self, "_split"):
+            split = rolling.split_model(self.model, self.device)
+            body_cache = cache_arg(inspect.signature(split[0].forward).parameters) if split else None
+            self._split = (split[0], split[1], body_cache) if split and body_cache else None
+        return self._split is not None
+
+    def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
+        """Requests sharing `prefix`, each one row of its own tokens, as one batch on the prefix's cache."""
+        assert self.rows_batchable() and self._split is not None
+        body, head, body_cache = self._split
+        rows = [pairs[i][0][len(prefix) :] + pairs[i][1][:-1] for i in members]
+        spans = [(len(pairs[i][0]) - len(prefix) - 1, len(row)) for i, row in zip(members, rows)]
+        inputs = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=torch.long)
+        for b, row in enumerate(rows):
+            inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+        with torch.no_grad(), self.autocast():
+            _, cached = self._after_prefix(pairs[members[0]][0], prefix)
+            cache = cached[self.cache_arg]
+            cache.batch_repeat_interleave(len(rows))
+            hidden = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False)
+            scored = torch.cat([hidden.last_hidden_state[b, start:end] for b, (start, end) in enumerate(spans)])
+            logits = head(scored)
+        out: list[Scored] = []
+        at = 0
+        for start, end in spans:
+            logprobs = F.log_softmax(logits[at : at + end - start], dim=-1, dtype=self.softmax_dtype)
+            out.append((logprobs, logprobs.argmax(dim=-1)))
+            at += end - start
+        return out
 
     def release(self) -> None:
         """Drops the last prefix's keys and values (kept only while its documents come)."""
