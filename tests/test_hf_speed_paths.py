@@ -47,15 +47,26 @@ def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]
 def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind: str, batch_size: int) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
     assert ours.speed_info() == {"shared_context": "on", "shared_prompt_prefix": "on"}
-    shapes, handle = _count_forwards(ours.model)
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    # the model body, which the scorer runs directly; the LM head, on scored positions alone
+    shapes, handle = _count_forwards(ours.model.base_model)
+    head_rows: list[int] = []
+    on_head = ours.model.get_output_embeddings().register_forward_hook(
+        lambda _m, args, _out: head_rows.append(args[0].shape[0])
+    )
     try:
         mine, ref = ll_both(ours, theirs, MC_REQUESTS)
     finally:
         handle.remove()
+        on_head.remove()
     assert_ll_equal(mine, ref)
     # per document: the context once ([1, context tokens]), then the four choices' tails together
     assert len(shapes) == 4
     assert [s[0] for s in shapes] == [1, 4, 1, 4]
+    # the head once per pass of documents (both in one with batch_size 8), on each choice's
+    # first token (the context's last position) and its tail's positions: no padding
+    scored = [len(theirs._encode_pair(context, choice)[1]) for context, choice in MC_REQUESTS]
+    assert head_rows == ([sum(scored)] if batch_size == 8 else [sum(scored[:4]), sum(scored[4:])])
 
 
 def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dict[str, Path]) -> None:
@@ -173,7 +184,7 @@ def test_documents_on_one_prefix_run_together_on_its_cache(
     model_dirs: dict[str, Path], kind: str, batch_size: int
 ) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
-    assert ours.scorer.shared is not None and ours.scorer.shared.rows_batchable()  # probes the body → head split
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     # the model body: batched rows run it directly (the LM head on their scored positions alone)
     shapes, handle = _count_forwards(ours.model.base_model)
     try:
@@ -186,3 +197,24 @@ def test_documents_on_one_prefix_run_together_on_its_cache(
     # the three-token answer's last two tokens in a pass of their own on its context's cache
     assert shapes[0][0] == 1 and shapes[0][1] >= 20
     assert [s[0] for s in shapes[1:]] == ([4, 2] if batch_size == 4 else [1] * 7)
+
+
+def test_each_distinct_text_is_tokenized_once_with_lm_evals_pairs(model_dirs: dict[str, Path]) -> None:
+    ours, theirs = pair(model_dirs, "gpt2", batch_size=8)
+    seen: list[str] = []
+    tokenizer = ours.encoder.tokenizer
+    original = type(tokenizer).__call__
+
+    class Counting(type(tokenizer)):  # type: ignore[misc]
+        def __call__(self, texts: Any, **kwargs: Any) -> Any:
+            seen.extend(texts)
+            return original(self, texts, **kwargs)
+
+    tokenizer.__class__ = Counting
+    try:
+        pairs = ours.encoder.encode_pairs(MC_REQUESTS)
+    finally:
+        tokenizer.__class__ = Counting.__mro__[1]
+    assert pairs == [tuple(theirs._encode_pair(context, choice)) for context, choice in MC_REQUESTS]
+    # 8 whole texts and 2 contexts (each document's context once, not once per choice)
+    assert len(seen) == len(set(seen)) == 8 + 2

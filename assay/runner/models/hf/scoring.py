@@ -204,18 +204,18 @@ class Scorer:
 
         if self.shared is not None:
             planned, reps = shared_context.plan_shared(reps, pairs, self.max_length)
-            rows_per_batch = override_batch or plan.fixed or plan.max_batch_size
-            if rows_per_batch > 1 and not any(len(g) == 1 and p for g, p in planned):
-                rows_per_batch = 1  # nothing to gather: the body/head split is not probed
-            elif rows_per_batch > 1 and not self.shared.rows_batchable():
-                rows_per_batch = 1
+            # several documents per pass only where the LM head can run on scored positions alone
+            together = bool(planned) and self.shared.head_apart()
+            size = (override_batch or plan.fixed or plan.max_batch_size) if together else 1
             try:
-                for together, prefix in shared_context.on_prefix_batches(planned, rows_per_batch):
-                    if len(together) > 1:
-                        lone = [group[0] for group in together]
-                        self._run_on_prefix(lone, prefix, pairs, members_of, results, plan, on_done)
+                for kind, items in shared_context.passes(planned, pairs, size):
+                    if not together:
+                        self._run_shared(items[0][0], items[0][1], pairs, members_of, results, plan, on_done)
+                    elif kind == "rows" and len(items) > 1:
+                        lone = [group[0] for group, _ in items]
+                        self._run_on_prefix(lone, items[0][1], pairs, members_of, results, plan, on_done)
                     else:
-                        self._run_shared(together[0], prefix, pairs, members_of, results, plan, on_done)
+                        self._run_groups(items, pairs, members_of, results, plan, on_done)
             finally:
                 self.shared.release()
         for chunk in self._chunks(reps, pairs, plan, override_batch):
@@ -314,6 +314,28 @@ class Scorer:
                 self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
             return
         self._assign(group, scored, pairs, members_of, results, on_done)
+
+    def _run_groups(
+        self,
+        items: list[shared_context.Planned],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: OnDone,
+    ) -> None:
+        assert self.shared is not None
+        try:
+            scored = self.shared.score_groups(items, pairs)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()
+            for group, prefix in items:
+                self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+            return
+        for (group, _), group_scored in zip(items, scored):
+            self._assign(group, group_scored, pairs, members_of, results, on_done)
 
     def _run_on_prefix(
         self,

@@ -14,8 +14,12 @@ documents sharing one prefix come together and one prefix cache at a time is hel
 documents need one row each (MMLU's one-token letters fold a document's choices into one
 request), up to a batch of them run together: their own tokens, right-padded, as one batch on
 the prefix's cache repeated per row — the prefix is identical in every row, so right padding
-again touches only positions after a row's scored ones, and the LM head runs on the scored
-positions alone (the model split as body → head, as for rolling windows).
+again touches only positions after a row's scored ones.
+
+Where the model splits as body → LM head (as for rolling windows), the passes over
+continuations run the body, and the head only on the positions that are scored: a choice's
+padding and (in a batch of documents) the other rows' context tokens never reach the
+vocabulary projection, which on a small model costs more per position than the body.
 
 The sums inside attention are ordered differently (cached keys vs one pass), which moves a
 log-likelihood by about 1e-7; the parity suite holds metrics to lm-eval's within 1e-6.
@@ -156,25 +160,35 @@ def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[t
     return planned
 
 
-def on_prefix_batches(
-    planned: Sequence[tuple[list[int], list[int]]], size: int
-) -> Iterator[tuple[list[list[int]], list[int]]]:
-    """`planned` in order, as (groups, prefix): consecutive one-request groups on one prefix
-    gathered up to `size` requests (scored as one batch of rows), any other group alone."""
-    batch: list[list[int]] = []
-    batch_prefix: list[int] = []
+HEAD_POSITIONS = 512
+"""Bound on the scored positions gathered for one LM-head call: 512 × a 50k vocabulary in
+float32 is 100 MB of logits."""
+
+Planned = tuple[list[int], list[int]]  # (a group of requests with one context, its shared prefix or [])
+
+
+def passes(planned: Sequence[Planned], pairs: Sequence[TokenPair], size: int) -> Iterator[tuple[str, list[Planned]]]:
+    """`planned` in order, gathered into passes of up to `size` documents: ("rows", …) for
+    one-request documents on one prefix, run as one batch of rows on its cache; ("groups", …)
+    for the others, each its own body passes, then one LM-head call for all (at most
+    HEAD_POSITIONS scored positions)."""
+    kind_now, positions = "", 0
+    current: list[Planned] = []
     for group, prefix in planned:
-        lone = len(group) == 1 and bool(prefix)
-        if batch and (not lone or prefix != batch_prefix or len(batch) >= size):
-            yield batch, batch_prefix
-            batch = []
-        if lone:
-            batch.append(group)
-            batch_prefix = prefix
-        else:
-            yield [group], prefix
-    if batch:
-        yield batch, batch_prefix
+        kind = "rows" if len(group) == 1 and prefix else "groups"
+        scored = sum(len(pairs[i][1]) for i in group)
+        if current and (
+            kind != kind_now
+            or len(current) >= size
+            or (kind == "rows" and prefix != current[0][1])
+            or (kind == "groups" and positions + scored > HEAD_POSITIONS)
+        ):
+            yield kind_now, current
+            current, positions = [], 0
+        current.append((group, prefix))
+        kind_now, positions = kind, positions + scored
+    if current:
+        yield kind_now, current
 
 
 class SharedContextScorer:
@@ -206,20 +220,77 @@ class SharedContextScorer:
             self._prefix = (prefix, self.model(ids, use_cache=True, **self.keep)[self.cache_arg])
         return ctx[len(prefix) :], {self.cache_arg: copy.deepcopy(self._prefix[1])}
 
-    def rows_batchable(self) -> bool:
-        """Whether documents' rows can share a pass: the model must split as body → LM head, so
-        that the head runs on each row's scored positions alone (with right padding, keeping
-        logits from the earliest scored position on would run it on most of the batch)."""
+    def head_apart(self) -> bool:
+        """Whether the model splits as body → LM head (checked once, as for rolling windows), so
+        that the head can run on the scored positions alone: a batch of right-padded rows
+        keeps logits for every position from the earliest scored one on, most of them padding
+        or another row's context."""
         if not hasattr(self, "_split"):
             split = rolling.split_model(self.model, self.device)
             body_cache = cache_arg(inspect.signature(split[0].forward).parameters) if split else None
             self._split = (split[0], split[1], body_cache) if split and body_cache else None
         return self._split is not None
 
+    def _span_logits(self, inputs: torch.Tensor, cache: Any, spans: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
+        """Each row's logits at its positions [start, end) of `inputs`, run on `cache`."""
+        inputs = inputs.to(self.device, non_blocking=True)
+        if self.head_apart() and self._split is not None:
+            body, head, body_cache = self._split
+            hidden = body(inputs, **{body_cache: cache}, use_cache=False).last_hidden_state
+            logits = head(torch.cat([hidden[b, start:end] for b, (start, end) in enumerate(spans)]))
+            return list(torch.split(logits, [end - start for start, end in spans]))
+        full = self.model(inputs, **{self.cache_arg: cache}, use_cache=False).logits
+        return [full[b, start:end] for b, (start, end) in enumerate(spans)]
+
+    def score_groups(self, groups: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[list[Scored]]:
+        """Several documents' groups (members, prefix): each its two body passes, then the LM head
+        once over all their scored positions. Needs `head_apart()`.
+
+        On a small model the head's cost is mostly reading its weights (vocabulary × width),
+        paid per call whatever the rows: two calls per document were a fifth of the run.
+        """
+        assert self.head_apart() and self._split is not None
+        body, head, body_cache = self._split
+        hidden: list[torch.Tensor] = []
+        sizes: list[int] = []
+        with torch.no_grad(), self.autocast():
+            for members, prefix in groups:
+                ctx = pairs[members[0]][0]
+                tails = [pairs[i][1][:-1] for i in members]
+                own, cached = self._after_prefix(ctx, prefix)
+                context = torch.tensor([own], dtype=torch.long).to(self.device, non_blocking=True)
+                cache_in = {body_cache: cached[self.cache_arg]} if cached else {}
+                first = body(context, use_cache=True, **cache_in)
+                last = first.last_hidden_state[0, -1:]  # scores each continuation's first token
+                width = max(len(t) for t in tails)
+                rest = None
+                if width:
+                    inputs = torch.zeros((len(tails), width), dtype=torch.long)
+                    for b, tail in enumerate(tails):
+                        inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+                    cache = first.past_key_values
+                    cache.batch_repeat_interleave(len(tails))
+                    rest = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False)
+                for b, tail in enumerate(tails):
+                    # a member's scored positions: the context's last (its first token), then its tail's
+                    hidden.append(last)
+                    if tail and rest is not None:
+                        hidden.append(rest.last_hidden_state[b, : len(tail)])
+                    sizes.append(1 + (len(tail) if rest is not None else 0))
+            logits = head(torch.cat(hidden))
+        per_member = iter(torch.split(logits, sizes))
+        out: list[list[Scored]] = []
+        for members, _ in groups:
+            scored: list[Scored] = []
+            for i in members:
+                rows = next(per_member)
+                logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
+                scored.append((logprobs, logprobs.argmax(dim=-1)))
+            out.append(scored)
+        return out
+
     def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
         """Requests sharing `prefix`, each one row of its own tokens, as one batch on the prefix's cache."""
-        assert self.rows_batchable() and self._split is not None
-        body, head, body_cache = self._split
         rows = [pairs[i][0][len(prefix) :] + pairs[i][1][:-1] for i in members]
         spans = [(len(pairs[i][0]) - len(prefix) - 1, len(row)) for i, row in zip(members, rows)]
         inputs = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=torch.long)
@@ -229,15 +300,11 @@ class SharedContextScorer:
             _, cached = self._after_prefix(pairs[members[0]][0], prefix)
             cache = cached[self.cache_arg]
             cache.batch_repeat_interleave(len(rows))
-            hidden = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False)
-            scored = torch.cat([hidden.last_hidden_state[b, start:end] for b, (start, end) in enumerate(spans)])
-            logits = head(scored)
+            per_row = self._span_logits(inputs, cache, spans)
         out: list[Scored] = []
-        at = 0
-        for start, end in spans:
-            logprobs = F.log_softmax(logits[at : at + end - start], dim=-1, dtype=self.softmax_dtype)
+        for logits in per_row:
+            logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
             out.append((logprobs, logprobs.argmax(dim=-1)))
-            at += end - start
         return out
 
     def release(self) -> None:
@@ -262,12 +329,10 @@ class SharedContextScorer:
                     inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
                 cache = first[self.cache_arg]
                 cache.batch_repeat_interleave(len(tails))
-                rest = self.model(
-                    inputs.to(self.device, non_blocking=True), **{self.cache_arg: cache}, use_cache=False
-                ).logits
+                rest = self._span_logits(inputs, cache, [(0, len(tail)) for tail in tails])
         out: list[Scored] = []
         for b, tail in enumerate(tails):
-            rows = last if not tail or rest is None else torch.cat([last, rest[b, : len(tail)]], dim=0)
+            rows = last if not tail or rest is None else torch.cat([last, rest[b]], dim=0)
             logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
             out.append((logprobs, logprobs.argmax(dim=-1)))
         return out
