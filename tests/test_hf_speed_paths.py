@@ -60,9 +60,10 @@ def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind:
         handle.remove()
         on_head.remove()
     assert_ll_equal(mine, ref)
-    # per document: the context once ([1, context tokens]), then the four choices' tails together
-    assert len(shapes) == 4
-    assert [s[0] for s in shapes] == [1, 4, 1, 4]
+    # per document: the context once ([1, context tokens]), then the four choices' tails
+    # together on its cache; with batch_size 8 both documents at once: the two contexts as one
+    # padded batch, then the eight tails on their own document's row of its cache
+    assert [s[0] for s in shapes] == ([2, 8] if batch_size == 8 else [1, 4, 1, 4])
     # the head once per pass of documents (both in one with batch_size 8), on each choice's
     # first token (the context's last position) and its tail's positions: no padding
     scored = [len(theirs._encode_pair(context, choice)[1]) for context, choice in MC_REQUESTS]
@@ -146,7 +147,7 @@ def test_rolling_falls_back_when_head_is_not_the_model() -> None:
 
 
 def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_their_own_tokens() -> None:
-    from assay.runner.models.hf.shared_context import MIN_SHARED_PREFIX, by_prefix
+    from assay.runner.models.hf.document_passes import MIN_SHARED_PREFIX, by_prefix
 
     shots, other = list(range(100, 100 + MIN_SHARED_PREFIX + 4)), list(range(500, 500 + MIN_SHARED_PREFIX + 4))
     pairs = [
@@ -218,3 +219,32 @@ def test_each_distinct_text_is_tokenized_once_with_lm_evals_pairs(model_dirs: di
     assert pairs == [tuple(theirs._encode_pair(context, choice)) for context, choice in MC_REQUESTS]
     # 8 whole texts and 2 contexts (each document's context once, not once per choice)
     assert len(seen) == len(set(seen)) == 8 + 2
+
+
+def test_documents_are_ordered_and_gathered_into_passes() -> None:
+    from assay.runner.models.hf import document_passes as sc
+
+    shots = list(range(100, 140))
+    pairs = [
+        (shots + [1], [7]),  # 0: one request on a long prefix: a row on it
+        (shots[:20] + list(range(200, 240)), [7, 8]),  # 1: a prefix under half its context
+        (list(range(300, 310)), [7, 8]),  # 2: no prefix, short
+        (list(range(400, 470)), [7, 8]),  # 3: no prefix, the longest
+        (shots + [2, 3], [7, 8]),  # 4: a long prefix, two choices
+        (shots + [2, 3], [9, 8]),
+        (shots[:20] + list(range(200, 240)), [9, 8]),  # 6: document 1's other choice
+    ]
+    planned = [([0], shots), ([1, 6], shots[:20]), ([2], []), ([3], []), ([4, 5], shots)]
+    assert [sc.on_prefix(g, p, pairs) for g, p in planned] == [True, False, False, False, True]
+    ordered = sc.batch_order(planned, pairs)
+    # the prefix's groups first and in order, then the rest longest context first
+    assert [g for g, _ in ordered] == [[0], [4, 5], [3], [1, 6], [2]]
+    assert [(kind, [g for g, _ in items]) for kind, items in sc.passes(ordered, pairs, 2)] == [
+        ("rows", [[0]]),
+        ("groups", [[4, 5], [3]]),
+        ("groups", [[1, 6], [2]]),
+    ]
+    # the LM head's bound on scored positions closes a pass early
+    many = [([i], []) for i in range(3)]
+    long_answers = [([1, 2], list(range(sc.HEAD_POSITIONS // 2 + 1)))] * 3
+    assert [len(items) for _, items in sc.passes(many, long_answers, 8)] == [1, 1, 1]
