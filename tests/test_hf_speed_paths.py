@@ -233,16 +233,20 @@ def test_documents_are_ordered_and_gathered_into_passes() -> None:
         (shots + [2, 3], [7, 8]),  # 4: a long prefix, two choices
         (shots + [2, 3], [9, 8]),
         (shots[:20] + list(range(200, 240)), [9, 8]),  # 6: document 1's other choice
+        (list(range(600, 640)) + [1], [7]),  # 7: one request on another prefix
     ]
-    planned = [([0], shots), ([1, 6], shots[:20]), ([2], []), ([3], []), ([4, 5], shots)]
-    assert [sc.on_prefix(g, p, pairs) for g, p in planned] == [True, False, False, False, True]
+    other = list(range(600, 640))
+    planned = [([0], shots), ([1, 6], shots[:20]), ([2], []), ([3], []), ([4, 5], shots), ([7], other)]
+    assert [sc.on_prefix(g, p, pairs) for g, p in planned] == [True, False, False, False, True, True]
     ordered = sc.batch_order(planned, pairs)
-    # the prefix's groups first and in order, then the rest longest context first
-    assert [g for g, _ in ordered] == [[0], [4, 5], [3], [1, 6], [2]]
+    # the groups on a prefix first, one prefix after the other, then the rest; each longest context first
+    assert [g for g, _ in ordered] == [[4, 5], [0], [7], [3], [1, 6], [2]]
     assert [(kind, [g for g, _ in items]) for kind, items in sc.passes(ordered, pairs, 2)] == [
+        ("groups", [[4, 5]]),
         ("rows", [[0]]),
-        ("groups", [[4, 5], [3]]),
-        ("groups", [[1, 6], [2]]),
+        ("rows", [[7]]),
+        ("groups", [[3], [1, 6]]),
+        ("groups", [[2]]),
     ]
     # the LM head's bound on scored positions closes a pass early
     many = [([i], []) for i in range(3)]

@@ -100,11 +100,16 @@ def on_prefix(group: Sequence[int], prefix: Sequence[int], pairs: Sequence[Token
 
 
 def batch_order(planned: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[Planned]:
-    """`planned` with the groups that run on a prefix first, in order (one prefix cache held
-    at a time), then the others by context length, longest first: padded batches of
-    documents then waste little."""
+    """`planned` with the groups that run on a prefix first, one prefix after another (one
+    prefix cache held at a time), then the others; each part by context length, longest
+    first: padded batches of documents then waste little."""
     kept = [(group, prefix) for group, prefix in planned if on_prefix(group, prefix, pairs)]
     rest = [(group, prefix) for group, prefix in planned if not on_prefix(group, prefix, pairs)]
+    runs: list[int] = []  # the index of each kept group's run of one prefix
+    for index, (_, prefix) in enumerate(kept):
+        runs.append(runs[-1] + (prefix != kept[index - 1][1]) if runs else 0)
+    # within one prefix's run, longest context first too: its rows are batched
+    kept = [kept[i] for i in sorted(range(len(kept)), key=lambda i: (runs[i], -len(pairs[kept[i][0][0]][0])))]
     return kept + sorted(rest, key=lambda item: -len(pairs[item[0][0]][0]))
 
 
