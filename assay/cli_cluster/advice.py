@@ -43,7 +43,7 @@ BY_REASON = {
     "spec.endpoint.apiKeySecret): create it.",
     diagnosis.CONTAINER_CREATE_ERROR: "The container runtime could not start the runner: read the events below.",
     diagnosis.OOM_KILLED: f"Give the runner more memory (spec.resources.memory) or smaller batches (spec.batchSize), then {_RERUN}.",
-    diagnosis.POD_REJECTED: f"The node refused the pod before the runner ran (often its labels changed while the pod "
+    pod_start.POD_REJECTED: f"The node refused the pod before the runner ran (often its labels changed while the pod "
     f"was being scheduled): {_RERUN}; spec.backoffLimit of 1 or more lets the Job retry it.",
     diagnosis.PEER_FAILURES_EXCEEDED: "One rank keeps failing and stopping the others: find it with "
     "`assay logs {name} --all-ranks`.",

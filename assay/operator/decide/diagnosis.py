@@ -46,7 +46,6 @@ CRASH_LOOP_BACKOFF = "CrashLoopBackOff"
 CONTAINER_CONFIG_ERROR = "CreateContainerConfigError"
 CONTAINER_CREATE_ERROR = "CreateContainerError"
 OOM_KILLED = "OOMKilled"
-POD_REJECTED = "PodRejected"
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 PEER_FAILURES_EXCEEDED = "PeerFailuresExceeded"
 
@@ -60,7 +59,6 @@ REASONS = (
     CONTAINER_CONFIG_ERROR,
     CONTAINER_CREATE_ERROR,
     OOM_KILLED,
-    POD_REJECTED,
     DEADLINE_EXCEEDED,
     PEER_FAILURES_EXCEEDED,
     *pod_start.REASONS,
@@ -254,36 +252,8 @@ def terminated_problem(pod: objects.Pod) -> Problem | None:
             f"Runner pod {name} ran past its deadline: {read.sentence(pod_status.get('message') or '')}.",
             explains_failure=True,
         )
-    return _rejected_problem(pod)
-
-
-def _rejected_problem(pod: objects.Pod) -> Problem | None:
-    """A pod the kubelet refused to admit (NodeAffinity, OutOfcpu, UnexpectedAdmissionError):
-    Failed with the kubelet's reason before any container was created.
-
-    The Job controller counts it as a failed attempt like any other, so with backoffLimit 0
-    the run fails without the runner having run; "the runner failed more often than
-    backoffLimit allows" would send the user to a log that does not exist. The common cause
-    is a node whose labels changed between the scheduler's decision and the kubelet's
-    check (the kubelet's view of its own node lags), which a retry survives.
-    """
-    status = pod.get("status") or {}
-    reason = status.get("reason")
-    if status.get("phase") != "Failed" or not reason or reason == "Evicted":
-        return None
-    if any(
-        (s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated") for s in read.statuses(pod)
-    ):
-        return None
-    said = read.sentence(str(status.get("message") or reason).removeprefix("Pod was rejected: "))
-    node = (pod.get("spec") or {}).get("nodeName")
-    on_node = f" on node {node}" if node else ""
-    return Problem(
-        POD_REJECTED,
-        f"Runner pod {read.name(pod)} was refused by the kubelet{on_node} before it started ({reason}: {said}); "
-        "the Job counts that as a failed attempt, and spec.backoffLimit of 1 or more retries it.",
-        explains_failure=True,
-    )
+    rejected = pod_start.rejected(pod)
+    return Problem(*rejected, explains_failure=True) if rejected else None
 
 
 def _oom_problem(pod: objects.Pod, container: str) -> Problem:

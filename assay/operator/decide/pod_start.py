@@ -15,6 +15,12 @@ These leave little in the pod's own status:
   image, a seccomp or cgroup setting it cannot apply). The kubelet reports the container
   terminated with reason `StartError` and exit code 128; with the runner's
   `restartPolicy: Never` the pod fails with it, and so does the Job.
+- an admission: the kubelet refused the pod before creating any container (status reason
+  NodeAffinity, OutOfcpu, UnexpectedAdmissionError; phase Failed). The Job counts it as a
+  failed attempt, so with backoffLimit 0 the run fails without the runner having run, and
+  "the runner failed" would send the user to a log that does not exist. The common cause is
+  a node whose labels changed between the scheduler's decision and the kubelet's check (the
+  kubelet's view of its own node lags), which a retry survives.
 
 Each function returns (reason, message), or None; `diagnosis` makes the `Problem`.
 """
@@ -29,7 +35,8 @@ from assay.operator import objects
 START_ERROR = "StartError"
 FAILED_MOUNT = "FailedMount"
 FAILED_ATTACH_VOLUME = "FailedAttachVolume"
-REASONS = (START_ERROR, FAILED_MOUNT, FAILED_ATTACH_VOLUME)
+POD_REJECTED = "PodRejected"
+REASONS = (START_ERROR, FAILED_MOUNT, FAILED_ATTACH_VOLUME, POD_REJECTED)
 
 CREATING_EVENTS_GRACE = 30.0
 """Seconds a pod may wait in ContainerCreating before its Events are read: every pod does
@@ -115,3 +122,20 @@ def start_error(pod: objects.Pod) -> tuple[str, str] | None:
                 f"Container {container} of runner pod {name} could not start (exit code {code}): {said}; {hint}."
             )
     return None
+
+
+def rejected(pod: objects.Pod) -> tuple[str, str] | None:
+    """A pod the kubelet refused to admit: Failed with the kubelet's reason, no container run."""
+    status = pod.get("status") or {}
+    reason = status.get("reason")
+    if status.get("phase") != "Failed" or not reason or reason == "Evicted":
+        return None
+    if any((s.get("state") or {}).get("running") or (s.get("state") or {}).get("terminated") for s in _statuses(pod)):
+        return None
+    said = echoed_text.bounded(str(status.get("message") or reason).removeprefix("Pod was rejected: "), _DETAIL_CHARS)
+    node = (pod.get("spec") or {}).get("nodeName")
+    return POD_REJECTED, (
+        f"Runner pod {_name(pod)} was refused by the kubelet{f' on node {node}' if node else ''} before it started "
+        f"({reason}: {said.rstrip('.')}); the Job counts that as a failed attempt, and spec.backoffLimit of 1 or "
+        "more retries it."
+    )
