@@ -211,14 +211,20 @@ def admin_api(control_plane: cp.ControlPlane) -> Any:
 # --- the operator, installed by helm ---------------------------------------------------
 
 
-def helm(plane: cp.ControlPlane, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [find_helm(), f"--kubeconfig={plane.admin_kubeconfig}", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-    )
+def helm(plane: cp.ControlPlane, *args: str, timeout: float = 360) -> subprocess.CompletedProcess[str]:
+    """helm with the admin kubeconfig; a failure, or a helm still running after `timeout`
+    seconds (longer than its own `--timeout=300s`, so that helm's own word comes first), is an
+    AssertionError, which the fixtures answer with the cluster's diagnostics."""
+    try:
+        result = subprocess.run(
+            [find_helm(), f"--kubeconfig={plane.admin_kubeconfig}", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"helm {' '.join(args)} was still running after {timeout:.0f} s") from None
     if result.returncode != 0:
         raise AssertionError(f"helm {' '.join(args)} failed: {result.stderr.strip()}")
     return result
