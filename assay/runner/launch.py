@@ -7,12 +7,19 @@ the pod's exit code: 78 (the spec cannot run) fails the Job at once, 75 (this ra
 because a peer reported its own failure) is ignored so that one fault costs one retry of
 backoffLimit. This runs torchrun's own launcher in-process and, when workers fail, exits
 with the code of the one that failed for a reason of its own.
+
+A retried pod can start while the failed attempt's rank 0 is still ending: it then reaches that
+attempt's rendezvous, already closed, and torchrun gives up at once. That is no fault of this
+run, so the launcher joins again (every few seconds, for a bounded time) until rank 0's
+replacement hosts a fresh rendezvous; were it to fail instead, a second pod failure would
+spend the Job's retry on the same fault.
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
+import time
 from typing import Any, Mapping, Protocol, Sequence
 
 from assay import spec as spec_module
@@ -39,17 +46,37 @@ def pod_exit_code(failures: Mapping[int, WorkerFailure]) -> int:
     return next(iter(own or peer or signalled), 1)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+REJOIN_EVERY_S = 5.0
+REJOIN_FOR_S = 300.0
+"""How long a closed rendezvous is retried: a failed attempt's pods end within seconds, and
+the Job's replacement for rank 0 starts from an image the node already has."""
+
+
+def main(argv: Sequence[str] | None = None, *, rejoin_for_s: float = REJOIN_FOR_S) -> int:
     # torch's launcher is untyped: reached through Any.
     torchrun: Any = importlib.import_module("torch.distributed.run")
     errors: Any = importlib.import_module("torch.distributed.elastic.multiprocessing.errors")
+    rendezvous: Any = importlib.import_module("torch.distributed.elastic.rendezvous.api")
     args = torchrun.parse_args(list(sys.argv[1:] if argv is None else argv))
-    try:
-        torchrun.run(args)
-    except errors.ChildFailedError as failed:
-        print(failed.format_msg(), file=sys.stderr)  # torchrun's summary: which rank, which code
-        return pod_exit_code(failed.failures)
-    return 0
+    give_up_at = time.monotonic() + rejoin_for_s
+    while True:
+        try:
+            torchrun.run(args)
+        except errors.ChildFailedError as failed:
+            print(failed.format_msg(), file=sys.stderr)  # torchrun's summary: which rank, which code
+            return pod_exit_code(failed.failures)
+        except rendezvous.RendezvousClosedError:
+            if time.monotonic() + REJOIN_EVERY_S > give_up_at:
+                raise
+            print(
+                f"assay launcher: the rendezvous at {args.rdzv_endpoint} is closed (a previous attempt's"
+                f" pods are still ending); joining again in {REJOIN_EVERY_S:g} s",
+                file=sys.stderr,
+                flush=True,
+            )
+            time.sleep(REJOIN_EVERY_S)
+            continue
+        return 0
 
 
 if __name__ == "__main__":
