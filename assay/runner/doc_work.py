@@ -7,9 +7,10 @@ documents into `DocScores` for rank 0.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import defaultdict
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from assay.compare import outputs
 from assay.run_options import EvalOptions
@@ -76,29 +77,44 @@ def print_example(task: Task, instances: list[Instance]) -> None:
     )
 
 
-_PROGRESS_CHUNK = 4096  # requests per model call when progress is reported: ~1 report per chunk
+_PROGRESS_CHUNK = 4096  # requests per model call for progress, where a backend does not stream answers
 
 
 def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None, *, global_total: int) -> None:
-    """Send this rank's requests to the model, one call per request type (per chunk with progress).
+    """Send this rank's requests to the model, one call per request type.
 
-    Progress is rank 0's share scaled to the whole run: shards are balanced by cost, so
-    rank 0's fraction done stands for everyone's.
+    Progress counts answers as the model reports them (`LM.streams_answers`: the hf backend
+    and the response cache), so every request of a type is sent in one call, as lm-eval
+    sends them: sorted and batched as a local run does, the numbers of a pod equal a local
+    run's. A backend that does not stream is called per chunk of requests when progress is
+    reported, with a report after each. Progress is rank 0's share scaled to the whole run:
+    shards are balanced by cost, so rank 0's fraction done stands for everyone's.
     """
     by_type: dict[str, list[Instance]] = defaultdict(list)
     for inst in instances:
         by_type[inst.request_type].append(inst)
     total = sum(inst.repeats for inst in instances)
     done = 0
-    if progress is not None and total:
-        progress(0, global_total)  # the model is loaded and the requests built: the run's start-up ends here
+    if progress is None or not total:
+        report: ProgressFn | None = None
+    else:
+        report = progress
+        report(0, global_total)  # the model is loaded and the requests built: the run's start-up ends here
+
+    def scaled(count: int) -> None:
+        assert report is not None
+        report(min(global_total, round(count * global_total / total)), global_total)
+
+    reached = scaled if report is not None else _unreported
+
+    streams = bool(getattr(lm, "streams_answers", False))
     for request_type, group in by_type.items():
         expanded = [inst for inst in group for _ in range(inst.repeats)]
-        step = _PROGRESS_CHUNK if progress is not None else max(len(expanded), 1)
+        step = _PROGRESS_CHUNK if report is not None and not streams else max(len(expanded), 1)
         method = getattr(lm, request_type)
         for start in range(0, len(expanded), step):
             chunk = expanded[start : start + step]
-            with progress_label.serving(inst.task_name for inst in chunk):
+            with progress_label.serving(inst.task_name for inst in chunk), _answers_counted(lm, done, reached):
                 responses = method([inst.request for inst in chunk])
             if len(responses) != len(chunk):
                 raise RuntimeError(
@@ -107,8 +123,35 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
             for inst, response in zip(chunk, responses):
                 inst.resps.append(response)
             done += len(chunk)
-            if progress is not None and total:
-                progress(min(global_total, round(done * global_total / total)), global_total)
+            reached(done)
+
+
+def _unreported(count: int) -> None:
+    """Progress where nobody listens."""
+
+
+@contextlib.contextmanager
+def _answers_counted(lm: LM, before: int, reached: Callable[[int], None]) -> Iterator[None]:
+    """While a streaming backend answers one call, `reached` hears the running count of
+    answers (`before` plus those reported so far) after each of its batches."""
+    if reached is _unreported or not getattr(lm, "streams_answers", False):
+        yield
+        return
+    heard = before
+    previous = lm.answer_sink
+
+    def count(done: Sequence[tuple[int, Any]]) -> None:
+        nonlocal heard
+        heard += len(done)
+        reached(heard)
+        if previous is not None:
+            previous(done)
+
+    lm.answer_sink = count
+    try:
+        yield
+    finally:
+        lm.answer_sink = previous
 
 
 def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequence[int]]) -> list[DocScores]:

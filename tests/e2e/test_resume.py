@@ -73,7 +73,7 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
     log = cluster.kubectl("logs", replacement["metadata"]["name"]).stdout
     cached = [(int(a), int(n)) for a, n in FROM_CACHE.findall(log)]
     assert cached, f"the replacement did not report its cache hits:\n{log[-3000:]}"
-    # One line per model call (the runner hands the model up to 4,096 requests at a time).
+    # One line per model call: one per request type (the runner sends each type in one call).
     answered, total = sum(a for a, _ in cached), sum(n for _, n in cached)
     print(
         f"the replacement answered {answered} of {total} requests from the cache; the first pod had reported "

@@ -5,7 +5,8 @@ are computed, and a rerun sends the model only what is missing. A backend that s
 answers (`LM.streams_answers`: the HF backend) gets all missing requests in one call, as
 lm-eval's CachingLM sends them, and each batch's answers are committed as it finishes, so a
 kill loses at most one batch; any other backend is called 1024 requests at a time, with a
-commit after each. Keys are lm-eval's (sha256 of the JSON of [method, *args]); sampled
+commit after each. The cache itself streams: its caller's `answer_sink` hears the cached
+answers at once and each new batch as it is committed (the runner's progress counts them). Keys are lm-eval's (sha256 of the JSON of [method, *args]); sampled
 generations are never cached.
 
 A cache file answers for one model only. Its keys are the requests alone, so lm-eval's
@@ -37,12 +38,12 @@ import os
 import pickle
 import sqlite3
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from assay.errors import UserError
 from assay.runner.models.cache_identity import ModelIdentity, identify
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodResult
-from assay.runner.models.lm import LM
+from assay.runner.models.lm import LM, AnswerSink
 
 log = logging.getLogger(__name__)
 
@@ -69,8 +70,19 @@ def request_key(method: str, args: tuple[Any, ...]) -> str:
     return hashlib.sha256(json.dumps([method, *args], default=str).encode("utf-8")).hexdigest()
 
 
+def _as_is(answer: Any) -> Any:
+    return answer
+
+
+def _as_loglikelihood(answer: Any) -> LoglikelihoodResult:
+    """A stored [log-likelihood, is-greedy] pair (or a fresh result) as the result record."""
+    return LoglikelihoodResult(*answer)
+
+
 class CachingLM(LM):
     """Wraps an LM; answers from the sqlite file when it can, and stores new answers."""
+
+    streams_answers = True  # cached answers at once, then each committed batch or chunk
 
     def __init__(self, lm: LM, path: str | os.PathLike[str], *, identity: ModelIdentity | None = None) -> None:
         """`identity`: the model the answers belong to; None for a caller's own instance, known by its class."""
@@ -89,9 +101,18 @@ class CachingLM(LM):
         self.db.close()
         self.lm.close()
 
-    def _cached_call(self, method: str, requests: Sequence[Any], **kwargs: Any) -> list[Any]:
+    def _cached_call(
+        self, method: str, requests: Sequence[Any], shape: Callable[[Any], Any] = _as_is, **kwargs: Any
+    ) -> list[Any]:
+        """Each request's answer, in order: `shape` of the stored or computed value."""
         keys = [request_key(method, tuple(req.args)) for req in requests]
         results: list[Any] = [None] * len(requests)
+        outer = self.answer_sink
+
+        def report(done: Sequence[tuple[int, Any]]) -> None:
+            if outer is not None and done:
+                outer([(i, shape(answer)) for i, answer in done])
+
         missing: list[int] = []
         for i, key in enumerate(keys):
             row = self.db.execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
@@ -109,16 +130,18 @@ class CachingLM(LM):
                 len(requests),
                 len(missing),
             )
-        if not missing:
-            return results
+        if len(missing) < len(requests):
+            absent = set(missing)
+            report([(i, results[i]) for i in range(len(requests)) if i not in absent])
         if getattr(self.lm, "streams_answers", False):
-            self._call_streaming(method, requests, keys, missing, results, kwargs)
+            self._call_streaming(method, requests, keys, missing, results, kwargs, report)
         else:
             for start in range(0, len(missing), _CHUNK):
                 chunk = missing[start : start + _CHUNK]
                 answers = getattr(self.lm, method)([requests[i] for i in chunk], **kwargs)
                 self._store(list(zip(chunk, answers)), requests, keys, results)
-        return results
+                report(list(zip(chunk, answers)))
+        return [shape(answer) for answer in results]
 
     def _call_streaming(
         self,
@@ -128,14 +151,19 @@ class CachingLM(LM):
         missing: list[int],
         results: list[Any],
         kwargs: dict[str, Any],
+        report: AnswerSink,
     ) -> None:
-        """One model call for every missing request; each batch's answers committed as they come."""
+        """One model call for every missing request; each batch's answers committed as they
+        come, then reported."""
+        if not missing:
+            return
         stored: set[int] = set()
 
         def sink(done: Sequence[tuple[int, Any]]) -> None:
             finished = [(missing[position], answer) for position, answer in done]
             self._store(finished, requests, keys, results)
             stored.update(index for index, _ in finished)
+            report(finished)
 
         previous = self.lm.answer_sink
         self.lm.answer_sink = sink
@@ -144,7 +172,9 @@ class CachingLM(LM):
         finally:
             self.lm.answer_sink = previous
         # the returned answers are authoritative; any the backend did not report get stored now
-        self._store([(i, a) for i, a in zip(missing, answers) if i not in stored], requests, keys, results)
+        unreported = [(i, a) for i, a in zip(missing, answers) if i not in stored]
+        self._store(unreported, requests, keys, results)
+        report(unreported)
         for i, answer in zip(missing, answers):
             results[i] = answer
 
@@ -162,9 +192,7 @@ class CachingLM(LM):
             self.db.commit()
 
     def loglikelihood(self, requests: Sequence[Any], *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
-        return [
-            LoglikelihoodResult(*r) for r in self._cached_call("loglikelihood", requests, disable_tqdm=disable_tqdm)
-        ]
+        return self._cached_call("loglikelihood", requests, _as_loglikelihood, disable_tqdm=disable_tqdm)
 
     def loglikelihood_rolling(self, requests: Sequence[Any], *, disable_tqdm: bool = False) -> list[float]:
         return self._cached_call("loglikelihood_rolling", requests, disable_tqdm=disable_tqdm)
