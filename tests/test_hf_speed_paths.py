@@ -47,15 +47,27 @@ def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]
 def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind: str, batch_size: int) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
     assert ours.speed_info() == {"shared_context": "on", "shared_prompt_prefix": "on"}
-    shapes, handle = _count_forwards(ours.model)
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    # the model body, which the scorer runs directly; the LM head, on scored positions alone
+    shapes, handle = _count_forwards(ours.model.base_model)
+    head_rows: list[int] = []
+    on_head = ours.model.get_output_embeddings().register_forward_hook(
+        lambda _m, args, _out: head_rows.append(args[0].shape[0])
+    )
     try:
         mine, ref = ll_both(ours, theirs, MC_REQUESTS)
     finally:
         handle.remove()
+        on_head.remove()
     assert_ll_equal(mine, ref)
-    # per document: the context once ([1, context tokens]), then the four choices' tails together
-    assert len(shapes) == 4
-    assert [s[0] for s in shapes] == [1, 4, 1, 4]
+    # per document: the context once ([1, context tokens]), then the four choices' tails
+    # together on its cache; with batch_size 8 both documents at once: the two contexts as one
+    # padded batch, then the eight tails on their own document's row of its cache
+    assert [s[0] for s in shapes] == ([2, 8] if batch_size == 8 else [1, 4, 1, 4])
+    # the head once per pass of documents (both in one with batch_size 8), on each choice's
+    # first token (the context's last position) and its tail's positions: no padding
+    scored = [len(theirs._encode_pair(context, choice)[1]) for context, choice in MC_REQUESTS]
+    assert head_rows == ([sum(scored)] if batch_size == 8 else [sum(scored[:4]), sum(scored[4:])])
 
 
 def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dict[str, Path]) -> None:
@@ -135,7 +147,7 @@ def test_rolling_falls_back_when_head_is_not_the_model() -> None:
 
 
 def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_their_own_tokens() -> None:
-    from assay.runner.models.hf.shared_context import MIN_SHARED_PREFIX, by_prefix
+    from assay.runner.models.hf.document_passes import MIN_SHARED_PREFIX, by_prefix
 
     shots, other = list(range(100, 100 + MIN_SHARED_PREFIX + 4)), list(range(500, 500 + MIN_SHARED_PREFIX + 4))
     pairs = [
@@ -154,3 +166,89 @@ def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_th
     assert abs(order.index(0) - order.index(2)) == 1 and abs(order.index(1) - order.index(3)) == 1
     # a context that is all prefix keeps its last token to score from
     assert dict((g[0], p) for g, p in by_prefix([[0], [1]], [(shots, [9]), (shots + [5], [9])]))[0] == shots[:-1]
+
+
+# MMLU-like: five documents on one few-shot prefix, each asking for one of four one-token letters
+# (lm-eval folds a document's letters into one row), and one with a three-token answer.
+# The test models have 64 positions: the shots are 30 tokens, each document about 40.
+SHOTS = "".join(f"Q: which letter is {n} after A?\nA: {'ABCD'[n % 4]}\n\n" for n in range(2))
+PREFIX_REQUESTS = [
+    (f"{SHOTS}Q: {question}\nA:", letter)
+    for question in ("what is two and two?", "which is a planet?", "who wrote it?", "why?", "how far is it?")
+    for letter in (" A", " B", " C", " D")
+] + [(f"{SHOTS}Q: name a colour.\nA:", " dark blue sky")]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_documents_on_one_prefix_run_together_on_its_cache(
+    model_dirs: dict[str, Path], kind: str, batch_size: int
+) -> None:
+    ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    # the model body: batched rows run it directly (the LM head on their scored positions alone)
+    shapes, handle = _count_forwards(ours.model.base_model)
+    try:
+        mine, ref = ll_both(ours, theirs, PREFIX_REQUESTS)
+    finally:
+        handle.remove()
+    assert_ll_equal(mine, ref)
+    # the shared shots once ([1, prefix tokens]), then the six documents' own tokens: one row
+    # each, `batch_size` rows per pass; with batch_size 1 one document per pass, as before,
+    # the three-token answer's last two tokens in a pass of their own on its context's cache
+    assert shapes[0][0] == 1 and shapes[0][1] >= 20
+    assert [s[0] for s in shapes[1:]] == ([4, 2] if batch_size == 4 else [1] * 7)
+
+
+def test_each_distinct_text_is_tokenized_once_with_lm_evals_pairs(model_dirs: dict[str, Path]) -> None:
+    ours, theirs = pair(model_dirs, "gpt2", batch_size=8)
+    seen: list[str] = []
+    tokenizer = ours.encoder.tokenizer
+    original = type(tokenizer).__call__
+
+    class Counting(type(tokenizer)):  # type: ignore[misc]
+        def __call__(self, texts: Any, **kwargs: Any) -> Any:
+            seen.extend(texts)
+            return original(self, texts, **kwargs)
+
+    tokenizer.__class__ = Counting
+    try:
+        pairs = ours.encoder.encode_pairs(MC_REQUESTS)
+    finally:
+        tokenizer.__class__ = Counting.__mro__[1]
+    assert pairs == [tuple(theirs._encode_pair(context, choice)) for context, choice in MC_REQUESTS]
+    # 8 whole texts and 2 contexts (each document's context once, not once per choice)
+    assert len(seen) == len(set(seen)) == 8 + 2
+
+
+def test_documents_are_ordered_and_gathered_into_passes() -> None:
+    from assay.runner.models.hf import document_passes as sc
+
+    shots = list(range(100, 140))
+    pairs = [
+        (shots + [1], [7]),  # 0: one request on a long prefix: a row on it
+        (shots[:20] + list(range(200, 240)), [7, 8]),  # 1: a prefix under half its context
+        (list(range(300, 310)), [7, 8]),  # 2: no prefix, short
+        (list(range(400, 470)), [7, 8]),  # 3: no prefix, the longest
+        (shots + [2, 3], [7, 8]),  # 4: a long prefix, two choices
+        (shots + [2, 3], [9, 8]),
+        (shots[:20] + list(range(200, 240)), [9, 8]),  # 6: document 1's other choice
+        (list(range(600, 640)) + [1], [7]),  # 7: one request on another prefix
+    ]
+    other = list(range(600, 640))
+    planned = [([0], shots), ([1, 6], shots[:20]), ([2], []), ([3], []), ([4, 5], shots), ([7], other)]
+    assert [sc.on_prefix(g, p, pairs) for g, p in planned] == [True, False, False, False, True, True]
+    ordered = sc.batch_order(planned, pairs)
+    # the groups on a prefix first, one prefix after the other, then the rest; each longest context first
+    assert [g for g, _ in ordered] == [[4, 5], [0], [7], [3], [1, 6], [2]]
+    assert [(kind, [g for g, _ in items]) for kind, items in sc.passes(ordered, pairs, 2)] == [
+        ("groups", [[4, 5]]),
+        ("rows", [[0]]),
+        ("rows", [[7]]),
+        ("groups", [[3], [1, 6]]),
+        ("groups", [[2]]),
+    ]
+    # the LM head's bound on scored positions closes a pass early
+    many = [([i], []) for i in range(3)]
+    long_answers = [([1, 2], list(range(sc.HEAD_POSITIONS // 2 + 1)))] * 3
+    assert [len(items) for _, items in sc.passes(many, long_answers, 8)] == [1, 1, 1]

@@ -171,7 +171,7 @@ def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """p_arc_first's contexts share their shots (p_arc's do not): the shots run once for all its documents."""
-    from assay.runner.models.hf import shared_context
+    from assay.runner.models.hf import document_passes, shared_context
 
     prefixes: list[int] = []
     real = shared_context.SharedContextScorer._after_prefix
@@ -188,4 +188,4 @@ def test_multiple_choice_from_a_shared_fewshot_prefix_equals_lm_evals(
         task_dir, long_models[model], ["p_arc", "p_arc_first"], 4, num_fewshot=3, limit=7, bootstrap_iters=100
     )
     _assert_equal(ours, theirs)
-    assert len(prefixes) == 1 and prefixes[0] >= shared_context.MIN_SHARED_PREFIX, prefixes
+    assert len(prefixes) == 1 and prefixes[0] >= document_passes.MIN_SHARED_PREFIX, prefixes

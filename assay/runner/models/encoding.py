@@ -55,17 +55,21 @@ class Encoder:
         return list(self.tokenizer.encode(text, **self._special_kwargs(text, add_special_tokens)))
 
     def encode_many(self, texts: Sequence[str], add_special_tokens: bool | None = None) -> list[list[int]]:
-        """`encode` for many texts, in one batched tokenizer call per kwargs variant."""
-        out: list[list[int] | None] = [None] * len(texts)
-        by_kwargs: dict[tuple[tuple[str, bool], ...], list[int]] = {}
-        for index, text in enumerate(texts):
+        """`encode` for many texts, in one batched tokenizer call per kwargs variant.
+
+        Each distinct text is encoded once: a multiple-choice document's context comes once
+        per choice, and a 5-shot context is most of the tokenizer's work."""
+        distinct = list(dict.fromkeys(texts))
+        encoded: dict[str, list[int]] = {}
+        by_kwargs: dict[tuple[tuple[str, bool], ...], list[str]] = {}
+        for text in distinct:
             key = tuple(sorted(self._special_kwargs(text, add_special_tokens).items()))
-            by_kwargs.setdefault(key, []).append(index)
-        for key, indices in by_kwargs.items():
-            ids = self.tokenizer([texts[i] for i in indices], **dict(key))["input_ids"]
-            for index, row in zip(indices, ids):
-                out[index] = list(row)
-        return [row if row is not None else [] for row in out]
+            by_kwargs.setdefault(key, []).append(text)
+        for key, group in by_kwargs.items():
+            ids = self.tokenizer(group, **dict(key))["input_ids"]
+            for text, row in zip(group, ids):
+                encoded[text] = list(row)
+        return [list(encoded[text]) for text in texts]
 
     def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> list[TokenPair]:
         """lm-eval's `_encode_pair` for each (context, continuation), with the empty-context rule."""

@@ -31,7 +31,7 @@ from assay.runner.models import stops
 from assay.runner.models.encoding import Encoder
 from assay.runner.models.hf import prompt_prefix
 from assay.runner.models.hf.prompt_prefix import PrefixCache
-from assay.runner.models.hf.scoring import BatchPlan, detect_batch_size, free_memory, is_oom
+from assay.runner.models.hf.batching import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import GenerationRequest
 
 log = logging.getLogger(__name__)

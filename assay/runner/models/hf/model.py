@@ -24,7 +24,8 @@ from assay.runner.models.hf import loading
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.hf.generation import Generator
 from assay.runner.models.hf.rolling import RollingScorer, split_model
-from assay.runner.models.hf.scoring import BatchPlan, Scorer, detect_batch_size
+from assay.runner.models.hf.batching import BatchPlan, detect_batch_size
+from assay.runner.models.hf.scoring import Scorer
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM, with_run_settings
 from assay.runner.models.token_pairs import TokenPair, rolling_windows

@@ -30,11 +30,11 @@ from typing import Any, Sequence
 import torch
 import transformers
 
-from assay.runner.models.hf import shared_context
+from assay.runner.models.hf import document_passes, shared_context
 
 log = logging.getLogger(__name__)
 
-MIN_SHARED_TOKENS = shared_context.MIN_SHARED_PREFIX  # one threshold for scoring and generation
+MIN_SHARED_TOKENS = document_passes.MIN_SHARED_PREFIX  # one threshold for scoring and generation
 # generate kwargs under which one prompt is one row and the logits processors see only tokens
 _ROW_PRESERVING_KWARGS = frozenset({"do_sample", "temperature", "top_k", "top_p", "min_p"})
 
@@ -56,7 +56,7 @@ def common_prefix(rows: Sequence[Sequence[int]]) -> list[int]:
     if not rows:
         return []
     first = rows[0]
-    length = min([len(row) - 1 for row in rows] + [shared_context.common_length(first, row) for row in rows[1:]])
+    length = min([len(row) - 1 for row in rows] + [document_passes.common_length(first, row) for row in rows[1:]])
     return list(first[: max(length, 0)])
 
 

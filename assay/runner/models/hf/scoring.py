@@ -18,16 +18,15 @@ from __future__ import annotations
 import functools
 
 import contextlib
-import dataclasses
 import inspect
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 
-from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.runner.models.hf import shared_context
+from assay.runner.models.hf import document_passes, shared_context
+from assay.runner.models.hf.batching import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import LoglikelihoodResult
 from assay.runner.models.token_pairs import TokenPair
 
@@ -37,71 +36,6 @@ OnDone = Callable[[Sequence[tuple[int, LoglikelihoodResult]]], None]
 
 def _ignore(done: Sequence[tuple[int, LoglikelihoodResult]]) -> None:
     return None
-
-
-@dataclasses.dataclass
-class BatchPlan:
-    """How the backend batches: the parsed `batch_size`, bounded by `max_batch_size`.
-
-    `found` keeps the sizes auto detection chose, by schedule step, as lm-eval's
-    `HFLM.batch_sizes` does: the results' `config.batch_sizes` reports them.
-    """
-
-    size: BatchSize
-    max_batch_size: int = 64
-    found: dict[int, int] = dataclasses.field(default_factory=dict)
-
-    @classmethod
-    def of(cls, size: BatchSize | None, max_batch_size: int | None) -> "BatchPlan":
-        return cls(size if size is not None else BatchSize(1), int(max_batch_size) if max_batch_size else 64)
-
-    @property
-    def fixed(self) -> int | None:
-        return self.size.fixed
-
-    @property
-    def schedule(self) -> int:
-        return self.size.schedule
-
-    @property
-    def auto(self) -> bool:
-        return self.size.auto
-
-
-def is_oom(err: BaseException) -> bool:
-    return isinstance(err, torch.cuda.OutOfMemoryError) or (
-        isinstance(err, RuntimeError) and "out of memory" in str(err).lower()
-    )
-
-
-def free_memory() -> None:
-    import gc
-
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def detect_batch_size(device: torch.device, max_batch_size: int, trial: Callable[[int], None]) -> int:
-    """Largest batch size, from max_batch_size down by halves, whose trial batch fits.
-
-    On CPU (and MPS) there is no recoverable out-of-memory signal, so the bound is used as is
-    — which is also what lm-eval ends with there.
-    """
-    if device.type != "cuda":
-        return max_batch_size
-    size = max_batch_size
-    while size > 1:
-        try:
-            trial(size)
-            free_memory()
-            return size
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
-            if not is_oom(err):
-                raise
-            free_memory()
-            size //= 2
-    return 1
 
 
 class Scorer:
@@ -203,10 +137,21 @@ class Scorer:
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
         if self.shared is not None:
-            planned, reps = shared_context.plan_shared(reps, pairs, self.max_length)
+            planned, reps = document_passes.plan_shared(reps, pairs, self.max_length)
+            # several documents per pass only where the LM head can run on scored positions alone
+            together = bool(planned) and self.shared.head_apart()
+            size = (override_batch or plan.fixed or plan.max_batch_size) if together else 1
+            if together:
+                planned = document_passes.batch_order(planned, pairs)
             try:
-                for group, prefix in planned:
-                    self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+                for kind, items in document_passes.passes(planned, pairs, size):
+                    if not together:
+                        self._run_shared(items[0][0], items[0][1], pairs, members_of, results, plan, on_done)
+                    elif kind == "rows" and len(items) > 1:
+                        lone = [group[0] for group, _ in items]
+                        self._run_on_prefix(lone, items[0][1], pairs, members_of, results, plan, on_done)
+                    else:
+                        self._run_groups(items, pairs, members_of, results, plan, on_done)
             finally:
                 self.shared.release()
         for chunk in self._chunks(reps, pairs, plan, override_batch):
@@ -305,6 +250,50 @@ class Scorer:
                 self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
             return
         self._assign(group, scored, pairs, members_of, results, on_done)
+
+    def _run_groups(
+        self,
+        items: list[document_passes.Planned],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: OnDone,
+    ) -> None:
+        assert self.shared is not None
+        try:
+            scored = self.shared.score_groups(items, pairs)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()
+            for group, prefix in items:
+                self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+            return
+        for (group, _), group_scored in zip(items, scored):
+            self._assign(group, group_scored, pairs, members_of, results, on_done)
+
+    def _run_on_prefix(
+        self,
+        chunk: list[int],
+        prefix: list[int],
+        pairs: Sequence[TokenPair],
+        members_of: dict[int, list[int]],
+        results: list[LoglikelihoodResult | None],
+        plan: BatchPlan,
+        on_done: OnDone,
+    ) -> None:
+        assert self.shared is not None
+        try:
+            scored = self.shared.score_rows(chunk, pairs, prefix)
+        except Exception as err:  # noqa: BLE001 - only OOM is handled
+            if not is_oom(err):
+                raise
+            free_memory()  # the prefix's cache once per row did not fit: one document at a time
+            for rep in chunk:
+                self._run_shared([rep], prefix, pairs, members_of, results, plan, on_done)
+            return
+        self._assign(chunk, scored, pairs, members_of, results, on_done)
 
     @staticmethod
     def _assign(

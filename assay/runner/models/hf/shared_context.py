@@ -10,7 +10,16 @@ attention), so every scored position sees exactly the tokens lm-eval's row shows
 Documents whose contexts begin with the same tokens (few-shot shots from `first_n` or a fixed
 list, as MMLU's) go further: that prefix runs once, and each document's context runs on a
 copy of its keys and values. Groups are taken in the order of their contexts' tokens, so the
-documents sharing one prefix come together and one prefix cache at a time is held.
+documents sharing one prefix come together and one prefix cache at a time is held. Where such
+documents need one row each (MMLU's one-token letters fold a document's choices into one
+request), up to a batch of them run together: their own tokens, right-padded, as one batch on
+the prefix's cache repeated per row — the prefix is identical in every row, so right padding
+again touches only positions after a row's scored ones.
+
+Where the model splits as body → LM head (as for rolling windows), the passes over
+continuations run the body, and the head only on the positions that are scored: a choice's
+padding and (in a batch of documents) the other rows' context tokens never reach the
+vocabulary projection, which on a small model costs more per position than the body.
 
 The sums inside attention are ordered differently (cached keys vs one pass), which moves a
 log-likelihood by about 1e-7; the parity suite holds metrics to lm-eval's within 1e-6.
@@ -30,10 +39,10 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.nn.functional as F
 
+from assay.runner.models.hf import rolling
+from assay.runner.models.hf.document_passes import Planned, on_prefix
 from assay.runner.models.token_pairs import TokenPair
 
-# below this many shared tokens a prefix pass saves less than it costs
-MIN_SHARED_PREFIX = 16
 # (log-probs [contlen, vocab], argmax [contlen]) for one request
 Scored = tuple[torch.Tensor, torch.Tensor]
 
@@ -87,69 +96,6 @@ def cache_arg(params: Any) -> str | None:
     return next((name for name in ("cache", "past_key_values") if name in params), None)
 
 
-def _by_context(reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int) -> dict[tuple[int, ...], list[int]]:
-    """`reps` by context, in `reps` order. Only rows that are not left-truncated qualify: a
-    truncated row's context is not the same tokens across choices."""
-    by_context: dict[tuple[int, ...], list[int]] = {}
-    for index in reps:
-        ctx, cont = pairs[index]
-        if ctx and len(ctx) + len(cont) - 1 <= max_length:
-            by_context.setdefault(tuple(ctx), []).append(index)
-    return by_context
-
-
-def plan_shared(
-    reps: Sequence[int], pairs: Sequence[TokenPair], max_length: int
-) -> tuple[list[tuple[list[int], list[int]]], list[int]]:
-    """((group, prefix) to score on a cache, the rest for batched full passes) among `reps`.
-
-    A group is requests with one context (a document's choices) or a lone request (a
-    document whose choices are one token each, which lm-eval's grouping already folds into
-    one row) whose context shares a few-shot prefix with others; lone requests without one
-    stay batched. The rest keep `reps` order.
-    """
-    candidates = list(_by_context(reps, pairs, max_length).values())
-    planned = [(group, prefix) for group, prefix in by_prefix(candidates, pairs) if len(group) > 1 or prefix]
-    taken = {index for group, _ in planned for index in group}
-    return planned, [index for index in reps if index not in taken]
-
-
-def common_length(a: Sequence[int], b: Sequence[int]) -> int:
-    """How many leading tokens `a` and `b` share."""
-    length = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        length += 1
-    return length
-
-
-def by_prefix(groups: Sequence[list[int]], pairs: Sequence[TokenPair]) -> list[tuple[list[int], list[int]]]:
-    """(group, the context prefix it shares with neighbouring groups, or []) in context token order.
-
-    Sorted by context tokens, documents with one few-shot prefix are adjacent; a run of
-    neighbours sharing at least MIN_SHARED_PREFIX tokens shares the run's common part, cut
-    so that every context keeps a token of its own.
-    """
-    contexts = [pairs[group[0]][0] for group in groups]
-    order = sorted(range(len(groups)), key=lambda i: contexts[i])
-    runs: list[tuple[list[int], int]] = []  # (members in order, common length)
-    for index in order:
-        if runs:
-            members, common = runs[-1]
-            shared = min(common, common_length(contexts[members[-1]], contexts[index]))
-            if shared >= MIN_SHARED_PREFIX:
-                runs[-1] = (members + [index], shared)
-                continue
-        runs.append(([index], len(contexts[index])))
-    planned: list[tuple[list[int], list[int]]] = []
-    for members, common in runs:
-        size = min([common] + [len(contexts[i]) - 1 for i in members]) if len(members) > 1 else 0
-        prefix = contexts[members[0]][:size] if size >= MIN_SHARED_PREFIX else []
-        planned.extend((groups[i], prefix) for i in members)
-    return planned
-
-
 class SharedContextScorer:
     """Scores one group of requests sharing a context: two model calls for the whole group."""
 
@@ -179,6 +125,150 @@ class SharedContextScorer:
             self._prefix = (prefix, self.model(ids, use_cache=True, **self.keep)[self.cache_arg])
         return ctx[len(prefix) :], {self.cache_arg: copy.deepcopy(self._prefix[1])}
 
+    def head_apart(self) -> bool:
+        """Whether the model splits as body → LM head (checked once, as for rolling windows), so
+        that the head can run on the scored positions alone: a batch of right-padded rows
+        keeps logits for every position from the earliest scored one on, most of them padding
+        or another row's context."""
+        if not hasattr(self, "_split"):
+            split = rolling.split_model(self.model, self.device)
+            body_cache = cache_arg(inspect.signature(split[0].forward).parameters) if split else None
+            self._split = (split[0], split[1], body_cache) if split and body_cache else None
+            params = inspect.signature(split[0].forward).parameters if split else {}
+            self._masks = "attention_mask" in params and "position_ids" in params
+        return self._split is not None
+
+    def _span_logits(self, inputs: torch.Tensor, cache: Any, spans: Sequence[tuple[int, int]]) -> list[torch.Tensor]:
+        """Each row's logits at its positions [start, end) of `inputs`, run on `cache`."""
+        inputs = inputs.to(self.device, non_blocking=True)
+        if self.head_apart() and self._split is not None:
+            body, head, body_cache = self._split
+            hidden = body(inputs, **{body_cache: cache}, use_cache=False).last_hidden_state
+            logits = head(torch.cat([hidden[b, start:end] for b, (start, end) in enumerate(spans)]))
+            return list(torch.split(logits, [end - start for start, end in spans]))
+        full = self.model(inputs, **{self.cache_arg: cache}, use_cache=False).logits
+        return [full[b, start:end] for b, (start, end) in enumerate(spans)]
+
+    def score_groups(self, groups: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[list[Scored]]:
+        """Several documents' groups (members, prefix): their body passes, then the LM head once
+        over all their scored positions. Needs `head_apart()`.
+
+        On a small model the head's cost is mostly reading its weights (vocabulary × width),
+        paid per call whatever the rows: two calls per document were a fifth of the run.
+        Documents without a long shared prefix run their contexts together
+        (`_documents_together`) where the body takes an attention mask and position ids; the
+        others one at a time, on their prefix's cache.
+        """
+        assert self.head_apart() and self._split is not None
+        head = self._split[1]
+        hidden: list[list[torch.Tensor]] = [[] for _ in groups]  # per group, per member: its scored positions
+        together = [
+            k for k, (members, prefix) in enumerate(groups) if self._masks and not on_prefix(members, prefix, pairs)
+        ]
+        with torch.no_grad(), self.autocast():
+            if len(together) > 1:
+                found = self._documents_together([groups[k][0] for k in together], pairs)
+                for k, rows in zip(together, found):
+                    hidden[k] = rows
+            for k, (members, prefix) in enumerate(groups):
+                if not hidden[k]:
+                    hidden[k] = self._one_document(members, prefix, pairs)
+            flat = [rows for group in hidden for rows in group]
+            logits = head(torch.cat(flat))
+        per_member = iter(torch.split(logits, [rows.shape[0] for rows in flat]))
+        out: list[list[Scored]] = []
+        for members, _ in groups:
+            scored: list[Scored] = []
+            for _member in members:
+                logprobs = F.log_softmax(next(per_member), dim=-1, dtype=self.softmax_dtype)
+                scored.append((logprobs, logprobs.argmax(dim=-1)))
+            out.append(scored)
+        return out
+
+    def _one_document(
+        self, members: Sequence[int], prefix: list[int], pairs: Sequence[TokenPair]
+    ) -> list[torch.Tensor]:
+        """Per member, the body's output at its scored positions: the context's last (its first
+        token), then its tail's. The context runs once, the tails together on its cache."""
+        assert self._split is not None
+        body, _, body_cache = self._split
+        tails = [pairs[i][1][:-1] for i in members]
+        own, cached = self._after_prefix(pairs[members[0]][0], prefix)
+        context = torch.tensor([own], dtype=torch.long).to(self.device, non_blocking=True)
+        first = body(context, use_cache=True, **({body_cache: cached[self.cache_arg]} if cached else {}))
+        last = first.last_hidden_state[0, -1:]
+        width = max(len(t) for t in tails)
+        if not width:
+            return [last for _ in tails]
+        inputs = torch.zeros((len(tails), width), dtype=torch.long)
+        for b, tail in enumerate(tails):
+            inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+        cache = first.past_key_values
+        cache.batch_repeat_interleave(len(tails))
+        rest = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False).last_hidden_state
+        return [torch.cat([last, rest[b, : len(tail)]]) for b, tail in enumerate(tails)]
+
+    def _documents_together(
+        self, groups: Sequence[Sequence[int]], pairs: Sequence[TokenPair]
+    ) -> list[list[torch.Tensor]]:
+        """`_one_document` for several documents at once: their contexts as one right-padded
+        batch (causal attention: padding after a row's tokens never reaches them), then every
+        member's tail as one batch on its own document's row of that cache, with an attention
+        mask that hides the padding keys and position ids that continue each context."""
+        assert self._split is not None
+        body, _, body_cache = self._split
+        contexts = [pairs[members[0]][0] for members in groups]
+        lengths = [len(ctx) for ctx in contexts]
+        width = max(lengths)
+        inputs = torch.zeros((len(contexts), width), dtype=torch.long)
+        for b, ctx in enumerate(contexts):
+            inputs[b, : len(ctx)] = torch.tensor(ctx, dtype=torch.long)
+        first = body(inputs.to(self.device, non_blocking=True), use_cache=True)
+        lasts = [first.last_hidden_state[b, n - 1 : n] for b, n in enumerate(lengths)]
+        rows = [(b, pairs[i][1][:-1]) for b, members in enumerate(groups) for i in members]
+        tail_width = max(len(tail) for _, tail in rows)
+        if not tail_width:
+            return [[lasts[b] for _ in members] for b, members in enumerate(groups)]
+        tails = torch.zeros((len(rows), tail_width), dtype=torch.long)
+        mask = torch.zeros((len(rows), width + tail_width), dtype=torch.long)
+        positions = torch.zeros((len(rows), tail_width), dtype=torch.long)
+        for r, (b, tail) in enumerate(rows):
+            tails[r, : len(tail)] = torch.tensor(tail, dtype=torch.long)
+            mask[r, : lengths[b]] = 1
+            mask[r, width:] = 1
+            positions[r] = torch.arange(lengths[b], lengths[b] + tail_width)
+        cache = first.past_key_values
+        cache.batch_select_indices(torch.tensor([b for b, _ in rows], device=self.device))
+        rest = body(
+            tails.to(self.device, non_blocking=True),
+            attention_mask=mask.to(self.device, non_blocking=True),
+            position_ids=positions.to(self.device, non_blocking=True),
+            use_cache=False,
+            **{body_cache: cache},
+        ).last_hidden_state
+        out: list[list[torch.Tensor]] = [[] for _ in groups]
+        for r, (b, tail) in enumerate(rows):
+            out[b].append(torch.cat([lasts[b], rest[r, : len(tail)]]))
+        return out
+
+    def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
+        """Requests sharing `prefix`, each one row of its own tokens, as one batch on the prefix's cache."""
+        rows = [pairs[i][0][len(prefix) :] + pairs[i][1][:-1] for i in members]
+        spans = [(len(pairs[i][0]) - len(prefix) - 1, len(row)) for i, row in zip(members, rows)]
+        inputs = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=torch.long)
+        for b, row in enumerate(rows):
+            inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
+        with torch.no_grad(), self.autocast():
+            _, cached = self._after_prefix(pairs[members[0]][0], prefix)
+            cache = cached[self.cache_arg]
+            cache.batch_repeat_interleave(len(rows))
+            per_row = self._span_logits(inputs, cache, spans)
+        out: list[Scored] = []
+        for logits in per_row:
+            logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
+            out.append((logprobs, logprobs.argmax(dim=-1)))
+        return out
+
     def release(self) -> None:
         """Drops the last prefix's keys and values (kept only while its documents come)."""
         self._prefix = None
@@ -201,12 +291,10 @@ class SharedContextScorer:
                     inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
                 cache = first[self.cache_arg]
                 cache.batch_repeat_interleave(len(tails))
-                rest = self.model(
-                    inputs.to(self.device, non_blocking=True), **{self.cache_arg: cache}, use_cache=False
-                ).logits
+                rest = self._span_logits(inputs, cache, [(0, len(tail)) for tail in tails])
         out: list[Scored] = []
         for b, tail in enumerate(tails):
-            rows = last if not tail or rest is None else torch.cat([last, rest[b, : len(tail)]], dim=0)
+            rows = last if not tail or rest is None else torch.cat([last, rest[b]], dim=0)
             logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
             out.append((logprobs, logprobs.argmax(dim=-1)))
         return out
