@@ -9,10 +9,12 @@ backoffLimit. This runs torchrun's own launcher in-process and, when workers fai
 with the code of the one that failed for a reason of its own.
 
 A retried pod can start while the failed attempt's rank 0 is still ending: it then reaches that
-attempt's rendezvous, already closed, and torchrun gives up at once. That is no fault of this
-run, so the launcher joins again (every few seconds, for a bounded time) until rank 0's
-replacement hosts a fresh rendezvous; were it to fail instead, a second pod failure would
-spend the Job's retry on the same fault.
+attempt's rendezvous, already closed, and torchrun gives up at once; or it finds no rendezvous
+at all until rank 0's replacement is up (the Job starts that pod only after a back-off), and
+torchrun gives up after its 60-second connect timeout, having resolved rank 0's name while it
+still pointed at the old pod. Neither is a fault of this run, so the launcher joins again
+(every few seconds, for a bounded time) until rank 0's replacement hosts a fresh rendezvous;
+were it to fail instead, a second pod failure would spend the Job's retry on the same fault.
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def pod_exit_code(failures: Mapping[int, WorkerFailure]) -> int:
 
 REJOIN_EVERY_S = 5.0
 REJOIN_FOR_S = 300.0
-"""How long a closed rendezvous is retried: a failed attempt's pods end within seconds, and
-the Job's replacement for rank 0 starts from an image the node already has."""
+"""How long an unmet rendezvous is retried: a failed attempt's pods end within seconds, and
+the Job's replacement for rank 0 starts, after its back-off, from an image the node already has."""
 
 
 def main(argv: Sequence[str] | None = None, *, rejoin_for_s: float = REJOIN_FOR_S) -> int:
@@ -65,12 +67,13 @@ def main(argv: Sequence[str] | None = None, *, rejoin_for_s: float = REJOIN_FOR_
         except errors.ChildFailedError as failed:
             print(failed.format_msg(), file=sys.stderr)  # torchrun's summary: which rank, which code
             return pod_exit_code(failed.failures)
-        except rendezvous.RendezvousClosedError:
+        except (rendezvous.RendezvousClosedError, rendezvous.RendezvousConnectionError) as unmet:
             if time.monotonic() + REJOIN_EVERY_S > give_up_at:
                 raise
+            found = "is closed" if isinstance(unmet, rendezvous.RendezvousClosedError) else "cannot be reached"
             print(
-                f"assay launcher: the rendezvous at {args.rdzv_endpoint} is closed (a previous attempt's"
-                f" pods are still ending); joining again in {REJOIN_EVERY_S:g} s",
+                f"assay launcher: the rendezvous at {args.rdzv_endpoint} {found} (a previous attempt's"
+                f" pods are still ending, or rank 0's pod is not up yet); joining again in {REJOIN_EVERY_S:g} s",
                 file=sys.stderr,
                 flush=True,
             )

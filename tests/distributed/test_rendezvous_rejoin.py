@@ -1,10 +1,13 @@
-"""A retried pod that reaches the failed attempt's closed rendezvous joins again, and runs.
+"""A retried pod that reaches the failed attempt's closed rendezvous, or no rendezvous yet,
+joins again, and runs.
 
 On a cluster: rank 1's pod fails, the Job starts its replacement at once, and that
 replacement's torchrun can reach rank 0's rendezvous before rank 0's old pod has ended; the
 rendezvous is closed by then. Here the old attempt is a process holding a closed c10d
 rendezvous on the endpoint; once it ends, a fresh "rank 0" launcher starts, as the Job's
-replacement would, and the two meet and run their workers.
+replacement would, and the two meet and run their workers. When rank 0's replacement is not
+up yet, torchrun's connection to the rendezvous times out; the retried launcher joins again
+until it is.
 """
 
 from __future__ import annotations
@@ -39,12 +42,14 @@ time.sleep(600)
 WORKER = "import os; print('worker of rank', os.environ['RANK'], 'ran', flush=True)\n"
 
 
-def _launcher(endpoint: str, worker: Path, log: Path) -> subprocess.Popen[str]:
+def _launcher(endpoint: str, worker: Path, log: Path, *rdzv_conf: str) -> subprocess.Popen[str]:
     argv = [
         sys.executable, "-m", "assay.runner.launch", "--nnodes=2", "--nproc_per_node=1", "--max_restarts=0",
         "--monitor_interval=0.5", "--rdzv_backend=c10d", f"--rdzv_endpoint={endpoint}", f"--rdzv_id={RUN_ID}",
-        str(worker),
     ]  # fmt: skip
+    if rdzv_conf:
+        argv.append(f"--rdzv_conf={','.join(rdzv_conf)}")
+    argv.append(str(worker))
     with log.open("w") as out:
         return subprocess.Popen(
             argv, env=harness.base_env(), cwd=harness.REPO_ROOT, stdout=out, stderr=subprocess.STDOUT, text=True
@@ -84,5 +89,31 @@ def test_a_launcher_that_meets_a_closed_rendezvous_joins_the_next_one(tmp_path: 
         for process in [old, *launchers]:
             process.kill()
     logs = retried_log.read_text() + (tmp_path / "replacement.log").read_text()
+    assert codes == [0, 0], logs
+    assert "worker of rank 0 ran" in logs and "worker of rank 1 ran" in logs, logs
+
+
+def test_a_launcher_that_cannot_reach_the_rendezvous_yet_joins_once_it_is_up(tmp_path: Path) -> None:
+    port = harness.free_port()
+    endpoint = f"127.0.0.1:{port}"
+    worker = tmp_path / "worker.py"
+    worker.write_text(WORKER)
+    retried_log = tmp_path / "retried.log"
+    # Not the host (as rank 1's pod is not rank 0's), with a 3 s connect timeout in place of 60 s.
+    launchers = [_launcher(endpoint, worker, retried_log, "is_host=false", "read_timeout=3")]
+    try:
+        _wait_for(
+            "the launcher to find the rendezvous unreachable",
+            lambda: "cannot be reached" in retried_log.read_text() or launchers[0].poll() is not None,
+            timeout=120,
+        )
+        assert launchers[0].poll() is None, retried_log.read_text()  # it waits to join again
+
+        launchers.append(_launcher(endpoint, worker, tmp_path / "rank0.log"))  # rank 0's pod comes up
+        codes = [launcher.wait(timeout=180) for launcher in launchers]
+    finally:
+        for process in launchers:
+            process.kill()
+    logs = retried_log.read_text() + (tmp_path / "rank0.log").read_text()
     assert codes == [0, 0], logs
     assert "worker of rank 0 ran" in logs and "worker of rank 1 ran" in logs, logs
