@@ -70,6 +70,31 @@ def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind:
     assert head_rows == ([sum(scored)] if batch_size == 8 else [sum(scored[:4]), sum(scored[4:])])
 
 
+# Two documents run together whose widths add past the test models' 64 positions: a long context
+# with one-token choices beside a short context with long choices (each request fits the model).
+LONG_CONTEXT = "Q: " + " ".join(["which of these small words is the one that comes last"] * 5) + "?\nA:"
+UNEVEN_REQUESTS = [(LONG_CONTEXT, choice) for choice in (" yes sir", " no sir")] + [
+    ("Q: Say it.\nA:", choice)
+    for choice in (" " + " ".join(["one two three four five"] * 2), " " + " ".join(["red"] * 10))
+]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_documents_together_stay_within_the_models_positions(model_dirs: dict[str, Path], kind: str) -> None:
+    ours, theirs = pair(model_dirs, kind, batch_size=8)
+    pairs = [theirs._encode_pair(context, choice) for context, choice in UNEVEN_REQUESTS]
+    longest_context, longest_tail = len(pairs[0][0]), max(len(cont) - 1 for _, cont in pairs[2:])
+    assert all(len(ctx) + len(cont) <= 64 for ctx, cont in pairs) and longest_context + longest_tail > 64
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    shapes, handle = _count_forwards(ours.model.base_model)
+    try:
+        mine, ref = ll_both(ours, theirs, UNEVEN_REQUESTS)
+    finally:
+        handle.remove()
+    assert_ll_equal(mine, ref)
+    assert [s[0] for s in shapes] == [2, 4]  # both contexts in one pass, then all four tails
+
+
 def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dict[str, Path]) -> None:
     t5, _ = pair(model_dirs, "t5", batch_size=8)
     assert t5.speed_info()["shared_context"].startswith("off: encoder-decoder")

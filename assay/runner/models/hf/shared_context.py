@@ -214,7 +214,12 @@ class SharedContextScorer:
         """`_one_document` for several documents at once: their contexts as one right-padded
         batch (causal attention: padding after a row's tokens never reaches them), then every
         member's tail as one batch on its own document's row of that cache, with an attention
-        mask that hides the padding keys and position ids that continue each context."""
+        mask that hides the padding keys and position ids that continue each context.
+
+        A row's padding after its own tail repeats its last position: counted on, it would pass
+        the model's last position where one document's long context meets another's long tail
+        (each request fits the model; their widths together need not), and the padding is never
+        seen by a scored position anyway."""
         assert self._split is not None
         body, _, body_cache = self._split
         contexts = [pairs[members[0]][0] for members in groups]
@@ -236,7 +241,7 @@ class SharedContextScorer:
             tails[r, : len(tail)] = torch.tensor(tail, dtype=torch.long)
             mask[r, : lengths[b]] = 1
             mask[r, width:] = 1
-            positions[r] = torch.arange(lengths[b], lengths[b] + tail_width)
+            positions[r] = lengths[b] + torch.arange(tail_width).clamp(max=max(len(tail) - 1, 0))
         cache = first.past_key_values
         cache.batch_select_indices(torch.tensor([b for b, _ in rows], device=self.device))
         rest = body(
