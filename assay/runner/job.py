@@ -33,6 +33,10 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
 - 75 (`assay.spec.PEER_FAILED_EXIT_CODE`, sysexits' EX_TEMPFAIL): another rank reported
   its own failure and this one stopped for it ("rank 1 failed: ..."); the podFailurePolicy
   ignores it, so the failing rank's exit alone counts against backoffLimit.
+- 143 (128 + SIGTERM, as a shell says it): the pod was stopped (deleted, evicted, preempted,
+  its node drained) and the single-process runner left at once instead of waiting out the
+  grace period; not reported as the run's failure. A retried pod answers what was already
+  computed from the run's response cache.
 - 1: anything else, including a peer rank that stopped responding (the message names the
   rank: "rank 1 stopped responding; see its log"): a silent peer may be hung rather than
   gone, and a retry that never counted would wait for it forever.
@@ -48,6 +52,7 @@ import dataclasses
 import functools
 import logging
 import os
+import signal
 import sys
 import time
 import traceback
@@ -70,6 +75,7 @@ EXIT_MODEL_OR_DATA = 3
 EXIT_CONFIG = spec_module.CONFIG_ERROR_EXIT_CODE
 EXIT_PEER_FAILED = spec_module.PEER_FAILED_EXIT_CODE
 EXIT_RESULTS_NOT_RECORDED = spec_module.RESULTS_NOT_RECORDED_EXIT_CODE
+EXIT_STOPPED = 128 + signal.SIGTERM
 
 ENV_USE_CACHE = spec_module.ENV_USE_CACHE
 ENV_INCLUDE_PATH = "ASSAY_INCLUDE_PATH"
@@ -120,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     rank, world = distributed.rank_and_world()
     sink = _sink(rank)
     try:
+        _stop_on_sigterm()
         results = run_spec(
             spec,
             args.output_dir or os.environ.get(spec_module.ENV_OUTPUT_DIR) or None,
@@ -134,10 +141,38 @@ def main(argv: list[str] | None = None) -> int:
             if results.groups:
                 print(make_table(results, "groups"))
         return EXIT_OK
+    except Stopped:
+        print(
+            "assay runner: stopped (SIGTERM: the pod is being deleted, evicted or preempted); a retried "
+            "pod answers what was computed from the run's response cache",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
         return _failed(error, sink, rank=rank, world=world)
     finally:
         distributed.shutdown()
+
+
+class Stopped(BaseException):
+    """SIGTERM arrived: the pod is going away. Not an Exception, so no handler takes it for a failure."""
+
+
+def _stop_on_sigterm() -> None:
+    """Leave at once on SIGTERM, as the process in its own container.
+
+    There it is PID 1, for which the kernel drops a signal with no handler: without one, every
+    stop of the pod (a deletion, an eviction, preemption) waited out the grace period and came
+    down by SIGKILL, and the Job made its replacement only then. torchrun's workers keep the
+    default: their launcher stops them, and reads a worker killed by SIGTERM as its own doing.
+    """
+    if "LOCAL_RANK" in os.environ:
+        return
+
+    def stop(signum: int, frame: object) -> None:
+        raise Stopped()
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 def _failed(error: BaseException, sink: Any, *, rank: int, world: int) -> int:

@@ -4,8 +4,10 @@ run's response cache on the output volume, and the scores equal an uninterrupted
 
 from __future__ import annotations
 
+import calendar
 import json
 import re
+import time
 from typing import Any
 
 import pytest
@@ -15,9 +17,11 @@ from tests.e2e.helpers import LONG_RUN, hf_spec
 
 pytestmark = pytest.mark.e2e
 
+# ~5,000 requests: the run reports progress and is evicted after a few hundred, well before its end.
+RUN = {**LONG_RUN, "limit": 1000}
 # Requests finished together, at most: a pass holds `batchSize` documents, an arc_easy document
 # up to five choices.
-PASS = 5 * LONG_RUN["batchSize"]
+PASS = 5 * RUN["batchSize"]
 FROM_CACHE = re.compile(r"(\d+) of (\d+) requests answered from the response cache")
 
 
@@ -43,8 +47,8 @@ def _evict(cluster: Cluster, pod: str) -> None:
 
 
 def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(cluster: Cluster) -> None:
-    cluster.apply(evaluation_manifest("whole", **hf_spec(**LONG_RUN)))
-    cluster.apply(evaluation_manifest("resumed", **hf_spec(**LONG_RUN)))
+    cluster.apply(evaluation_manifest("whole", **hf_spec(**RUN)))
+    cluster.apply(evaluation_manifest("resumed", **hf_spec(**RUN)))
     started = cluster.wait_for(
         "the run to report progress",
         lambda: (
@@ -56,6 +60,7 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
         interval=0.5,
     )
     (first,) = _pods(cluster, "resumed-g1")
+    evicted_at = time.time()
     _evict(cluster, first["metadata"]["name"])
 
     resumed = cluster.wait("resumed", "Succeeded", timeout=600)
@@ -72,6 +77,10 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
     (replacement,) = [p for p in pods if p["metadata"]["name"] != first["metadata"]["name"]]
     job = cluster.get("job", "resumed-g1")
     assert job["status"].get("failed", 0) <= 1 and job["status"]["succeeded"] == 1
+    # The evicted runner left at once on SIGTERM: the Job replaced it well within the pod's 30 s
+    # grace period, which it waited out when the runner (PID 1) ignored the signal.
+    created = calendar.timegm(time.strptime(replacement["metadata"]["creationTimestamp"], "%Y-%m-%dT%H:%M:%SZ"))
+    assert created - evicted_at < 20, (created, evicted_at)
     log = cluster.kubectl("logs", replacement["metadata"]["name"]).stdout
     cached = [(int(a), int(n)) for a, n in FROM_CACHE.findall(log)]
     assert cached, f"the replacement did not report its cache hits:\n{log[-3000:]}"
