@@ -125,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_FAILURE
     rank, world = distributed.rank_and_world()
     sink = _sink(rank)
+    previous_sigterm = _stop_on_sigterm()
     try:
-        _stop_on_sigterm()
         results = run_spec(
             spec,
             args.output_dir or os.environ.get(spec_module.ENV_OUTPUT_DIR) or None,
@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
         return _failed(error, sink, rank=rank, world=world)
     finally:
+        # The run's alone: a caller in the same process (a test, a notebook) keeps its own, and
+        # so do the processes it forks later (multiprocessing's pools stop theirs with SIGTERM).
+        signal.signal(signal.SIGTERM, previous_sigterm)
         distributed.shutdown()
 
 
@@ -158,8 +161,8 @@ class Stopped(BaseException):
     """SIGTERM arrived: the pod is going away. Not an Exception, so no handler takes it for a failure."""
 
 
-def _stop_on_sigterm() -> None:
-    """Leave at once on SIGTERM, as the process in its own container.
+def _stop_on_sigterm() -> Any:
+    """Leave at once on SIGTERM, as the process in its own container; the handler it replaces.
 
     There it is PID 1, for which the kernel drops a signal with no handler: without one, every
     stop of the pod (a deletion, an eviction, preemption) waited out the grace period and came
@@ -167,12 +170,12 @@ def _stop_on_sigterm() -> None:
     default: their launcher stops them, and reads a worker killed by SIGTERM as its own doing.
     """
     if "LOCAL_RANK" in os.environ:
-        return
+        return signal.getsignal(signal.SIGTERM)
 
     def stop(signum: int, frame: object) -> None:
         raise Stopped()
 
-    signal.signal(signal.SIGTERM, stop)
+    return signal.signal(signal.SIGTERM, stop)
 
 
 def _failed(error: BaseException, sink: Any, *, rank: int, world: int) -> int:

@@ -76,3 +76,15 @@ def test_a_torchrun_worker_keeps_the_default_so_its_launcher_reads_the_stop(tmp_
     process.communicate(timeout=10)
     assert process.returncode == -signal.SIGTERM
     assert not told.exists()
+
+
+def test_the_handler_is_the_runs_alone(tmp_path: Path) -> None:
+    """A caller of `main` in its own process (a test, a notebook) keeps its SIGTERM handler:
+    multiprocessing's pools, forked later, stop their workers with SIGTERM."""
+    from assay.runner import job
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"model": "dummy", "tasks": ["no_such_task"], "limit": 4}))
+    before = signal.getsignal(signal.SIGTERM)
+    job.main(["--spec", str(spec), "--output-dir", str(tmp_path / "out")])
+    assert signal.getsignal(signal.SIGTERM) is before
