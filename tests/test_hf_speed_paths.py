@@ -42,6 +42,16 @@ def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]
     return shapes, handle
 
 
+def _scored_counting_body_passes(ours: Any, theirs: Any, requests: Any) -> tuple[Any, Any, list[tuple[int, ...]]]:
+    """Both backends' loglikelihoods of `requests`, and the input shape of each pass of our model body."""
+    shapes, handle = _count_forwards(ours.model.base_model)
+    try:
+        mine, ref = ll_both(ours, theirs, requests)
+    finally:
+        handle.remove()
+    return mine, ref, shapes
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 8])
 def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind: str, batch_size: int) -> None:
@@ -86,11 +96,7 @@ def test_documents_together_stay_within_the_models_positions(model_dirs: dict[st
     longest_context, longest_tail = len(pairs[0][0]), max(len(cont) - 1 for _, cont in pairs[2:])
     assert all(len(ctx) + len(cont) <= 64 for ctx, cont in pairs) and longest_context + longest_tail > 64
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
-    shapes, handle = _count_forwards(ours.model.base_model)
-    try:
-        mine, ref = ll_both(ours, theirs, UNEVEN_REQUESTS)
-    finally:
-        handle.remove()
+    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, UNEVEN_REQUESTS)
     assert_ll_equal(mine, ref)
     assert [s[0] for s in shapes] == [2, 4]  # both contexts in one pass, then all four tails
 
@@ -212,11 +218,7 @@ def test_documents_on_one_prefix_run_together_on_its_cache(
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     # the model body: batched rows run it directly (the LM head on their scored positions alone)
-    shapes, handle = _count_forwards(ours.model.base_model)
-    try:
-        mine, ref = ll_both(ours, theirs, PREFIX_REQUESTS)
-    finally:
-        handle.remove()
+    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, PREFIX_REQUESTS)
     assert_ll_equal(mine, ref)
     # the shared shots once ([1, prefix tokens]), then the six documents' own tokens: one row
     # each, `batch_size` rows per pass; with batch_size 1 one document per pass, as before,
