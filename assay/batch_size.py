@@ -5,7 +5,7 @@ It enters from the command line, from an Evaluation's `spec.batchSize`, from
 (`0` and `auto:0` passed the command line's check and failed in the model). This module
 sits below the spec and the runner so that all of them use this one parser; what comes
 out travels typed to the model backend. The forms are exactly those the Evaluation CRD
-accepts, so no entry point takes a value the API server refuses (tests/test_validator_corpus.py).
+accepts, so no entry point takes a value the API server refuses (tests/cli/test_validator_corpus.py).
 """
 
 from __future__ import annotations

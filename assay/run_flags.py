@@ -1,7 +1,7 @@
 """`assay run`'s flags: lm-eval 0.4.13's names, defaults, YAML precedence and rules.
 
 `resolve_run_config` gives the same configuration lm-eval's `EvaluatorConfig` does for
-the same argv (tests/test_cli.py compares them), as a typed `RunFlags` whose values are
+the same argv (tests/cli/test_cli.py compares them), as a typed `RunFlags` whose values are
 checked (batch size parsed, limit vs samples, ...) with the rules every entry point shares;
 `RunFlags.run_options` builds the run's one `EvalOptions` record from it.
 How argparse reads the flags (names, short forms, help groups) is `assay.run_arguments`.

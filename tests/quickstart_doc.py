@@ -1,7 +1,7 @@
 """docs/quickstart.md's shell blocks, for the tests that run them as written.
 
 Each block the tests use follows a `<!-- quickstart: NAME -->` comment (invisible when the
-page is rendered, so a reader's copy-paste is unchanged): tests/test_readme.py runs the
+page is rendered, so a reader's copy-paste is unchanged): tests/project/test_readme.py runs the
 offline `prepare` block and checks the names, tests/e2e/test_quickstart.py runs the cluster
 blocks on the e2e node.
 """

@@ -2,7 +2,7 @@
 
 The cross-field rules mirror the CEL rules of deploy/crds/evaluations.assay.dev.yaml, and the
 bounds its maxLength, maxItems and maxProperties, so a manifest that `assay apply --local`
-accepts is one the API server accepts too (tests/test_validator_corpus.py holds them to it).
+accepts is one the API server accepts too (tests/cli/test_validator_corpus.py holds them to it).
 The fields are parsed by part: what lm-eval is asked (`options_parsing`), where and how the
 pods run (`pod_parsing`), the baseline and gate (`gate_parsing`); this module reads them in order.
 """

@@ -12,7 +12,7 @@
 #   build.lock.txt      pyproject.toml's [build-system] requires (builds Assay's wheel)
 #   sbom.lock.txt       sbom.in: cyclonedx-bom, which writes each image's SBOM
 #
-# Needs uv (`pip install uv`) and network access to PyPI. tests/test_image_locks.py checks,
+# Needs uv (`pip install uv`) and network access to PyPI. tests/project/test_image_locks.py checks,
 # offline, that every requirement in pyproject.toml is pinned in its lock with hashes.
 set -euo pipefail
 

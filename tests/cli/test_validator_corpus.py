@@ -24,7 +24,7 @@ from assay.runner.models.vllm.args import VLLMArgs
 from assay.spec import parse_spec
 from tests.operator.conftest import CRD_PATH, CrdValidator
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 # (value, accepted?) — the expectation is the CRD's; test_the_crd_says_what_the_corpus_says checks that.
 BATCH_SIZES: list[tuple[Any, bool]] = [

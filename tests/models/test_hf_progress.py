@@ -22,7 +22,7 @@ from assay.runner.tasks.index import TaskManager
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 from tests.engine.fake_lm import AssayFakeLM
 from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
-from tests.test_hf_resume import LL_REQUESTS, sent_counter
+from tests.models.test_hf_resume import LL_REQUESTS, sent_counter
 
 BATCH = 2
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # None of these is needed by a run of arc_easy / lambada_openai / gsm8k on ASSAY_DATASETS_DIR.
 UNUSED = (
     "datasets",

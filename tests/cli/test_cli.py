@@ -22,7 +22,7 @@ from assay.run_results import RunResults
 from assay.runner.results.table import make_table
 from tests.helpers import copy_tasks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 COMPARED = [
     "model",

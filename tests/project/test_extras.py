@@ -24,7 +24,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 # pip's output when the package index cannot be reached: then there is nothing to test here.
 _OFFLINE_MARKS = (
     "NewConnectionError",

@@ -14,7 +14,7 @@ import pytest
 
 from assay.run_results import ABSENT, RunResults
 
-RUNS = Path(__file__).resolve().parent / "compare" / "runs"
+RUNS = Path(__file__).resolve().parents[1] / "compare" / "runs"
 RESULTS_FILES = sorted(RUNS.glob("*/*/results_*.json"))
 
 

@@ -29,7 +29,7 @@ lm_eval_tasks = pytest.importorskip("lm_eval.tasks", reason="lm-eval (dev extra)
 from assay.runner.data import local as datasets_local  # noqa: E402
 from tests.helpers import head_jsonl as _head  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASKS_DIR = REPO / "tasks"
 LMEVAL_TASKS = Path(lm_eval_tasks.__file__).resolve().parent
 # The built-in folders our tasks correspond to (indexing all of lm-eval takes seconds).

@@ -21,7 +21,7 @@ from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.shared_context import sharing_blocker
 from assay.runner.models.instance import RollingRequest
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
-from test_hf_backend import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
+from tests.models.test_hf_backend import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.parity
 

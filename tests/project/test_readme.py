@@ -14,7 +14,7 @@ import yaml
 
 from tests.quickstart_doc import NAMESPACE, image_references, localized, quickstart_blocks
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _smoke_block() -> str:

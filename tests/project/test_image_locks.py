@@ -17,7 +17,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 IMAGES = REPO / "deploy" / "images"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # The platform the locks are resolved for (lock.sh): the base images' CPython 3.11 on x86_64 Linux.
