@@ -171,9 +171,10 @@ def test_a_minute_without_the_api_server_kills_no_sweep(cluster: Cluster, images
         )
         own.wait_watching()
         cluster.apply(evaluation_manifest("survivor", **dummy_spec(suspend=True)))
-        # The sweep looks only at runs first seen 30 s ago (a Job may be on its way): let it
-        # look at this one while the API server is gone.
-        time.sleep(35)
+        # The sweep (every 30 s) looks only at runs first seen 30 s ago (a Job may be on its
+        # way). This one turns 30 s old about 10 s into the minute without the API server; the
+        # ~50 s left are more than one interval, so a sweep looks at it while the server is gone.
+        time.sleep(15)
         gone = _delete_unseen(cluster, "survivor")
         cluster.plane.restart_apiserver(down_for=60)  # deleted meanwhile, as far as the operator can tell
         _made_again(cluster, "survivor", gone)
