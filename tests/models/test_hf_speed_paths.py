@@ -72,12 +72,15 @@ def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind:
     assert_ll_equal(mine, ref)
     # per document: the context once ([1, context tokens]), then the four choices' tails
     # together on its cache; with batch_size 8 both documents at once: the two contexts as one
-    # padded batch, then the eight tails on their own document's row of its cache
-    assert [s[0] for s in shapes] == ([2, 8] if batch_size == 8 else [1, 4, 1, 4])
-    # the head once per pass of documents (both in one with batch_size 8), on each choice's
-    # first token (the context's last position) and its tail's positions: no padding
-    scored = [len(theirs._encode_pair(context, choice)[1]) for context, choice in MC_REQUESTS]
-    assert head_rows == ([sum(scored)] if batch_size == 8 else [sum(scored[:4]), sum(scored[4:])])
+    # padded batch, then the tails on their own document's row of its cache (" glass", one
+    # token, has none: the context's last position is its only score)
+    tails = [len(theirs._encode_pair(context, choice)[1]) - 1 for context, choice in MC_REQUESTS]
+    assert [s[0] for s in shapes] == ([2, sum(map(bool, tails))] if batch_size == 8 else [1, 4, 1, 4])
+    # the head once per pass of documents (both in one with batch_size 8), on each document's
+    # last context position once (it scores every choice's first token) and on each choice's
+    # tail: no padding, no row twice
+    per_document = [1 + sum(tails[:4]), 1 + sum(tails[4:])]
+    assert head_rows == ([sum(per_document)] if batch_size == 8 else per_document)
 
 
 # Two documents run together whose widths add past the test models' 64 positions: a long context
@@ -99,6 +102,62 @@ def test_documents_together_stay_within_the_models_positions(model_dirs: dict[st
     mine, ref, shapes = _scored_counting_body_passes(ours, theirs, UNEVEN_REQUESTS)
     assert_ll_equal(mine, ref)
     assert [s[0] for s in shapes] == [2, 4]  # both contexts in one pass, then all four tails
+
+
+# One-token choices fold into one request per document (lm-eval scores them from one row), beside
+# a longer choice of the same document: in a pass of documents, each folded choice reads its own
+# token at the shared context's last row.
+FOLDED_REQUESTS = [
+    (ctx, choice)
+    for ctx in ("Q: Pick a letter.\nA:", "Q: Which letter comes first in the word apple?\nA:")
+    for choice in (" A", " B", " the letter C and then D")
+]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_folded_one_token_choices_beside_longer_ones_in_a_pass_of_documents(
+    model_dirs: dict[str, Path], kind: str
+) -> None:
+    ours, theirs = pair(model_dirs, kind, batch_size=8)
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, FOLDED_REQUESTS)
+    assert_ll_equal(mine, ref)
+    # both contexts in one pass, then each document's longer choice's tail; the folded request has none
+    assert [s[0] for s in shapes] == [2, 2]
+    assert len({round(m.logprob, 6) for m in mine}) == len(mine)  # every choice its own number
+
+
+# One long choice among short ones: its tail in a pass of its own, not the short ones padded to it.
+SPREAD_REQUESTS = [
+    ("Q: Say it.\nA:", choice) for choice in (" " + " ".join(["one two three"] * 9), " yes sir", " no sir", " maybe so")
+] + [("Q: Again, say it.\nA:", choice) for choice in (" yes sir", " no sir", " well no", " not now")]
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_a_long_choice_tail_runs_apart_from_the_short_ones(model_dirs: dict[str, Path], kind: str) -> None:
+    ours, theirs = pair(model_dirs, kind, batch_size=8)
+    assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, SPREAD_REQUESTS)
+    # the long choice sums 27 tokens to about -290 on these random weights: the keys' order on a
+    # cache moves that sum in its 7th significant digit (the same before tails were split)
+    for m, r in zip(mine, ref):
+        assert math.isclose(m.logprob, r[0], rel_tol=1e-6, abs_tol=1e-5) and m.is_greedy == r[1], (m, r)
+    tails = [len(theirs._encode_pair(context, choice)[1]) - 1 for context, choice in SPREAD_REQUESTS]
+    assert tails[0] > 20 and max(tails[1:]) <= 3
+    # the contexts, the long tail alone, then the seven short ones
+    assert [s[0] for s in shapes] == [2, 1, 7] and shapes[1][1] == tails[0] and shapes[2][1] == max(tails[1:])
+
+
+def test_tail_passes_cut_where_padding_costs_more_than_a_pass() -> None:
+    from assay.runner.models.hf.document_passes import TAIL_PASS_COST, tail_passes
+
+    assert tail_passes([]) == [] and tail_passes([0, 0]) == []
+    assert tail_passes([2, 0, 3, 1]) == [[2, 0, 3]]  # longest first, empty tails left out, one pass
+    # one tail far longer than seven short ones: padding them to it costs more than a second pass
+    long = TAIL_PASS_COST
+    assert tail_passes([1, long, 2, 1, 2, 1, 2, 1]) == [[1], [2, 4, 6, 0, 3, 5, 7]]
+    # a little longer is not worth a pass
+    assert tail_passes([3, 4, 3, 3]) == [[1, 0, 2, 3]]
 
 
 def test_shared_context_off_for_seq2seq_and_without_logits_cache(model_dirs: dict[str, Path]) -> None:

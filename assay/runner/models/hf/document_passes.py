@@ -135,3 +135,25 @@ def passes(planned: Sequence[Planned], pairs: Sequence[TokenPair], size: int) ->
         kind_now, positions = kind, positions + scored
     if current:
         yield kind_now, current
+
+
+TAIL_PASS_COST = 64
+"""What one more pass of choice tails costs, in padded tokens: its calls through the model's
+layers and its own copy of the contexts' cache."""
+
+
+def tail_passes(lengths: Sequence[int]) -> list[list[int]]:
+    """The indices of the non-empty tails among `lengths`, in passes: longest first, each pass
+    padded to its longest tail, cut where that padding would cost more than another pass
+    (`TAIL_PASS_COST`). The least total cost over all cuts, by dynamic programming."""
+    order = sorted((i for i, n in enumerate(lengths) if n), key=lambda i: -lengths[i])
+    best = [0] * (len(order) + 1)  # best[j]: the least cost of the first j tails of `order`
+    start = [0] * (len(order) + 1)  # start[j]: where the last pass of that best starts
+    for j in range(1, len(order) + 1):
+        best[j], start[j] = min((best[i] + TAIL_PASS_COST + (j - i) * lengths[order[i]], i) for i in range(j))
+    chunks: list[list[int]] = []
+    j = len(order)
+    while j:
+        chunks.append(order[start[j] : j])
+        j = start[j]
+    return chunks[::-1]

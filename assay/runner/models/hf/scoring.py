@@ -270,8 +270,20 @@ class Scorer:
             for group, prefix in items:
                 self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
             return
-        for (group, _), group_scored in zip(items, scored):
-            self._assign(group, group_scored, pairs, members_of, results, on_done)
+        # a member of a representative takes the last of its rows, as many as its own continuation's tokens
+        members = [
+            (rows, member)
+            for (group, _), rows_of in zip(items, scored.rows_of)
+            for rep, rows in zip(group, rows_of)
+            for member in members_of[rep]
+        ]
+        answers = scored.answers(
+            [(rows[len(rows) - len(pairs[member][1]) :], pairs[member][1]) for rows, member in members]
+        )
+        done = [(member, LoglikelihoodResult(*answer)) for (_, member), answer in zip(members, answers)]
+        for member, result in done:
+            results[member] = result
+        on_done(done)
 
     def _run_on_prefix(
         self,

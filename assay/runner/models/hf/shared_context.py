@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import inspect
 from typing import Any, Callable, Sequence
 
@@ -40,11 +41,15 @@ import torch
 import torch.nn.functional as F
 
 from assay.runner.models.hf import rolling
-from assay.runner.models.hf.document_passes import Planned, on_prefix
+from assay.runner.models.hf.document_passes import Planned, on_prefix, tail_passes
 from assay.runner.models.token_pairs import TokenPair
 
 # (log-probs [contlen, vocab], argmax [contlen]) for one request
 Scored = tuple[torch.Tensor, torch.Tensor]
+# (sum of the continuation's log-probs, whether greedy decoding gives it) for one request
+Answer = tuple[float, bool]
+# one document in the body: its context's last position [1, width], and per member its tail's [len, width]
+Hidden = tuple[torch.Tensor, list[torch.Tensor]]
 
 # model types whose layers keep a recurrent state (or mix one in): a repeated KV cache is not their state
 _RECURRENT = frozenset(
@@ -149,47 +154,47 @@ class SharedContextScorer:
         full = self.model(inputs, **{self.cache_arg: cache}, use_cache=False).logits
         return [full[b, start:end] for b, (start, end) in enumerate(spans)]
 
-    def score_groups(self, groups: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[list[Scored]]:
+    def score_groups(self, groups: Sequence[Planned], pairs: Sequence[TokenPair]) -> PassScores:
         """Several documents' groups (members, prefix): their body passes, then the LM head once
         over all their scored positions. Needs `head_apart()`.
 
         On a small model the head's cost is mostly reading its weights (vocabulary × width),
-        paid per call whatever the rows: two calls per document were a fifth of the run.
+        paid per call whatever the rows: two calls per document were a fifth of the run. A
+        document's last context position scores every choice's first token, so it reaches the
+        head once, not once per choice (a quarter of the head's rows on four-choice tasks).
         Documents without a long shared prefix run their contexts together
         (`_documents_together`) where the body takes an attention mask and position ids; the
         others one at a time, on their prefix's cache.
         """
         assert self.head_apart() and self._split is not None
         head = self._split[1]
-        hidden: list[list[torch.Tensor]] = [[] for _ in groups]  # per group, per member: its scored positions
+        hidden: list[Hidden | None] = [None for _ in groups]
         together = [
             k for k, (members, prefix) in enumerate(groups) if self._masks and not on_prefix(members, prefix, pairs)
         ]
         with torch.no_grad(), self.autocast():
             if len(together) > 1:
                 found = self._documents_together([groups[k][0] for k in together], pairs)
-                for k, rows in zip(together, found):
-                    hidden[k] = rows
+                for k, document in zip(together, found):
+                    hidden[k] = document
+            rows: list[torch.Tensor] = []
+            rows_of: list[list[list[int]]] = []  # per group, per member: the row of each continuation token
+            count = 0
             for k, (members, prefix) in enumerate(groups):
-                if not hidden[k]:
-                    hidden[k] = self._one_document(members, prefix, pairs)
-            flat = [rows for group in hidden for rows in group]
-            logits = head(torch.cat(flat))
-        per_member = iter(torch.split(logits, [rows.shape[0] for rows in flat]))
-        out: list[list[Scored]] = []
-        for members, _ in groups:
-            scored: list[Scored] = []
-            for _member in members:
-                logprobs = F.log_softmax(next(per_member), dim=-1, dtype=self.softmax_dtype)
-                scored.append((logprobs, logprobs.argmax(dim=-1)))
-            out.append(scored)
-        return out
+                last, tails = hidden[k] or self._one_document(members, prefix, pairs)
+                shared, count = count, count + 1
+                rows.append(last)
+                rows_of.append([])
+                for tail in tails:
+                    rows_of[-1].append([shared, *range(count, count + tail.shape[0])])
+                    rows.append(tail)
+                    count += tail.shape[0]
+            logprobs = F.log_softmax(head(torch.cat(rows)), dim=-1, dtype=self.softmax_dtype)
+        return PassScores(logprobs, rows_of)
 
-    def _one_document(
-        self, members: Sequence[int], prefix: list[int], pairs: Sequence[TokenPair]
-    ) -> list[torch.Tensor]:
-        """Per member, the body's output at its scored positions: the context's last (its first
-        token), then its tail's. The context runs once, the tails together on its cache."""
+    def _one_document(self, members: Sequence[int], prefix: list[int], pairs: Sequence[TokenPair]) -> Hidden:
+        """The body's output at the context's last position and at each member's tail. The
+        context runs once, the tails together on its cache."""
         assert self._split is not None
         body, _, body_cache = self._split
         tails = [pairs[i][1][:-1] for i in members]
@@ -199,22 +204,22 @@ class SharedContextScorer:
         last = first.last_hidden_state[0, -1:]
         width = max(len(t) for t in tails)
         if not width:
-            return [last for _ in tails]
+            return last, [last[:0] for _ in tails]
         inputs = torch.zeros((len(tails), width), dtype=torch.long)
         for b, tail in enumerate(tails):
             inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
         cache = first.past_key_values
         cache.batch_repeat_interleave(len(tails))
         rest = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False).last_hidden_state
-        return [torch.cat([last, rest[b, : len(tail)]]) for b, tail in enumerate(tails)]
+        return last, [rest[b, : len(tail)] for b, tail in enumerate(tails)]
 
-    def _documents_together(
-        self, groups: Sequence[Sequence[int]], pairs: Sequence[TokenPair]
-    ) -> list[list[torch.Tensor]]:
+    def _documents_together(self, groups: Sequence[Sequence[int]], pairs: Sequence[TokenPair]) -> list[Hidden]:
         """`_one_document` for several documents at once: their contexts as one right-padded
-        batch (causal attention: padding after a row's tokens never reaches them), then every
-        member's tail as one batch on its own document's row of that cache, with an attention
-        mask that hides the padding keys and position ids that continue each context.
+        batch (causal attention: padding after a row's tokens never reaches them), then the
+        members' tails on their own documents' rows of that cache, with an attention mask that
+        hides the padding keys and position ids that continue each context: in passes of similar
+        lengths (`tail_passes`; a pass padded to one long choice cost 2.6 times its tokens on
+        ARC), and none for one-token choices, whose only score is the context's last position.
 
         A row's padding after its own tail repeats its last position: counted on, it would pass
         the model's last position where one document's long context meets another's long tail
@@ -231,9 +236,27 @@ class SharedContextScorer:
         first = body(inputs.to(self.device, non_blocking=True), use_cache=True)
         lasts = [first.last_hidden_state[b, n - 1 : n] for b, n in enumerate(lengths)]
         rows = [(b, pairs[i][1][:-1]) for b, members in enumerate(groups) for i in members]
-        tail_width = max(len(tail) for _, tail in rows)
-        if not tail_width:
-            return [[lasts[b] for _ in members] for b, members in enumerate(groups)]
+        found: dict[int, torch.Tensor] = {}  # per row with a tail: the body's output at its tail
+        chunks = tail_passes([len(tail) for _, tail in rows])
+        for n, chunk in enumerate(chunks):
+            # each pass selects its rows from the contexts' cache; the last may consume it
+            cache = first.past_key_values if n == len(chunks) - 1 else copy.deepcopy(first.past_key_values)
+            rest = self._tails_on_contexts([rows[r] for r in chunk], cache, lengths)
+            for k, r in enumerate(chunk):
+                found[r] = rest[k, : len(rows[r][1])]
+        out: list[Hidden] = [(last, []) for last in lasts]
+        for r, (b, _) in enumerate(rows):
+            out[b][1].append(found.get(r, lasts[b][:0]))
+        return out
+
+    def _tails_on_contexts(
+        self, rows: Sequence[tuple[int, list[int]]], cache: Any, lengths: Sequence[int]
+    ) -> torch.Tensor:
+        """The body's output [rows, longest tail, width] for tails, each (its context's row in
+        `cache`, its tokens), right-padded, run on their own contexts' rows of `cache`."""
+        assert self._split is not None
+        body, _, body_cache = self._split
+        width, tail_width = max(lengths), max(len(tail) for _, tail in rows)
         tails = torch.zeros((len(rows), tail_width), dtype=torch.long)
         mask = torch.zeros((len(rows), width + tail_width), dtype=torch.long)
         positions = torch.zeros((len(rows), tail_width), dtype=torch.long)
@@ -242,18 +265,14 @@ class SharedContextScorer:
             mask[r, : lengths[b]] = 1
             mask[r, width:] = 1
             positions[r] = lengths[b] + torch.arange(tail_width).clamp(max=max(len(tail) - 1, 0))
-        cache = first.past_key_values
         cache.batch_select_indices(torch.tensor([b for b, _ in rows], device=self.device))
-        rest = body(
+        out: torch.Tensor = body(
             tails.to(self.device, non_blocking=True),
             attention_mask=mask.to(self.device, non_blocking=True),
             position_ids=positions.to(self.device, non_blocking=True),
             use_cache=False,
             **{body_cache: cache},
         ).last_hidden_state
-        out: list[list[torch.Tensor]] = [[] for _ in groups]
-        for r, (b, tail) in enumerate(rows):
-            out[b].append(torch.cat([lasts[b], rest[r, : len(tail)]]))
         return out
 
     def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
@@ -303,3 +322,25 @@ class SharedContextScorer:
             logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
             out.append((logprobs, logprobs.argmax(dim=-1)))
         return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PassScores:
+    """A pass of documents after the LM head: log-probs [rows, vocab] of its scored positions,
+    and per group, per member, the row of each of its continuation's tokens (a document's
+    choices share its context's last row)."""
+
+    logprobs: torch.Tensor
+    rows_of: list[list[list[int]]]
+
+    def answers(self, requests: Sequence[tuple[Sequence[int], Sequence[int]]]) -> list[Answer]:
+        """Per (rows, continuation): its tokens' log-probs at those rows summed, and whether each
+        is the argmax there. Each request's values are summed alone and in order, as lm-eval
+        sums them."""
+        device = self.logprobs.device
+        rows = torch.tensor([r for at, _ in requests for r in at], dtype=torch.long, device=device)
+        targets = torch.tensor([t for _, cont in requests for t in cont], dtype=torch.long, device=device)
+        lengths = [len(cont) for _, cont in requests]
+        picked = torch.split(self.logprobs[rows, targets], lengths)
+        greedy = torch.split(self.logprobs.argmax(dim=-1)[rows] == targets, lengths)
+        return [(float(values.sum()), bool(hits.all())) for values, hits in zip(picked, greedy)]
