@@ -26,16 +26,10 @@ import torch.nn.functional as F
 
 from assay.errors import UserError
 from assay.runner.models.hf import document_passes, shared_context
+from assay.runner.models.hf.answers import Answers, OnDone, ignore
 from assay.runner.models.hf.batching import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import LoglikelihoodResult
 from assay.runner.models.token_pairs import TokenPair
-
-#: told each batch's finished (index in the pairs, result) pairs: progress bars, answer sinks
-OnDone = Callable[[Sequence[tuple[int, LoglikelihoodResult]]], None]
-
-
-def _ignore(done: Sequence[tuple[int, LoglikelihoodResult]]) -> None:
-    return None
 
 
 class Scorer:
@@ -108,7 +102,7 @@ class Scorer:
         plan: BatchPlan,
         *,
         override_batch: int | None = None,
-        on_done: OnDone = _ignore,
+        on_done: OnDone = ignore,
     ) -> list[LoglikelihoodResult]:
         """(logprob, is_greedy) of each continuation given its context, in input order.
 
@@ -136,6 +130,7 @@ class Scorer:
         members_of = {rep: members for rep, members in zip(reps, groups.values())}
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
+        answers = Answers(pairs, members_of, results, on_done)
         if self.shared is not None:
             planned, reps = document_passes.plan_shared(reps, pairs, self.max_length)
             # several documents per pass only where the LM head can run on scored positions alone
@@ -146,16 +141,16 @@ class Scorer:
             try:
                 for kind, items in document_passes.passes(planned, pairs, size):
                     if not together:
-                        self._run_shared(items[0][0], items[0][1], pairs, members_of, results, plan, on_done)
+                        self._run_shared(items[0][0], items[0][1], answers, plan)
                     elif kind == "rows" and len(items) > 1:
                         lone = [group[0] for group, _ in items]
-                        self._run_on_prefix(lone, items[0][1], pairs, members_of, results, plan, on_done)
+                        self._run_on_prefix(lone, items[0][1], answers, plan)
                     else:
-                        self._run_groups(items, pairs, members_of, results, plan, on_done)
+                        self._run_groups(items, answers, plan)
             finally:
                 self.shared.release()
         for chunk in self._chunks(reps, pairs, plan, override_batch):
-            self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
+            self._run_chunk(chunk, answers, plan)
         assert all(r is not None for r in results)
         return [r for r in results if r is not None]
 
@@ -207,14 +202,11 @@ class Scorer:
     def _run_chunk(
         self,
         chunk: list[int],
-        pairs: Sequence[TokenPair],
-        members_of: dict[int, list[int]],
-        results: list[LoglikelihoodResult | None],
+        answers: Answers,
         plan: BatchPlan,
-        on_done: OnDone,
     ) -> None:
         try:
-            scored = self._forward_chunk(chunk, pairs)
+            scored = self._forward_chunk(chunk, answers.pairs)
         except Exception as err:  # noqa: BLE001 - only OOM is handled
             if not is_oom(err):
                 raise
@@ -224,110 +216,66 @@ class Scorer:
                     f"Out of GPU memory on a batch of {len(chunk)} requests; use a smaller batch_size (or batch_size=auto)."
                 ) from None
             half = len(chunk) // 2
-            self._run_chunk(chunk[:half], pairs, members_of, results, plan, on_done)
-            self._run_chunk(chunk[half:], pairs, members_of, results, plan, on_done)
+            self._run_chunk(chunk[:half], answers, plan)
+            self._run_chunk(chunk[half:], answers, plan)
             return
-        self._assign(chunk, scored, pairs, members_of, results, on_done)
+        answers.from_log_probs(chunk, scored)
 
     def _run_shared(
         self,
         group: list[int],
         prefix: list[int],
-        pairs: Sequence[TokenPair],
-        members_of: dict[int, list[int]],
-        results: list[LoglikelihoodResult | None],
+        answers: Answers,
         plan: BatchPlan,
-        on_done: OnDone,
     ) -> None:
         assert self.shared is not None
         try:
-            scored = self.shared.score_group(group, pairs, prefix)
+            scored = self.shared.score_group(group, answers.pairs, prefix)
         except Exception as err:  # noqa: BLE001 - only OOM is handled
             if not is_oom(err):
                 raise
             free_memory()  # the choices repeated the context's cache: one full row each uses less
-            for chunk in self._chunks(group, pairs, plan, None):
-                self._run_chunk(chunk, pairs, members_of, results, plan, on_done)
+            for chunk in self._chunks(group, answers.pairs, plan, None):
+                self._run_chunk(chunk, answers, plan)
             return
-        self._assign(group, scored, pairs, members_of, results, on_done)
+        answers.from_log_probs(group, scored)
 
     def _run_groups(
         self,
         items: list[document_passes.Planned],
-        pairs: Sequence[TokenPair],
-        members_of: dict[int, list[int]],
-        results: list[LoglikelihoodResult | None],
+        answers: Answers,
         plan: BatchPlan,
-        on_done: OnDone,
     ) -> None:
         assert self.shared is not None
         try:
-            scored = self.shared.score_groups(items, pairs)
+            scored = self.shared.score_groups(items, answers.pairs)
         except Exception as err:  # noqa: BLE001 - only OOM is handled
             if not is_oom(err):
                 raise
             free_memory()
             for group, prefix in items:
-                self._run_shared(group, prefix, pairs, members_of, results, plan, on_done)
+                self._run_shared(group, prefix, answers, plan)
             return
-        # a member of a representative takes the last of its rows, as many as its own continuation's tokens
-        members = [
-            (rows, member)
-            for (group, _), rows_of in zip(items, scored.rows_of)
-            for rep, rows in zip(group, rows_of)
-            for member in members_of[rep]
-        ]
-        answers = scored.answers(
-            [(rows[len(rows) - len(pairs[member][1]) :], pairs[member][1]) for rows, member in members]
-        )
-        done = [(member, LoglikelihoodResult(*answer)) for (_, member), answer in zip(members, answers)]
-        for member, result in done:
-            results[member] = result
-        on_done(done)
+        answers.from_pass([group for group, _ in items], scored)
 
     def _run_on_prefix(
         self,
         chunk: list[int],
         prefix: list[int],
-        pairs: Sequence[TokenPair],
-        members_of: dict[int, list[int]],
-        results: list[LoglikelihoodResult | None],
+        answers: Answers,
         plan: BatchPlan,
-        on_done: OnDone,
     ) -> None:
         assert self.shared is not None
         try:
-            scored = self.shared.score_rows(chunk, pairs, prefix)
+            scored = self.shared.score_rows(chunk, answers.pairs, prefix)
         except Exception as err:  # noqa: BLE001 - only OOM is handled
             if not is_oom(err):
                 raise
             free_memory()  # the prefix's cache once per row did not fit: one document at a time
             for rep in chunk:
-                self._run_shared([rep], prefix, pairs, members_of, results, plan, on_done)
+                self._run_shared([rep], prefix, answers, plan)
             return
-        self._assign(chunk, scored, pairs, members_of, results, on_done)
-
-    @staticmethod
-    def _assign(
-        chunk: list[int],
-        scored: list[tuple[torch.Tensor, torch.Tensor]],
-        pairs: Sequence[TokenPair],
-        members_of: dict[int, list[int]],
-        results: list[LoglikelihoodResult | None],
-        on_done: OnDone,
-    ) -> None:
-        done: list[tuple[int, LoglikelihoodResult]] = []
-        for rep, (logprobs, greedy) in zip(chunk, scored):
-            for member in members_of[rep]:
-                cont = pairs[member][1]
-                n = len(cont)
-                target = torch.tensor(cont, dtype=torch.long, device=logprobs.device)
-                picked = logprobs[-n:].gather(1, target.unsqueeze(1)).squeeze(1)
-                result = LoglikelihoodResult(float(picked.sum()), bool((greedy[-n:] == target).all()))
-                results[member] = result
-                done.append((member, result))
-        # once per batch: a logits-cache group's members are final with their representative
-        on_done(done)
+        answers.from_log_probs(chunk, scored)
 
     def _forward_chunk(self, chunk: list[int], pairs: Sequence[TokenPair]) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per request: log-probs [contlen, vocab] at its continuation positions, and their argmax."""
