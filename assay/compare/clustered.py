@@ -164,7 +164,7 @@ def z_test(
         ci_high=_bound(delta, se, 1, 1 - alpha / 2),
         interval="normal",
         p_value=p_value,
-        mde=statistics.minimum_detectable_effect(se, alpha=alpha),
+        mde=statistics.minimum_detectable_effect(se, alpha=alpha, delta=delta),
         tost_low=_bound(delta, se, -1, 1 - alpha),
         tost_high=_bound(delta, se, 1, 1 - alpha),
         gained=gained,

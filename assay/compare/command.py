@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import argparse
 import textwrap
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from assay.compare import verdicts
-from assay.errors import UsageError
+from assay.errors import UsageError, UserError
+
+if TYPE_CHECKING:
+    from assay.compare.comparison import Comparison
 
 # The statistics (numpy) are imported when the command runs, not when `assay --help` builds its parser.
 FORMATS = ("table", "json", "markdown")
@@ -28,6 +33,7 @@ EPILOG = textwrap.dedent("""
     examples:
       assay compare out/baseline out/candidate
       assay compare base.json cand.json --max-drop 0.01 --max-drop 'mmlu*:acc=0.02' --format json
+      assay compare out/baseline out/candidate --plot forest.svg
       assay compare --plan out/baseline --mde 0.02
 """)
 
@@ -62,6 +68,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--format", choices=FORMATS, default="table", help="Output format (default table)")
     parser.add_argument("--strict", action="store_true", help="Exit 3 when the verdict is inconclusive")
     parser.add_argument(
+        "--plot",
+        type=_plot_file,
+        default=None,
+        metavar="FILE.svg|FILE.png",
+        help="Also draw a forest plot of the deltas and their intervals (PNG needs matplotlib)",
+    )
+    parser.add_argument(
         "--mde", type=_non_negative, default=None, help="--plan: the effect to detect; prints the documents needed"
     )
     parser.add_argument(
@@ -94,13 +107,26 @@ def run(args: argparse.Namespace) -> int:
             outputs.read_run(args.runs[1], label="candidate"),
             settings,
         )
-    except (KeyError, TypeError, ValueError, IndexError) as error:
-        raise UsageError(
-            f"The runs could not be compared: a results or samples file has an unexpected shape ({error!r})."
-        ) from None
+    except UserError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any failure of the comparison is one sentence, exit 2
+        from assay.compare import failures
+
+        raise UsageError(failures.sentence(error, runs="The runs")) from None
     print(render.render(result, args.format))
+    if args.plot is not None:
+        _plot(result, args.plot)
     codes = verdicts.STRICT_EXIT_CODES if args.strict else verdicts.EXIT_CODES
     return codes[result.verdict]
+
+
+def _plot(result: Comparison, path: Path) -> None:
+    from assay.compare import forest
+
+    try:
+        forest.write(result, path)
+    except OSError as error:
+        raise UsageError(f"--plot {path}: cannot write it ({error.strerror or error}).") from None
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -153,6 +179,12 @@ def _correlation(text: str) -> float:
     if not -1 <= value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not in [-1, 1)")
     return value
+
+
+def _plot_file(text: str) -> Path:
+    if Path(text).suffix.lower() not in (".svg", ".png"):
+        raise argparse.ArgumentTypeError(f"{text!r} is neither a .svg nor a .png file")
+    return Path(text)
 
 
 def _positive_int(text: str) -> int:

@@ -8,19 +8,27 @@ means instead of McNemar and paired t (clustered.py).
 Groups that aggregate are compared as a whole too (groups.py), after their tasks: one row
 per group, metric and filter, a stratified z test over the subtasks' paired documents.
 
-The overall verdict is Holm-corrected over every row, group rows included: a group row
-repeats evidence its subtasks' rows already carry, so counting it makes the family larger
-and the correction stricter, never looser.
+Every row's verdict, and the overall one, use the row's Holm-adjusted p over every row,
+group rows included: a group row repeats evidence its subtasks' rows already carry, so
+counting it makes the family larger and the correction stricter, never looser. The
+bootstrap's iterations grow with the number of rows so that Holm can still pass one
+(`statistics.bootstrap_iterations`).
+
+Every row left out is named in the notes with why (no direction, an aggregation assay
+compare does not know, a metric one run lacks), and so is every row whose numbers are not
+finite (it reads `inconclusive`; JSON writes its numbers as null). Checks outside the
+statistics (is either run's scoring trustworthy?) mark a comparison `inconclusive_because`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, Mapping
 
 import numpy as np
 
-from assay.compare import clustered, corpus, groups, outputs, pairing, statistics, verdicts
+from assay.compare import clustered, corpus, directions, groups, outputs, pairing, statistics, verdicts
 from assay.errors import UsageError
 from assay.run_results import RunResults
 
@@ -42,7 +50,8 @@ class Row:
     higher_is_better: bool
     result: statistics.PairedTest
     max_drop: float
-    verdict: str
+    verdict: str = verdicts.INCONCLUSIVE
+    """Decided by the row's Holm-adjusted p (`p_holm`), the p that status and the reports show."""
     p_holm: float = float("nan")
     group: groups.GroupMetric | None = None
     """For a group's row: its subtasks and weighting."""
@@ -57,42 +66,89 @@ class Comparison:
     tasks: tuple[pairing.TaskPairing, ...]
     verdict: str
     notes: tuple[str, ...]
+    iterations: int = 1000
+    """The bootstrap iterations used: `settings.iterations`, or more for many rows under Holm."""
+    doubts: tuple[str, ...] = ()
+    """Why the comparison cannot be believed whatever its rows say (`inconclusive_because`)."""
+
+
+def inconclusive_because(result: Comparison, reason: str) -> Comparison:
+    """The comparison with a doubt from outside the statistics, one sentence (a run whose
+    scores its own checks do not trust): no longer a pass (improved, unchanged, equivalent
+    become inconclusive, which fails a strict gate); a regression stays one, as a broken run
+    must not pass a gate that it fails."""
+    verdict = result.verdict if result.verdict == verdicts.REGRESSED else verdicts.INCONCLUSIVE
+    return dataclasses.replace(result, verdict=verdict, doubts=(*result.doubts, reason))
 
 
 def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, settings: Settings) -> Comparison:
     notes = [*baseline.notes, *candidate.notes, *_run_notes(baseline.results, candidate.results)]
+    tasks = [_pair(task, baseline, candidate, notes) for task in _shared_tasks(baseline, candidate, notes)]
+    metrics = [metric for pairs in tasks for metric in pairs.metrics if _has_direction(metric, notes)]
+    specs = groups.group_metrics(baseline.results, candidate.results, notes)
+    iterations = settings.iterations
+    if any(metric.aggregation in corpus.CORPUS for metric in metrics):
+        iterations = statistics.bootstrap_iterations(iterations, rows=len(metrics) + len(specs), alpha=settings.alpha)
     rows: list[Row] = []
-    tasks: list[pairing.TaskPairing] = []
-    for task in _shared_tasks(baseline, candidate, notes):
-        pairs = pairing.pair_task(
-            task,
-            baseline.samples(task),
-            candidate.samples(task),
-            configs=(_config(baseline, task), _config(candidate, task)),
-            higher_is_better={**_directions(candidate, task), **_directions(baseline, task)},
-        )
-        tasks.append(pairs)
-        notes.extend(pairing.prompt_notes(task, pairs, (baseline.results, candidate.results)))
-        notes.extend(_pairing_notes(pairs))
-        rows.extend(row for metric in pairs.metrics if (row := _row(metric, settings, notes)) is not None)
-        notes.extend(_cluster_notes(pairs, baseline.cluster_key(task) or candidate.cluster_key(task), rows))
-    rows.extend(_group_rows(baseline.results, candidate.results, tasks, settings, notes))
+    for pairs in tasks:
+        own = [metric for metric in metrics if metric.task == pairs.task]
+        rows.extend(row for metric in own if (row := _row(metric, settings, iterations, notes)) is not None)
+        notes.extend(_cluster_notes(pairs, baseline.cluster_key(pairs.task) or candidate.cluster_key(pairs.task), rows))
+    rows.extend(_group_rows(specs, baseline.results, tasks, settings, notes))
     if not rows:
-        raise UsageError(
-            f"Nothing to compare: {baseline.label} and {candidate.label} have no task, metric and document "
-            "in common with samples (run both with --log_samples)."
-        )
-    rows = _with_holm(rows, settings)
-    overall = verdicts.overall([_holm_verdict(row, settings) for row in rows])
+        raise UsageError(_nothing_to_compare(baseline, candidate, tasks, notes))
+    rows = _decided(rows, settings)
+    notes.extend(_non_finite_notes(rows))
     return Comparison(
         str(baseline.results_path),
         str(candidate.results_path),
         settings,
         tuple(rows),
         tuple(tasks),
-        overall,
+        verdicts.overall([row.verdict for row in rows]),
         tuple(notes),
+        iterations=iterations,
     )
+
+
+def _pair(
+    task: str, baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]
+) -> pairing.TaskPairing:
+    configs = (_config(baseline, task), _config(candidate, task))
+    pairs = pairing.pair_task(
+        task,
+        baseline.samples(task),
+        candidate.samples(task),
+        configs=configs,
+        higher_is_better=directions.resolve({**_directions(candidate, task), **_directions(baseline, task)}, configs),
+    )
+    notes.extend(pairing.prompt_notes(task, pairs, (baseline.results, candidate.results)))
+    notes.extend(_pairing_notes(pairs))
+    notes.extend(pairs.unpaired)
+    return pairs
+
+
+def _has_direction(metric: pairing.MetricPairs, notes: list[str]) -> bool:
+    if metric.higher_is_better is None:
+        notes.append(directions.refused_note(metric.task, metric.metric, metric.filter))
+        return False
+    return True
+
+
+def _nothing_to_compare(
+    baseline: outputs.RunOutput, candidate: outputs.RunOutput, tasks: list[pairing.TaskPairing], notes: list[str]
+) -> str:
+    listed = [set(run.results.results_names()) for run in (baseline, candidate)]
+    if not listed[0] & listed[1]:
+        why = "they have no task in common"
+    elif not tasks:
+        why = "no task they share has samples in both (run both with --log_samples)"
+    elif not any(pairs.paired for pairs in tasks):
+        why = "their shared tasks have no document in common (another dataset, or another split?)"
+    else:
+        why = "no metric of their shared documents could be compared"
+    detail = " ".join(notes[-3:])
+    return f"Nothing to compare: {baseline.label} and {candidate.label}: {why}." + (f" {detail}" if detail else "")
 
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:
@@ -137,8 +193,9 @@ def _pairing_notes(pairs: pairing.TaskPairing) -> list[str]:
     return notes
 
 
-def _row(metric: pairing.MetricPairs, settings: Settings, notes: list[str]) -> Row | None:
-    result = _test(metric, settings)
+def _row(metric: pairing.MetricPairs, settings: Settings, iterations: int, notes: list[str]) -> Row | None:
+    assert metric.higher_is_better is not None  # refused before (`_has_direction`)
+    result = _test(metric, settings, iterations)
     if result is None:
         notes.append(
             f"{metric.task} {metric.metric} ({metric.filter}): aggregation {metric.aggregation!r} is not "
@@ -146,17 +203,10 @@ def _row(metric: pairing.MetricPairs, settings: Settings, notes: list[str]) -> R
         )
         return None
     max_drop = verdicts.max_drop_for(list(settings.tolerances), metric.task, metric.metric)
-    verdict = verdicts.verdict(
-        result,
-        higher_is_better=metric.higher_is_better,
-        alpha=settings.alpha,
-        max_drop=max_drop,
-        margin=settings.margin,
-    )
-    return Row(metric.task, metric.metric, metric.filter, metric.higher_is_better, result, max_drop, verdict)
+    return Row(metric.task, metric.metric, metric.filter, metric.higher_is_better, result, max_drop)
 
 
-def _test(metric: pairing.MetricPairs, settings: Settings) -> statistics.PairedTest | None:
+def _test(metric: pairing.MetricPairs, settings: Settings, iterations: int) -> statistics.PairedTest | None:
     if metric.aggregation == "brier_score":
         baseline = np.array([corpus.brier_per_document(item) for item in metric.baseline])
         candidate = np.array([corpus.brier_per_document(item) for item in metric.candidate])
@@ -167,7 +217,7 @@ def _test(metric: pairing.MetricPairs, settings: Settings) -> statistics.PairedT
             prepare(metric.candidate),
             aggregate,
             alpha=settings.alpha,
-            iterations=settings.iterations,
+            iterations=iterations,
             seed=settings.seed,
         )
     elif (numbers := metric.numbers()) is not None:
@@ -203,36 +253,59 @@ def _cluster_notes(pairs: pairing.TaskPairing, key: str | None, rows: list[Row])
 
 
 def _group_rows(
-    baseline: RunResults, candidate: RunResults, tasks: list[pairing.TaskPairing], settings: Settings, notes: list[str]
+    specs: list[groups.GroupMetric],
+    baseline: RunResults,
+    tasks: list[pairing.TaskPairing],
+    settings: Settings,
+    notes: list[str],
 ) -> list[Row]:
     pairs = {(metric.task, metric.metric, metric.filter): metric for task in tasks for metric in task.metrics}
     rows = []
-    specs = groups.group_metrics(baseline, candidate, notes)
     for spec in specs:
         result = groups.compare_group(spec, pairs, alpha=settings.alpha, notes=notes)
         if result is None:
             continue
         higher = groups.direction(spec, baseline, pairs)
+        if higher is None:
+            notes.append(directions.refused_note(spec.group, spec.metric, spec.filter))
+            continue
         max_drop = verdicts.max_drop_for(list(settings.tolerances), spec.group, spec.metric)
-        verdict = verdicts.verdict(
-            result, higher_is_better=higher, alpha=settings.alpha, max_drop=max_drop, margin=settings.margin
-        )
-        rows.append(Row(spec.group, spec.metric, spec.filter, higher, result, max_drop, verdict, group=spec))
+        rows.append(Row(spec.group, spec.metric, spec.filter, higher, result, max_drop, group=spec))
     notes.extend(groups.weighting_note([row.group for row in rows if row.group is not None]))
     return rows
 
 
-def _with_holm(rows: list[Row], settings: Settings) -> list[Row]:
+def _decided(rows: list[Row], settings: Settings) -> list[Row]:
+    """Each row with its Holm-adjusted p and the verdict that p gives."""
     adjusted = statistics.holm([row.result.p_value for row in rows])
-    return [dataclasses.replace(row, p_holm=p) for row, p in zip(rows, adjusted)]
+    return [
+        dataclasses.replace(
+            row,
+            p_holm=p,
+            verdict=verdicts.verdict(
+                row.result,
+                higher_is_better=row.higher_is_better,
+                alpha=settings.alpha,
+                max_drop=row.max_drop,
+                margin=settings.margin,
+                p_value=p,
+            ),
+        )
+        for row, p in zip(rows, adjusted)
+    ]
 
 
-def _holm_verdict(row: Row, settings: Settings) -> str:
-    return verdicts.verdict(
-        row.result,
-        higher_is_better=row.higher_is_better,
-        alpha=settings.alpha,
-        max_drop=row.max_drop,
-        margin=settings.margin,
-        p_value=row.p_holm,
-    )
+def _non_finite_notes(rows: list[Row]) -> list[str]:
+    notes = []
+    for row in rows:
+        sides = [
+            f"the {side}'s is {value}"
+            for side, value in (("baseline", row.result.baseline), ("candidate", row.result.candidate))
+            if not math.isfinite(value)
+        ]
+        if sides:
+            notes.append(
+                f"{row.task} {row.metric} ({row.filter}): not finite, {' and '.join(sides)} (a NaN score or a -inf "
+                "log-likelihood); its numbers are null in JSON and it cannot be tested."
+            )
+    return notes

@@ -100,7 +100,7 @@ def _is_non_str_iterable(value: Any) -> bool:
 
 def _sacrebleu(kind: str, **options: Any) -> Aggregate:
     def score(items: Sequence[Any]) -> float:
-        import sacrebleu
+        import sacrebleu  # the `metrics` extra; without it, failures.py says so in one sentence
 
         refs, preds = _sacrebleu_inputs(items)
         return float(getattr(sacrebleu, f"corpus_{kind}")(preds, refs, **options).score)

@@ -201,8 +201,8 @@ def compare_group(
     )
 
 
-def direction(spec: GroupMetric, results: RunResults, pairs: PairsByKey) -> bool:
-    """higher_is_better for the group's metric: the results JSON's, else its first subtask's."""
+def direction(spec: GroupMetric, results: RunResults, pairs: PairsByKey) -> bool | None:
+    """higher_is_better for the group's metric: the results JSON's, else its first subtask's (None: unknown)."""
     stated = results.higher_is_better_of(spec.group).get(spec.metric)
     if isinstance(stated, bool):
         return stated

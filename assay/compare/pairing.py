@@ -37,7 +37,8 @@ class MetricPairs:
     metric: str
     filter: str
     aggregation: str
-    higher_is_better: bool
+    higher_is_better: bool | None
+    """None where neither run nor lm-eval's registry says (directions.py): the row is refused."""
     baseline: list[Any]
     candidate: list[Any]
     clusters: list[str | None] | None = None
@@ -64,6 +65,8 @@ class TaskPairing:
     doc_id_mismatches: int
     prompt_differences: int
     metrics: tuple[MetricPairs, ...]
+    unpaired: tuple[str, ...] = ()
+    """Sentences naming each metric left out (in one run only) or compared on fewer documents."""
 
 
 def pair_task(
@@ -72,7 +75,7 @@ def pair_task(
     candidate: list[outputs.Sample],
     *,
     configs: tuple[Mapping[str, Any], Mapping[str, Any]],
-    higher_is_better: Mapping[str, Any],
+    higher_is_better: Mapping[str, bool],
 ) -> TaskPairing:
     """Pairs one task's samples; `configs` are the task's config in each results JSON."""
     left, right = _keyed(baseline), _keyed(candidate)
@@ -91,7 +94,7 @@ def pair_task(
                     metric=metric,
                     filter=filter_name,
                     aggregation=_aggregation(metric, configs),
-                    higher_is_better=bool(higher_is_better.get(metric, True)),
+                    higher_is_better=higher_is_better.get(metric),
                     baseline=[left[key].values[metric] for key in keys],
                     candidate=[right[key].values[metric] for key in keys],
                     clusters=_clusters(left, right, keys),
@@ -99,6 +102,7 @@ def pair_task(
             )
     return TaskPairing(
         task=task,
+        unpaired=tuple(_unpaired_notes(task, left, right, shared, metrics)),
         paired=len(_documents(shared)),
         only_baseline=len(_documents(left) - _documents(right)),
         only_candidate=len(_documents(right) - _documents(left)),
@@ -106,6 +110,38 @@ def pair_task(
         prompt_differences=len({(k[1], k[2]) for k in shared if left[k].prompt_hash != right[k].prompt_hash}),
         metrics=tuple(metrics),
     )
+
+
+def _unpaired_notes(
+    task: str,
+    left: Mapping[Key, outputs.Sample],
+    right: Mapping[Key, outputs.Sample],
+    shared: list[Key],
+    compared: list[MetricPairs],
+) -> list[str]:
+    """A sentence for each metric of the paired documents that one run reports and the other
+    does not (left out), and for each compared on fewer documents than its filter paired."""
+    sides: dict[tuple[str, str], set[str]] = defaultdict(set)
+    for key in shared:
+        for side, run in (("baseline", left), ("candidate", right)):
+            for metric in run[key].values:
+                sides[(key[0], metric)].add(side)
+    counted = {(m.filter, m.metric): len(m.baseline) for m in compared}
+    per_filter: dict[str, int] = defaultdict(int)
+    for key in shared:
+        per_filter[key[0]] += 1
+    notes = []
+    for (filter_name, metric), seen in sorted(sides.items(), key=lambda item: (item[0][1], item[0][0])):
+        if (filter_name, metric) not in counted:
+            where = " and ".join(sorted(seen)) + (" only" if len(seen) == 1 else ", never on the same document")
+            notes.append(f"{task} {metric} ({filter_name}): left out, reported by the {where}.")
+        elif counted[(filter_name, metric)] < per_filter[filter_name]:
+            missing = per_filter[filter_name] - counted[(filter_name, metric)]
+            notes.append(
+                f"{task} {metric} ({filter_name}): compared on {counted[(filter_name, metric)]} documents; "
+                f"{missing} paired documents lack it in one run."
+            )
+    return notes
 
 
 def _clusters(

@@ -1,7 +1,9 @@
 """A Comparison as text: an lm-eval-style table (default), JSON, or GitHub Markdown.
 
 The table looks like `lm_eval`'s results table (pipes, `%.4f`, ↑/↓) with the comparison's
-columns; undefined numbers (one document, no spread) print as N/A, and as null in JSON.
+columns; its p is the Holm-adjusted p that decides the row's verdict. Undefined numbers (one
+document, no spread) and numbers that are not finite (an infinite perplexity) print as N/A,
+and as null in JSON, which is always strict JSON (the notes say which rows were not finite).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _NUMERIC = {"Baseline", "Candidate", "Delta", "p", "MDE"}
 
 def render(comparison: Comparison, fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(as_json(comparison), indent=2, ensure_ascii=False)
+        return json.dumps(_finite(as_json(comparison)), indent=2, ensure_ascii=False, allow_nan=False)
     table = _table(comparison, markdown=fmt == "markdown")
     lines = [] if fmt == "table" else ["## assay compare", ""]
     lines += [f"baseline: {comparison.baseline}", f"candidate: {comparison.candidate}", "", table, ""]
@@ -50,9 +52,11 @@ def _summary(comparison: Comparison) -> list[str]:
     )
     sentences = [
         _paired_sentence(comparison),
-        f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {settings.iterations} "
-        f"iterations, seed {settings.seed}). MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
+        f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {comparison.iterations} "
+        f"iterations, seed {settings.seed}). p: Holm-adjusted over the {len(comparison.rows)} rows. "
+        f"MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
+        *(f"Inconclusive: {doubt}" for doubt in comparison.doubts),
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
     ]
     return sentences
@@ -92,7 +96,7 @@ def _table(comparison: Comparison, *, markdown: bool) -> str:
 def _cells(row: Row) -> list[str]:
     result = row.result
     flips = f"+{result.gained}/-{result.lost}" if result.gained is not None else ""
-    interval = f"[{_number(result.ci_low)}, {_number(result.ci_high)}]" if not math.isnan(result.ci_low) else "N/A"
+    interval = f"[{_number(result.ci_low)}, {_number(result.ci_high)}]" if math.isfinite(result.ci_low) else "N/A"
     return [
         row.task,
         row.filter,
@@ -102,7 +106,7 @@ def _cells(row: Row) -> list[str]:
         _number(result.candidate),
         _number(result.delta, signed=True),
         interval,
-        _p(result.p_value),
+        _p(row.p_holm),
         result.test,
         flips,
         _number(result.mde),
@@ -111,13 +115,13 @@ def _cells(row: Row) -> list[str]:
 
 
 def _number(value: float, *, signed: bool = False) -> str:
-    if math.isnan(value):
+    if not math.isfinite(value):
         return "N/A"
     return f"{value:+.4f}" if signed else f"{value:.4f}"
 
 
 def _p(value: float) -> str:
-    if math.isnan(value):
+    if not math.isfinite(value):
         return "N/A"
     return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
 
@@ -129,7 +133,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         "candidate": comparison.candidate,
         "alpha": settings.alpha,
         "ci_level": 1 - settings.alpha,
-        "bootstrap": {"iterations": settings.iterations, "seed": settings.seed},
+        "bootstrap": {"iterations": comparison.iterations, "requested": settings.iterations, "seed": settings.seed},
         "equivalence_margin": settings.margin,
         "verdict": comparison.verdict,
         "comparisons": [_row_json(row, margin=settings.margin is not None) for row in comparison.rows],
@@ -145,6 +149,7 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
             for t in comparison.tasks
         ],
         "notes": list(comparison.notes),
+        "doubts": list(comparison.doubts),
     }
 
 
@@ -176,4 +181,15 @@ def _row_json(row: Row, *, margin: bool) -> dict[str, Any]:
     }
     if margin:
         entry.update(tost_low=result.tost_low, tost_high=result.tost_high)
-    return {key: None if isinstance(value, float) and math.isnan(value) else value for key, value in entry.items()}
+    return entry
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±inf as null, anywhere: JSON has no such numbers (Python would write `Infinity`)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value

@@ -67,9 +67,31 @@ def paired_se(differences: np.ndarray) -> float:
     return math.sqrt(float(centred @ centred) / (n * (n - 1)))
 
 
-def minimum_detectable_effect(se: float, *, alpha: float, power: float = POWER) -> float:
-    """(z_{1−α/2} + z_{power})·SE: the true difference a same-size rerun detects at that power."""
+def minimum_detectable_effect(se: float, *, alpha: float, delta: float = 0.0, power: float = POWER) -> float:
+    """(z_{1−α/2} + z_{power})·SE: the true difference a same-size rerun detects at that power.
+
+    NaN where SE is 0 but `delta` is not: every document moved by the same amount (a total
+    collapse of a few documents does that), which says nothing about how much a rerun varies,
+    so it is no evidence that a small run would have seen a drop.
+    """
+    if se == 0 and delta != 0:
+        return math.nan
     return (distributions.normal_quantile(1 - alpha / 2) + distributions.normal_quantile(power)) * se
+
+
+HOLM_RESOLUTION = 10
+"""The bootstrap's smallest p-value, 2/(B + 1), is at most α/(HOLM_RESOLUTION·k) over k rows."""
+
+
+def bootstrap_iterations(requested: int, *, rows: int, alpha: float) -> int:
+    """Iterations for a comparison of `rows` rows under Holm: the request, or more.
+
+    With B iterations the bootstrap's smallest two-sided p is 2/(B + 1); Holm multiplies the
+    smallest of k p-values by k, so below B ≈ 2k/α no bootstrap row could ever be significant
+    (a perplexity that tripled would read inconclusive among 26 rows at B = 1000). B grows
+    to ⌈2·HOLM_RESOLUTION·k/α⌉ so that a clear effect's Holm p is a tenth of α.
+    """
+    return max(requested, math.ceil(2 * HOLM_RESOLUTION * rows / alpha))
 
 
 def t_interval(delta: float, se: float, n: int, *, alpha: float) -> tuple[float, float]:
@@ -98,7 +120,9 @@ def paired_t(baseline: np.ndarray, candidate: np.ndarray, *, alpha: float) -> Pa
     n = len(differences)
     se = paired_se(differences)
     delta = float(differences.mean()) if n else math.nan
-    if n >= 2 and not differences.any():
+    if not np.isfinite(differences).all():
+        p_value = math.nan  # a NaN or infinite document score: nothing finite to test
+    elif n >= 2 and not differences.any():
         p_value = 1.0
     elif n >= 2 and se == 0:
         p_value = 0.0
@@ -134,7 +158,7 @@ def _mean_test(
         ci_high=high,
         interval="t",
         p_value=p_value,
-        mde=minimum_detectable_effect(se, alpha=alpha),
+        mde=minimum_detectable_effect(se, alpha=alpha, delta=delta),
         tost_low=tost_low,
         tost_high=tost_high,
         gained=gained,
@@ -149,7 +173,9 @@ def paired_bootstrap(
 
     The interval is the α/2 and 1−α/2 percentiles of the replicated differences; the p-value
     is twice the smaller share of replicates at or beyond 0 on either side, each share
-    counted as (k + 1)/(B + 1) so that it is never 0, capped at 1.
+    counted as (k + 1)/(B + 1) so that it is never 0, capped at 1. A side whose value is not
+    finite (a −inf log-likelihood makes a perplexity infinite) or a replicate that is not
+    leaves the interval, SE, MDE and p undefined (NaN): nothing finite can be said.
     """
     n = len(baseline)
     base_value, cand_value = float(aggregate(baseline)), float(aggregate(candidate))
@@ -158,12 +184,14 @@ def paired_bootstrap(
     for i in range(iterations):
         indices = rng.integers(0, n, size=n)
         replicates[i] = float(aggregate(_take(candidate, indices))) - float(aggregate(_take(baseline, indices)))
+    finite = math.isfinite(base_value) and math.isfinite(cand_value) and bool(np.isfinite(replicates).all())
     low, high, tost_low, tost_high = (
-        np.quantile(replicates, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha]) if n else [math.nan] * 4
+        np.quantile(replicates, [alpha / 2, 1 - alpha / 2, alpha, 1 - alpha]) if n and finite else [math.nan] * 4
     )
-    se = float(replicates.std(ddof=1)) if iterations > 1 and n else math.nan
+    se = float(replicates.std(ddof=1)) if iterations > 1 and n and finite else math.nan
     below = (int(np.count_nonzero(replicates <= 0)) + 1) / (iterations + 1)
     above = (int(np.count_nonzero(replicates >= 0)) + 1) / (iterations + 1)
+    p_value = min(1.0, 2 * min(below, above)) if finite else math.nan
     return PairedTest(
         test="bootstrap",
         n=n,
@@ -174,8 +202,8 @@ def paired_bootstrap(
         ci_low=float(low),
         ci_high=float(high),
         interval="bootstrap percentile",
-        p_value=min(1.0, 2 * min(below, above)),
-        mde=minimum_detectable_effect(se, alpha=alpha),
+        p_value=p_value,
+        mde=minimum_detectable_effect(se, alpha=alpha, delta=cand_value - base_value),
         tost_low=float(tost_low),
         tost_high=float(tost_high),
     )

@@ -1,19 +1,21 @@
 """What a comparison means: one verdict per metric, and one for the whole comparison.
 
 Verdicts look at the *gain*, candidate − baseline turned so that positive is better (the
-results JSON's `higher_is_better`), and at the tolerated drop D (`--max-drop`, 0 unless
-set, in the metric's own units). In this order:
+results JSON's `higher_is_better`), at the tolerated drop D (`--max-drop`, 0 unless set,
+in the metric's own units) and at the row's Holm-adjusted p over every row compared (the
+p that status and the reports show). In this order:
 
 - `regressed`: significant (p < α) and worse, with the whole 1−α interval worse than −D;
 - `equivalent` (only with `--equivalence-margin m`): the 1−2α interval inside (−m, m), TOST;
 - `improved`: significant and better;
-- `unchanged`: not significant, and the minimum detectable effect is at most D (a drop
-  bigger than the tolerance would have shown); or significant and worse, but the whole
-  interval within the tolerance;
+- `unchanged`: non-inferior: the one-sided test of H0 "gain ≤ −D" rejects at α, i.e. the
+  one-sided 1−α lower bound of the gain (the low end of the 1−2α interval) is at least −D.
+  A small minimum detectable effect is not evidence of that, and neither is a zero SE: a
+  run whose few documents all flipped one way has SE 0 and an interval far below −D;
 - `inconclusive`: otherwise; the run was too small to tell.
 
-The overall verdict applies the same rules with Holm-adjusted p-values over every metric
-compared, so that comparing many metrics does not manufacture a regression.
+`unchanged` for the whole comparison needs every row non-inferior on its own: an
+intersection-union test, which holds its level without a multiplicity correction.
 """
 
 from __future__ import annotations
@@ -87,11 +89,12 @@ def verdict(
     margin: float | None,
     p_value: float | None = None,
 ) -> str:
-    """One metric's verdict; `p_value` replaces the test's own (the overall verdict's Holm p)."""
+    """One metric's verdict; `p_value` replaces the test's own (a comparison passes the row's Holm p)."""
     p = result.p_value if p_value is None else p_value
     sign = 1.0 if higher_is_better else -1.0
     gain = sign * result.delta
     low, high = sorted((sign * result.ci_low, sign * result.ci_high))
+    one_sided_low = min(sign * result.tost_low, sign * result.tost_high)
     significant = not math.isnan(p) and p < alpha
     if significant and gain < 0 and high < -max_drop:
         return REGRESSED
@@ -99,11 +102,15 @@ def verdict(
         return EQUIVALENT
     if significant and gain > 0:
         return IMPROVED
-    if not significant and result.mde <= max_drop:
-        return UNCHANGED
-    if significant and low >= -max_drop:
+    if one_sided_low >= -max_drop:  # False for NaN: an undefined interval proves nothing
         return UNCHANGED
     return INCONCLUSIVE
+
+
+def non_inferiority_lower_bound(result: PairedTest, *, higher_is_better: bool) -> float:
+    """The one-sided 1−α lower bound of the gain (NaN if undefined); `unchanged` needs it ≥ −D."""
+    sign = 1.0 if higher_is_better else -1.0
+    return min(sign * result.tost_low, sign * result.tost_high)
 
 
 def overall(verdicts: list[str]) -> str:

@@ -9,6 +9,7 @@
       alpha: 0.05
       equivalenceMargin: 0.01     # call a metric equivalent when its 1−2α interval is inside ±margin (TOST)
       strict: false               # true: an inconclusive comparison fails the gate as a regression would
+      iterations: 1000            # bootstrap iterations for corpus metrics (at least; more for many metrics)
 
 Parsed by `gate_parsing`. The runner compares on rank 0 after scoring (`assay.runner.baseline_comparison`), with the
 statistics of `assay compare`; the gate's fields are that command's flags.
@@ -21,6 +22,9 @@ from typing import Mapping
 
 
 DEFAULT_ALPHA = 0.05
+DEFAULT_ITERATIONS = 1000
+MAX_ITERATIONS = 1_000_000
+"""Each bootstrap iteration recomputes a corpus metric on each side: bounded, as it is this run's CPU."""
 MAX_DROP_FOR_ENTRIES = 256
 TARGET_MAX = 512
 """A `maxDropFor` key: TASK or TASK:METRIC, TASK a glob."""
@@ -48,6 +52,8 @@ class Gate:
     alpha: float = DEFAULT_ALPHA
     equivalence_margin: float | None = None
     strict: bool = False
+    iterations: int = DEFAULT_ITERATIONS
+    """Bootstrap iterations (`assay compare --iterations`); a comparison of many metrics uses more."""
 
     def max_drop_flags(self) -> list[str]:
         """The tolerances as `assay compare --max-drop` values, the general one first."""
@@ -60,6 +66,8 @@ def gate_to_dict(gate: Gate) -> dict[str, object]:
         out["maxDropFor"] = dict(gate.max_drop_for)
     if gate.equivalence_margin is not None:
         out["equivalenceMargin"] = gate.equivalence_margin
+    if gate.iterations != DEFAULT_ITERATIONS:
+        out["iterations"] = gate.iterations
     return out
 
 

@@ -5,7 +5,16 @@ from __future__ import annotations
 import math
 
 from assay.errors import UserError
-from assay.spec.gate import DEFAULT_ALPHA, MAX_DROP_FOR_ENTRIES, PATH_MAX, TARGET_MAX, Baseline, Gate
+from assay.spec.gate import (
+    DEFAULT_ALPHA,
+    DEFAULT_ITERATIONS,
+    MAX_DROP_FOR_ENTRIES,
+    MAX_ITERATIONS,
+    PATH_MAX,
+    TARGET_MAX,
+    Baseline,
+    Gate,
+)
 from assay.spec.reader import Reader
 
 
@@ -34,17 +43,21 @@ def parse_gate(r: Reader, *, has_baseline: bool) -> Gate:
         return Gate()
     if not has_baseline:
         raise UserError("spec.gate needs spec.baseline: name the run to compare with.")
-    sub = Reader(data, "spec.gate", {"maxDrop", "maxDropFor", "alpha", "equivalenceMargin", "strict"})
+    sub = Reader(data, "spec.gate", {"maxDrop", "maxDropFor", "alpha", "equivalenceMargin", "strict", "iterations"})
     alpha = _number(sub, "alpha", DEFAULT_ALPHA)
     if not 0 < alpha < 0.5:
         raise UserError(f"spec.gate.alpha must be between 0 and 0.5 (exclusive), not {alpha}.")
     margin = sub.get("equivalenceMargin")
+    iterations = sub.integer("iterations", DEFAULT_ITERATIONS, minimum=1) or DEFAULT_ITERATIONS
+    if iterations > MAX_ITERATIONS:
+        raise UserError(f"spec.gate.iterations must be at most {MAX_ITERATIONS:,}, not {iterations:,}.")
     return Gate(
         max_drop=_non_negative(sub, "maxDrop"),
         max_drop_for=_max_drop_for(sub),
         alpha=alpha,
         equivalence_margin=None if margin is None else _non_negative(sub, "equivalenceMargin"),
         strict=bool(sub.boolean("strict", False)),
+        iterations=iterations,
     )
 
 

@@ -223,3 +223,27 @@ def test_a_missing_baseline_path_is_one_sentence(
         "baseline": "path:runs/none",
         "error": "spec.baseline.path runs/none does not exist on this run's output volume.",
     }
+
+
+def test_a_comparison_that_fails_is_one_sentence_and_the_scores_still_land(
+    api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _run(task_dir, tmp_path, "base", monkeypatch) == 0
+    # A baseline whose every log-likelihood is -1000: its perplexity, exp(1000), overflows a float.
+    shutil.copytree(tmp_path / "volume" / "base", tmp_path / "volume" / "huge")
+    path = _scores_file(tmp_path / "volume" / "huge")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert all(isinstance(line["perplexity"], float) for line in lines)
+    path.write_text("".join(json.dumps({**line, "perplexity": -1000.0}) + "\n" for line in lines))
+
+    assert _run(task_dir, tmp_path, "cand", monkeypatch, baseline={"path": "huge"}) == 0
+    status = api_server.object["status"]
+    sentence = (
+        "This run and the baseline path:huge could not be compared: the statistics failed on extreme values "
+        "(OverflowError); a score is probably infinite or huge (a -inf log-likelihood?)."
+    )
+    assert _comparison(api_server) == {"baseline": "path:huge", "error": sentence}
+    assert status["results"][TASK]["acc,none"]["value"] is not None  # the run's own scores landed
+    assert status["results"][TASK]["perplexity,none"]["value"] is not None
+    condition = regression.regressed(status, {"baseline": {"path": "huge"}}, succeeded=True)
+    assert condition["Regressed"] == (None, "BaselineUnavailable", sentence)

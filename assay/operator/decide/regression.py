@@ -15,6 +15,10 @@ standard tools gate on it: `kubectl wait --for=condition=Regressed=False`, Argo 
   RunFailed (no scores, nothing compared).
 
 Only an Evaluation with `spec.baseline` has the condition, and only once its run ended.
+`fails_gate` is the one rule for "this comparison fails the gate": the condition is True
+exactly where it holds, and so is the gauge `assay_evaluation_regressed` (1), which the
+chart's alert AssayEvaluationRegressed fires on; a strict gate's inconclusive verdict is a
+failure in all three.
 """
 
 from __future__ import annotations
@@ -56,6 +60,13 @@ def regressed(
     if verdict == "regressed":
         return {REGRESSED: (True, REGRESSED, message or "A metric regressed against the baseline.")}
     if verdict == "inconclusive":
-        strict = bool(((spec or {}).get("gate") or {}).get("strict"))
-        return {REGRESSED: (True if strict else None, INCONCLUSIVE, message or "Too few documents to tell.")}
+        failed = fails_gate(comparison, spec)
+        return {REGRESSED: (True if failed else None, INCONCLUSIVE, message or "Too few documents to tell.")}
     return {REGRESSED: (False, NO_REGRESSION, message or "No regression against the baseline.")}
+
+
+def fails_gate(comparison: Mapping[str, Any], spec: Mapping[str, Any] | None) -> bool:
+    """A regressed verdict, or an inconclusive one under `spec.gate.strict`."""
+    verdict = comparison.get("verdict")
+    strict = bool(((spec or {}).get("gate") or {}).get("strict"))
+    return verdict == "regressed" or (verdict == "inconclusive" and strict)

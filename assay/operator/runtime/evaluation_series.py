@@ -19,7 +19,7 @@ import math
 from typing import Any, Iterable, Mapping
 
 from assay import scores
-from assay.compare.verdicts import REGRESSED
+from assay.operator.decide import regression
 from assay.operator.build.metric_labels import bounded
 
 SCORE = "assay_evaluation_score"
@@ -104,11 +104,14 @@ def comparison_rows(key: Labels, comparison: Mapping[str, Any] | None) -> list[R
     return list(found.values())
 
 
-def regressed(comparison: Mapping[str, Any] | None) -> tuple[str, float] | None:
-    """(baseline label, 1.0 for a regressed verdict else 0.0); None without a comparison's verdict."""
+def regressed(comparison: Mapping[str, Any] | None, spec: Mapping[str, Any] | None) -> tuple[str, float] | None:
+    """(baseline label, 1.0 where the comparison fails the gate else 0.0); None without a comparison's verdict.
+
+    Failing is `regression.fails_gate`, the rule of the condition Regressed: a regressed
+    verdict, or an inconclusive one under a strict gate."""
     if not comparison or comparison.get("error") is not None or not comparison.get("verdict"):
         return None
-    return bounded(comparison.get("baseline") or ""), 1.0 if comparison["verdict"] == REGRESSED else 0.0
+    return bounded(comparison.get("baseline") or ""), 1.0 if regression.fails_gate(comparison, spec) else 0.0
 
 
 def capped(rows: Iterable[Row], limit: int) -> tuple[list[Row], set[Series]]:

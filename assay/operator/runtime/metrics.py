@@ -122,7 +122,8 @@ class EvaluationMetrics:
         """The series per Evaluation: regressed, progress, phase, duration, ETA, info, failure."""
         self.regressed = Gauge(
             "assay_evaluation_regressed",
-            "1 when the comparison with the baseline says regressed, else 0; absent without a comparison.",
+            "1 when the comparison with the baseline fails the gate (regressed, or inconclusive under a strict "
+            "gate: the condition Regressed is True), else 0; absent without a comparison.",
             (*_EVAL, "baseline"),
             registry=r,
         )
@@ -190,7 +191,7 @@ class EvaluationMetrics:
             self._set_one(self.info, key, (model, bounded(_revision(spec)), suite))
             failed = status.get("phase") == conditions.FAILED
             self._set_one(self.failure, key, (bounded(status.get("reason") or "Unknown"),) if failed else None)
-            regressed = series.regressed(comparison)
+            regressed = series.regressed(comparison, spec)
             if regressed is None:
                 self._set_one(self.regressed, key, None)
             else:

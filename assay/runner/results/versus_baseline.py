@@ -7,8 +7,9 @@ scores are its `scores_` files (every runner Job writes them) or its samples; th
 are still in memory. The statistics are `assay compare`'s, with `spec.gate` as its flags.
 
 The comparison never costs the run its scores: a baseline that is missing, not finished,
-on another volume or unreadable becomes `status.comparison.error`, one sentence, and the
-operator's condition Regressed is Unknown.
+on another volume or unreadable, and a comparison that fails in any way (a missing extra,
+a bootstrap that overflows), becomes `status.comparison.error`, one sentence, and the
+operator's condition Regressed is Unknown; the scores are written with it.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from assay import echoed_text
-from assay.compare import comparison, outputs, verdicts
-from assay.errors import UsageError
+from assay.compare import comparison, failures, outputs, verdicts
 from assay.run_results import RunResults
 from assay.spec import Evaluation
 
@@ -63,18 +63,18 @@ def status_of(
         candidate = outputs.run_in_memory(results, records, label="this run")
         settings = comparison.Settings(
             alpha=spec.gate.alpha,
+            iterations=spec.gate.iterations,
             margin=spec.gate.equivalence_margin,
             tolerances=tuple(verdicts.parse_max_drop(flag) for flag in spec.gate.max_drop_flags()),
         )
-        result = comparison.compare_runs(baseline, candidate, settings)
-    except (BaselineUnavailable, UsageError) as error:
+        status = as_status(comparison.compare_runs(baseline, candidate, settings), label=label, strict=spec.gate.strict)
+    except BaselineUnavailable as error:
         log.warning("no comparison with the baseline %s: %s", label, error)
         return {"baseline": label, "error": echoed_text.bounded(str(error), MESSAGE_CHARS)}
-    except (KeyError, TypeError, ValueError, IndexError) as error:
-        note = f"The baseline {label} could not be compared with: its results or scores files have an unexpected shape ({error!r})."
-        log.warning("%s", note)
+    except Exception as error:  # noqa: BLE001 - whatever fails, the run's scores must still land
+        note = failures.sentence(error, runs=f"This run and the baseline {label}")
+        log.warning("%s", note, exc_info=True)  # the pod's log keeps the traceback for whoever debugs it
         return {"baseline": label, "error": echoed_text.bounded(note, MESSAGE_CHARS)}
-    status = as_status(result, label=label, strict=spec.gate.strict)
     log.info("against the baseline %s: %s", label, status["message"])
     return status
 
@@ -150,8 +150,9 @@ def as_status(result: comparison.Comparison, *, label: str, strict: bool) -> dic
         "rows": [_row(row) for row in rows[:MAX_ROWS]],
         "rowsOmitted": max(0, len(rows) - MAX_ROWS),
     }
-    if result.notes:
-        status["notes"] = [echoed_text.bounded(note, NOTE_CHARS) for note in result.notes[:MAX_NOTES]]
+    notes = [*(f"Inconclusive: {doubt}" for doubt in result.doubts), *result.notes]
+    if notes:
+        status["notes"] = [echoed_text.bounded(note, NOTE_CHARS) for note in notes[:MAX_NOTES]]
     return status
 
 
@@ -198,6 +199,8 @@ def _sentence(result: comparison.Comparison, rows: list[comparison.Row], *, labe
         return f"Regressed against {label}: {where}."
     if result.verdict == verdicts.INCONCLUSIVE:
         gate = " (the gate is strict: this fails it)" if strict else ""
+        if result.doubts:
+            return f"Inconclusive against {label}{gate}: {result.doubts[0]}"
         return (
             f"Inconclusive against {label}{gate}: too few documents to rule out a drop beyond the tolerance; "
             f"worst {where}, MDE {worst.result.mde:.4f}."
