@@ -31,7 +31,7 @@ COLOURS = {
     verdicts.EQUIVALENT: "#2980b9",
     verdicts.IMPROVED: "#27ae60",
 }
-LABEL_WIDTH, PLOT_WIDTH, NUMBERS_WIDTH = 300, 360, 300
+LABEL_WIDTH, PLOT_WIDTH, NUMBERS_WIDTH = 300, 360, 360
 ROW_HEIGHT, TOP, BOTTOM = 26, 56, 44
 FONT = "font-family='DejaVu Sans, Helvetica, Arial, sans-serif' font-size='12'"
 

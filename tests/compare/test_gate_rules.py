@@ -3,6 +3,7 @@ that the bootstrap can pass Holm among many rows, and that every row's verdict i
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -142,3 +143,34 @@ def test_zero_spread_with_a_difference_has_no_minimum_detectable_effect() -> Non
     assert statistics.minimum_detectable_effect(0.0, alpha=0.05, delta=0.0) == 0.0
     shifted = statistics.paired_t(np.array([0.5, 0.75, 1.0]), np.array([0.25, 0.5, 0.75]), alpha=0.05)
     assert math.isnan(shifted.mde) and shifted.p_value == 0.0
+
+
+def test_a_doubt_from_outside_the_statistics_makes_a_pass_inconclusive_but_keeps_a_regression(
+    tmp_path: Path,
+) -> None:
+    from assay.compare import comparison, outputs
+    from assay.runner.results import versus_baseline
+
+    same = write_run(tmp_path / "a", {"t": _samples("acc", [1, 0, 1, 1, 0])})
+    run = outputs.read_run(same, label="baseline")
+    result = comparison.compare_runs(run, run, comparison.Settings())
+    assert result.verdict == "unchanged" and result.doubts == ()
+    doubt = "the candidate's scores are not trusted (t: every choice scored alike)."
+    doubted = comparison.inconclusive_because(result, doubt)
+    assert (doubted.verdict, doubted.doubts) == ("inconclusive", (doubt,))
+    status = versus_baseline.as_status(doubted, label="base", strict=True)
+    assert status["message"] == f"Inconclusive against base (the gate is strict: this fails it): {doubt}"
+    assert status["notes"][0] == f"Inconclusive: {doubt}"
+    regressed = dataclasses.replace(result, verdict="regressed")
+    assert comparison.inconclusive_because(regressed, doubt).verdict == "regressed"
+
+
+def test_spec_gate_iterations_is_parsed_and_bounded() -> None:
+    from assay import spec as spec_module
+    from assay.errors import UserError
+
+    base = {"model": "dummy", "tasks": ["arc_easy"], "baseline": {"path": "runs/v1"}}
+    assert spec_module.parse_spec({**base, "gate": {"iterations": 5000}}).gate.iterations == 5000
+    assert spec_module.parse_spec(base).gate.iterations == 1000
+    with pytest.raises(UserError, match="spec.gate.iterations must be at most 1,000,000"):
+        spec_module.parse_spec({**base, "gate": {"iterations": 2_000_000}})

@@ -127,3 +127,22 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     wait(lambda: not _firing(url), lambda: f"still firing: {_firing(url)}")
     health = api(f"{url}/api/v1/rules")["groups"]
     assert {r["health"] for group in health for r in group["rules"]} == {"ok"}
+
+
+@pytest.mark.slow
+def test_a_strict_gates_inconclusive_comparison_fires_the_regressed_alert(
+    prometheus: tuple[str, EvaluationMetrics],  # noqa: F811
+) -> None:
+    url, metrics = prometheus
+    wait(lambda: (api(f"{url}/api/v1/rules") or {}).get("groups"), lambda: "no rule groups")
+    inconclusive = {"baseline": "base-eval", "verdict": "inconclusive", "message": "Too few.", "rows": []}
+    strict, lenient = _evaluation("strict"), _evaluation("lenient")
+    for evaluation, gate in ((strict, {"strict": True}), (lenient, {})):
+        evaluation["spec"].update(baseline={"evaluation": "base-eval"}, gate=gate)
+        evaluation["status"]["comparison"] = dict(inconclusive)
+        metrics.observe(evaluation)
+    wait(lambda: _firing(url) == {("AssayEvaluationRegressed", "base-eval")}, lambda: f"firing: {_firing(url)}")
+    (alert,) = [
+        a for a in api(f"{url}/api/v1/alerts")["alerts"] if a["labels"]["alertname"] == "AssayEvaluationRegressed"
+    ]
+    assert alert["labels"]["evaluation"] == "strict"  # the lenient gate's inconclusive verdict passes
