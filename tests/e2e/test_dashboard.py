@@ -26,7 +26,11 @@ SUITE = "dashboard"
 WHILE_RUNNING = ("Running evaluations: progress and ETA", "Progress of running evaluations")
 # Panels whose series exist only for an Evaluation compared with a baseline (spec.baseline):
 # none here; the regression-gate e2e test covers them.
-NEEDS_BASELINE = ("Versus baseline: regressed", "Versus baseline: delta with confidence interval")
+NEEDS_BASELINE = (
+    "Versus baseline: regressed",
+    "Versus baseline: delta with confidence interval",
+    "Versus baseline: delta with its interval (bars)",
+)
 
 
 def _in_suite(name: str, **spec: Any) -> dict[str, Any]:

@@ -20,6 +20,8 @@ pytestmark = [needs_helm, pytest.mark.slow]
 INTERVALS = "Scores with 95% confidence interval"
 REGRESSED = "Versus baseline: regressed"
 DELTAS = "Versus baseline: delta with confidence interval"
+SCORE_BARS = "Scores with 95% error bars"
+DELTA_BARS = "Versus baseline: delta with its interval (bars)"
 
 
 def _panels() -> dict[str, dict[str, Any]]:
@@ -70,7 +72,7 @@ def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: t
     metrics.observe(_evaluation("base-eval"))
     metrics.observe(candidate)
     panels = _panels()
-    wanted = {INTERVALS: 3, REGRESSED: 1, DELTAS: 3}
+    wanted = {INTERVALS: 3, REGRESSED: 1, DELTAS: 3, SCORE_BARS: 7, DELTA_BARS: 7}
     answers = {
         title: wait(
             lambda title=title: (a := _answers(url, panels[title])) and all(a.values()) and a,
@@ -113,3 +115,28 @@ def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: t
             "filter": "none",
         }
         assert float(row["value"][1]) == pytest.approx(value)
+
+    # The bars: a transparent offset and the interval's part on each side of 0, per row; stacked,
+    # they span exactly [low, high] (here wholly below 0: nothing above it).
+    bars = {
+        column: [float(r["value"][1]) for r in rows if r["metric"]["row"] == "candidate arc_easy acc none"]
+        for column, rows in answers[DELTA_BARS].items()
+    }
+    assert bars == {
+        "offset below 0": [pytest.approx(-0.03)],
+        "interval below 0": [pytest.approx(-0.06)],
+        "offset above 0": [0.0],
+        "interval above 0": [0.0],
+        "delta": [pytest.approx(-0.06)],
+        "interval low": [pytest.approx(-0.09)],
+        "interval high": [pytest.approx(-0.03)],
+    }
+    scores = {
+        column: [float(r["value"][1]) for r in rows if r["metric"]["row"] == "candidate arc_easy acc none"]
+        for column, rows in answers[SCORE_BARS].items()
+    }
+    low, high = 0.61 - 1.96 * 0.01, 0.61 + 1.96 * 0.01
+    assert scores["offset above 0"] == [pytest.approx(low)] and scores["interval above 0"] == [
+        pytest.approx(high - low)
+    ]
+    assert scores["offset below 0"] == [0.0] and scores["interval below 0"] == [0.0]

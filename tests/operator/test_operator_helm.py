@@ -221,3 +221,49 @@ def test_leader_election_holds_only_its_own_lease() -> None:
         text=True,
     )
     assert result.returncode != 0 and "needs operator.leaderElection: true" in result.stderr
+
+
+def _stacked_bars(low: float, high: float) -> dict[str, float]:
+    """What the bar panels' four queries give for one interval (PromQL's clamp_max/clamp_min)."""
+    return {
+        "offset below 0": min(high, 0),
+        "interval below 0": min(low, 0) - min(high, 0),
+        "offset above 0": max(low, 0),
+        "interval above 0": max(high, 0) - max(low, 0),
+    }
+
+
+@pytest.mark.parametrize("low,high", [(-0.09, -0.03), (-0.02, 0.05), (0.59, 0.63)])
+def test_the_bar_panels_stack_an_interval_on_each_side_of_0(low: float, high: float) -> None:
+    panels = {p["title"]: p for p in json.loads((CHART / "dashboards" / "assay.json").read_text())["panels"]}
+    for title, family in (
+        ("Scores with 95% error bars", "assay_evaluation_score"),
+        ("Versus baseline: delta with its interval (bars)", "assay_evaluation_delta"),
+    ):
+        panel = panels[title]
+        assert panel["type"] == "barchart" and panel["options"]["stacking"] == "normal"
+        assert panel["options"]["xField"] == "row"
+        names = next(t for t in panel["transformations"] if t["id"] == "organize")["options"]["renameByName"]
+        exprs = {names[f"Value #{t['refId']}"]: t["expr"] for t in panel["targets"]}
+        assert all(
+            e.startswith("label_join(") and e.endswith('"row", " ", "evaluation", "task", "metric", "filter")')
+            for e in exprs.values()
+        )
+        low_series, high_series = f"{family}_ci_low{{", f"{family}_ci_high{{"
+        assert exprs["offset below 0"].startswith(f"label_join(clamp_max({high_series}")
+        assert exprs["interval below 0"].startswith(f"label_join(clamp_max({low_series}")
+        assert exprs["offset above 0"].startswith(f"label_join(clamp_min({low_series}")
+        assert exprs["interval above 0"].startswith(f"label_join(clamp_min({high_series}")
+        # Stacked from 0 (negatives down, positives up), the visible parts cover exactly [low, high].
+        parts = _stacked_bars(low, high)
+        covered_below = (parts["offset below 0"] + parts["interval below 0"], parts["offset below 0"])
+        covered_above = (parts["offset above 0"], parts["offset above 0"] + parts["interval above 0"])
+        spans = [span for span in (covered_below, covered_above) if span[1] > span[0]]
+        assert (min(s[0] for s in spans), max(s[1] for s in spans)) == pytest.approx((low, high))
+        colours = {
+            o["matcher"]["options"]: next(
+                (p["value"]["fixedColor"] for p in o["properties"] if p["id"] == "color"), None
+            )
+            for o in panel["fieldConfig"]["overrides"]
+        }
+        assert colours["offset below 0"] == colours["offset above 0"] == "transparent"
