@@ -11,8 +11,8 @@ per group, metric and filter, a stratified z test over the subtasks' paired docu
 Every row's verdict, and the overall one, use the row's Holm-adjusted p over every row,
 group rows included: a group row repeats evidence its subtasks' rows already carry, so
 counting it makes the family larger and the correction stricter, never looser. The
-bootstrap's iterations grow with the number of rows so that Holm can still pass one
-(`statistics.bootstrap_iterations`).
+bootstrap's iterations grow with the number of rows, for a row whose p looks significant,
+so that Holm can still pass it (`statistics.bootstrap_iterations`).
 
 Every row left out is named in the notes with why (no direction, an aggregation assay
 compare does not know, a metric one run lacks), and so is every row whose numbers are not
@@ -67,7 +67,8 @@ class Comparison:
     verdict: str
     notes: tuple[str, ...]
     iterations: int = 1000
-    """The bootstrap iterations used: `settings.iterations`, or more for many rows under Holm."""
+    """The most bootstrap iterations a row used: `settings.iterations`, or more where a row's p
+    at that many was below α and Holm over many rows needs a finer one."""
     doubts: tuple[str, ...] = ()
     """Why the comparison cannot be believed whatever its rows say (`inconclusive_because`)."""
 
@@ -86,9 +87,9 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
     tasks = [_pair(task, baseline, candidate, notes) for task in _shared_tasks(baseline, candidate, notes)]
     metrics = [metric for pairs in tasks for metric in pairs.metrics if _has_direction(metric, notes)]
     specs = groups.group_metrics(baseline.results, candidate.results, notes)
-    iterations = settings.iterations
-    if any(metric.aggregation in corpus.CORPUS for metric in metrics):
-        iterations = statistics.bootstrap_iterations(iterations, rows=len(metrics) + len(specs), alpha=settings.alpha)
+    iterations = statistics.bootstrap_iterations(
+        settings.iterations, rows=len(metrics) + len(specs), alpha=settings.alpha
+    )
     rows: list[Row] = []
     for pairs in tasks:
         own = [metric for metric in metrics if metric.task == pairs.task]
@@ -107,7 +108,7 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         tuple(tasks),
         verdicts.overall([row.verdict for row in rows]),
         tuple(notes),
-        iterations=iterations,
+        iterations=max([settings.iterations, *(row.result.iterations or 0 for row in rows)]),
     )
 
 
@@ -212,13 +213,16 @@ def _test(metric: pairing.MetricPairs, settings: Settings, iterations: int) -> s
         candidate = np.array([corpus.brier_per_document(item) for item in metric.candidate])
     elif metric.aggregation in corpus.CORPUS:
         aggregate, prepare = corpus.CORPUS[metric.aggregation]
+        sides = (prepare(metric.baseline), prepare(metric.candidate))
+        first = statistics.paired_bootstrap(
+            *sides, aggregate, alpha=settings.alpha, iterations=settings.iterations, seed=settings.seed
+        )
+        # Only a row that looks significant needs the finer p that Holm over many rows asks for:
+        # redrawn with the same seed (its first draws are the same), the others cost no more.
+        if iterations <= settings.iterations or not first.p_value < settings.alpha:
+            return first
         return statistics.paired_bootstrap(
-            prepare(metric.baseline),
-            prepare(metric.candidate),
-            aggregate,
-            alpha=settings.alpha,
-            iterations=iterations,
-            seed=settings.seed,
+            *sides, aggregate, alpha=settings.alpha, iterations=iterations, seed=settings.seed
         )
     elif (numbers := metric.numbers()) is not None:
         baseline, candidate = numbers

@@ -52,14 +52,24 @@ def _summary(comparison: Comparison) -> list[str]:
     )
     sentences = [
         _paired_sentence(comparison),
-        f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {comparison.iterations} "
-        f"iterations, seed {settings.seed}). p: Holm-adjusted over the {len(comparison.rows)} rows. "
+        f"CI: {level} interval of candidate − baseline (t with n−1 df{normal}; bootstrap percentile, {_iterations(comparison)}, "
+        f"seed {settings.seed}). p: Holm-adjusted over the {len(comparison.rows)} rows. "
         f"MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
         *(f"Inconclusive: {doubt}" for doubt in comparison.doubts),
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
     ]
     return sentences
+
+
+def _iterations(comparison: Comparison) -> str:
+    requested = comparison.settings.iterations
+    if comparison.iterations <= requested:
+        return f"{requested} iterations"
+    return (
+        f"{requested} iterations, {comparison.iterations} for a row whose p was below α at {requested} "
+        f"(Holm over {len(comparison.rows)} rows needs the finer p)"
+    )
 
 
 def _paired_sentence(comparison: Comparison) -> str:
@@ -172,6 +182,7 @@ def _row_json(row: Row, *, margin: bool) -> dict[str, Any]:
         "p_holm": row.p_holm,
         "test": result.test,
         "flips": {"gained": result.gained, "lost": result.lost} if result.gained is not None else None,
+        "iterations": result.iterations,
         "mde": result.mde,
         "max_drop": row.max_drop,
         "verdict": row.verdict,

@@ -56,6 +56,8 @@ class PairedTest:
     """0/1 metrics: documents the baseline got wrong and the candidate right."""
     lost: int | None = None
     """0/1 metrics: documents the baseline got right and the candidate wrong."""
+    iterations: int | None = None
+    """The bootstrap's: how many resamples made its interval and p."""
 
 
 def paired_se(differences: np.ndarray) -> float:
@@ -89,7 +91,8 @@ def bootstrap_iterations(requested: int, *, rows: int, alpha: float) -> int:
     With B iterations the bootstrap's smallest two-sided p is 2/(B + 1); Holm multiplies the
     smallest of k p-values by k, so below B ≈ 2k/α no bootstrap row could ever be significant
     (a perplexity that tripled would read inconclusive among 26 rows at B = 1000). B grows
-    to ⌈2·HOLM_RESOLUTION·k/α⌉ so that a clear effect's Holm p is a tenth of α.
+    to ⌈2·HOLM_RESOLUTION·k/α⌉ so that a clear effect's Holm p is a tenth of α. The comparison
+    spends them only on a row whose p at the requested B is below α (comparison.py).
     """
     return max(requested, math.ceil(2 * HOLM_RESOLUTION * rows / alpha))
 
@@ -206,6 +209,7 @@ def paired_bootstrap(
         mde=minimum_detectable_effect(se, alpha=alpha, delta=cand_value - base_value),
         tost_low=float(tost_low),
         tost_high=float(tost_high),
+        iterations=iterations,
     )
 
 
