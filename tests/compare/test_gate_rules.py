@@ -95,9 +95,11 @@ def test_a_perplexity_regression_among_27_rows_is_found_at_the_default_iteration
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     same = [1, 0, 1, 1, 0, 1, 0, 1, 1, 1]
-    tasks = {f"t{i:02d}": _samples("acc", same) for i in range(26)}
+    tasks = {f"t{i:02d}": _samples("acc", same) for i in range(25)}
     base_tasks = {**tasks, "wiki": _samples("perplexity", _log_likelihoods(9.2, 60, 1))}
     cand_tasks = {**tasks, "wiki": _samples("perplexity", _log_likelihoods(25.1, 60, 2))}
+    # The 27th row, unchanged: a bootstrap whose p is not below α keeps the requested iterations.
+    base_tasks["books"] = cand_tasks["books"] = _samples("perplexity", _log_likelihoods(9.2, 60, 3))
     base = write_run(tmp_path / "a", base_tasks, directions={"perplexity": False})
     cand = write_run(tmp_path / "b", cand_tasks, directions={"perplexity": False})
     code, report = _report(capsys, base, cand)
@@ -111,8 +113,10 @@ def test_a_perplexity_regression_among_27_rows_is_found_at_the_default_iteration
     assert report["bootstrap"]["requested"] == 1000 and iterations == statistics.bootstrap_iterations(
         1000, rows=27, alpha=0.05
     )
+    assert wiki["iterations"] == iterations and rows["books"]["iterations"] == 1000
+    assert rows["books"]["verdict"] == "unchanged"
     assert 27 * 2 / (iterations + 1) < 0.05 / 10  # the smallest p, Holm-adjusted, is a tenth of α
-    # With 1000 iterations, as before, no bootstrap row could pass Holm over 27 rows.
+    # With 1000 iterations, as before, no bootstrap row could pass Holm over 27 rows or more.
     assert 27 * 2 / 1001 > 0.05
 
 
