@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import ssl
+import subprocess
 import threading
 import time
 import urllib.error
@@ -19,12 +20,16 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
+import yaml
 
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime import metrics_tls
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import MAX_IN_FLIGHT, TOKEN_REVIEWS, TokenAuthorizer
+from tests.e2e.cluster.control_plane import die_with_parent, free_port
+from tests.operator import local_prometheus
+from tests.operator.test_operator_helm import CHART, HELM
 from tests.operator.test_operator_metrics_auth import READER, ReviewServer, _get, _serve
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is not installed")
@@ -162,3 +167,65 @@ def test_callers_with_one_token_share_its_review(api: tuple[ReviewServer, Counti
         for caller in callers:
             caller.join(60)
         assert answers == [401] * 10 and len(reviews.reviews) == 1
+
+
+@needs_openssl
+def test_a_real_prometheus_scrapes_the_self_signed_https_as_the_charts_service_monitor_says(
+    api: tuple[ReviewServer, CountingBucket], made_at_start: metrics_tls.TlsFiles, tmp_path: Path
+) -> None:
+    """The ServiceMonitor the chart renders by default (https, insecureSkipVerify, the scraper's own
+    token), as a Prometheus Operator would turn it into a scrape job, against the operator's server."""
+    if not local_prometheus.BINARY.is_file() or HELM is None:
+        pytest.skip(f"{local_prometheus.BINARY} (tests/e2e/cluster/build.sh builds it) or helm is missing")
+    out = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--set", "metrics.serviceMonitor.enabled=true"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    (monitor,) = [d for d in yaml.safe_load_all(out) if d and d["kind"] == "ServiceMonitor"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert endpoint["tlsConfig"] == {"insecureSkipVerify": True} and endpoint["bearerTokenFile"]
+    token = tmp_path / "token"
+    token.write_text(READER)
+    metrics = EvaluationMetrics()
+    metrics.record_completion("team", "succeeded")
+    for url in _serve(metrics, tls=made_at_start, authorizer=TokenAuthorizer()):
+        config = tmp_path / "prometheus.yml"
+        job = {
+            "job_name": "assay-operator",
+            "scheme": endpoint["scheme"],
+            "metrics_path": endpoint["path"],
+            "tls_config": {"insecure_skip_verify": endpoint["tlsConfig"]["insecureSkipVerify"]},
+            "authorization": {"credentials_file": str(token)},
+            "static_configs": [{"targets": [url.removeprefix("https://")]}],
+        }
+        config.write_text(yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [job]}))
+        port = free_port()
+        log = tmp_path / "prometheus.log"
+        with open(log, "wb") as output:
+            process = subprocess.Popen(
+                [
+                    local_prometheus.BINARY,
+                    f"--config.file={config}",
+                    f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                    f"--web.listen-address=127.0.0.1:{port}",
+                ],
+                stdout=output,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+            try:
+                base = f"http://127.0.0.1:{port}"
+                series = local_prometheus.wait(
+                    lambda: local_prometheus.query(base, 'assay_evaluations_completed_total{namespace="team"}'),
+                    lambda: f"Prometheus scraped nothing: {log.read_text()[-2000:]}",
+                    timeout=60,
+                )
+                assert float(series[0]["value"][1]) == 1.0
+                (target,) = local_prometheus.api(f"{base}/api/v1/targets")["activeTargets"]
+                assert target["health"] == "up" and target["scrapeUrl"].startswith("https://"), target
+            finally:
+                process.terminate()
+                process.wait(15)
