@@ -1,7 +1,7 @@
 """`assay operator`: run the kopf operator with its Prometheus endpoint.
 
     assay operator [--namespace NS ... | --all-namespaces] [--metrics-port P] [--metrics-secure]
-                   [--metrics-cert-dir DIR] [--standalone]
+                   [--metrics-https] [--metrics-cert-dir DIR] [--standalone]
 
 With neither --namespace nor --all-namespaces, ASSAY_NAMESPACES (comma-separated)
 decides; unset means all namespaces. kopf runs standalone (no peering objects); with
@@ -10,7 +10,8 @@ namespace and the others stand by (`assay.operator.runtime.leader`). The Helm ch
 
 With --metrics-secure (the chart's default), /metrics answers only bearer tokens the API
 server authenticates and allows to get /metrics (`metrics_auth`); --metrics-cert-dir serves
-it over HTTPS with a mounted certificate (`metrics_server`).
+it over HTTPS with a mounted certificate, --metrics-https (the chart's default too) with that
+or else a self-signed certificate made at start (`metrics_tls`).
 
 The cluster admin's policy (allowed runner images, remote and unsafe code, online runners,
 GPU and node caps) comes from ASSAY_POLICY, the JSON of the chart's `policy` values; see
@@ -33,7 +34,7 @@ from assay.operator.admission.policy import HF_TOKEN_RE
 if TYPE_CHECKING:
     from assay.operator.admission.policy import AdminPolicy
     from assay.operator.runtime.metrics import EvaluationMetrics
-    from assay.operator.runtime.metrics_server import TlsFiles
+    from assay.operator.runtime.metrics_tls import TlsFiles
 
 DEFAULT_METRICS_PORT = 9090
 DEFAULT_HEALTH_PORT = 8080
@@ -127,7 +128,13 @@ def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("ASSAY_METRICS_CERT_DIR") or None,
         metavar="DIR",
         help="Serve /metrics over HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls "
-        "Secret); default $ASSAY_METRICS_CERT_DIR, else plain HTTP.",
+        "Secret); default $ASSAY_METRICS_CERT_DIR.",
+    )
+    parser.add_argument(
+        "--metrics-https",
+        action="store_true",
+        help="Serve /metrics over HTTPS: with --metrics-cert-dir's certificate, else a self-signed one "
+        "made at start (made with the openssl command). Neither option: plain HTTP.",
     )
     parser.add_argument(
         "--health-port",
@@ -230,14 +237,16 @@ def _configure_logging(*, verbose: bool) -> None:
 
 def _metrics_settings(args: argparse.Namespace) -> tuple[EvaluationMetrics, TlsFiles | None]:
     """The metrics (score series from the environment) and /metrics' certificate, if any."""
+    from assay.operator.runtime import metrics_tls
     from assay.operator.runtime.metrics import SCORE_SERIES_ENV, EvaluationMetrics, max_series_from_env
-    from assay.operator.runtime.metrics_server import TlsFiles
 
     metrics = EvaluationMetrics(
         score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
         max_series_per_evaluation=max_series_from_env(),
     )
-    return metrics, TlsFiles(args.metrics_cert_dir) if args.metrics_cert_dir else None
+    if args.metrics_cert_dir:
+        return metrics, metrics_tls.TlsFiles(args.metrics_cert_dir)
+    return metrics, metrics_tls.self_signed() if args.metrics_https and args.metrics_port else None
 
 
 def _load_credentials() -> None:

@@ -117,4 +117,5 @@ def test_prometheus_scrapes_the_score_from_the_operator(cluster: Cluster, promet
     # The target is the operator's pod, found through the API server, not a fixed address.
     (target,) = json.loads(_get(f"{prometheus}/api/v1/targets") or b"{}")["data"]["activeTargets"]
     assert target["health"] == "up", target
-    assert target["scrapeUrl"].startswith(f"http://{cluster.operator.pod()['status']['podIP']}:")
+    # Over HTTPS, as the chart serves /metrics by default.
+    assert target["scrapeUrl"].startswith(f"https://{cluster.operator.pod()['status']['podIP']}:")

@@ -105,6 +105,10 @@ def test_operator_image_has_no_torch_and_runs_restricted(built: dict[str, str]) 
         "print(os.getuid(), os.getgid(), [m for m in ('torch', 'transformers', 'datasets', 'accelerate') if u.find_spec(m)])\n"
     )
     assert _run(image, "-c", probe, entrypoint="python").stdout.split() == ["1000", "1000", "[]"]
+    # /metrics' self-signed certificate is made at start with the image's openssl, as uid 1000 on a
+    # read-only root (in /tmp), and loads as the server's.
+    made = "from assay.operator.runtime import metrics_tls\nprint(metrics_tls.self_signed().cert.stat().st_size > 0)\n"
+    assert _run(image, "-c", made, entrypoint="python").stdout.split()[-1] == "True"
 
 
 def test_runner_image_imports_the_engine_restricted(built: dict[str, str]) -> None:

@@ -85,8 +85,9 @@ def _condition(status: dict[str, Any], kind: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or () if c["type"] == kind), {})
 
 
-def test_an_image_that_does_not_exist_is_reported_instead_of_waiting(cluster: Cluster) -> None:
-    image = "localhost/assay-runner:does-not-exist"
+def test_an_image_that_does_not_exist_is_reported_instead_of_waiting(cluster: Cluster, images: dict[str, str]) -> None:
+    # A tag of the chart's runner repository: by default spec.image may name no other repository.
+    image = images["runner"].rsplit(":", 1)[0] + ":does-not-exist"
     cluster.apply(evaluation_manifest("no-image", **dummy_spec(image=image)))
 
     def reported() -> dict[str, Any] | None:

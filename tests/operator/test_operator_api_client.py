@@ -127,6 +127,15 @@ def test_the_token_bucket_lets_a_burst_through_then_spaces_requests_out() -> Non
     assert [bucket.wait() for _ in range(4)] == [0.0, 0.0, 0.0, 0.5]
 
 
+def test_take_turns_a_caller_away_at_once_past_its_longest_wait() -> None:
+    clock = Clock()
+    bucket = rate_limit.TokenBucket(qps=2, burst=2, clock=clock, sleep=clock.sleep)
+    assert [bucket.take(0.2) for _ in range(3)] == [True, True, False] and clock.slept == []
+    assert bucket.take(0.5) is True and clock.slept == [0.5]  # a half-second wait is within its bound
+    clock.now += 0.5
+    assert [bucket.take(0) for _ in range(2)] == [True, False]  # a refusal took nothing
+
+
 def test_every_request_waits_for_a_token_and_a_lease_call_does_not(api: LocalApiServer) -> None:
     clock = Clock()
     limited = api_client.ApiClient(

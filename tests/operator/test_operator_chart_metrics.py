@@ -59,7 +59,10 @@ def _container(documents: list[dict[str, Any]]) -> dict[str, Any]:
 
 def test_secure_metrics_by_default_reviews_for_the_operator_a_reader_role_for_scrapers() -> None:
     documents = _render("metrics.serviceMonitor.enabled=true")
-    assert "--metrics-secure" in _container(documents)["args"]
+    args = _container(documents)["args"]
+    # HTTPS with a certificate the operator makes at start: no Secret to mount.
+    assert "--metrics-secure" in args and "--metrics-https" in args
+    assert not [a for a in args if a.startswith("--metrics-cert-dir")]
     env = {e["name"]: e.get("value") for e in _container(documents)["env"]}
     assert env["ASSAY_MAX_SERIES_PER_EVALUATION"] == "500"
     auth = _named(documents, "ClusterRole", "ev-assay-metrics-auth")
@@ -75,7 +78,8 @@ def test_secure_metrics_by_default_reviews_for_the_operator_a_reader_role_for_sc
     assert not [d for d in documents if d["kind"] == "ClusterRoleBinding" and d["metadata"]["name"].endswith("-reader")]
     (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
     assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
-    assert "scheme" not in endpoint and "tlsConfig" not in endpoint
+    # The self-signed certificate is not checked (kubebuilder's ServiceMonitor does the same).
+    assert endpoint["scheme"] == "https" and endpoint["tlsConfig"] == {"insecureSkipVerify": True}
 
 
 def test_readers_tls_and_a_cap_from_values() -> None:
@@ -91,7 +95,7 @@ def test_readers_tls_and_a_cap_from_values() -> None:
     assert binding["roleRef"]["name"] == "ev-assay-metrics-reader"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
     container = _container(documents)
-    assert "--metrics-cert-dir=/etc/assay/metrics-tls" in container["args"]
+    assert {"--metrics-https", "--metrics-cert-dir=/etc/assay/metrics-tls"} <= set(container["args"])
     assert {"name": "metrics-tls", "mountPath": "/etc/assay/metrics-tls", "readOnly": True} in container["volumeMounts"]
     volumes = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["volumes"]
     assert {"name": "metrics-tls", "secret": {"secretName": "metrics-cert"}} in volumes
@@ -102,6 +106,19 @@ def test_readers_tls_and_a_cap_from_values() -> None:
         "serverName": "ev-assay-metrics.assay-system.svc",
         "ca": {"secret": {"name": "metrics-cert", "key": "ca.crt"}},
     }
+
+
+def test_plain_http_only_when_the_values_opt_out() -> None:
+    documents = _render("metrics.tls.enabled=false", "metrics.serviceMonitor.enabled=true")
+    assert "--metrics-https" not in _container(documents)["args"]
+    (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
+    assert "scheme" not in endpoint and "tlsConfig" not in endpoint
+    result = subprocess.run(
+        [HELM, "template", "ev", str(CHART), "--set", "metrics.tls.enabled=false", "--set", "metrics.tls.secretName=x"],
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode != 0 and "metrics.tls.secretName is set and metrics.tls.enabled is false" in result.stderr
 
 
 def test_metrics_secure_false_is_open_and_asks_for_no_cluster_rights() -> None:
@@ -124,8 +141,10 @@ def test_the_operator_network_policy_lets_in_metrics_only_and_out_to_the_api_ser
     assert api_server == {"ports": [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]}
     assert dns["ports"] == [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}]
     assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
-    # All namespaces watched and none listed: the chart cannot place runner policies.
+    # All namespaces watched and none listed: the chart cannot place runner policies itself; the
+    # operator gets their egress rules for each runner Job's own (below).
     assert not [d for d in documents if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-runners")]
+    assert "ASSAY_RUNNER_EGRESS" in {e["name"] for e in _container(documents)["env"]}
 
 
 def test_addresses_and_scrapers_from_values() -> None:
@@ -152,6 +171,26 @@ def test_runner_policies_in_each_watched_namespace() -> None:
     peers, api_server, dns = spec["egress"]
     assert peers == {"to": [{"podSelector": RUNNER_PODS}]}
     assert api_server["to"] == [{"ipBlock": {"cidr": "10.0.0.10/32"}}] and {p["port"] for p in dns["ports"]} == {53}
+    assert api_server["ports"] == [{"protocol": "TCP", "port": 443}, {"protocol": "TCP", "port": 6443}]
+    # The operator's runner egress is the same rules, less the namespace's peers.
+    assert _runner_egress(documents) == [api_server, dns]
+
+
+def _runner_egress(documents: list[dict[str, Any]]) -> Any:
+    import json
+
+    return json.loads({e["name"]: e.get("value") for e in _container(documents)["env"]}["ASSAY_RUNNER_EGRESS"])
+
+
+def test_runner_egress_goes_to_the_operator_by_default_and_not_without_network_policies() -> None:
+    egress = _runner_egress(_render())
+    api_server, dns = egress  # the API server (status) and DNS, nothing else: runners are offline
+    assert {p["port"] for p in api_server["ports"]} == {443, 6443} and "to" not in api_server
+    assert dns["to"][0]["podSelector"] == {"matchLabels": {"k8s-app": "kube-dns"}}
+    assert _runner_egress(_render("policy.allowOnline=true"))[-1] == {}
+    served = _runner_egress(_render("networkPolicy.runnerEgressCIDRs={10.20.0.0/16}"))
+    assert served[-1] == {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}
+    assert "ASSAY_RUNNER_EGRESS" not in {e["name"] for e in _container(_render("networkPolicy.enabled=false"))["env"]}
 
 
 def test_runner_egress_to_model_servers_and_when_online_everywhere() -> None:

@@ -14,8 +14,8 @@ from typing import Iterator
 
 OPERATOR = Path(__file__).resolve().parents[2] / "assay" / "operator"
 CLIENT_MODULES = ("http.client", "ssl")
-SERVES_TLS = frozenset({"runtime/metrics_server.py"})
-"""ssl to serve /metrics over TLS: it answers scrapes and sends no request."""
+SERVES_TLS = frozenset({"runtime/metrics_server.py", "runtime/metrics_tls.py"})
+"""ssl to serve /metrics over TLS (and load its certificate): it answers scrapes and sends no request."""
 
 
 def _imports(path: Path) -> Iterator[str]:

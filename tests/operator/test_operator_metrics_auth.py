@@ -21,10 +21,18 @@ from typing import Any, Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.operator.kube import api_client, api_session, credentials
+from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime.metrics import EvaluationMetrics
-from assay.operator.runtime.metrics_auth import ACCESS_REVIEWS, TOKEN_REVIEWS, TokenAuthorizer, Verdict
-from assay.operator.runtime.metrics_server import TlsFiles
+from assay.operator.runtime.metrics_auth import (
+    ACCESS_REVIEWS,
+    ALLOWED_TTL,
+    DENIED_TTL,
+    MAX_DENIED,
+    TOKEN_REVIEWS,
+    TokenAuthorizer,
+    Verdict,
+)
+from assay.operator.runtime.metrics_tls import TlsFiles
 
 READER, STRANGER = "reader-token", "stranger-token"
 USERS = {READER: "system:serviceaccount:monitoring:prometheus", STRANGER: "system:serviceaccount:team:default"}
@@ -37,12 +45,19 @@ class ReviewServer:
     def __init__(self) -> None:
         self.reviews: list[tuple[str, dict[str, Any]]] = []
         self.failing = False
+        self.hold = threading.Event()
+        """Cleared: TokenReviews of tokens not in USERS wait until it is set (a slow API server)."""
+        self.hold.set()
+        self.held = 0
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 - the http.server interface
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.reviews.append((self.path, body))
+                if self.path == TOKEN_REVIEWS and body["spec"]["token"] not in USERS and not outer.hold.is_set():
+                    outer.held += 1
+                    outer.hold.wait(30)
                 if outer.failing:
                     self._send(503, {"kind": "Status", "message": "etcd is away"})
                 elif self.path == TOKEN_REVIEWS:
@@ -149,16 +164,25 @@ def test_no_token_401_a_stranger_403_the_reader_200(secured: str, api: ReviewSer
     assert _get(f"{secured}/other", READER)[0] == 404
 
 
-def test_answers_are_kept_for_the_ttl_so_a_scrape_costs_at_most_two_reviews(
+def test_an_allowed_answer_is_kept_five_minutes_a_refusal_thirty_seconds(
     secured: str, api: ReviewServer, clock: Clock
 ) -> None:
     for _ in range(5):
         assert _get(f"{secured}/metrics", READER)[0] == 200
         assert _get(f"{secured}/metrics", STRANGER)[0] == 403
-    assert [p for p, _ in api.reviews] == [TOKEN_REVIEWS, ACCESS_REVIEWS] * 2
-    clock.now += 10.0  # the TTL: asked again
+        assert _get(f"{secured}/metrics", "made-up")[0] == 401
+    assert [p for p, _ in api.reviews] == [TOKEN_REVIEWS, ACCESS_REVIEWS] * 2 + [TOKEN_REVIEWS]
+    clock.now += DENIED_TTL  # the refusals are asked again; the reader is not
+    for token in (READER, STRANGER, "made-up"):
+        _get(f"{secured}/metrics", token)
+    assert [b["spec"].get("token") or b["spec"]["user"] for _, b in api.reviews[5:]] == [
+        STRANGER,
+        USERS[STRANGER],
+        "made-up",
+    ]
+    clock.now += ALLOWED_TTL - DENIED_TTL  # five minutes after its review: the reader is asked again
     assert _get(f"{secured}/metrics", READER)[0] == 200
-    assert len(api.reviews) == 6
+    assert len(api.reviews) == 10
 
 
 def test_an_api_server_that_cannot_answer_is_503_and_not_remembered(secured: str, api: ReviewServer) -> None:
@@ -174,17 +198,21 @@ def test_without_an_authorizer_metrics_are_open() -> None:
         assert _get(f"{url}/metrics")[0] == 200
 
 
-def test_the_authorizer_keeps_no_token_and_forgets_a_flood() -> None:
-    seen: list[str] = []
-
+def test_the_authorizer_keeps_no_token_and_a_flood_of_refusals_pushes_out_no_reader() -> None:
     def post(path: str, body: dict[str, Any]) -> Any:
-        seen.append(path)
-        return {"status": {"authenticated": False}}
+        if path == ACCESS_REVIEWS:
+            return {"status": {"allowed": True}}
+        known = body["spec"]["token"] == READER
+        return {"status": {"authenticated": known, "user": {"username": USERS[READER]} if known else {}}}
 
-    authorizer = TokenAuthorizer(post=post)
-    for i in range(1500):
+    unlimited = rate_limit.TokenBucket(qps=1e9, burst=10**9)
+    authorizer = TokenAuthorizer(post=post, budget=unlimited)
+    assert authorizer.verdict(READER) is Verdict.ALLOWED
+    for i in range(MAX_DENIED + 500):
         assert authorizer.verdict(f"guess-{i}") is Verdict.UNAUTHENTICATED
-    assert len(authorizer._cache) <= 1024 and not any(isinstance(k, str) for k in authorizer._cache)
+    assert authorizer.cached() == (1, MAX_DENIED)  # bounded, and the reader is still there
+    kept = [*authorizer._allowed, *authorizer._denied]
+    assert all(isinstance(k, bytes) and len(k) == 32 for k in kept)  # digests, not tokens
 
 
 @pytest.fixture(scope="module")

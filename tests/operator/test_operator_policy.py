@@ -133,10 +133,12 @@ def test_the_chart_hands_its_policy_values_to_the_operator() -> None:
     def operator_policy(*args: str) -> AdminPolicy:
         deployment = next(d for d in _render(*args) if d["kind"] == "Deployment")
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
-        assert json.loads(env[policy.POLICY_ENV]).keys() == defaults.keys()
+        assert json.loads(env[policy.POLICY_ENV]).keys() == defaults.keys() - {"allowAnyImage"}  # the chart's own
         return AdminPolicy.from_json(env[policy.POLICY_ENV])
 
-    assert operator_policy() == AdminPolicy()
+    # The chart's runner images are always allowed, and by default nothing else (test_operator_chart_images).
+    runner_images = ("ghcr.io/assay-dev/assay-runner", "ghcr.io/assay-dev/assay-runner-vllm")
+    assert operator_policy() == AdminPolicy(allowed_image_prefixes=runner_images)
     assert operator_policy(
         "--set",
         "policy.allowedImagePrefixes={reg.example/ml,ghcr.io/x/}",
@@ -144,4 +146,6 @@ def test_the_chart_hands_its_policy_values_to_the_operator() -> None:
         "policy.maxGpusPerEvaluation=8",
         "--set",
         "policy.allowOnline=true",
-    ) == AdminPolicy(allowed_image_prefixes=("reg.example/ml", "ghcr.io/x/"), max_gpus=8, allow_online=True)
+    ) == AdminPolicy(
+        allowed_image_prefixes=("reg.example/ml", "ghcr.io/x/", *runner_images), max_gpus=8, allow_online=True
+    )

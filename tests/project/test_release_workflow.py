@@ -93,3 +93,49 @@ def test_the_release_has_least_privilege_and_pinned_actions() -> None:
                 assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), (
                     f"not pinned by commit: {step['uses']}"
                 )
+
+
+def _pin_step() -> str:
+    (step,) = [
+        s for s in _release()["jobs"]["chart"]["steps"] if s.get("name", "").startswith("Pin the chart's images")
+    ]
+    return str(step["run"])
+
+
+def test_the_released_chart_deploys_the_images_it_pushed_by_digest(tmp_path: Path) -> None:
+    """The chart job's pin step, run for real on a copy of the chart with the images job's digest files."""
+    helm = shutil.which("helm") or str(Path.home() / ".cache/assay/bin/helm")
+    if not Path(helm).is_file():
+        pytest.skip("helm is not installed (.ci/run installs it into ~/.cache/assay/bin)")
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["image"]["digest"] == values["runnerImage"]["digest"] == values["runnerVllmImage"]["digest"] == ""
+    steps = [s.get("name", s.get("uses", "")) for s in _release()["jobs"]["chart"]["steps"]]
+    assert steps.index("Pin the chart's images to the digests just pushed") < steps.index(
+        "Package, push and sign the chart"
+    )
+    shutil.copytree(CHART, tmp_path / "deploy" / "helm" / "assay")
+    (tmp_path / "images").mkdir()
+    digests = {}
+    for n, target in enumerate(("operator", "runner", "runner-vllm")):
+        digests[target] = "sha256:" + f"{n}" * 64
+        (tmp_path / "images" / f"assay-{target}-1.2.3.digest").write_text(
+            f"ghcr.io/assay-dev/assay-{target}@{digests[target]}\n"
+        )
+    env = {**os.environ, "REGISTRY": "ghcr.io/assay-dev", "VERSION": "1.2.3"}
+    env["PATH"] = f"{Path(helm).parent}:{env['PATH']}"
+    pinned = subprocess.run(["bash", "-e", "-c", _pin_step()], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert pinned.returncode == 0, pinned.stdout + pinned.stderr
+    written = yaml.safe_load((tmp_path / "deploy/helm/assay/values.yaml").read_text())
+    assert written["image"]["digest"] == digests["operator"]
+    assert written["runnerImage"]["digest"] == digests["runner"]
+    assert written["runnerVllmImage"]["digest"] == digests["runner-vllm"]
+    rendered = subprocess.run(
+        [helm, "template", "assay", str(tmp_path / "deploy/helm/assay")], capture_output=True, text=True, check=True
+    ).stdout
+    for target, digest in digests.items():
+        assert f"ghcr.io/assay-dev/assay-{target}@{digest}" in rendered
+    # A digest file that is not this image's stops the release before the chart is packaged.
+    (tmp_path / "images" / "assay-runner-1.2.3.digest").write_text(f"docker.io/someone/else@{digests['runner']}\n")
+    shutil.copy(CHART / "values.yaml", tmp_path / "deploy/helm/assay/values.yaml")
+    refused = subprocess.run(["bash", "-e", "-c", _pin_step()], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert refused.returncode != 0 and "::error::images/assay-runner-1.2.3.digest holds" in refused.stdout

@@ -54,6 +54,20 @@ class TokenBucket:
             self._sleep(delay)
         return delay
 
+    def take(self, max_wait: float) -> bool:
+        """Take a token if one is there within `max_wait` seconds (sleeping until it is); else take
+        none and say False at once, so that a flood is turned away instead of queued."""
+        with self._lock:
+            now = self._clock()
+            tokens = min(self.burst, self._tokens + (now - self._at) * self.qps) - 1
+            delay = -tokens / self.qps if tokens < 0 else 0.0
+            if delay > max_wait:
+                return False
+            self._tokens, self._at = tokens, now
+        if delay > 0:
+            self._sleep(delay)
+        return True
+
 
 def from_env(env: Mapping[str, str] | None = None) -> TokenBucket | None:
     """The bucket ASSAY_API_QPS and ASSAY_API_BURST ask for; None (no limit) when the rate is 0 or less."""

@@ -39,7 +39,7 @@ from assay.operator.runtime import evaluation_series as series
 from assay.operator.runtime import metrics_server
 from assay.operator.runtime.controller_metrics import ControllerMetrics
 from assay.operator.runtime.metrics_auth import TokenAuthorizer
-from assay.operator.runtime.metrics_server import TlsFiles
+from assay.operator.runtime.metrics_tls import TlsFiles
 from assay.operator.runtime.run_phase_metrics import RunPhaseMetrics
 from assay.spec import parse_spec
 

@@ -1,80 +1,37 @@
-"""The /metrics endpoint: plain HTTP or HTTPS, open or for the callers a TokenAuthorizer allows.
+"""The /metrics endpoint: HTTPS or plain HTTP, open or for the callers a TokenAuthorizer allows.
 
 prometheus_client's own server has no hook to refuse a request, so this serves its WSGI app
-behind a check of the bearer token (`metrics_auth`). HTTPS uses a certificate the admin
-provides (the chart's `metrics.tls.secretName`, e.g. cert-manager's): the operator image has
-no library to make one (Python's `ssl` can serve a certificate, not create it). The files are
-read again when they change, so a renewed certificate is served without a restart. The TLS
-handshake happens in the request's own thread, so a client that connects and says nothing
-does not hold up the others.
+behind a check of the bearer token (`metrics_auth`). HTTPS uses the certificate of
+`metrics_tls`: one the admin provides (the chart's `metrics.tls.secretName`, e.g.
+cert-manager's), read again when it changes so a renewed certificate is served without a
+restart, or a self-signed one made at start. The TLS handshake happens in the request's own
+thread, so a client that connects and says nothing does not hold up the others.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import socketserver
 import ssl
 import threading
-import time
 import wsgiref.simple_server
-from pathlib import Path
 from typing import Any, Callable, Iterable
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
 
-from assay.errors import UserError
-from assay.operator.runtime.metrics_auth import TokenAuthorizer, Verdict
+from assay.operator.runtime.metrics_auth import ReviewsBusy, TokenAuthorizer, Verdict
+from assay.operator.runtime.metrics_tls import TlsFiles
 
 logger = logging.getLogger(__name__)
 
 PATH = "/metrics"
 REQUEST_TIMEOUT = 30.0
 """Seconds a caller may take to finish its handshake and request."""
-CERT_RECHECK_SECONDS = 60.0
-"""How often the certificate files are looked at for a renewal."""
 
 StartResponse = Callable[..., Any]
 App = Callable[[dict[str, Any], StartResponse], Iterable[bytes]]
-
-
-class TlsFiles:
-    """`tls.crt` and `tls.key` of a directory (a mounted kubernetes.io/tls Secret) as a server context."""
-
-    def __init__(self, directory: str | Path, *, clock: Callable[[], float] = time.monotonic) -> None:
-        self.cert, self.key = Path(directory) / "tls.crt", Path(directory) / "tls.key"
-        if not (self.cert.is_file() and self.key.is_file()):
-            raise UserError(
-                f"--metrics-cert-dir {directory} has no tls.crt and tls.key: mount a kubernetes.io/tls "
-                "Secret there (the chart's metrics.tls.secretName), or leave the option out for HTTP."
-            )
-        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.context.minimum_version = ssl.TLSVersion.TLSv1_2
-        self._clock = clock
-        self._loaded = self._stamp()
-        self.context.load_cert_chain(self.cert, self.key)
-        self._checked = clock()
-        self._lock = threading.Lock()
-
-    def _stamp(self) -> tuple[int, int]:
-        return os.stat(self.cert).st_mtime_ns, os.stat(self.key).st_mtime_ns
-
-    def refresh(self) -> None:
-        """Load the files again if they changed (a renewed Secret); at most every CERT_RECHECK_SECONDS."""
-        with self._lock:
-            if self._clock() - self._checked < CERT_RECHECK_SECONDS:
-                return
-            self._checked = self._clock()
-            try:
-                stamp = self._stamp()
-                if stamp != self._loaded:
-                    self.context.load_cert_chain(self.cert, self.key)
-                    self._loaded = stamp
-                    logger.info("Loaded the renewed /metrics certificate %s.", self.cert)
-            except (OSError, ssl.SSLError) as error:  # half-written during a renewal: the old one serves on
-                logger.warning("Could not load the renewed /metrics certificate %s: %s", self.cert, error)
 
 
 class _Server(socketserver.ThreadingMixIn, wsgiref.simple_server.WSGIServer):
@@ -110,7 +67,13 @@ class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
 
 
 def _answer(start_response: StartResponse, status: int, text: str, *headers: tuple[str, str]) -> list[bytes]:
-    reasons = {401: "Unauthorized", 403: "Forbidden", 404: "Not Found", 503: "Service Unavailable"}
+    reasons = {
+        401: "Unauthorized",
+        403: "Forbidden",
+        404: "Not Found",
+        429: "Too Many Requests",
+        503: "Service Unavailable",
+    }
     body = text.encode()
     start_response(
         f"{status} {reasons[status]}",
@@ -127,6 +90,8 @@ def _refusal(authorizer: TokenAuthorizer, environ: dict[str, Any]) -> tuple[int,
         return 401, "/metrics needs a bearer token of an account allowed to get /metrics.\n"
     try:
         verdict = authorizer.verdict(token)
+    except ReviewsBusy:  # a flood of tokens: turned away at once, and not logged one by one
+        return 429, "Too many tokens to check at once; try again.\n"
     except Exception as error:  # noqa: BLE001 - the API server is away or refuses the review: say so, keep serving
         logger.warning("Could not check a /metrics caller's token with the API server: %s", error)
         return 503, "The API server could not check the token; try again.\n"
@@ -147,8 +112,8 @@ def metrics_app(registry: CollectorRegistry, authorizer: TokenAuthorizer | None 
         refused = _refusal(authorizer, environ) if authorizer is not None else None
         if refused is not None:
             status, why = refused
-            challenge = [("WWW-Authenticate", 'Bearer realm="assay-operator"')] if status == 401 else []
-            return _answer(start_response, status, why, *challenge)
+            headers = {401: [("WWW-Authenticate", 'Bearer realm="assay-operator"')], 429: [("Retry-After", "1")]}
+            return _answer(start_response, status, why, *headers.get(status, []))
         return exposition(environ, start_response)
 
     return app

@@ -24,18 +24,39 @@ app.kubernetes.io/component: operator
 {{- default (include "assay.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
-{{- define "assay.image" -}}
-{{- printf "%s:%s" .Values.image.repository (toString (default .Chart.AppVersion .Values.image.tag)) -}}
-{{- end -}}
-
-{{/* A runner image value, {repository, tag} or one reference string: (list value "name" $). */}}
+{{/*
+An image value as a reference. {repository, tag, digest}: `repository@digest` when a digest is
+set (the release sets the digests it published), else `repository:tag` (tag: the chart's
+appVersion by default); a repository that carries its own `@sha256:...` is used as it is. A
+runner image may also be one reference string. Call: (list value "name" $).
+*/}}
 {{- define "assay.imageReference" -}}
 {{- $value := index . 0 -}}{{- $name := index . 1 -}}{{- $root := index . 2 -}}
 {{- if kindIs "string" $value -}}
 {{- required (printf "%s: give an image reference or {repository, tag}" $name) $value -}}
 {{- else -}}
-{{- printf "%s:%s" (required (printf "%s.repository is required" $name) $value.repository) (toString (default $root.Chart.AppVersion $value.tag)) -}}
+{{- $repository := required (printf "%s.repository is required" $name) $value.repository -}}
+{{- if $value.digest -}}
+{{- if contains "@" $repository -}}
+{{- fail (printf "%s: give the digest either in repository (%s) or in digest, not both" $name $repository) -}}
 {{- end -}}
+{{- printf "%s@%s" $repository $value.digest -}}
+{{- else if contains "@" $repository -}}
+{{- $repository -}}
+{{- else -}}
+{{- printf "%s:%s" $repository (toString (default $root.Chart.AppVersion $value.tag)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* An image value's repository: its reference without the tag or digest. Call: (list value "name" $). */}}
+{{- define "assay.imageRepository" -}}
+{{- $reference := include "assay.imageReference" . -}}
+{{- regexReplaceAll ":[^:/]*$" (regexReplaceAll "@.*$" $reference "") "" -}}
+{{- end -}}
+
+{{- define "assay.image" -}}
+{{- include "assay.imageReference" (list .Values.image "image" .) -}}
 {{- end -}}
 
 {{/* The default runner image, and the one for `spec.model: vllm`. */}}
@@ -44,6 +65,27 @@ app.kubernetes.io/component: operator
 {{- end -}}
 {{- define "assay.runnerVllmImage" -}}
 {{- include "assay.imageReference" (list .Values.runnerVllmImage "runnerVllmImage" .) -}}
+{{- end -}}
+
+{{/*
+The admin's policy as the operator reads it (ASSAY_POLICY). allowedImagePrefixes always holds
+the chart's own runner images' repositories: with none listed, spec.image may name only those
+(any tag or digest of them), for an image is code that runs with the runner's rights, and an
+Evaluation that could name any image would be as good as `create pods` in its namespace.
+allowAnyImage (the chart's alone) lifts the check: the operator reads an empty list as any image.
+*/}}
+{{- define "assay.policy" -}}
+{{- $policy := omit .Values.policy "allowAnyImage" -}}
+{{- if .Values.policy.allowAnyImage -}}
+{{- if .Values.policy.allowedImagePrefixes -}}
+{{- fail "policy.allowAnyImage: true and policy.allowedImagePrefixes contradict each other: set one" -}}
+{{- end -}}
+{{- $_ := set $policy "allowedImagePrefixes" (list) -}}
+{{- else -}}
+{{- $own := list (include "assay.imageRepository" (list .Values.runnerImage "runnerImage" .)) (include "assay.imageRepository" (list .Values.runnerVllmImage "runnerVllmImage" .)) -}}
+{{- $_ := set $policy "allowedImagePrefixes" (concat (.Values.policy.allowedImagePrefixes | default list) $own | uniq) -}}
+{{- end -}}
+{{- $policy | toJson -}}
 {{- end -}}
 
 {{/*
