@@ -66,6 +66,7 @@ EPILOG = textwrap.dedent("""
               assay validate --tasks hellaswag,arc_easy
               assay validate -f eval.yaml
               assay compare out/baseline out/candidate
+              assay check out/run                 # its scores plausible? (sentinels)
               assay apply -f eval.yaml --local
               assay get -A                        # Evaluations on the cluster (kubeconfig as kubectl)
               assay results NAME                  # its scores as lm-eval's table
@@ -124,6 +125,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare_command.add_arguments(compare)
 
+    from assay.runner.results import sentinel_check
+
+    sentinel_check.add_parser(sub)
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
@@ -259,6 +263,12 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
         wandb_logger.finish()
     if hub_logger is not None:
         hub_logger.push(saved)
+    if flags.sentinels.strict and run.untrusted():
+        print(
+            f"{PROG}: the scores are not trusted (--sentinels strict=true): see the notes under the table.",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -356,6 +366,10 @@ def _main(argv: list[str]) -> int:
             return cmd_data(args, parser)
         if args.command == "compare":
             return compare_command.run(args)
+        if args.command == "check":
+            from assay.runner.results import sentinel_check
+
+            return sentinel_check.run(args)
         if args.command in cluster_commands.COMMANDS:
             return cluster_commands.run(args)
         raise UsageError(f"Unknown command {args.command!r}; see `{PROG} --help`.")

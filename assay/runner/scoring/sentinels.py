@@ -190,8 +190,8 @@ def generation_findings(evidence: Sequence[DocEvidence], settings: SentinelSetti
     ]
 
 
-def _fraction(check: str, fraction: float, n: int, limit: float, what: str) -> Finding:
-    figures = {"documents": n, "fraction": fraction, "limit": limit}
+def _fraction(check: str, fraction: float, n: int, limit: float, what: str, *, unit: str = "documents") -> Finding:
+    figures = {unit: n, "fraction": fraction, "limit": limit}
     if n and fraction > limit:
         return Finding(check, False, figures, f"{fraction:.0%} of {n} {what} (limit {limit:.0%})")
     return Finding(check, True, figures)
@@ -227,6 +227,7 @@ def served_findings(health: Mapping[str, int], settings: SentinelSettings) -> li
             requests,
             settings.retried_fraction,
             "requests needed a retry",
+            unit="requests",
         ),
         _fraction(
             "cut",
@@ -234,6 +235,7 @@ def served_findings(health: Mapping[str, int], settings: SentinelSettings) -> li
             generations,
             settings.truncated_fraction,
             "generations stopped at the token budget or inside their reasoning",
+            unit="generations",
         ),
     ]
 
