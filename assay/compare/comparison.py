@@ -57,6 +57,8 @@ class Comparison:
     tasks: tuple[pairing.TaskPairing, ...]
     verdict: str
     notes: tuple[str, ...]
+    untrusted: tuple[str, ...] = ()
+    """Why a run's scores are not trusted (its sentinels failed): then the verdict is never a pass."""
 
 
 def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, settings: Settings) -> Comparison:
@@ -84,6 +86,9 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         )
     rows = _with_holm(rows, settings)
     overall = verdicts.overall([_holm_verdict(row, settings) for row in rows])
+    untrusted = _untrusted(baseline, candidate)
+    if untrusted and overall != verdicts.REGRESSED:  # a gate never passes on an untrusted score
+        overall = verdicts.INCONCLUSIVE
     return Comparison(
         str(baseline.results_path),
         str(candidate.results_path),
@@ -91,8 +96,21 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         tuple(rows),
         tuple(tasks),
         overall,
-        tuple(notes),
+        (*untrusted, *notes),
+        untrusted,
     )
+
+
+def _untrusted(baseline: outputs.RunOutput, candidate: outputs.RunOutput) -> tuple[str, ...]:
+    """One sentence per run whose sentinels failed (see `RunResults.untrusted`)."""
+    said = []
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        failed = run.results.untrusted()
+        if failed:
+            task, reason = failed[0]
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            said.append(f"The {role}'s scores are not trusted: {task}: {reason}{more}.")
+    return tuple(said)
 
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:

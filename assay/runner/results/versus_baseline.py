@@ -198,6 +198,8 @@ def _sentence(result: comparison.Comparison, rows: list[comparison.Row], *, labe
         return f"Regressed against {label}: {where}."
     if result.verdict == verdicts.INCONCLUSIVE:
         gate = " (the gate is strict: this fails it)" if strict else ""
+        if result.untrusted:
+            return f"Inconclusive against {label}{gate}: {' '.join(result.untrusted)}"
         return (
             f"Inconclusive against {label}{gate}: too few documents to rule out a drop beyond the tolerance; "
             f"worst {where}, MDE {worst.result.mde:.4f}."
