@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from assay import run_logging, task_tables
+from assay import check_command, run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
@@ -125,9 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare_command.add_arguments(compare)
 
-    from assay.runner.results import sentinel_check
-
-    sentinel_check.add_parser(sub)
+    check_command.add_parser(sub)
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
@@ -367,9 +365,7 @@ def _main(argv: list[str]) -> int:
         if args.command == "compare":
             return compare_command.run(args)
         if args.command == "check":
-            from assay.runner.results import sentinel_check
-
-            return sentinel_check.run(args)
+            return check_command.run(args)
         if args.command in cluster_commands.COMMANDS:
             return cluster_commands.run(args)
         raise UsageError(f"Unknown command {args.command!r}; see `{PROG} --help`.")

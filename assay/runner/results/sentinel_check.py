@@ -1,4 +1,5 @@
-"""`assay check RUN`: the run's sentinels, recomputed from an lm-eval or Assay output folder.
+"""`assay check RUN` (its flags: `assay.check_command`): the run's sentinels, recomputed
+from an lm-eval or Assay output folder.
 
 The same checks a run makes of its own scores (`scoring.sentinels`), on what it wrote: the
 results JSON (each task's output type, metadata and aggregated metrics) and the samples
@@ -6,15 +7,11 @@ JSONL beside it (each document's responses). A task without samples gets the che
 results allow (metric ranges). A served model's request health cannot be read back from
 files: where the results JSON carries Assay's own `sentinels` block, its served findings
 are kept.
-
-Exit codes: 0 every check passed, 1 a check failed, 2 bad input.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import textwrap
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -26,47 +23,6 @@ from assay.runner.results import sentinel_report
 from assay.runner.results.table import render_markdown
 from assay.runner.scoring import sentinel_evidence
 from assay.runner.scoring.sentinels import DocEvidence
-
-DESCRIPTION = "Check a run's scores for what a broken engine or endpoint produces (the run's sentinels)."
-EPILOG = textwrap.dedent("""
-    RUN is an output folder (or results JSON) of `assay run` or `lm_eval`; with --log_samples
-    the per-document checks run too (below chance, choices scored alike, empty, unparsed or
-    truncated answers), without it only the metric ranges. See docs/sentinels.md.
-
-    exit codes: 0 every check passed, 1 a check failed, 2 bad input
-
-    examples:
-      assay check out/run
-      assay check out/run --sentinels below_chance_alpha=0.01 --format json
-""")
-
-
-def add_parser(sub: Any) -> None:
-    """`assay check` under the command line's subcommands."""
-    parser = sub.add_parser(
-        "check",
-        help="Check a run's scores for what a broken engine produces (its sentinels)",
-        description=DESCRIPTION,
-        epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("run", metavar="RUN", help="An output folder or results JSON")
-    parser.add_argument(
-        "--sentinels",
-        default="on",
-        metavar="<name=value,...>",
-        help="Thresholds over the defaults, e.g. below_chance_alpha=0.001,degenerate_fraction=0.5",
-    )
-    parser.add_argument("--format", choices=("table", "json"), default="table", help="Output format (default table)")
-
-
-def run(args: argparse.Namespace) -> int:
-    settings = SentinelSettings.parse(args.sentinels)
-    if not settings.enabled:
-        raise UsageError("--sentinels off leaves nothing to check; give thresholds or leave the flag out.")
-    found = check(args.run, settings)
-    print(json.dumps(found, indent=2) if args.format == "json" else render(found))
-    return 0 if found["trusted"] else 1
 
 
 def check(path: str | Path, settings: SentinelSettings) -> dict[str, Any]:
