@@ -44,7 +44,9 @@ def test_an_unchanged_comparison_with_an_untrusted_run_is_inconclusive(tmp_path:
     assert result.notes[0] == result.untrusted[0]
 
 
-def test_a_regression_stays_a_regression_and_the_cli_says_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_regression_stays_a_regression_and_the_cli_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     base = write_run(tmp_path / "a", {"t": _docs([1] * 200)})
     cand = write_run(tmp_path / "b", {"t": _docs([0] * 200)})
     _untrusted(cand)
