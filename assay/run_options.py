@@ -44,8 +44,11 @@ class SentinelSettings:
     degenerate_fraction: float = 0.5
     """Documents whose choices all scored alike (or alike across documents) above this fraction."""
     empty_fraction: float = 0.5
-    unparsed_fraction: float = 0.5
-    """Answers where the task's extraction filter found nothing (lm-eval's "[invalid]")."""
+    unparsed_fraction: float = 1.0
+    """Answers where no extraction filter of the task found anything (lm-eval's "[invalid]").
+    Reported, but by default never failed: a random or base model that ignores the answer
+    format leaves every answer unparsed (a tiny random model on gsm8k: 100%); set it below 1
+    for a model whose answers should parse."""
     truncated_fraction: float = 0.5
     """Answers cut before the end of their reasoning, or by the token budget (served models)."""
     retried_fraction: float = 0.2

@@ -110,11 +110,18 @@ def test_sixty_percent_empty_answers_fail_and_forty_pass() -> None:
     assert _check(_gen(4, 10), "generate_until", metrics={"exact_match,none": 0.1}).trusted
 
 
-def test_unparsed_only_when_no_filter_found_anything() -> None:
-    strict_only = _gen(0, 10, unparsed=(True, False))
-    assert next(f for f in _check(strict_only, "generate_until").findings if f.check == "unparsed").passed
+def test_unparsed_only_when_no_filter_found_anything_and_below_the_set_fraction() -> None:
+    """By default unparsed answers are reported, not failed: a random model's all are."""
     neither = _gen(0, 10, unparsed=(True, True))
-    finding = next(f for f in _check(neither, "generate_until").findings if f.check == "unparsed")
+    default = next(f for f in _check(neither, "generate_until").findings if f.check == "unparsed")
+    assert default.passed and default.figures["fraction"] == 1.0 and default.figures["limit"] == 1.0
+    strict = SentinelSettings(unparsed_fraction=0.5)
+
+    def unparsed(evidence: list[DocEvidence]) -> sentinels.Finding:
+        return next(f for f in sentinels.generation_findings(evidence, strict) if f.check == "unparsed")
+
+    assert unparsed(_gen(0, 10, unparsed=(True, False))).passed  # the lenient filter still read them
+    finding = unparsed(neither)
     assert not finding.passed and "nothing the task's filters could extract" in finding.reason
 
 
