@@ -50,9 +50,14 @@ class SentinelSettings:
     format leaves every answer unparsed (a tiny random model on gsm8k: 100%); set it below 1
     for a model whose answers should parse."""
     truncated_fraction: float = 0.5
-    """Answers cut before the end of their reasoning, or by the token budget (served models)."""
+    """Answers cut before the end of their reasoning (an unclosed <think>, or a served chat
+    model's answer without its think_end_token)."""
     retried_fraction: float = 0.2
     """Requests to a served model that needed a retry."""
+    cut_by_length_fraction: float = 1.0
+    """A served model's generations stopped by the token budget, not a stop sequence.
+    Reported, but by default never failed: a random or rambling model runs to the budget
+    on every answer; set it below 1 where answers should end on their own."""
 
     @classmethod
     def parse(cls, text: str, *, source: str = "--sentinels", error: type[UserError] = UsageError) -> SentinelSettings:

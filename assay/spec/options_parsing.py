@@ -116,6 +116,7 @@ SENTINEL_FIELDS = {
     "unparsedFraction": "unparsed_fraction",
     "truncatedFraction": "truncated_fraction",
     "retriedFraction": "retried_fraction",
+    "cutByLengthFraction": "cut_by_length_fraction",
 }
 """spec.sentinels' camelCase names → the settings' own (`assay run --sentinels` spells those)."""
 

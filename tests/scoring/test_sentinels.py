@@ -166,10 +166,16 @@ def test_a_task_declares_the_checks_that_do_not_apply() -> None:
 
 
 def test_served_retries_and_cut_generations() -> None:
-    health = {"requests": 10, "retried": 3, "generations": 20, "cut_by_length": 8, "cut_in_reasoning": 4}
+    health = {"requests": 10, "retried": 3, "generations": 20, "cut_by_length": 8, "cut_in_reasoning": 12}
     findings = {f.check: f for f in sentinels.served_findings(health, DEFAULTS)}
     assert not findings["retried"].passed and "30% of 10 requests needed a retry" in findings["retried"].reason
-    assert not findings["cut"].passed and findings["cut"].figures["fraction"] == pytest.approx(0.6)
+    assert not findings["cut_in_reasoning"].passed and findings["cut_in_reasoning"].figures["fraction"] == 0.6
+    # stopped at the budget: reported, failed only below a set fraction (a random model always is)
+    assert findings["cut_by_length"].passed and findings["cut_by_length"].figures["fraction"] == pytest.approx(0.4)
+    all_cut = {**health, "cut_by_length": 20, "cut_in_reasoning": 0}
+    assert next(f for f in sentinels.served_findings(all_cut, DEFAULTS) if f.check == "cut_by_length").passed
+    strict = SentinelSettings(cut_by_length_fraction=0.3)
+    assert not next(f for f in sentinels.served_findings(health, strict) if f.check == "cut_by_length").passed
     quiet = sentinels.served_findings({"requests": 10, "retried": 1, "generations": 0}, DEFAULTS)
     assert all(f.passed for f in quiet)
 

@@ -215,11 +215,15 @@ def metric_range(metrics: Mapping[str, Any]) -> Finding:
 
 
 def served_findings(health: Mapping[str, int], settings: SentinelSettings) -> list[Finding]:
-    """A served model's requests: the fraction that needed a retry, and of its generations the
-    fraction stopped by the token budget or before the end of their reasoning (not at a stop sequence)."""
+    """A served model's requests: the fraction that needed a retry; of its generations, the
+    fraction cut before the end of their reasoning (no think_end_token) and the fraction
+    stopped by the token budget rather than a stop sequence (`finish_reason: length`)."""
     requests, retried = int(health.get("requests", 0)), int(health.get("retried", 0))
     generations = int(health.get("generations", 0))
-    cut = int(health.get("cut_by_length", 0)) + int(health.get("cut_in_reasoning", 0))
+
+    def share(count: str) -> float:
+        return min(1.0, int(health.get(count, 0)) / generations) if generations else 0.0
+
     return [
         _fraction(
             "retried",
@@ -230,11 +234,19 @@ def served_findings(health: Mapping[str, int], settings: SentinelSettings) -> li
             unit="requests",
         ),
         _fraction(
-            "cut",
-            min(1.0, cut / generations) if generations else 0.0,
+            "cut_in_reasoning",
+            share("cut_in_reasoning"),
             generations,
             settings.truncated_fraction,
-            "generations stopped at the token budget or inside their reasoning",
+            "generations never reached the end of their reasoning (think_end_token)",
+            unit="generations",
+        ),
+        _fraction(
+            "cut_by_length",
+            share("cut_by_length"),
+            generations,
+            settings.cut_by_length_fraction,
+            "generations stopped at the token budget, not at a stop sequence",
             unit="generations",
         ),
     ]
