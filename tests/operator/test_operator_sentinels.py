@@ -86,3 +86,25 @@ def test_no_findings_no_condition_and_a_new_run_clears_the_last_ones() -> None:
     finished = _finished(_results(trusted=False))
     rerun = c.accepted(finished, job_name="ev-g2", generation=2, now=T1, new_run=True)
     assert rerun["sentinels"] is None and _condition(rerun, trust.SCORES_TRUSTED) is None
+
+
+def test_spec_sentinels_parse_round_trip_and_reach_the_run_options() -> None:
+    import pytest
+
+    from assay.errors import UserError
+    from assay.spec.parsing import parse_spec
+
+    base = {"model": "hf", "tasks": ["arc_easy"]}
+    evaluation = parse_spec({**base, "sentinels": {"strict": True, "belowChanceAlpha": 0.01, "enabled": True}})
+    assert evaluation.sentinels.strict and evaluation.sentinels.below_chance_alpha == 0.01
+    assert evaluation.to_dict()["sentinels"] == {"strict": True, "belowChanceAlpha": 0.01}  # defaults left out
+    assert parse_spec(evaluation.to_dict()) == evaluation
+    assert evaluation.run_options().sentinels == evaluation.sentinels
+    assert "sentinels" not in parse_spec(base).to_dict()
+    for bad, said in [
+        ({"strict": "yes"}, "spec.sentinels.strict must be true or false"),
+        ({"emptyFraction": 2}, "spec.sentinels.emptyFraction must be a number between 0 and 1, not 2."),
+        ({"alpha": 0.1}, "Unknown field 'spec.sentinels.alpha'"),
+    ]:
+        with pytest.raises(UserError, match=said.replace(".", r"\.")):
+            parse_spec({**base, "sentinels": bad})
