@@ -90,6 +90,11 @@ def test_the_same_choice_scores_for_every_document_are_degenerate() -> None:
     assert not finding.passed and "do not depend on the prompt" in finding.reason
 
 
+def test_two_duplicate_documents_are_not_a_pattern() -> None:
+    evidence = [DocEvidence((-1.0, -2.0), 2, 1.0)] * 2
+    assert next(f for f in _check(evidence).findings if f.check == "degenerate").passed
+
+
 def test_a_few_documents_alike_are_below_the_fraction() -> None:
     evidence = [DocEvidence((-1.0, -1.0), 2, 1.0)] * 2 + _mc([1, 0, 1, 0, 1, 0], k=2)
     assert next(f for f in _check(evidence).findings if f.check == "degenerate").passed

@@ -27,6 +27,8 @@ CHECKS = ("below_chance", "degenerate", "empty", "unparsed", "truncated", "metri
 """Per-task checks, in report order; `retried` and `cut_by_length` are the run's (served models)."""
 
 SKIP_KEY = "sentinels_skip"
+_MIN_REPEATED = 5
+"""Documents below which the same choice scores across documents are not called degenerate."""
 
 # A metric's possible values; a metric not listed is checked only for NaN.
 _RANGES: Mapping[str, tuple[float, float]] = {
@@ -155,7 +157,8 @@ def degenerate(evidence: Sequence[DocEvidence], settings: SentinelSettings) -> F
         return Finding("degenerate", True, {"documents": 0, "applies": False})
     n = len(vectors)
     alike = sum(1 for vector in vectors if len(set(vector)) == 1) / n
-    repeated = Counter(vectors).most_common(1)[0][1] / n if n > 1 else 0.0
+    # two documents that share a prompt and choices (a dataset's duplicate) are not a pattern
+    repeated = Counter(vectors).most_common(1)[0][1] / n if n >= _MIN_REPEATED else 0.0
     limit = settings.degenerate_fraction
     figures = {"documents": n, "all_choices_equal": alike, "same_scores_across_documents": repeated, "limit": limit}
     if alike > limit:
