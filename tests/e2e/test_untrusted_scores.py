@@ -28,7 +28,8 @@ LIMIT = 24
 
 
 class _EqualLogprobs(BaseHTTPRequestHandler):
-    """/v1/completions with echo: every prompt token at logprob -1, so every choice sums alike."""
+    """/v1/completions with echo: every prompt token at logprob 0, so every choice, whatever its
+    length, sums alike."""
 
     def do_POST(self) -> None:  # noqa: N802
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -36,12 +37,12 @@ class _EqualLogprobs(BaseHTTPRequestHandler):
         choices = []
         for index, prompt in enumerate(prompts):
             tokens = prompt if isinstance(prompt, list) else list(range(len(str(prompt).split()) + 1))
-            values = [None] + [-1.0] * len(tokens)
+            values = [None] + [0.0] * len(tokens)
             choices.append(
                 {
                     "index": index,
                     "text": "",
-                    "logprobs": {"token_logprobs": values, "top_logprobs": [None] + [{"t": -1.0}] * len(tokens)},
+                    "logprobs": {"token_logprobs": values, "top_logprobs": [None] + [{"t": 0.0}] * len(tokens)},
                     "finish_reason": "length",
                 }
             )

@@ -60,9 +60,10 @@ WORDS = ["red", "green", "blue", "yellow", "seven", "river", "stone", "cloud"]
 
 
 def _equal_logprobs(body: dict[str, Any], number: int) -> dict[str, Any]:
-    """An echo-less server: the same logprob for every prompt token, so every choice sums alike."""
+    """An echo-less server: a logprob of 0 for every prompt token, so every choice, whatever
+    its length, sums alike."""
     if body.get("echo"):
-        return {"choices": [_scored(prompt, lambda token: -1.0) for prompt in body["prompt"]]}
+        return {"choices": [_scored(prompt, lambda token: 0.0) for prompt in body["prompt"]]}
     # generations: three of every five empty
     return {"choices": [{"index": 0, "text": "" if number % 5 < 3 else " blue", "finish_reason": "stop"}]}
 
@@ -119,7 +120,12 @@ def task_dir(tmp_path: Path) -> Path:
     root = tmp_path / "tasks"
     root.mkdir()
     mc = [
-        {"q": f"Which word is number {i}?", "choices": [WORDS[(i + j) % 8] for j in range(4)], "label": i % 4}
+        # choices of one to four words: equal sums are not equal lengths
+        {
+            "q": f"Which word is number {i}?",
+            "choices": [" ".join([WORDS[(i + j) % 8]] * (j + 1)) for j in range(4)],
+            "label": i % 4,
+        }
         for i in range(24)
     ]
     gen = [{"q": f"Say the colour {WORDS[i % 4]}.", "answer": WORDS[i % 4]} for i in range(10)]
