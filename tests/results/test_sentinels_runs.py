@@ -5,7 +5,8 @@ does: every prompt token's logprob the same, so every choice of a document score
 (llama.cpp's server without echoed prompt logprobs), and most generations empty. The runs
 go through Assay's real `local-completions` backend, on small tasks over local files, and
 their findings are read where a user reads them: the results JSON, the table, the exit
-code, and `assay check` on the output folder.
+code, and `assay check` on the output folder. A model that scores the right answer lowest
+brings a four-way multiple choice task to 0.07 through the real pipeline.
 """
 
 from __future__ import annotations
@@ -19,6 +20,10 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from assay import cli
+from assay.runner.evaluator import simple_evaluate
+from assay.runner.models.instance import LoglikelihoodResult
+from assay.runner.models.lm import LM
+from assay.runner.tasks.index import TaskManager
 
 Answer = Callable[[dict[str, Any], int], dict[str, Any]]
 
@@ -211,3 +216,34 @@ def test_a_healthy_server_raises_no_alarm_and_off_writes_no_block(
     assert cli.main(["check", str(tmp_path / "out")]) == 0
     assert _run(url, shared_data, task_dir, tmp_path / "off", "--sentinels", "off") == 0
     assert "sentinels" not in _results(tmp_path / "off")
+
+
+class _WrongAnswers(LM):
+    """A model that scores the right answer lowest: what an engine scoring garbage can look like."""
+
+    def loglikelihood(self, requests: Any, *, disable_tqdm: bool = False) -> list[LoglikelihoodResult]:
+        return [
+            LoglikelihoodResult(-50.0 if "right" in r.continuation else -1.0 - len(r.continuation) / 100, False)
+            for r in requests
+        ]
+
+    def loglikelihood_rolling(self, requests: Any, *, disable_tqdm: bool = False) -> list[float]:
+        raise NotImplementedError
+
+    def generate_until(self, requests: Any, *, disable_tqdm: bool = False) -> list[str]:
+        raise NotImplementedError
+
+
+def test_seven_percent_on_four_way_multiple_choice_is_below_chance(tmp_path: Path) -> None:
+    """olmo-eval's vLLM out of memory in prompt_logprobs: MMLU at 0.069 with exit 0."""
+    choices = ["right", "wrong", "wrong twice", "wrong three times"]
+    # 93 documents whose answer is "right" (scored lowest), 7 whose answer is "wrong" (scored highest)
+    rows = [{"q": f"Question {i}?", "choices": choices, "label": 1 if i % 100 < 7 else 0} for i in range(100)]
+    data = tmp_path / "mc.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "mc.yaml").write_text(MC_TASK.format(data=data))
+    results = simple_evaluate(_WrongAnswers(), tasks=["sentinel_mc"], task_manager=TaskManager(str(tmp_path)))
+    assert results is not None and results["results"]["sentinel_mc"]["acc,none"] == pytest.approx(0.07)
+    finding = results["sentinels"]["tasks"]["sentinel_mc"]["checks"]["below_chance"]
+    assert finding["passed"] is False and finding["p_value"] < 1e-5 and results["sentinels"]["trusted"] is False
+    assert finding["reason"].startswith("accuracy 0.070 on 100 documents is significantly below the chance of 0.250")
