@@ -24,7 +24,7 @@ import textwrap
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from assay import run_logging, task_tables
+from assay import check_command, run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
@@ -66,6 +66,7 @@ EPILOG = textwrap.dedent("""
               assay validate --tasks hellaswag,arc_easy
               assay validate -f eval.yaml
               assay compare out/baseline out/candidate
+              assay check out/run                 # its scores plausible? (sentinels)
               assay apply -f eval.yaml --local
               assay get -A                        # Evaluations on the cluster (kubeconfig as kubectl)
               assay results NAME                  # its scores as lm-eval's table
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare_command.add_arguments(compare)
 
+    check_command.add_parser(sub)
     for name, (_, text) in DELEGATED.items():
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
@@ -259,6 +261,12 @@ def _run_on_this_rank(flags: RunFlags, *, is_rank0: bool) -> int:
         wandb_logger.finish()
     if hub_logger is not None:
         hub_logger.push(saved)
+    if flags.sentinels.strict and run.untrusted():
+        print(
+            f"{PROG}: the scores are not trusted (--sentinels strict=true): see the notes under the table.",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -356,6 +364,8 @@ def _main(argv: list[str]) -> int:
             return cmd_data(args, parser)
         if args.command == "compare":
             return compare_command.run(args)
+        if args.command == "check":
+            return check_command.run(args)
         if args.command in cluster_commands.COMMANDS:
             return cluster_commands.run(args)
         raise UsageError(f"Unknown command {args.command!r}; see `{PROG} --help`.")

@@ -170,4 +170,7 @@ def _add_output_and_logging_flags(parser: argparse.ArgumentParser) -> None:
     add("--confirm_run_unsafe_code", action="store_true", default=argparse.SUPPRESS, help="Allow tasks that execute model-written code")
     add("--metadata", default=None, nargs="+", action=MergeDict, metavar="<args>",
         help="Task metadata as key=val tokens or a JSON object, merged over --model_args")
+    add("--sentinels", type=str, default=argparse.SUPPRESS, metavar="off|<name=value,...>",
+        help="Plausibility checks of the scores: 'off', or thresholds such as below_chance_alpha=0.001,"
+             "degenerate_fraction=0.5,empty_fraction=0.5,strict=true (see docs/sentinels.md)")
     # fmt: on

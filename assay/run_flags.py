@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UsageError
-from assay.run_options import EvalOptions
+from assay.run_options import EvalOptions, SentinelSettings
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
 # Keys lm-eval's config accepts as `k=v` strings or mappings.
@@ -78,6 +78,8 @@ class RunFlags:
     trust_remote_code: bool = False
     confirm_run_unsafe_code: bool = False
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
+    sentinels: SentinelSettings = dataclasses.field(default_factory=SentinelSettings)
+    """Assay's own: the plausibility checks' thresholds (`--sentinels`), not an lm-eval flag."""
 
     def run_options(self) -> EvalOptions:
         """The run's one options record (the values were checked when the flags were resolved)."""
@@ -112,6 +114,7 @@ class RunFlags:
             confirm_run_unsafe_code=self.confirm_run_unsafe_code,
             metadata=self.metadata,
             include_path=self.include_path,
+            sentinels=self.sentinels,
         )
 
 
@@ -149,6 +152,8 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
     config["samples"] = _load_samples(config["samples"])
     config["seed"] = _normalize_seed(config["seed"])
     config["metadata"] = {**config["model_args"], **config["metadata"]}
+    if not isinstance(config["sentinels"], SentinelSettings):
+        config["sentinels"] = SentinelSettings.parse(str(config["sentinels"]))
     if config["trust_remote_code"]:
         os.environ["HF_DATASETS_TRUST_REMOTE_CODE"] = "1"
         config["model_args"]["trust_remote_code"] = True

@@ -18,10 +18,92 @@ import dataclasses
 from typing import Any, Mapping, Sequence
 
 from assay.batch_size import BatchSize
+from assay.errors import UsageError, UserError
 
 DEFAULT_RANDOM_SEED = 0
 DEFAULT_OTHER_SEED = 1234
 DEFAULT_BOOTSTRAP_ITERS = 100000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SentinelSettings:
+    """The thresholds of the plausibility checks every run makes of its own scores.
+
+    The defaults are chosen so that a random model on a small --limit does not trip them
+    (a random model is at chance, not significantly below it at α = 0.001), while what a
+    broken engine or endpoint produces (every choice scored alike, most answers empty)
+    does. `assay run --sentinels` and an Evaluation's `spec.sentinels` set them.
+    """
+
+    enabled: bool = True
+    """False: no check runs (`--sentinels off`); the results carry no `sentinels` block."""
+    strict: bool = False
+    """A failed check fails the run (an Evaluation ends Failed; `assay run` exits non-zero)."""
+    below_chance_alpha: float = 0.001
+    """One-sided exact binomial test of multiple-choice accuracy against 1/K."""
+    degenerate_fraction: float = 0.5
+    """Documents whose choices all scored alike (or alike across documents) above this fraction."""
+    empty_fraction: float = 0.5
+    unparsed_fraction: float = 1.0
+    """Answers where no extraction filter of the task found anything (lm-eval's "[invalid]").
+    Reported, but by default never failed: a random or base model that ignores the answer
+    format leaves every answer unparsed (a tiny random model on gsm8k: 100%); set it below 1
+    for a model whose answers should parse."""
+    truncated_fraction: float = 0.5
+    """Answers cut before the end of their reasoning (an unclosed <think>, or a served chat
+    model's answer without its think_end_token)."""
+    retried_fraction: float = 0.2
+    """Requests to a served model that needed a retry."""
+    cut_by_length_fraction: float = 1.0
+    """A served model's generations stopped by the token budget, not a stop sequence.
+    Reported, but by default never failed: a random or rambling model runs to the budget
+    on every answer; set it below 1 where answers should end on their own."""
+
+    @classmethod
+    def parse(cls, text: str, *, source: str = "--sentinels", error: type[UserError] = UsageError) -> SentinelSettings:
+        """`off`, `on`, or `name=value,...` over the defaults (the form of --sentinels)."""
+        text = text.strip()
+        if text.lower() in ("off", "false", "none"):
+            return cls(enabled=False)
+        if text.lower() in ("", "on", "true", "default"):
+            return cls()
+        given: dict[str, Any] = {}
+        for part in text.split(","):
+            name, sep, value = part.partition("=")
+            given[name.strip()] = value.strip() if sep else ""
+        return cls.from_mapping(given, source=source, error=error)
+
+    @classmethod
+    def from_mapping(
+        cls, given: Mapping[str, Any], *, source: str = "--sentinels", error: type[UserError] = UsageError
+    ) -> SentinelSettings:
+        """The settings from names and values (a parsed flag, or a spec's `sentinels` mapping)."""
+        known = {field.name: field for field in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
+        for name, value in given.items():
+            if name not in known:
+                raise error(f"{source}: unknown setting {name!r}; known: {', '.join(known)}.")
+            values[name] = _sentinel_value(name, value, known[name].default, source=source, error=error)
+        return cls(**values)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _sentinel_value(name: str, value: Any, default: Any, *, source: str, error: type[UserError]) -> Any:
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
+            return value.lower() in ("true", "1", "yes")
+        raise error(f"{source}: {name} must be true or false, not {str(value)[:40]!r}.")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not 0.0 <= number <= 1.0:
+        raise error(f"{source}: {name} must be a number between 0 and 1, not {str(value)[:40]!r}.")
+    return number
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -68,3 +150,5 @@ class EvalOptions:
     metadata: Mapping[str, Any] | None = None
     include_path: Sequence[str] | str | None = None
     """Extra task folders; used only when the engine is given no task index."""
+    sentinels: SentinelSettings = dataclasses.field(default_factory=SentinelSettings)
+    """The plausibility checks of the run's own scores (`assay.runner.scoring.sentinels`)."""

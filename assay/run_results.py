@@ -111,6 +111,28 @@ class RunResults:
         higher = self.tasks[name].higher_is_better if name in self.tasks else None
         return higher if higher is not None else {}
 
+    def sentinels(self) -> Mapping[str, Any] | None:
+        """The results' `sentinels` block (the run's plausibility checks); None where the run made none."""
+        found = self.run_info.get("sentinels")
+        return found if isinstance(found, Mapping) else None
+
+    def untrusted(self) -> list[tuple[str, str]]:
+        """(task, reason) for every failed sentinel check; empty where all passed or none ran."""
+        found = self.sentinels()
+        if found is None:
+            return []
+        failed: list[tuple[str, str]] = []
+        parts = [(name, _mapping(entry)) for name, entry in _mapping(found.get("tasks")).items()]
+        parts += [("(served model)", _mapping(found.get("served")))] if "served" in found else []
+        for name, entry in parts:
+            for check, finding in _mapping(entry.get("checks")).items():
+                finding = _mapping(finding)
+                if finding.get("passed") is False:
+                    failed.append((str(name), str(finding.get("reason") or f"the {check} check failed")))
+        if not failed and found.get("trusted") is False:
+            failed.append(("(run)", "its sentinels failed"))
+        return failed
+
     # --- lm-eval's dict -----------------------------------------------------------------
 
     def row(self, name: str) -> dict[str, Any]:

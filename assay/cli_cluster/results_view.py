@@ -35,7 +35,21 @@ def results_dict(status: Mapping[str, Any]) -> dict[str, Any]:
         for name, counts in (status.get("nSamples") or {}).items()
         if isinstance(counts, Mapping)
     }
+    found = status.get("sentinels")
+    if isinstance(found, Mapping) and found.get("trusted") is False:
+        out["sentinels"] = _untrusted(found)
     return out
+
+
+def _untrusted(found: Mapping[str, Any]) -> dict[str, Any]:
+    """status.sentinels' failures as the results JSON's block, so the table marks those tasks as the run did."""
+    tasks: dict[str, Any] = {}
+    for failure in found.get("failures") or ():
+        if isinstance(failure, Mapping):
+            task, reason = str(failure.get("task") or ""), str(failure.get("reason") or "")
+            checks = tasks.setdefault(task, {"trusted": False, "checks": {}})["checks"]
+            checks[f"check {len(checks) + 1}"] = {"passed": False, "reason": reason}
+    return {"trusted": False, "tasks": tasks}
 
 
 def _rows(condensed: Any) -> dict[str, dict[str, Any]]:

@@ -100,7 +100,8 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         raise UsageError(_nothing_to_compare(baseline, candidate, tasks, notes))
     rows = _decided(rows, settings)
     notes.extend(_non_finite_notes(rows))
-    return Comparison(
+    untrusted = _untrusted(baseline, candidate)
+    result = Comparison(
         str(baseline.results_path),
         str(candidate.results_path),
         settings,
@@ -110,6 +111,9 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         tuple(notes),
         iterations=max([settings.iterations, *(row.result.iterations or 0 for row in rows)]),
     )
+    for reason in untrusted:  # a gate never passes on an untrusted score
+        result = inconclusive_because(result, reason)
+    return result
 
 
 def _pair(
@@ -150,6 +154,18 @@ def _nothing_to_compare(
         why = "no metric of their shared documents could be compared"
     detail = " ".join(notes[-3:])
     return f"Nothing to compare: {baseline.label} and {candidate.label}: {why}." + (f" {detail}" if detail else "")
+
+
+def _untrusted(baseline: outputs.RunOutput, candidate: outputs.RunOutput) -> tuple[str, ...]:
+    """One sentence per run whose sentinels failed (see `RunResults.untrusted`)."""
+    said = []
+    for role, run in (("baseline", baseline), ("candidate", candidate)):
+        failed = run.results.untrusted()
+        if failed:
+            task, reason = failed[0]
+            more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+            said.append(f"The {role}'s scores are not trusted: {task}: {reason}{more}.")
+    return tuple(said)
 
 
 def _shared_tasks(baseline: outputs.RunOutput, candidate: outputs.RunOutput, notes: list[str]) -> list[str]:

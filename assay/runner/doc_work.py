@@ -18,7 +18,9 @@ from assay.runner.jsonutil import json_default, sha256_text
 from assay.runner.models import progress_label
 from assay.runner.models.instance import Instance
 from assay.runner.models.lm import LM
+from assay.runner.scoring import sentinel_evidence
 from assay.runner.scoring.records import DocScores
+from assay.runner.scoring.sentinels import DocEvidence
 from assay.runner.tasks.documents import Doc
 from assay.runner.tasks.prompt_builder import PromptSettings
 from assay.runner.tasks.task import Task
@@ -178,8 +180,19 @@ def score(mine: list[DocWork], *, keep: str | None, samples: Mapping[str, Sequen
                 if keep is not None:
                     sample = _log_sample(task, item, requests, key, metrics, samples.get(name))
                     sample = sample if keep == "full" else outputs.score_line(sample, cluster_key=clusters)
-                records.append(DocScores(name, filter_index, item.position, metrics, sample))
+                evidence = _evidence(task, requests, metrics) if filter_index == 0 else None
+                records.append(DocScores(name, filter_index, item.position, metrics, sample, evidence))
     return records
+
+
+def _evidence(task: Task, requests: list[Instance], metrics: Mapping[str, Any]) -> DocEvidence | None:
+    """What the sentinels read of one document's responses (see `scoring.sentinels`)."""
+    if task.output_type == "multiple_choice":
+        return sentinel_evidence.multiple_choice([inst.resps[0][0] for inst in requests if inst.resps], metrics)
+    if task.output_type == "generate_until" and requests:
+        first = requests[0]
+        return sentinel_evidence.generation(first.resps, [first.filtered_resps[f.name] for f in task.filters])
+    return None
 
 
 def _log_sample(

@@ -214,7 +214,8 @@ def _run_with(
     from assay.runner.results import run_info
 
     facts = {"git_hash": run_info.git_hash(), "date": start, **run_info.environment(), **_safe(lm.tokenizer_info)}
-    return dataclasses.replace(results, config=run_config(options, lm), run_info=facts)
+    # the results' own members (the sentinels' block) follow the provenance
+    return dataclasses.replace(results, config=run_config(options, lm), run_info={**facts, **results.run_info})
 
 
 def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
@@ -370,6 +371,12 @@ def evaluate(
     gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
     if rank != 0 or gathered is None:
         return None
+    health = getattr(lm, "request_health", None)
     return assemble.run_results(
-        loaded, gathered, bootstrap_iters=options.bootstrap_iters, keep_samples=keep is not None
+        loaded,
+        gathered,
+        bootstrap_iters=options.bootstrap_iters,
+        keep_samples=keep is not None,
+        sentinels=options.sentinels,
+        served=health() if callable(health) else None,
     )

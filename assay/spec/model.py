@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from assay import endpoint_urls, run_rules
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.run_options import EvalOptions
+from assay.run_options import EvalOptions, SentinelSettings
 from assay.spec.gate import Baseline, Gate
 
 GROUP = "assay.dev"
@@ -213,6 +213,8 @@ class Evaluation:
     """The run this one is compared with after scoring (`assay.spec.gate`)."""
     gate: Gate = Gate()
     """What counts as a regression against the baseline."""
+    sentinels: SentinelSettings = SentinelSettings()
+    """The plausibility checks of the run's scores (the condition ScoresTrusted); strict fails the run."""
 
     @classmethod
     def from_dict(cls, spec: Mapping[str, JSON]) -> "Evaluation":
@@ -277,6 +279,7 @@ class Evaluation:
             fewshot_random_seed=self.seed.fewshot,
             confirm_run_unsafe_code=self.allow_unsafe_code,
             metadata=dict(self.metadata) if self.metadata else None,
+            sentinels=self.sentinels,
         )
 
     def run_model_args(self) -> dict[str, JSON]:

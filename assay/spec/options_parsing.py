@@ -10,6 +10,7 @@ from typing import Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
+from assay.run_options import SentinelSettings
 from assay.spec import kube_names
 from assay.spec.model import SEED_STRING_RE, Seed
 from assay.spec.reader import Reader, kind
@@ -104,3 +105,36 @@ def parse_seed(r: Reader) -> Seed:
         f"spec.seed must be an integer (all four seeds) or four comma-separated values "
         f'"random,numpy,torch,fewshot" such as "0,1234,1234,None", not {value!r}.'
     )
+
+
+SENTINEL_FIELDS = {
+    "enabled": "enabled",
+    "strict": "strict",
+    "belowChanceAlpha": "below_chance_alpha",
+    "degenerateFraction": "degenerate_fraction",
+    "emptyFraction": "empty_fraction",
+    "unparsedFraction": "unparsed_fraction",
+    "truncatedFraction": "truncated_fraction",
+    "retriedFraction": "retried_fraction",
+    "cutByLengthFraction": "cut_by_length_fraction",
+}
+"""spec.sentinels' camelCase names → the settings' own (`assay run --sentinels` spells those)."""
+
+
+def parse_sentinels(r: Reader) -> SentinelSettings:
+    data = r.mapping("sentinels")
+    if data is None:
+        return SentinelSettings()
+    sub = Reader(data, "spec.sentinels", set(SENTINEL_FIELDS))
+    given: dict[str, bool | float] = {}
+    for key, name in SENTINEL_FIELDS.items():
+        value = sub.get(key)
+        if value is None:
+            continue
+        if key in ("enabled", "strict"):
+            given[name] = bool(sub.boolean(key, None))  # a string "true" is refused, as everywhere in the spec
+        elif isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise UserError(f"{sub.where(key)} must be a number between 0 and 1, not {value!r}.")
+        else:
+            given[name] = float(value)
+    return SentinelSettings.from_mapping(given, source="spec.sentinels", error=UserError)

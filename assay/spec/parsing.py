@@ -15,6 +15,7 @@ from typing import Any, Callable, Mapping
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
+from assay.run_options import SentinelSettings
 from assay.spec import gate_parsing, options_parsing, pod_parsing
 from assay.spec.field_errors import FieldErrors
 from assay.spec.gate import Gate
@@ -67,6 +68,7 @@ _TOP_FIELDS = {
     "taskSources",
     "baseline",
     "gate",
+    "sentinels",
 }
 
 # The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml): far above any real
@@ -131,6 +133,7 @@ def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
     gate = f.read(
         "gate", lambda: gate_parsing.parse_gate(r, has_baseline=baseline is not None), Gate(), needs=("baseline",)
     )
+    sentinels = f.read("sentinels", lambda: options_parsing.parse_sentinels(r), SentinelSettings())
     evaluation = Evaluation(
         model=model,
         tasks=tasks,
@@ -141,6 +144,7 @@ def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
         resources=resources,
         baseline=baseline,
         gate=gate,
+        sentinels=sentinels,
         **chat,
         **plain,
     )

@@ -6,6 +6,7 @@ would store them.
 
 from __future__ import annotations
 
+from assay.run_options import SentinelSettings
 from assay.spec import gate
 from assay.spec.model import JSON, Evaluation
 
@@ -44,8 +45,18 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "taskSources": [{"configMap": name} for name in e.task_sources] or None,
         "baseline": gate.baseline_to_dict(e.baseline) if e.baseline is not None else None,
         "gate": gate.gate_to_dict(e.gate) if e.baseline is not None else None,
+        "sentinels": _sentinels(e),
     }
     return _drop_none(out)
+
+
+def _sentinels(e: Evaluation) -> JSON:
+    """The settings that differ from the defaults, in spec.sentinels' names; None when none do."""
+    from assay.spec.options_parsing import SENTINEL_FIELDS
+
+    given, defaults = e.sentinels.as_dict(), SentinelSettings().as_dict()
+    changed = {key: given[name] for key, name in SENTINEL_FIELDS.items() if given[name] != defaults[name]}
+    return changed or None
 
 
 def _seed(e: Evaluation) -> JSON:

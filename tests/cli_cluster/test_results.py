@@ -219,3 +219,15 @@ def test_no_results_yet_is_one_sentence(kube: ClusterCli) -> None:
         "",
         'assay: error: Evaluation "ev" has no results in its status yet (phase Running: 12/40 (30%)).\n',
     )
+
+
+def test_untrusted_tasks_are_marked_with_the_reason_as_the_run_printed_them(kube: ClusterCli) -> None:
+    results = _lm_eval_results()
+    reason = "100% of 40 documents scored every choice alike: the log-likelihoods do not discriminate"
+    checks = {"degenerate": {"passed": False, "reason": reason}}
+    results["sentinels"] = {"trusted": False, "tasks": {"p_arc": {"trusted": False, "checks": checks}}}
+    kube.evaluation("ev", status=_status_of(results))
+    code, out, _ = kube.run("results", "ev")
+    assert code == 0
+    assert "|p_arc ⚠  |" in out and f"⚠ p_arc: {reason}.\n" in out
+    assert out.split("\n", 1)[1] == _as_runner_printed(results)  # the same marks and notes as the run's table

@@ -96,6 +96,9 @@ def test_headline_tasks_match_lm_eval(hub_from: None) -> None:
     ours, theirs = _run_both(tasks, limit=6, bootstrap_iters=200)
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)
+    # no false alarm: a model answering at random (fake_lm's hashes) passes its sentinels
+    assert ours["sentinels"]["trusted"] is True, ours["sentinels"]
+    assert ours["sentinels"]["tasks"]["truthfulqa_mc1"]["skipped"] == ["below_chance"]
 
 
 @pytest.mark.slow
@@ -103,4 +106,5 @@ def test_gsm8k_five_shot_and_mmlu_group_match_lm_eval(hub_from: None) -> None:
     ours, theirs = _run_both(["gsm8k", "mmlu_stem"], limit=2, bootstrap_iters=200)
     _assert_rows_equal(ours, theirs)
     _assert_samples_equal(ours, theirs)
+    assert ours["sentinels"]["trusted"] is True, ours["sentinels"]
     assert ours["n-shot"]["gsm8k"] == 5

@@ -152,6 +152,7 @@ OUR_TASKS = sorted(name for name, entry in _our_index().items() if entry.kind.na
 def _normalised_config(task: Any) -> dict[str, Any]:
     cfg = task.config.to_dict(keep_callable=True)
     cfg.get("metadata", {}).pop("config_source", None)
+    cfg.get("metadata", {}).pop("sentinels_skip", None)  # Assay's own: which sentinels do not apply
 
     def scrub(value: Any) -> Any:
         if callable(value):

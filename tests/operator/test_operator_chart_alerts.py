@@ -17,7 +17,7 @@ from tests.operator.test_operator_helm import CHART, HELM, needs_helm
 from tests.operator.test_operator_metrics import _evaluation
 
 pytestmark = needs_helm
-ALERTS = {"AssayEvaluationRegressed", "AssayEvaluationFailed"}
+ALERTS = {"AssayEvaluationRegressed", "AssayEvaluationFailed", "AssayEvaluationScoresUntrusted"}
 
 
 def _render(*values: str) -> list[dict[str, Any]]:
@@ -55,6 +55,8 @@ def test_the_alerts_name_evaluation_and_baseline_and_query_only_exported_series(
         for label in ("namespace", "evaluation", "baseline"):
             assert f"{{{{ $labels.{label} }}}}" in regressed["annotations"][field], (field, label)
     assert "{{ $labels.reason }}" in rules["AssayEvaluationFailed"]["annotations"]["summary"]
+    untrusted = rules["AssayEvaluationScoresUntrusted"]
+    assert re.search(r"\bassay_evaluation_scores_trusted\b.*== 0$", untrusted["expr"])
     exported = {m.name for m in EvaluationMetrics().registry.collect()}
     for alert in rules.values():
         assert alert["labels"] == {"severity": "warning"} and alert["for"] == "0s"
@@ -105,10 +107,19 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     }
     failed = _evaluation("broken", phase="Failed")
     failed["status"]["reason"] = "OOMKilled"
+    untrusted = _evaluation("echoless")
+    untrusted["status"]["sentinels"] = {"trusted": False, "message": "arc_easy: alike.", "failures": []}
+    trusted = _evaluation("fine")
+    trusted["status"]["sentinels"] = {"trusted": True, "message": "Every sentinel check passed.", "failures": []}
     metrics.observe(candidate)
     metrics.observe(failed)
-    metrics.observe(_evaluation("fine"))
-    expected = {("AssayEvaluationRegressed", "base-eval"), ("AssayEvaluationFailed", "OOMKilled")}
+    metrics.observe(untrusted)
+    metrics.observe(trusted)
+    expected = {
+        ("AssayEvaluationRegressed", "base-eval"),
+        ("AssayEvaluationFailed", "OOMKilled"),
+        ("AssayEvaluationScoresUntrusted", ""),
+    }
     wait(lambda: _firing(url) == expected, lambda: f"firing: {_firing(url)}")
     answer = api(f"{url}/api/v1/alerts")["alerts"]
     (regressed,) = [a for a in answer if a["labels"]["alertname"] == "AssayEvaluationRegressed"]
@@ -124,6 +135,7 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     candidate["status"]["comparison"]["verdict"] = "unchanged"
     metrics.observe(candidate)
     metrics.forget("team", "broken")
+    metrics.forget("team", "echoless")
     wait(lambda: not _firing(url), lambda: f"still firing: {_firing(url)}")
     health = api(f"{url}/api/v1/rules")["groups"]
     assert {r["health"] for group in health for r in group["rules"]} == {"ok"}

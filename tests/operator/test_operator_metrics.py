@@ -62,7 +62,13 @@ def _labels(**labels: str) -> tuple[tuple[str, str], ...]:
 
 
 SCORE = dict(
-    namespace="team", evaluation="ev", model="EleutherAI/pythia-160m", task="arc_easy", metric="acc", filter="none"
+    namespace="team",
+    evaluation="ev",
+    model="EleutherAI/pythia-160m",
+    task="arc_easy",
+    metric="acc",
+    filter="none",
+    trusted="unknown",  # the status has no sentinels' findings
 )
 
 
@@ -204,3 +210,25 @@ def test_info_eta_and_failure_series_follow_the_evaluation(served: tuple[Evaluat
     assert not [
         labels for name, labels in _series(url) if name in ("assay_evaluation_info", "assay_evaluation_failure")
     ]
+
+
+def test_untrusted_scores_carry_trusted_false_and_the_gauge_follows(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    untrusted = _evaluation()
+    untrusted["status"]["sentinels"] = {"trusted": False, "message": "arc_easy: choices scored alike.", "failures": []}
+    metrics.observe(untrusted)
+    samples = _scrape(url)
+    ev = _labels(namespace="team", evaluation="ev")
+    assert samples[("assay_evaluation_scores_trusted", ev)] == 0
+    assert samples[("assay_evaluation_score", _labels(**{**SCORE, "trusted": "false"}))] == pytest.approx(0.61)
+    assert not [key for key in samples if dict(key[1]).get("trusted") in ("true", "unknown")]
+    # The next run's checks pass: its series say so, and the untrusted ones are gone.
+    trusted = _evaluation()
+    trusted["status"]["sentinels"] = {"trusted": True, "message": "Every sentinel check passed.", "failures": []}
+    metrics.observe(trusted)
+    samples = _scrape(url)
+    assert samples[("assay_evaluation_scores_trusted", ev)] == 1
+    assert samples[("assay_evaluation_score", _labels(**{**SCORE, "trusted": "true"}))] == pytest.approx(0.61)
+    assert not [key for key in samples if dict(key[1]).get("trusted") == "false"]
+    metrics.observe(_evaluation())  # no findings (checks off): no gauge
+    assert ("assay_evaluation_scores_trusted", ev) not in _scrape(url)

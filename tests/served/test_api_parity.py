@@ -61,6 +61,8 @@ def _both(
     start = time.perf_counter()
     ours = simple_evaluate(model, model_args=model_args, tasks=tasks, task_manager=TaskManager(str(task_dir)), **kwargs)
     elapsed = time.perf_counter() - start
+    # no false alarm on a real server: its sentinels all pass (the served checks among them)
+    assert ours["sentinels"]["trusted"] is True and "served" in ours["sentinels"], ours["sentinels"]
     theirs = lm_eval.simple_evaluate(
         model=model,
         model_args=ref_args,

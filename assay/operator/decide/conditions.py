@@ -34,7 +34,7 @@ from __future__ import annotations
 import datetime
 from typing import Any, Mapping, Sequence
 
-from assay.operator.decide import outcome, regression
+from assay.operator.decide import outcome, regression, trust
 
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
 TERMINAL_PHASES = (SUCCEEDED, FAILED)
@@ -184,6 +184,7 @@ def accepted(
                 "runnerMessage": None,
                 "outputFiles": None,
                 "comparison": None,
+                "sentinels": None,
                 "timing": None,
             }
         )
@@ -193,7 +194,7 @@ def accepted(
             "conditions": [
                 c
                 for c in (status or {}).get("conditions") or ()
-                if c.get("type") not in (OUTPUT_WRITTEN, regression.REGRESSED)
+                if c.get("type") not in (OUTPUT_WRITTEN, regression.REGRESSED, trust.SCORES_TRUSTED)
             ],
         }
         values = {

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 from assay import echoed_text
 from assay.operator import objects
 from assay.operator.build.builders import KUEUE_QUEUE_LABEL
-from assay.operator.decide import conditions, outcome, regression
+from assay.operator.decide import conditions, outcome, regression, trust
 from assay.operator.decide.conditions import (
     FAILED,
     PENDING,
@@ -192,6 +192,7 @@ def _condition_values(
             if state.phase in TERMINAL_PHASES
             else {}
         ),
+        **(trust.scores_trusted(status) if state.phase in TERMINAL_PHASES else {}),
     }
 
 
@@ -221,6 +222,9 @@ def _with_results(state: JobState, status: Mapping[str, Any], spec: Mapping[str,
             state.start_time,
             state.completion_time,
         )
+    untrusted = trust.fails_strict_run(status, spec) if state.phase == SUCCEEDED else None
+    if untrusted is not None:
+        return JobState(FAILED, trust.SCORES_UNTRUSTED, untrusted, state.start_time, state.completion_time)
     if state.reason != RESULTS_NOT_RECORDED:
         return state
     return dataclasses.replace(

@@ -47,19 +47,35 @@ class Row:
 
 
 def score_rows(key: Labels, model: str, status: Mapping[str, Any], sections: Iterable[str]) -> list[Row]:
-    """A row per reported (task or group, metric, filter) of `sections` ("groups", "results"), in order.
+    """A row per reported (task or group, metric, filter) of `sections` ("groups", "results"), in order;
+    each labelled with whether the run's scores are trusted (`trusted_label`).
 
     A task that is also a group (lm-eval lists a group's aggregate in both) is one row, at
     its first place.
     """
     found: dict[Labels, Row] = {}
+    trust = trusted_label(status)
     for section in sections:
         for task, metrics in (status.get(section) or {}).items():
             for metric_filter, entry in (metrics or {}).items():
                 metric, filter_name = scores.split_key(metric_filter)
-                labels = (*key, model, bounded(task), bounded(metric), bounded(filter_name or "none"))
+                labels = (*key, model, bounded(task), bounded(metric), bounded(filter_name or "none"), trust)
                 found[labels] = Row(labels, _score_values(entry if isinstance(entry, Mapping) else {}))
     return [row for row in found.values() if row.values]
+
+
+def trusted_label(status: Mapping[str, Any]) -> str:
+    """The `trusted` label of a run's score series: "true" or "false" as its sentinels found,
+    "unknown" where the run made no checks (turned off, or a runner older than them)."""
+    found = status.get("sentinels")
+    trusted = found.get("trusted") if isinstance(found, Mapping) else None
+    return "unknown" if not isinstance(trusted, bool) else "true" if trusted else "false"
+
+
+def scores_trusted(status: Mapping[str, Any]) -> float | None:
+    """1.0 when the run's sentinels all passed, 0.0 when one failed; None without findings."""
+    label = trusted_label(status)
+    return None if label == "unknown" else 1.0 if label == "true" else 0.0
 
 
 def _score_values(entry: Mapping[str, Any]) -> dict[str, float]:

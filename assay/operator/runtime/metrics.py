@@ -11,7 +11,8 @@ Series per Evaluation: 4 of `assay_evaluation_phase`, 1 of `assay_evaluation_inf
 revision and suite, to join scores with), 1 of progress, 1 of ETA (while running), 1 of
 duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), 4
 (score, stderr and the score's 95% interval; 1 without a stderr) per metric/filter pair of
-each task and group it reports, and with a baseline 1 of `assay_evaluation_regressed` plus
+each task and group it reports (labelled `trusted`: "true", "false" or "unknown", as the run's
+sentinels found; 1 of `assay_evaluation_scores_trusted` beside them), and with a baseline 1 of `assay_evaluation_regressed` plus
 3 (delta and its interval) per compared metric (`evaluation_series`). A suite of hundreds of
 subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds of series per Evaluation, so
 `score_series` limits the scores: `all`, `headline` (group scores when the run has groups,
@@ -50,7 +51,7 @@ MAX_SERIES_ENV = "ASSAY_MAX_SERIES_PER_EVALUATION"
 DEFAULT_MAX_SERIES = 500
 """Per-metric series (scores, their stderr and interval, deltas) one Evaluation may have
 (the chart's metrics.maxSeriesPerEvaluation)."""
-_SCORE = (*_EVAL, "model", "task", "metric", "filter")
+_SCORE = (*_EVAL, "model", "task", "metric", "filter", "trusted")
 _DELTA = (*_EVAL, "baseline", "task", "metric", "filter")
 _INFO = (*_EVAL, "model", "revision", "suite")
 #: The label a suite's kustomization puts on each of its Evaluations (examples/suite).
@@ -127,6 +128,12 @@ class EvaluationMetrics:
             (*_EVAL, "baseline"),
             registry=r,
         )
+        self.scores_trusted = Gauge(
+            "assay_evaluation_scores_trusted",
+            "1 when the run's sentinels all passed, 0 when one failed (condition ScoresTrusted); absent without checks.",
+            _EVAL,
+            registry=r,
+        )
         self.progress = Gauge(
             "assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL, registry=r
         )
@@ -191,6 +198,8 @@ class EvaluationMetrics:
             self._set_one(self.info, key, (model, bounded(_revision(spec)), suite))
             failed = status.get("phase") == conditions.FAILED
             self._set_one(self.failure, key, (bounded(status.get("reason") or "Unknown"),) if failed else None)
+            trusted = series.scores_trusted(status)
+            self._set_one(self.scores_trusted, key, None if trusted is None else (), value=trusted or 0.0)
             regressed = series.regressed(comparison, spec)
             if regressed is None:
                 self._set_one(self.regressed, key, None)
@@ -267,7 +276,7 @@ class EvaluationMetrics:
                 _remove(self._row_gauges[name], labels)
             for gauge in (self.progress, self.duration, self.eta):
                 _remove(gauge, key)
-            for gauge in (self.info, self.failure, self.regressed):
+            for gauge in (self.info, self.failure, self.regressed, self.scores_trusted):
                 self._set_one(gauge, key, None)
             for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
                 _remove(self.phase, (*key, phase))

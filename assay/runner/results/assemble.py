@@ -9,10 +9,12 @@ record (`assay.run_results`), its `metric,filter` keys by `assay.scores`.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 from assay import scores
+from assay.run_options import SentinelSettings
 from assay.run_results import ABSENT, RunResults, TaskResult
+from assay.runner.results import sentinel_report
 from assay.runner.scoring.records import DocScores
 from assay.runner.scoring.stderr import stderr_for
 from assay.runner.tasks.groups import Group, groups_bottom_up
@@ -23,9 +25,16 @@ _CORPUS_METRICS = ("bleu", "chrf", "chrf++", "ter")
 
 
 def run_results(
-    loaded: LoadedTasks, gathered: Iterable[Iterable[DocScores]], *, bootstrap_iters: int | None, keep_samples: bool
+    loaded: LoadedTasks,
+    gathered: Iterable[Iterable[DocScores]],
+    *,
+    bootstrap_iters: int | None,
+    keep_samples: bool,
+    sentinels: SentinelSettings | None = None,
+    served: Mapping[str, int] | None = None,
 ) -> RunResults:
-    """The run's results from every rank's DocScores (rank 0 only)."""
+    """The run's results from every rank's DocScores (rank 0 only), with the sentinels' block
+    when `sentinels` are enabled (`served`: a served model's request health, if counted)."""
     by_task: dict[str, list[DocScores]] = defaultdict(list)
     for rank_records in gathered:
         for record in rank_records:
@@ -47,10 +56,14 @@ def run_results(
         merged[group.name] = _group_result(group, aggregated[group.name], merged)
     for group in groups_bottom_up(loaded.groups):
         tasks[group.name] = merged[group.name]
+    evidence = {name: [r.evidence for r in by_task.get(name, []) if r.evidence is not None] for name in loaded.tasks}
     return RunResults(
         tasks=tasks,
         groups=tuple(group.name for group in all_groups if group.has_aggregation),
         group_subtasks={group.name: tuple(group.child_names) for group in all_groups},
+        run_info={"sentinels": sentinel_report.block(tasks, evidence, sentinels, served)}
+        if sentinels is not None and sentinels.enabled
+        else {},
     )
 
 

@@ -11,11 +11,13 @@ import json
 import math
 from typing import Any, Mapping
 
-from assay import scores
+from assay import echoed_text, scores
 from assay.run_results import ABSENT, RunResults
 
 MAX_STATUS_BYTES = 256 * 1024
 """Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
+MAX_SENTINEL_FAILURES = 20
+SENTINEL_CHARS = 512
 
 
 def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
@@ -39,6 +41,8 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
         if task.version is not ABSENT and task.version is not None
     }
     status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
+    if run.sentinels() is not None:
+        status["sentinels"] = condense_sentinels(run)
     total = sum(len(metrics) for metrics in tasks.values())
     if _size(status) <= max_bytes:
         status["message"] = f"Evaluated {len(tasks)} tasks."
@@ -56,6 +60,21 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
         )
     status["message"] = note
     return status
+
+
+def condense_sentinels(run: RunResults) -> dict[str, Any]:
+    """status.sentinels: whether the run's scores passed their checks, and the failures, bounded."""
+    failed = run.untrusted()
+    failures = [
+        {"task": echoed_text.bounded(task, SENTINEL_CHARS), "reason": echoed_text.bounded(reason, SENTINEL_CHARS)}
+        for task, reason in failed[:MAX_SENTINEL_FAILURES]
+    ]
+    if not failed:
+        message = "Every sentinel check passed."
+    else:
+        more = f" ({len(failed) - 1} more failed)" if len(failed) > 1 else ""
+        message = f"{failed[0][0]}: {failed[0][1]}{more}."
+    return {"trusted": not failed, "message": echoed_text.bounded(message, 1024), "failures": failures}
 
 
 def _condense_task(result: scores.TaskScores) -> dict[str, dict[str, float | None]]:

@@ -22,6 +22,8 @@ from typing import Any, Iterable, Mapping, Sequence
 from assay.run_results import ABSENT, RunResults
 
 HIGHER_IS_BETTER_SYMBOLS: dict[bool | None, str] = {True: "↑", False: "↓"}
+UNTRUSTED_MARK = "⚠"
+"""After the name of a task whose sentinels failed, and before each footnote saying why."""
 _MIN_COLUMN_WIDTH = 3
 
 
@@ -38,12 +40,24 @@ def make_table(run: RunResults, column: str = "results", sort_results: bool = Fa
         "",
         "Stderr",
     ]
-    return render_markdown(headers, table_rows(run, column, sort_results=sort_results))
+    table = render_markdown(headers, table_rows(run, column, sort_results=sort_results))
+    shown = {task.name for task, _ in run.rows(column)}
+    notes = [f"{UNTRUSTED_MARK} {task}: {reason}." for task, reason in run.untrusted() if task in shown]
+    if column == "results":  # the run's own findings (a served model's requests) once, under the tasks
+        notes += [f"{UNTRUSTED_MARK} {task}: {reason}." for task, reason in run.untrusted() if task.startswith("(")]
+    if not notes:
+        return table
+    return (
+        table
+        + "\n"
+        + "\n".join([f"{UNTRUSTED_MARK} scores not trusted (their sentinels failed, see docs/sentinels.md):", *notes])
+    )
 
 
 def table_rows(run: RunResults, column: str = "results", *, sort_results: bool = False) -> list[list[Any]]:
     """The table's cells, row by row, before rendering (lm-eval's value matrix)."""
     listed = {task.name: (task, result) for task, result in run.rows(column)}
+    untrusted = {task for task, _ in run.untrusted()}
     depths, ordered = _hierarchy(run.group_subtasks, set(listed))
     rows: list[list[Any]] = []
     for key in sorted(listed) if sort_results else ordered:
@@ -51,7 +65,7 @@ def table_rows(run: RunResults, column: str = "results", *, sort_results: bool =
         version: Any = "    N/A" if task.version is ABSENT else task.version
         shots = " " if task.n_shot is ABSENT else str(task.n_shot)
         higher: Mapping[str, Any] = task.higher_is_better or {}
-        name = result.alias
+        name = result.alias + (f" {UNTRUSTED_MARK}" if key in untrusted else "")
         if depths.get(key, 0) > 0:
             name = " " * depths[key] + "- " + name
         # lm-eval sorts a row's `metric,filter` keys as strings.

@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping
 
+from assay.runner.scoring.sentinels import DocEvidence
+
 
 @dataclasses.dataclass(frozen=True)
 class DocScores:
@@ -21,3 +23,5 @@ class DocScores:
     """metric → this document's value, as `process_results` returned them."""
     sample: Mapping[str, Any] | None
     """The samples-JSONL record (with --log_samples), else None."""
+    evidence: DocEvidence | None = None
+    """What the document's responses say about the engine (on its first filter's record only)."""

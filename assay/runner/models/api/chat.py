@@ -62,8 +62,11 @@ class ChatCompletionsLM(CompletionsLM):
     def parse_generations(self, answer: Any) -> list[str]:
         texts: list[str] = []
         for choice in sorted(_choices(answer, self.args.base_url), key=lambda c: int(c.get("index", 0))):
-            content = (choice.get("message") or {}).get("content")
-            texts.append(stops.after_thinking("" if content is None else str(content), self.args.think_end_token))
+            content = "" if (choice.get("message") or {}).get("content") is None else str(choice["message"]["content"])
+            think_end = self.args.think_end_token
+            # cut before the end of its reasoning: what remains is not the answer (the sentinels count it)
+            self.generations_cut_in_reasoning += think_end is not None and think_end not in content
+            texts.append(stops.after_thinking(content, think_end))
         return texts
 
     def chat_template(self, chat_template: bool | str = False) -> str | None:

@@ -82,12 +82,20 @@ class APIClient:
             urllib.request.HTTPSHandler(context=context), _SameOriginRedirects(url)
         )
         self.requests_sent = 0
+        self.payloads_retried = 0
+        """Payloads that needed more than one attempt (the run's sentinels read it)."""
+        self.payloads_posted = 0
         self._lock = threading.Lock()
 
     def post(self, payload: Mapping[str, Any]) -> Any:
         """One payload, retried as the module says; the decoded JSON answer."""
         last = ""
+        with self._lock:
+            self.payloads_posted += 1
         for attempt in range(1, self.max_retries + 1):
+            if attempt == 2:
+                with self._lock:
+                    self.payloads_retried += 1
             try:
                 return self._post_once(payload)
             except _Retryable as err:

@@ -71,6 +71,11 @@ class CompletionsLM(LM):
         )
         # lm-eval keeps one token for generation: every length rule below uses max_length-1
         self.max_length = args.max_length - 1
+        self.generations = 0
+        self.generations_cut_by_length = 0
+        """Generations the server stopped at max_tokens (finish_reason "length"), not at a stop sequence."""
+        self.generations_cut_in_reasoning = 0
+        """Chat answers without the think_end_token: cut before their reasoning ended."""
 
     @property
     def api_key(self) -> str:
@@ -192,7 +197,23 @@ class CompletionsLM(LM):
         for (batch, _), answer in zip(plan, answers):
             for i, text in zip(batch, self.parse_generations(answer)):
                 out[i] = text
+            self._count_finish_reasons(answer)
         return out
+
+    def _count_finish_reasons(self, answer: Any) -> None:
+        for choice in _choices(answer, self.args.base_url):
+            self.generations += 1
+            self.generations_cut_by_length += choice.get("finish_reason") == "length"
+
+    def request_health(self) -> dict[str, int]:
+        """What the sentinels read of the endpoint: payloads sent, those retried, generations cut by length."""
+        return {
+            "requests": self.client.payloads_posted,
+            "retried": self.client.payloads_retried,
+            "generations": self.generations,
+            "cut_by_length": self.generations_cut_by_length,
+            "cut_in_reasoning": self.generations_cut_in_reasoning,
+        }
 
     @property
     def batch_size_for_generation(self) -> int:
