@@ -3,7 +3,7 @@
 The handlers list the Evaluation's Jobs, call `plan`, and carry the plan out. Keeping the
 decision here, apart from API calls, is what makes "idempotent" checkable: the same
 Evaluation and the same Jobs always give the same plan, and a plan carried out twice
-creates nothing twice (children have deterministic names; AlreadyExists means done).
+creates nothing twice (children have deterministic names; AlreadyExists of its own means done).
 
 Rules:
 - a run is identified by its generation and its rerun token (`evaluations.assay.dev/rerun`, recorded
@@ -35,7 +35,7 @@ Manifest = dict[str, Any]
 @dataclasses.dataclass(frozen=True)
 class Plan:
     create: tuple[Manifest, ...] = ()
-    """Children to create; one that exists already (AlreadyExists) is fine."""
+    """Children to create; one that exists already is fine when it is this Evaluation's (`runtime.owned`)."""
     delete_jobs: tuple[str, ...] = ()
     """Jobs of superseded runs (deleted with their pods)."""
     delete_services: tuple[str, ...] = ()
@@ -95,8 +95,14 @@ def plan(
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
     manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image)
     if not new_run:
-        # The run exists: make sure its helpers do, but never re-create its Job.
-        manifests = [m for m in manifests if m["kind"] != "Job"]
+        # The run exists: make sure its helpers do, but never re-create its Job, nor a
+        # headless Service listed as this Evaluation's already (no request for nothing).
+        listed = {s["metadata"]["name"] for s in services if not s["metadata"].get("deletionTimestamp")}
+        manifests = [
+            m
+            for m in manifests
+            if m["kind"] != "Job" and not (m["kind"] == "Service" and m["metadata"]["name"] in listed)
+        ]
     suspend = None
     # A Kueue-queued Job is Kueue's to suspend and admit; flipping it would fight Kueue.
     if (
