@@ -165,7 +165,7 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     monkeypatch.setattr(
         kube,
         "delete",
-        lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name)),
+        lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name), None),
     )
     spec = spec_module.parse_spec(SPEC)
     evaluation = _evaluation(phase="Succeeded")
@@ -178,8 +178,8 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
     assert steps.new_run and rerun.startswith("tiny-g1-r") and rerun.endswith(first.removeprefix("tiny-g1"))
     assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
-    # The superseded run's spec ConfigMap went first, then its Job; the new run has its own.
-    assert deleted == [("ConfigMap", f"{first}-spec"), ("Job", first)]
+    # The superseded run's spec ConfigMap went first, then its Job, then its NetworkPolicy; the new run has its own.
+    assert deleted == [("ConfigMap", f"{first}-spec"), ("Job", first), ("NetworkPolicy", first)]
     assert [name for kind, name in store.objects if kind == "ConfigMap"] == [f"{rerun}-spec"]
     (status,) = written
     assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"

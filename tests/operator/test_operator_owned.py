@@ -176,3 +176,36 @@ def test_owned_by_needs_the_controller_reference_and_the_label() -> None:
     unlabelled = copy.deepcopy(child)
     unlabelled["metadata"]["labels"][builders.LABEL_MANAGED_BY] = "helm"
     assert not owned.owned_by(unlabelled, UID)
+
+
+def test_a_run_from_before_the_uid_marks_keeps_its_job_across_an_operator_upgrade(api: LocalApiServer) -> None:
+    """An Evaluation running under an older operator, its children named without the mark
+    (`gitlab-g1`, `gitlab-runner`): its next decision finds its Job by the spec's hash, keeps
+    it and its spec ConfigMap, and makes the new-named access and the run's NetworkPolicy
+    beside the old ones, which stay the Evaluation's (garbage-collected with it)."""
+    evaluation = _evaluation(api)
+    old = {kind: copy.deepcopy(child) for kind, child in _children().items()}
+    for kind, child in old.items():
+        suffix = "-spec" if kind == "ConfigMap" else ""
+        child["metadata"]["name"] = (
+            "gitlab-runner" if kind in run_children.PER_EVALUATION_KINDS else "gitlab-g1"
+        ) + suffix
+        child["metadata"]["resourceVersion"] = "1"
+    old["Job"]["spec"]["template"]["spec"]["serviceAccountName"] = "gitlab-runner"
+    del old["NetworkPolicy"]  # older operators made none
+    for child in old.values():
+        api.put(child, _path(child))
+    evaluation["status"] = {"jobName": "gitlab-g1", "observedGeneration": 1, "phase": "Running"}
+    api.put(evaluation, EVALUATION)
+    steps = _carry_out(evaluation)
+    assert not steps.new_run and steps.refused is None and not steps.delete_jobs
+    assert (api.get(EVALUATION) or {})["status"]["jobName"] == "gitlab-g1"
+    created = [p.rsplit("/", 1)[-1] for m, p in api.requests if m == "POST" and "/events" not in p]
+    assert created == ["serviceaccounts", "roles", "rolebindings", "networkpolicies"]
+    for kind in run_children.PER_EVALUATION_KINDS:  # the new access, under the new name
+        assert api.get(_path(_children()[kind])) is not None
+    fence = api.get(kube.path("networking.k8s.io/v1", "NetworkPolicy", namespace="evals", name="gitlab-g1"))
+    assert fence is not None and fence["spec"]["podSelector"]["matchLabels"] == {builders.LABEL_JOB: "gitlab-g1"}
+    assert api.get(_path(old["Job"])) == old["Job"]  # running on, as the old ServiceAccount
+    for kind in run_children.PER_EVALUATION_KINDS:
+        assert api.get(_path(old[kind])) == old[kind]  # still the Evaluation's, for the garbage collector

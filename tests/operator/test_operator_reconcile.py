@@ -74,6 +74,7 @@ def test_spec_change_replaces_the_old_run() -> None:
     assert plan.delete_jobs == (f"ev-g1-{MARK}",) and plan.delete_services == (f"ev-g1-{MARK}",)
     # The superseded run's spec goes with its Job; the new run's is made before its Job.
     assert plan.delete_config_maps == (f"ev-g1-{MARK}-spec",) and not plan.is_noop
+    assert plan.delete_network_policies == (f"ev-g1-{MARK}",)
     kinds = [(m["kind"], m["metadata"]["name"]) for m in plan.create]
     assert kinds.index(("ConfigMap", f"ev-g2-{MARK}-spec")) < kinds.index(("Job", f"ev-g2-{MARK}"))
     assert plan.status["phase"] == conditions.PENDING and plan.status["results"] is None

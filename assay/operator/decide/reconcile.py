@@ -15,7 +15,7 @@ Rules:
 - a Job with a Kueue queue label is created suspended and never suspended or resumed by
   the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
 - otherwise the current generation gets a new Job and every other Job is deleted, with its
-  headless Service and its spec ConfigMap.
+  headless Service, its spec ConfigMap and its NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ class Plan:
     """Headless Services of superseded runs."""
     delete_config_maps: tuple[str, ...] = ()
     """Spec ConfigMaps of superseded runs: named after their Jobs, so found without a list (`<job>-spec`)."""
+    delete_network_policies: tuple[str, ...] = ()
+    """NetworkPolicies of superseded runs: named as their Jobs are."""
     suspend_job: tuple[str, bool] | None = None
     """(Job, suspend) when the current run's Job must be paused or resumed."""
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -58,6 +60,7 @@ class Plan:
             or self.delete_jobs
             or self.delete_services
             or self.delete_config_maps
+            or self.delete_network_policies
             or self.suspend_job
             or self.status
         )
@@ -130,6 +133,7 @@ def plan(
         delete_jobs=superseded,
         delete_services=tuple(_names(services, keep=job_name)),
         delete_config_maps=tuple(names.spec_config_map_name(job) for job in superseded),
+        delete_network_policies=superseded,
         suspend_job=suspend,
         status=status_patch,
         new_run=new_run,

@@ -100,6 +100,17 @@ def carry_out(
             if refused is None:
                 raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
             return dataclasses.replace(steps, refused=refused)
+    _delete_superseded(steps, evaluation, emit=emit)
+    if steps.suspend_job:
+        job, suspend = steps.suspend_job
+        kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
+        emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
+    return steps
+
+
+def _delete_superseded(steps: reconcile.Plan, evaluation: objects.Evaluation, *, emit: Emit) -> None:
+    """The children of superseded runs: each Job with its spec ConfigMap, Service and NetworkPolicy."""
+    namespace = evaluation["metadata"]["namespace"]
     # A superseded run's spec before its Job: stopped in between, the next decision (a retry, a
     # restarted operator's) finds the Job and deletes both; the other way round, nothing would.
     for config_map in steps.delete_config_maps:
@@ -109,11 +120,10 @@ def carry_out(
         emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
     for service in steps.delete_services:
         kube.delete("Service", "v1", namespace=namespace, name=service)
-    if steps.suspend_job:
-        job, suspend = steps.suspend_job
-        kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
-        emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
-    return steps
+    # After its Job: stopped in between, the next decision finds the Job and deletes the rest; a
+    # running Job never loses its fence.
+    for fence in steps.delete_network_policies:
+        kube.delete("NetworkPolicy", "networking.k8s.io/v1", namespace=namespace, name=fence)
 
 
 def reject(
