@@ -91,8 +91,8 @@ ConfigMaps).
   resources: [services]
   verbs: [get, list, create, delete]
 # Each run's NetworkPolicy (ingress from that Job's own pods only): created with the Job,
-# patched when a run is decided again (only while it is the Evaluation's), read to check
-# whose one of that name is; it goes with its Evaluation.
+# patched when the run is decided again (only while it is the Evaluation's), read to check
+# whose one of that name is, deleted with a superseded run's Job.
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, create, patch, delete]
