@@ -47,7 +47,8 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
 
 
 DEFAULT_MEMORY_ENV = "ASSAY_RUNNER_DEFAULT_MEMORY"
-"""The memory limit of runner containers that nothing else gave one (the chart sets it); `none`: no limit."""
+"""The memory limit of runner containers that nothing else gave one (an operator setting, for the chart to
+set); unset: 16Gi; `none`: no default limit."""
 BUILT_IN_DEFAULT_MEMORY = "16Gi"
 _QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
 _UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
