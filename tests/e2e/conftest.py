@@ -34,6 +34,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
+from assay.operator.build import builders
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.cluster import images as image_builds
 from tests.e2e.cluster import kueue as kueue_cluster
@@ -536,6 +537,19 @@ class Cluster:
 
     def evaluation(self, name: str) -> dict[str, Any]:
         return self.get("evaluation", name)
+
+    def _ref(self, evaluation: str, generation: int) -> builders.EvaluationRef:
+        uid = self.evaluation(evaluation)["metadata"]["uid"]
+        return builders.EvaluationRef(name=evaluation, namespace=self.namespace, uid=uid, generation=generation)
+
+    def job_name(self, evaluation: str, generation: int = 1) -> str:
+        """The Job (and headless Service, and NetworkPolicy) the operator names for a run: its
+        names end in a mark of the Evaluation's uid, known once the Evaluation exists."""
+        return builders.job_name(self._ref(evaluation, generation))
+
+    def runner_account(self, evaluation: str) -> str:
+        """The runner's ServiceAccount, Role and RoleBinding of an Evaluation."""
+        return builders.runner_account_name(self._ref(evaluation, 1))
 
     def wait(self, name: str, condition: str, timeout: int = 180) -> dict[str, Any]:
         """Until the Evaluation's `condition` is True; fails at once if it ends in the other outcome."""

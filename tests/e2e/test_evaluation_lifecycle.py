@@ -79,8 +79,9 @@ def test_an_operator_killed_mid_run_neither_duplicates_nor_loses_the_run(cluster
     finally:
         cluster.operator.start()
     status = cluster.wait("restart", "Succeeded", timeout=120)["status"]
-    assert status["phase"] == "Succeeded" and status["jobName"] == "restart-g1"
-    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == ["restart-g1"]
+    job = cluster.job_name("restart")
+    assert status["phase"] == "Succeeded" and status["jobName"] == job
+    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == [job]
     assert len(cluster.items("pods")) == 1
     assert set(status["results"]) == {"arc_easy", "lambada_openai"}
 
@@ -118,7 +119,7 @@ def test_a_failing_runner_is_retried_per_backoff_limit_then_fails_with_the_reaso
 def test_a_spec_change_starts_a_new_run_and_observed_generation_follows(cluster: Cluster) -> None:
     cluster.apply(evaluation_manifest("regen", **dummy_spec(limit=3)))
     first = cluster.wait("regen", "Succeeded", timeout=120)["status"]
-    assert first["jobName"] == "regen-g1" and first["nSamples"]["arc_easy"]["effective"] == 3
+    assert first["jobName"] == cluster.job_name("regen") and first["nSamples"]["arc_easy"]["effective"] == 3
 
     cluster.apply(evaluation_manifest("regen", **dummy_spec(limit=5)))
 
@@ -134,14 +135,15 @@ def test_a_spec_change_starts_a_new_run_and_observed_generation_follows(cluster:
         return None
 
     status = cluster.wait_for("generation 2 to succeed", second_run_done, timeout=120)
-    assert status["jobName"] == "regen-g2"
+    second = cluster.job_name("regen", 2)
+    assert status["jobName"] == second
     assert status["nSamples"]["arc_easy"]["effective"] == 5
     conditions = _conditions(status)
     assert all(c["observedGeneration"] == 2 for c in conditions.values())
     assert conditions["Succeeded"]["status"] == "True"
     cluster.wait_for(
         "the superseded Job to go",
-        lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == ["regen-g2"],
+        lambda: [j["metadata"]["name"] for j in cluster.items("jobs")] == [second],
         timeout=60,
     )
 
@@ -192,7 +194,8 @@ def test_suspend_pauses_and_resume_continues_the_same_run(cluster: Cluster) -> N
             and s
         ),
     )
-    assert status["jobName"] == "paused-g1"
+    job = cluster.job_name("paused")
+    assert status["jobName"] == job
     time.sleep(2)
     assert cluster.items("pods") == []
 
@@ -206,6 +209,6 @@ def test_suspend_pauses_and_resume_continues_the_same_run(cluster: Cluster) -> N
         ),
         timeout=120,
     )
-    assert status["jobName"] == "paused-g1"  # resumed, not replaced
-    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == ["paused-g1"]
+    assert status["jobName"] == job  # resumed, not replaced
+    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == [job]
     assert len(cluster.items("pods")) == 1

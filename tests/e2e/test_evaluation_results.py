@@ -36,21 +36,22 @@ def test_hf_evaluation_succeeds_with_the_scores_of_a_local_run(
     assert conditions["Succeeded"]["status"] == "True" and conditions["Failed"]["status"] == "False"
     assert conditions["Accepted"]["status"] == "True"
     assert all(c["observedGeneration"] == 1 for c in conditions.values())
-    assert status["jobName"] == "tiny-gpt2-g1" and status["startTime"] and status["completionTime"]
+    job_name = cluster.job_name("tiny-gpt2")
+    assert status["jobName"] == job_name and status["startTime"] and status["completionTime"]
     _report_the_cold_path(cluster, status, capsys)
 
     (job,) = cluster.items("jobs")
-    assert job["metadata"]["name"] == "tiny-gpt2-g1"
+    assert job["metadata"]["name"] == job_name
     assert any(c["type"] == "Complete" and c["status"] == "True" for c in job["status"]["conditions"])
     # The pod ran as the runner's own ServiceAccount, which only the operator created.
     (pod,) = cluster.items("pods")
-    assert pod["spec"]["serviceAccountName"] == "tiny-gpt2-runner"
+    assert pod["spec"]["serviceAccountName"] == cluster.runner_account("tiny-gpt2")
 
     events = cluster.wait_for(
         "the Events of the run",
         lambda: (e := cluster.events("tiny-gpt2")) and {"JobCreated", "Succeeded"} <= set(e) and e,
     )
-    assert events["JobCreated"] == "Created Job tiny-gpt2-g1."
+    assert events["JobCreated"] == f"Created Job {job_name}."
 
     row = _printed_row(cluster.kubectl("get", "evals").stdout)
     assert list(row) == ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE"]

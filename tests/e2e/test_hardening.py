@@ -357,7 +357,7 @@ def test_a_rerun_resets_its_series_on_the_operators_metrics(cluster: Cluster) ->
     cluster.apply(evaluation_manifest("series", **dummy_spec(limit=3, suspend=True)))
     cluster.wait_for(
         "the new run",
-        lambda: (cluster.evaluation("series").get("status") or {}).get("jobName") == "series-g2",
+        lambda: (cluster.evaluation("series").get("status") or {}).get("jobName") == cluster.job_name("series", 2),
         timeout=60,
     )
     # What stays: the phase, and the info series (model, revision, suite) that scores join on.
@@ -386,5 +386,5 @@ def test_an_api_server_restart_mid_run_loses_nothing(cluster: Cluster) -> None:
     cluster.plane.restart_apiserver(down_for=20)
     status = cluster.wait("outlives-api", "Succeeded", timeout=600)["status"]
     assert set(status["results"]) == set(LONG_RUN["tasks"]), status
-    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == ["outlives-api-g1"]
+    assert [j["metadata"]["name"] for j in cluster.items("jobs")] == [cluster.job_name("outlives-api")]
     cluster.operator.wait_watching()  # for the tests after this one

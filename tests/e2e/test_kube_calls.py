@@ -7,6 +7,7 @@ is checked here, where a wrong path or verb would show (the unit tests replace t
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -126,3 +127,45 @@ def test_leader_elections_lease_calls_on_the_real_api_server(api: None) -> None:
     with pytest.raises(api_errors.ApiError) as raised:
         calls.get(namespace=NAMESPACE, name="none", timeout=5.0)
     assert raised.value.reason == api_errors.NOT_FOUND
+
+
+def test_a_child_is_written_only_while_it_is_the_evaluations(api: None, control_plane: cp.ControlPlane) -> None:
+    """`runtime.owned` against kube-apiserver: a JSON patch whose test fails is 422 Invalid and
+    changes nothing; a child of the Evaluation is created and later tightened in one request;
+    a Role someone else made under its name is refused and left as it was."""
+    from assay.operator.build import builders
+    from assay.operator.build import children as run_children
+    from assay.operator.runtime import owned
+
+    evaluation = {
+        "apiVersion": "assay.dev/v1alpha1",
+        "kind": "Evaluation",
+        "metadata": {"name": "owner", "namespace": NAMESPACE},
+        "spec": {"model": "dummy", "tasks": ["arc_easy"]},
+    }
+    kube.create(evaluation)
+    uid = kube.get_evaluation(namespace=NAMESPACE, name="owner")["metadata"]["uid"]  # a real owner: no GC
+    ref = builders.EvaluationRef(name="owner", namespace=NAMESPACE, uid=uid, generation=1)
+    role = run_children.role(ref)
+    name = role["metadata"]["name"]
+    assert owned.ensure(role, uid=uid) is True
+    policy = run_children.network_policy(ref, job=builders.job_name(ref))
+    assert owned.ensure(policy, uid=uid) is True  # the manifest as kube-apiserver validates it
+    assert owned.ensure(policy, uid=uid, likely=True) is False
+
+    wide = [{"apiGroups": ["assay.dev"], "resources": ["evaluations"], "verbs": ["get", "patch"]}]
+    control_plane.kubectl("-n", NAMESPACE, "patch", "role", name, "--type=merge", "-p", json.dumps({"rules": wide}))
+    assert owned.ensure(role, uid=uid, likely=True) is False
+    assert kube.get("Role", role["apiVersion"], namespace=NAMESPACE, name=name)["rules"] == role["rules"]
+
+    kube.delete("Role", role["apiVersion"], namespace=NAMESPACE, name=name)
+    foreign = {"apiVersion": role["apiVersion"], "kind": "Role", "metadata": {"name": name, "namespace": NAMESPACE}}
+    kube.create({**foreign, "rules": wide})
+    before = kube.get("Role", role["apiVersion"], namespace=NAMESPACE, name=name)
+    with pytest.raises(api_errors.ApiError) as raised:
+        kube.json_patch(role, [{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid}])
+    assert (raised.value.code, raised.value.reason) == (422, api_errors.INVALID)
+    for likely in (False, True):
+        with pytest.raises(owned.NotOwned, match=f"^Role {name} exists and is not this Evaluation's;"):
+            owned.ensure(role, uid=uid, likely=likely)
+    assert kube.get("Role", role["apiVersion"], namespace=NAMESPACE, name=name) == before

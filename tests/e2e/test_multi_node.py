@@ -30,9 +30,17 @@ def test_two_nodes_give_the_results_of_one(cluster: Cluster, local_results: dict
     assert indexes == ["0", "1"]
     assert {p["status"]["phase"] for p in pods} == {"Succeeded"}
     (service,) = cluster.items("services")
-    assert service["metadata"]["name"] == "two-nodes-g1" and service["spec"]["clusterIP"] == "None"
+    name = cluster.job_name("two-nodes")
+    assert service["metadata"]["name"] == name and service["spec"]["clusterIP"] == "None"
+    # The run's NetworkPolicy selects both of its pods and lets in those pods alone (every
+    # port: the c10d store's, gloo's): no pod of another run or namespace reaches rank 0's store.
+    policy = cluster.get("networkpolicy", name)
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    assert all(selector.items() <= p["metadata"]["labels"].items() for p in pods)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
     # Both ranks ran the model and the status is rank 0's gathered result.
-    # Rendezvous went through cluster DNS: pod 1 found `two-nodes-g1-0.two-nodes-g1`.
+    # Rendezvous went through cluster DNS: pod 1 found `<job>-0.<job>`.
     logs = cluster.runner_logs()
     assert "rank 0 of 2: evaluating" in logs and "rank 1 of 2: evaluating" in logs
     assert {k: status.get(k) for k in ("results", "nSamples", "versions")} == condensed(local_results)

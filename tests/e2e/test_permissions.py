@@ -43,7 +43,7 @@ def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tm
         "the runner Roles",
         lambda: len(cluster.items("rolebindings", "app.kubernetes.io/managed-by=assay-operator")) == 2,
     )
-    account = "mine-runner"
+    account = cluster.runner_account("mine")
 
     assert _can_i(cluster, "get", "evaluations/mine", account=account) == "yes"
     # Status only: a runner that could patch its own spec could change its image or token Secret.

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.e2e
 def test_bumping_the_rerun_annotation_runs_a_finished_evaluation_again(cluster: Cluster) -> None:
     cluster.apply(evaluation_manifest("again", **dummy_spec()))
     first = cluster.wait("again", "Succeeded", timeout=180)
-    assert first["status"]["jobName"] == "again-g1"
+    assert first["status"]["jobName"] == cluster.job_name("again")
 
     cluster.kubectl("annotate", "evaluation", "again", "evaluations.assay.dev/rerun=2026-12-01")
     meta = first["metadata"]

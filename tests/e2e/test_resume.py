@@ -59,7 +59,8 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
         timeout=300,
         interval=0.5,
     )
-    (first,) = _pods(cluster, "resumed-g1")
+    job_name = cluster.job_name("resumed")
+    (first,) = _pods(cluster, job_name)
     evicted_at = time.time()
     _evict(cluster, first["metadata"]["name"])
 
@@ -73,9 +74,9 @@ def test_an_evicted_runner_resumes_from_its_response_cache_with_the_same_scores(
         for key, entry in metrics.items():
             assert ours[task][key]["value"] == pytest.approx(entry["value"], rel=1e-5, abs=1e-9), (task, key)
 
-    pods = _pods(cluster, "resumed-g1")
+    pods = _pods(cluster, job_name)
     (replacement,) = [p for p in pods if p["metadata"]["name"] != first["metadata"]["name"]]
-    job = cluster.get("job", "resumed-g1")
+    job = cluster.get("job", job_name)
     assert job["status"].get("failed", 0) <= 1 and job["status"]["succeeded"] == 1
     # The evicted runner left at once on SIGTERM: the Job replaced it well within the pod's 30 s
     # grace period, which it waited out when the runner (PID 1) ignored the signal.

@@ -47,7 +47,7 @@ def _scores(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 def _cache_hits(cluster: Cluster, name: str) -> list[int]:
     """Requests the run's pod answered from its response cache, per model call."""
-    (pod,) = cluster.items("pods", f"assay.dev/job={name}-g1")
+    (pod,) = cluster.items("pods", f"assay.dev/job={cluster.job_name(name)}")
     log = cluster.kubectl("logs", pod["metadata"]["name"]).stdout
     found = [int(done) for done, _ in FROM_CACHE.findall(log)]
     assert found, f"the runner did not report its cache use:\n{log[-3000:]}"

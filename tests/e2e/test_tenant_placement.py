@@ -3,8 +3,9 @@
 The session's operator runs the chart's default policy: no PriorityClass, one toleration
 (the GPU taint), and runner pods with the chart's requests, emptyDir limits and deadline.
 A second release, installed with `policy` values, shows those values reach the operator
-through Helm. The runner's ServiceAccount, Role and RoleBinding are server-side applied
-when a run starts, so a Role made in an older, wider shape is brought down to today's rules.
+through Helm. The runner's ServiceAccount, Role and RoleBinding are written again whenever
+a run is decided (while they are the Evaluation's), so a Role made wider is brought down to
+today's rules.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from tests.e2e.test_hardening import _refused
 pytestmark = pytest.mark.e2e
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-RBAC = "rbac.authorization.k8s.io/v1"
 
 
 def test_the_default_policy_refuses_a_priority_class_and_tolerations_past_the_gpu_taint(cluster: Cluster) -> None:
@@ -49,8 +49,11 @@ def test_the_gpu_toleration_runs_and_runner_pods_get_the_charts_defaults(cluster
     (job,) = cluster.items("jobs", "assay.dev/evaluation=defaults")
     pod = job["spec"]["template"]["spec"]
     assert pod["tolerations"] == [GPU_TOLERATION]
-    # Not BestEffort: the chart's requests where the spec set no cpu or memory.
-    assert pod["containers"][0]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    # Not BestEffort: the chart's requests where the spec set no cpu or memory; a memory limit by default.
+    assert pod["containers"][0]["resources"] == {
+        "requests": {"cpu": "250m", "memory": "512Mi"},
+        "limits": {"memory": "16Gi"},
+    }
     # The claims are PVCs (dummy_spec); scratch and /dev/shm are bounded.
     assert {v["name"]: v["emptyDir"].get("sizeLimit") for v in pod["volumes"] if "emptyDir" in v} == {
         "tmp": "10Gi",
@@ -69,44 +72,37 @@ def _can(cluster: Cluster, account: str, verb: str, resource: str, *extra: str) 
     return answer == "yes"
 
 
-def test_a_runner_role_made_wider_before_is_tightened_when_the_run_starts(cluster: Cluster) -> None:
-    """The shape a Role had before runners were limited to status, made here by hand (as an
-    older operator made it): `patch` on the Evaluation itself lets the runner rewrite its own
-    spec. The operator's apply replaces its rules and the binding's subjects with today's."""
+def test_a_runner_role_made_wider_is_tightened_when_the_run_is_decided_again(cluster: Cluster) -> None:
+    """The runner's Role and RoleBinding, made wider by hand after the operator made them (as an
+    older operator made them: `patch` on the Evaluation itself lets the runner rewrite its own
+    spec; a second subject): the next decision writes today's rules and subjects back, in one
+    request each whose tests check that they are still this Evaluation's."""
     name = "legacy"
-    account = f"{name}-runner"
+    cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
+    account = cluster.runner_account(name)
+    cluster.wait_for("the runner's binding", lambda: cluster.items("rolebindings", f"assay.dev/evaluation={name}"))
     wide = [
         {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get", "patch"]},
         {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
     ]
-    cluster.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": account}})
-    cluster.apply({"apiVersion": RBAC, "kind": "Role", "metadata": {"name": account}, "rules": wide})
-    cluster.apply(
-        {
-            "apiVersion": RBAC,
-            "kind": "RoleBinding",
-            "metadata": {"name": account},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": account},
-            "subjects": [
-                {"kind": "ServiceAccount", "name": account, "namespace": cluster.namespace},
-                {"kind": "ServiceAccount", "name": "default", "namespace": cluster.namespace},
-            ],
-        }
-    )
+    cluster.kubectl("patch", "role", account, "--type=merge", "-p", json.dumps({"rules": wide}))
+    subjects = [
+        {"kind": "ServiceAccount", "name": account, "namespace": cluster.namespace},
+        {"kind": "ServiceAccount", "name": "default", "namespace": cluster.namespace},
+    ]
+    cluster.kubectl("patch", "rolebinding", account, "--type=merge", "-p", json.dumps({"subjects": subjects}))
     assert _can(cluster, account, "patch", f"evaluations.assay.dev/{name}")  # the old shape: its own spec
     assert _can(cluster, "default", "patch", f"evaluations.assay.dev/{name}")
 
-    cluster.apply(evaluation_manifest(name, **dummy_spec()))
+    cluster.apply(evaluation_manifest(name, **dummy_spec()))  # resumed: generation 2, decided again
     status = cluster.wait(name, "Succeeded", timeout=180)["status"]
     assert status["results"]["arc_easy"]
 
-    role = json.loads(cluster.kubectl("get", "role", account, "-o", "json", "--show-managed-fields").stdout)
+    role = cluster.get("role", account)
     assert role["rules"] == [
         {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get"]},
         {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
     ]
-    appliers = {m["manager"] for m in role["metadata"]["managedFields"] if m["operation"] == "Apply"}
-    assert appliers == {"assay-operator"}
     owner = role["metadata"]["ownerReferences"][0]
     assert owner["kind"] == "Evaluation" and owner["name"] == name
     binding = cluster.get("rolebinding", account)

@@ -2,8 +2,9 @@
 
 It keeps objects by their REST path and answers the requests the operator makes: create
 (POST; 409 AlreadyExists when the name is taken), get, list (equality label and field
-selectors), merge patch (the status subresource included), server-side apply (PATCH with
-apply-patch+yaml: create or replace), update (PUT, conditional on the resourceVersion sent:
+selectors), merge patch (the status subresource included), JSON patch (RFC 6902's test,
+add, replace and remove, all or none: a failed test or a missing path is 422 Invalid, as
+kube-apiserver answers), update (PUT, conditional on the resourceVersion sent:
 409 Conflict when it is stale; creates, updates and merge patches stamp a new one) and
 delete. It can be told to refuse a create with a recorded Status, to answer every request
 with an error for a while, as a kube-apiserver does whose etcd is gone, to answer the next
@@ -55,6 +56,37 @@ def _merge(target: Any, patch: Any) -> Any:
         else:
             out[key] = _merge(out.get(key), value)
     return out
+
+
+class PatchFailed(Exception):
+    pass
+
+
+def json_patch(target: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """RFC 6902 on a copy of `target`; PatchFailed when an operation does not apply."""
+    doc = json.loads(json.dumps(target))
+    for operation in operations:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in operation["path"].split("/")[1:]]
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.get(part) if isinstance(node, dict) else None
+            if node is None:
+                raise PatchFailed(f"{operation['path']}: missing")
+        key: Any = int(last) if isinstance(node, list) and last != "-" else last
+        present = (0 <= key < len(node)) if isinstance(node, list) and isinstance(key, int) else key in node
+        if operation["op"] == "test":
+            if not present or node[key] != operation["value"]:
+                raise PatchFailed(f"testing value {operation['path']} failed")
+        elif operation["op"] == "add" or (operation["op"] == "replace" and present):
+            if isinstance(node, list) and operation["op"] == "add":
+                node.insert(len(node) if key == "-" else key, operation["value"])
+            else:
+                node[key] = operation["value"]
+        elif operation["op"] == "remove" and present:
+            del node[key]
+        else:
+            raise PatchFailed(f"{operation['op']} {operation['path']}: does not apply")
+    return dict(doc)
 
 
 def _lookup(obj: Any, dotted: str) -> Any:
@@ -110,7 +142,7 @@ class LocalApiServer:
         self.overloaded: list[tuple[int, str]] = []
         """(429 or 503, Retry-After) answers to give, one per request, before answering as usual."""
         self.refuse: Callable[[str, dict[str, Any]], Status | None] = lambda path, body: None
-        """(collection path, body) of a create or a server-side apply → the Status to refuse it with, or None to
+        """(collection path, object) of a create or a JSON patch → the Status to refuse it with, or None to
         make it."""
         self.hang: Callable[[str, str], bool] = lambda method, path: False
         """(method, path) → True to hold the request unanswered, for as long as this says so (or the server closes)."""
@@ -242,14 +274,18 @@ class LocalApiServer:
                     and _matches(o, query.get("labelSelector", ""), query.get("fieldSelector", ""))
                 ]
                 return 200, {"kind": "List", "apiVersion": "v1", "metadata": {}, "items": items}
-            if method == "PATCH" and "apply-patch" in content_type:
-                refused = self.refuse(target.rsplit("/", 1)[0], body)
-                if refused is not None:
-                    return refused
-                self.objects[target] = body
-                return 200, body
             if target not in self.objects:
                 return status(404, "NotFound", f"{path.rsplit('/', 1)[-1]!r} not found")
+            if method == "PATCH" and "json-patch" in content_type:
+                try:
+                    patched = json_patch(self.objects[target], body)
+                except PatchFailed as failed:
+                    return status(422, "Invalid", str(failed))
+                refused = self.refuse(target.rsplit("/", 1)[0], patched)
+                if refused is not None:
+                    return refused
+                self.objects[target] = self._stamp(patched)
+                return 200, patched
             if method == "PATCH":
                 self.objects[target] = self._stamp(_merge(self.objects[target], body))
                 return 200, self.objects[target]

@@ -296,14 +296,12 @@ def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path)
         api_session.Session(_credentials("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
 
 
-def test_the_runners_access_is_server_side_applied_with_the_operators_field_manager(
+def test_a_json_patch_is_sent_as_kube_apiserver_reads_one(
     server: Server, pki: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """`kube.apply`'s request as kube-apiserver reads it: a PATCH of the object's own path,
-    apply-patch content, the operator's fieldManager, force (so an older Role's rules, owned
-    by an earlier create or by hand, are replaced rather than refused as a conflict)."""
-    import urllib.parse
-
+    """`kube.json_patch`'s request, with which the operator changes a child it owns: a PATCH of
+    the object's own path, json-patch content, the operations as the body (tests first, so
+    that kube-apiserver applies all of them or none)."""
     from assay.operator.build import builders
     from assay.operator.build import children as run_children
     from assay.operator.kube import api_errors, kube
@@ -311,22 +309,19 @@ def test_the_runners_access_is_server_side_applied_with_the_operators_field_mana
     session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
     ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
-    for manifest, path in [
-        (run_children.role(ref), "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/tiny-runner"),
-        (run_children.service_account(ref), "/api/v1/namespaces/evals/serviceaccounts/tiny-runner"),
-    ]:
-        assert kube.apply(manifest) is True
-        sent = server.requests[-1]
-        url = urllib.parse.urlsplit(sent["path"])
-        assert sent["method"] == "PATCH" and url.path == path
-        assert urllib.parse.parse_qs(url.query) == {"fieldManager": ["assay-operator"], "force": ["true"]}
-        assert sent["content_type"] == "application/apply-patch+yaml" and sent["auth"] == "Bearer t1"
-        # The whole object, kind and all: apply needs them, and a Role's rules are replaced as one list.
-        assert json.loads(sent["body"]) == manifest
-    assert len(server.requests) == 2  # one request per child, as the create it replaces
-    # A namespace being deleted makes nothing more: not an error.
-    gone = builders.EvaluationRef(name="tiny", namespace="terminating", uid="u1", generation=1)
-    assert kube.apply(run_children.role_binding(gone)) is False
+    operations = [
+        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "u1"},
+        {"op": "add", "path": "/rules", "value": run_children.role(ref)["rules"]},
+    ]
+    kube.json_patch(run_children.role(ref), operations)
+    sent = server.requests[-1]
+    name = builders.runner_account_name(ref)
+    assert (
+        sent["method"] == "PATCH"
+        and sent["path"] == f"/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/{name}"
+    )
+    assert sent["content_type"] == "application/json-patch+json" and sent["auth"] == "Bearer t1"
+    assert json.loads(sent["body"]) == operations
     refused = builders.EvaluationRef(name="tiny", namespace="forbidden", uid="u1", generation=1)
     with pytest.raises(api_errors.ApiError, match="403"):
-        kube.apply(run_children.role(refused))  # RBAC's refusal is an error
+        kube.json_patch(run_children.role(refused), operations)

@@ -7,16 +7,20 @@ fields, so `model_validate` catches a misspelt or misplaced field as the server 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
 from kubernetes import client
 
-from assay.operator.build import builders
+from assay.operator.build import builders, containers, names
 from assay.operator.build import children as run_children
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
+MARK = names.owner_mark("0b5c-uid")
+JOB = f"pythia-core-g3-{MARK}"
+ACCOUNT = f"pythia-core-runner-{MARK}"
 MODELS = {
     "ServiceAccount": client.V1ServiceAccount,
     "Role": client.V1Role,
@@ -24,6 +28,7 @@ MODELS = {
     "Service": client.V1Service,
     "ConfigMap": client.V1ConfigMap,
     "Job": client.V1Job,
+    "NetworkPolicy": client.V1NetworkPolicy,
 }
 
 
@@ -42,7 +47,8 @@ def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus
     children = run_children.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
     kinds = [c["kind"] for c in children]
     assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + [
-        "Job"
+        "NetworkPolicy",
+        "Job",
     ]
     for child in children:
         MODELS[child["kind"]].model_validate(child)
@@ -60,11 +66,12 @@ def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus
 
 
 def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
-    assert builders.job_name(REF) == "pythia-core-g3"
+    assert builders.job_name(REF) == JOB and builders.runner_account_name(REF) == ACCOUNT
+    assert re.fullmatch(r"[0-9a-f]{5}", MARK)
     assert run_children.children(REF, _spec()) == run_children.children(REF, _spec())
     long = builders.EvaluationRef(name="x" * 250, namespace="n", uid="u", generation=12345)
     name = builders.job_name(long)
-    assert len(name) <= 52 and name.endswith("-g12345")
+    assert len(name) <= 52 and name.endswith(f"-g12345-{names.owner_mark('u')}")
     assert builders.job_name(long) != builders.job_name(builders.EvaluationRef("x" * 249 + "y", "n", "u", 12345))
 
 
@@ -82,7 +89,7 @@ def test_runner_role_reads_its_own_evaluation_and_patches_only_its_status() -> N
     ]
     binding = run_children.role_binding(REF)
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "pythia-core-runner", "namespace": "evals"}]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "evals"}]
 
 
 def test_single_process_job() -> None:
@@ -101,20 +108,20 @@ def test_single_process_job() -> None:
         "requests": {"cpu": "4", "memory": "16Gi"},
         "limits": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
     }
-    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == "pythia-core-runner"
+    assert pod["restartPolicy"] == "Never" and pod["serviceAccountName"] == ACCOUNT
 
 
 def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
     spec = _spec(resources={"nodes": 4, "gpusPerNode": 8})
     job = builders.job(REF, spec)
-    service = builders.headless_service(REF, job="pythia-core-g3")
+    service = builders.headless_service(REF, job=JOB)
     assert job["spec"]["completionMode"] == "Indexed"
     assert job["spec"]["completions"] == job["spec"]["parallelism"] == 4
     pod = job["spec"]["template"]["spec"]
-    assert pod["subdomain"] == service["metadata"]["name"] == "pythia-core-g3"
+    assert pod["subdomain"] == service["metadata"]["name"] == JOB
     assert service["spec"]["clusterIP"] == "None" and service["spec"]["publishNotReadyAddresses"] is True
-    assert service["spec"]["selector"] == {builders.LABEL_JOB: "pythia-core-g3"}
-    assert job["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
+    assert service["spec"]["selector"] == {builders.LABEL_JOB: JOB}
+    assert job["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == JOB
     (runner,) = pod["containers"]
     assert runner["command"] == [
         "python",
@@ -123,8 +130,8 @@ def test_multi_node_job_is_indexed_with_rendezvous_on_pod_zero() -> None:
         "--nnodes=4",
         "--nproc_per_node=8",
         "--rdzv_backend=c10d",
-        "--rdzv_endpoint=pythia-core-g3-0.pythia-core-g3:29400",
-        "--rdzv_id=pythia-core-g3",
+        f"--rdzv_endpoint={JOB}-0.{JOB}:29400",
+        f"--rdzv_id={JOB}",
         "--max_restarts=0",
         "-m",
         "assay.runner",
@@ -192,17 +199,17 @@ def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environ
     spec = _spec(samples={"arc_easy": list(range(40_000))}, resources={"nodes": 2, "gpusPerNode": 2})
     children = {c["kind"]: c for c in run_children.children(REF, spec)}
     config_map, job = children["ConfigMap"], children["Job"]
-    assert job["metadata"]["name"] == "pythia-core-g3" and config_map["metadata"]["name"] == "pythia-core-g3-spec"
-    assert config_map["metadata"]["labels"][builders.LABEL_JOB] == "pythia-core-g3"
+    assert job["metadata"]["name"] == JOB and config_map["metadata"]["name"] == f"{JOB}-spec"
+    assert config_map["metadata"]["labels"][builders.LABEL_JOB] == JOB
     assert config_map["metadata"]["labels"][builders.LABEL_GENERATION] == "3"
     (text,) = config_map["data"].values()
     assert len(text) > 200 * 1024 and text == spec.to_json()
     assert parse_spec(json.loads(config_map["data"]["evaluation.json"])) == spec
-    assert "ConfigMap" in run_children.APPLIED_KINDS  # there again for a Job made again after it was lost
+    assert "ConfigMap" in run_children.UPDATED_FIELDS  # there again for a Job made again after it was lost
     pod = job["spec"]["template"]["spec"]
     volume = {
         "name": "spec",
-        "configMap": {"name": "pythia-core-g3-spec", "items": [{"key": "evaluation.json", "path": "evaluation.json"}]},
+        "configMap": {"name": f"{JOB}-spec", "items": [{"key": "evaluation.json", "path": "evaluation.json"}]},
     }
     assert volume in pod["volumes"]
     assert len(pod["initContainers"]) == 1  # the --check container reads it too
@@ -315,3 +322,58 @@ def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkey
         {"model": "vllm", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"], "image": "registry.local/mine:1"}
     )
     assert image(mine) == "registry.local/mine:1"
+
+
+@pytest.mark.parametrize("nodes", [1, 3])
+def test_each_run_has_a_network_policy_that_admits_only_its_own_jobs_pods(nodes: int) -> None:
+    children = {c["kind"]: c for c in run_children.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": 1}))}
+    policy, job = children["NetworkPolicy"], children["Job"]
+    assert policy["metadata"]["name"] == job["metadata"]["name"] == JOB
+    pod_labels = job["spec"]["template"]["metadata"]["labels"]
+    selector = policy["spec"]["podSelector"]["matchLabels"]
+    # It selects the Job's pods, by a label the operator sets on them last (a spec's pod labels cannot set it) ...
+    assert selector == {builders.LABEL_JOB: JOB} and selector.items() <= pod_labels.items()
+    forged = builders.job(REF, _spec(podTemplate={"labels": {builders.LABEL_JOB: "someone-else-g1-00000"}}))
+    assert forged["spec"]["template"]["metadata"]["labels"][builders.LABEL_JOB] == JOB
+    # ... and lets in, on every port (c10d's store, gloo's and NCCL's own), those pods alone: a `from` without
+    # a namespaceSelector is the policy's own namespace; no ipBlock, no other selector.
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": {builders.LABEL_JOB: JOB}}}]}]
+    other = builders.job_name(builders.EvaluationRef(name="pythia-core", namespace="evals", uid="other", generation=3))
+    assert other != JOB  # a same-named Evaluation made again is another run's pods
+
+
+def test_runner_containers_get_a_memory_limit_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    from assay.operator.admission import placement_policy
+
+    def limits(spec: Any, placement: placement_policy.Placement | None = None) -> list[dict[str, Any]]:
+        pod = builders.job(REF, spec, placement=placement or placement_policy.Placement())["spec"]["template"]["spec"]
+        return [c["resources"] for c in [*pod.get("initContainers", ()), *pod["containers"]]]
+
+    monkeypatch.delenv(containers.DEFAULT_MEMORY_ENV, raising=False)
+    (resources,) = limits(_spec())
+    assert containers.BUILT_IN_DEFAULT_MEMORY == "16Gi" and resources["limits"]["memory"] == "16Gi"
+    assert resources["requests"] == {"cpu": "250m", "memory": "512Mi"}  # the admin's requests stay as they were
+    # torchrun's --check container too.
+    assert all(r["limits"]["memory"] == "16Gi" for r in limits(_spec(resources={"nodes": 2})))
+    # The spec's memory, and the admin's policy's limit, come first.
+    assert limits(_spec(resources={"memory": "2Gi"}))[0]["limits"]["memory"] == "2Gi"
+    admin = placement_policy.Placement(runner_limits=(("memory", "4Gi"),))
+    assert limits(_spec(), admin)[0]["limits"]["memory"] == "4Gi"
+    # A request above the default is not left above its limit (the API server would refuse the Job).
+    big = placement_policy.Placement(runner_requests=(("memory", "40Gi"),))
+    assert limits(_spec(), big)[0]["limits"]["memory"] == "40Gi"
+    # The chart's setting, and `none` for no default.
+    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, "24Gi")
+    assert limits(_spec())[0]["limits"]["memory"] == "24Gi"
+    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, "none")
+    assert "memory" not in limits(_spec())[0]["limits"]  # the GPU is all
+
+
+@pytest.mark.parametrize("value", ["16 GiB", "lots", "-1Gi", "0"])
+def test_a_bad_default_memory_setting_is_named(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    from assay.errors import UserError
+
+    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, value)
+    with pytest.raises(UserError, match=f"ASSAY_RUNNER_DEFAULT_MEMORY='{re.escape(value)}' is no memory quantity"):
+        containers.default_memory_limit()

@@ -70,4 +70,4 @@ def test_the_gpu_resource_name_reaches_the_runner_pods(monkeypatch: pytest.Monke
     monkeypatch.setenv(containers.GPU_RESOURCE_ENV, env[containers.GPU_RESOURCE_ENV])
     spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"], "resources": {"gpusPerNode": 2}})
     runner = builders.job(REF, spec)["spec"]["template"]["spec"]["containers"][0]
-    assert runner["resources"]["limits"] == {name: "2"}
+    assert runner["resources"]["limits"] == {name: "2", "memory": containers.BUILT_IN_DEFAULT_MEMORY}

@@ -1,7 +1,9 @@
 """`converge`: which runs need their Job again, and re-creating it from the same pure plan.
 
-No API server runs in unit tests, so `kube`'s calls are replaced by an in-memory store of
-the objects created; tests/e2e/test_hardening.py deletes a real Job on the real node.
+`kube`'s calls are replaced by an in-memory store of the objects created (JSON patches
+applied by the local API server's RFC 6902 code); tests/operator/test_operator_owned.py
+runs the ownership rules over HTTP, and tests/e2e/test_hardening.py deletes a real Job on
+the real node.
 """
 
 from __future__ import annotations
@@ -15,15 +17,20 @@ from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.operator.decide import conditions
-from assay.operator.kube import kube
+from assay.operator.kube import api_errors, kube
 from assay.operator.runtime import converge
+from tests.operator.local_apiserver import PatchFailed, json_patch
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 
 
+def _job_name(name: str = "tiny") -> str:
+    return builders.job_name(builders.EvaluationRef(name=name, namespace="evals", uid=f"uid-{name}", generation=1))
+
+
 def _evaluation(name: str = "tiny", **status: Any) -> dict[str, Any]:
-    accepted = conditions.accepted(None, job_name=f"{name}-g1", generation=1, now=T0, new_run=True)
+    accepted = conditions.accepted(None, job_name=_job_name(name), generation=1, now=T0, new_run=True)
     return {
         "apiVersion": "assay.dev/v1alpha1",
         "kind": "Evaluation",
@@ -39,9 +46,9 @@ class Store:
     def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
         self.objects: dict[tuple[str, str], dict[str, Any]] = {}
         self.events: list[tuple[str, str]] = []
-        self.applied: list[tuple[str, str]] = []
+        self.patched: list[tuple[str, str]] = []
         monkeypatch.setattr(kube, "create", self.create)
-        monkeypatch.setattr(kube, "apply", self.apply)
+        monkeypatch.setattr(kube, "json_patch", self.json_patch)
         monkeypatch.setattr(kube, "get", lambda kind, v, *, namespace, name: self.objects.get((kind, name)))
         monkeypatch.setattr(kube, "list_children", self.list_children)
         monkeypatch.setattr(kube, "patch_evaluation_status", lambda **_: None)
@@ -53,10 +60,16 @@ class Store:
         self.objects[key] = manifest
         return True
 
-    def apply(self, manifest: dict[str, Any]) -> bool:
-        self.applied.append((manifest["kind"], manifest["metadata"]["name"]))
-        self.objects[(manifest["kind"], manifest["metadata"]["name"])] = manifest
-        return True
+    def json_patch(self, manifest: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+        key = (manifest["kind"], manifest["metadata"]["name"])
+        if key not in self.objects:
+            raise api_errors.ApiError(code=404, reason="NotFound")
+        try:
+            self.objects[key] = json_patch(self.objects[key], operations)
+        except PatchFailed as failed:
+            raise api_errors.ApiError(code=422, reason="Invalid", message=str(failed)) from None
+        self.patched.append(key)
+        return self.objects[key]
 
     def list_children(self, kind: str, api_version: str, **_: Any) -> list[dict[str, Any]]:
         return [o for (k, _name), o in self.objects.items() if k == kind]
@@ -67,7 +80,7 @@ class Store:
 
 def test_which_runs_await_their_job() -> None:
     assert converge.awaits_job(_evaluation())
-    assert converge.awaits_job(_evaluation(), "tiny-g1") and not converge.awaits_job(_evaluation(), "tiny-g0")
+    assert converge.awaits_job(_evaluation(), _job_name()) and not converge.awaits_job(_evaluation(), "tiny-g0")
     assert not converge.awaits_job(_evaluation(phase="Succeeded"))
     deleting = _evaluation()
     deleting["metadata"]["deletionTimestamp"] = "2025-05-01T12:00:00Z"
@@ -82,22 +95,22 @@ def test_the_tracker_follows_watch_events() -> None:
     for name in ("a", "b", "c"):
         runs.observe(_evaluation(name))
     runs.observe(_evaluation("c", phase="Failed"))
-    assert runs.snapshot() == {("evals", "a"): "a-g1", ("evals", "b"): "b-g1"}
+    assert runs.snapshot() == {("evals", "a"): _job_name("a"), ("evals", "b"): _job_name("b")}
     runs.observe(_evaluation("b"), deleted=True)
-    assert runs.snapshot() == {("evals", "a"): "a-g1"}
+    assert runs.snapshot() == {("evals", "a"): _job_name("a")}
 
 
 def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(monkeypatch)
     evaluation = _evaluation()
     assert converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
-    job = store.objects[("Job", "tiny-g1")]
+    job = store.objects[("Job", _job_name())]
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HF_HUB_OFFLINE"] == "1"  # the policy still holds for the Job made again
     assert store.events[0] == ("Warning", "JobLost") and ("Normal", "JobCreated") in store.events
     # Seen by both the DELETED event and the sweep: the second finds the Job and does nothing.
     assert not converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
-    assert [k for k in store.objects if k[0] == "Job"] == [("Job", "tiny-g1")]
+    assert [k for k in store.objects if k[0] == "Job"] == [("Job", _job_name())]
 
 
 def _job(name: str, **status: Any) -> dict[str, Any]:
@@ -114,7 +127,7 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     store = Store(monkeypatch)
     calls: list[str] = []
     # Listed Jobs of a namespace: one list for all its runs, not one read per run.
-    monkeypatch.setattr(converge, "runner_jobs", lambda ns: calls.append(ns) or {"a-g1": _job("a-g1")})
+    monkeypatch.setattr(converge, "runner_jobs", lambda ns: calls.append(ns) or {_job_name("a"): _job(_job_name("a"))})
     evaluations = {name: _evaluation(name) for name in ("a", "b")}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
     now = [0.0]
@@ -139,7 +152,7 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     runs.observe(evaluations["a"])  # a later event of the same run keeps its first sighting
     sweeper.sweep()
     assert calls == ["evals"] and list(store.objects) and not errors
-    assert {name for kind, name in store.objects if kind == "Job"} == {"b-g1"}
+    assert {name for kind, name in store.objects if kind == "Job"} == {_job_name("b")}
     assert store.events.count(("Warning", "JobLost")) == 1  # through the poster it was given
 
 
@@ -152,43 +165,56 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     monkeypatch.setattr(
         kube,
         "delete",
-        lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name)),
+        lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name), None),
     )
     spec = spec_module.parse_spec(SPEC)
     evaluation = _evaluation(phase="Succeeded")
-    store.objects[("Job", "tiny-g1")] = {"kind": "Job", "metadata": {"name": "tiny-g1", "annotations": {}}}
-    store.objects[("ConfigMap", "tiny-g1-spec")] = {"kind": "ConfigMap", "metadata": {"name": "tiny-g1-spec"}}
+    first = _job_name()
+    store.objects[("Job", first)] = {"kind": "Job", "metadata": {"name": first, "annotations": {}}}
+    store.objects[("ConfigMap", f"{first}-spec")] = {"kind": "ConfigMap", "metadata": {"name": f"{first}-spec"}}
     assert converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit).is_noop
     evaluation["metadata"]["annotations"] = {builders.ANNOTATION_RERUN: "sha-1234"}
     steps = converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
     rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
-    assert steps.new_run and rerun.startswith("tiny-g1-r")
+    assert steps.new_run and rerun.startswith("tiny-g1-r") and rerun.endswith(first.removeprefix("tiny-g1"))
     assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
-    # The superseded run's spec ConfigMap went first, then its Job; the new run has its own.
-    assert deleted == [("ConfigMap", "tiny-g1-spec"), ("Job", "tiny-g1")]
+    # The superseded run's spec ConfigMap went first, then its Job, then its NetworkPolicy; the new run has its own.
+    assert deleted == [("ConfigMap", f"{first}-spec"), ("Job", first), ("NetworkPolicy", first)]
     assert [name for kind, name in store.objects if kind == "ConfigMap"] == [f"{rerun}-spec"]
     (status,) = written
     assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"
     assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events
 
 
-def test_the_runners_access_is_applied_at_every_decision_and_its_job_created_once(
+def test_the_runners_access_is_kept_up_to_date_at_every_decision_and_its_job_created_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """A Role an older operator made is brought down to today's rules when a run is decided:
-    the ServiceAccount, Role and RoleBinding are server-side applied each time (one request
-    each, as the create they replace was), and so is the run's spec ConfigMap (one request
-    more per run than the spec in the Job's environment was); the Job is created once."""
+    """A Role an older operator made is brought down to today's rules when a run is decided
+    again: the first decision creates each child (one request each), the next patches the
+    ServiceAccount, Role, RoleBinding, spec ConfigMap and NetworkPolicy (one request each,
+    tested to be this Evaluation's in the same request); the Job is created once."""
     store = Store(monkeypatch)
     spec = spec_module.parse_spec(SPEC)
-    for _ in range(2):
-        converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
+    evaluation = _evaluation()
+    del evaluation["status"]  # never decided: nothing to list, everything to create
+    created = []
+    monkeypatch.setattr(kube, "create", lambda m: created.append((m["kind"], m["metadata"]["name"])) or store.create(m))
+    converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
+    ref = builders.EvaluationRef.from_body(evaluation)
+    account, job = builders.runner_account_name(ref), builders.job_name(ref)
     access = [
-        ("ServiceAccount", "tiny-runner"),
-        ("Role", "tiny-runner"),
-        ("RoleBinding", "tiny-runner"),
-        ("ConfigMap", "tiny-g1-spec"),
+        ("ServiceAccount", account),
+        ("Role", account),
+        ("RoleBinding", account),
+        ("ConfigMap", f"{job}-spec"),
+        ("NetworkPolicy", job),
     ]
-    assert store.applied == access * 2
-    assert [key for key in store.objects if key[0] == "Job"] == [("Job", "tiny-g1")]
+    assert created == [*access, ("Job", job)] and store.patched == []
+    wider = store.objects[("Role", account)]
+    wider["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    created.clear()
+    converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
+    assert created == [] and store.patched == access
+    assert store.objects[("Role", account)]["rules"][0]["resourceNames"] == ["tiny"]
+    assert [key for key in store.objects if key[0] == "Job"] == [("Job", job)]
     assert store.events.count(("Normal", "JobCreated")) == 1

@@ -137,7 +137,8 @@ def test_cluster_wide_render() -> None:
     assert "--all-namespaces" in container["args"]
     role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "ev-assay")
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
-    # The runner's account, Role and binding are server-side applied (patch) at each run's start.
+    # The runner's account, Role and binding are created, patched at each later decision (while they are the
+    # Evaluation's), and read to see whose an object under their name is.
     for resource in (
         ("rbac.authorization.k8s.io", "roles"),
         ("rbac.authorization.k8s.io", "rolebindings"),
@@ -150,8 +151,11 @@ def test_cluster_wide_render() -> None:
     assert verbs[("assay.dev", "evaluations")] == {"get", "list", "watch"}
     assert verbs[("assay.dev", "evaluations/status")] == {"get", "patch"}
     # Read: spec.taskSources, by name. Written: the operator's own per-run spec ConfigMaps, each by
-    # name (applied before the Job, deleted with a superseded one); never listed or watched.
+    # name (created before the Job, patched at later decisions, deleted with a superseded one); never listed
+    # or watched.
     assert verbs[("", "configmaps")] == {"get", "create", "patch", "delete"}
+    # Each run's NetworkPolicy, the same way: created with its Job, deleted with a superseded one.
+    assert verbs[("networking.k8s.io", "networkpolicies")] == {"get", "create", "patch", "delete"}
     from assay.operator.build import builders
     from assay.operator.build import children as run_children
     from assay.spec import parse_spec
@@ -161,7 +165,7 @@ def test_cluster_wide_render() -> None:
         parse_spec({"model": "hf", "tasks": ["arc_easy"]}),
         job="e-g1",
     )
-    assert config_map["kind"] in run_children.APPLIED_KINDS  # a server-side apply: patch, and create when it makes one
+    assert config_map["kind"] in run_children.UPDATED_FIELDS  # created, then patched: create and patch
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
     # What each runner Role grants, the operator must hold (no escalate needed).

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from assay.operator.build import builders
+from assay.operator.build import builders, names
 from assay.operator.build import children as run_children
 from assay.operator.build.names import label_value
 from assay.spec import parse_spec
@@ -150,22 +150,40 @@ def test_every_child_name_and_label_is_valid(nodes: int, generation: int) -> Non
             assert child["spec"]["template"]["metadata"]["annotations"][builders.ANNOTATION_EVALUATION] == name
 
 
-def test_names_that_fit_are_kept_as_they_were() -> None:
+def test_names_that_fit_are_kept_whole_before_the_owners_mark() -> None:
     ref = builders.EvaluationRef(name="pythia-core", namespace="ns", uid="u", generation=3)
-    assert builders.job_name(ref) == "pythia-core-g3"
-    assert builders.runner_account_name(ref) == "pythia-core-runner"
+    mark = names.owner_mark("u")
+    assert builders.job_name(ref) == f"pythia-core-g3-{mark}"
+    assert builders.runner_account_name(ref) == f"pythia-core-runner-{mark}"
     assert builders.labels(ref)[builders.LABEL_EVALUATION] == "pythia-core"
     assert label_value("a" * 63) == "a" * 63
+
+
+def test_every_child_name_ends_in_a_mark_of_the_evaluations_uid() -> None:
+    """No tenant chooses a uid: an Evaluation named `gitlab` cannot be named onto an existing
+    `gitlab-runner`, and one made again under its name gets children of other names."""
+    marks = {names.owner_mark(f"5d1f6c1e-8a0b-4f55-9d7e-2f1c0f9b7a{i:02}") for i in range(100)}
+    assert all(re.fullmatch(r"[0-9a-f]{5}", mark) for mark in marks) and len(marks) == 100
+    for uid in ("5d1f6c1e-8a0b-4f55-9d7e-2f1c0f9b7a11", "u", "not a uuid at all"):
+        ref = builders.EvaluationRef(name="gitlab", namespace="ns", uid=uid, generation=1)
+        mark = names.owner_mark(uid)
+        made = {c["kind"]: c["metadata"]["name"] for c in run_children.children(ref, _spec(2))}
+        assert made["Role"] == made["ServiceAccount"] == made["RoleBinding"] == f"gitlab-runner-{mark}"
+        assert made["Job"] == made["Service"] == made["NetworkPolicy"] == f"gitlab-g1-{mark}"
+        assert made["ConfigMap"] == f"gitlab-g1-{mark}-spec"
+        assert "gitlab-runner" not in made.values()
+    again = builders.EvaluationRef(name="gitlab", namespace="ns", uid="another", generation=1)
+    assert builders.job_name(again) != builders.job_name(ref)
 
 
 def test_other_names_get_a_stable_hash_of_the_full_name() -> None:
     dotted = builders.EvaluationRef(name="llama-3.1-8b.mmlu", namespace="ns", uid="u", generation=1)
     job = builders.job_name(dotted)
-    assert re.fullmatch(r"llama-3-1-8b-mmlu-[0-9a-f]{6}-g1", job), job
+    assert re.fullmatch(rf"llama-3-1-8b-mmlu-[0-9a-f]{{6}}-g1-{names.owner_mark('u')}", job), job
     assert builders.job_name(dotted) == job  # deterministic: a restarted operator finds its Job
     # Names that sanitise or truncate alike still get different children.
     twin = builders.EvaluationRef(name="llama-3-1-8b-mmlu", namespace="ns", uid="u", generation=1)
-    assert builders.job_name(twin) == "llama-3-1-8b-mmlu-g1" != job
+    assert builders.job_name(twin) == f"llama-3-1-8b-mmlu-g1-{names.owner_mark('u')}" != job
     digits = builders.EvaluationRef(name="8b.mmlu", namespace="ns", uid="u", generation=1)
     assert builders.job_name(digits).startswith("e-8b-mmlu-")
 

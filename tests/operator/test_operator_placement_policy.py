@@ -172,9 +172,10 @@ def test_runner_pods_get_the_admins_defaults_where_the_spec_leaves_them_unset() 
     cache = next(v for v in _pod(job)["volumes"] if v["name"] == "cache")
     assert cache == {"name": "cache", "persistentVolumeClaim": {"claimName": "models"}}
 
-    # Nothing to fill in: the Job is as the spec alone makes it.
+    # Nothing to fill in: the Job is as the spec alone makes it, with the memory limit every runner gets.
     job = builders.job(REF, parse_spec(dict(BASE)), placement=NONE)
-    assert "resources" not in _pod(job)["containers"][0] and "activeDeadlineSeconds" not in job["spec"]
+    assert _pod(job)["containers"][0]["resources"] == {"limits": {"memory": "16Gi"}}
+    assert "activeDeadlineSeconds" not in job["spec"]
     assert all(v["emptyDir"].get("sizeLimit") is None for v in _pod(job)["volumes"] if "emptyDir" in v)
 
 
@@ -196,12 +197,16 @@ def test_the_job_takes_the_defaults_from_the_operators_policy_env(monkeypatch: p
         ),
     )
     job = builders.job(REF, parse_spec(dict(BASE)))
-    assert _pod(job)["containers"][0]["resources"] == {"requests": {"cpu": "2"}}  # YAML's `cpu: 2` is the quantity "2"
+    # YAML's `cpu: 2` is the quantity "2"; the memory limit is every runner's default
+    assert _pod(job)["containers"][0]["resources"] == {"requests": {"cpu": "2"}, "limits": {"memory": "16Gi"}}
     assert {v["emptyDir"]["sizeLimit"] for v in _pod(job)["volumes"] if "emptyDir" in v} == {"1Gi"}
     assert "activeDeadlineSeconds" not in job["spec"]
     monkeypatch.delenv(placement_policy.POLICY_ENV)
     job = builders.job(REF, parse_spec(dict(BASE)))  # no policy: the chart's defaults
-    assert _pod(job)["containers"][0]["resources"] == {"requests": {"cpu": "250m", "memory": "512Mi"}}
+    assert _pod(job)["containers"][0]["resources"] == {
+        "requests": {"cpu": "250m", "memory": "512Mi"},
+        "limits": {"memory": "16Gi"},
+    }
     assert job["spec"]["activeDeadlineSeconds"] == 86400
 
 

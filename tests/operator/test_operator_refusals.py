@@ -18,6 +18,7 @@ import pytest
 
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
 from assay.operator.decide import conditions, trigger
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import converge
@@ -29,6 +30,8 @@ T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOBS = "/apis/batch/v1/namespaces/evals/jobs"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
+TINY = builders.job_name(builders.EvaluationRef(name="tiny", namespace="evals", uid="uid-tiny", generation=1))
+"""The Job of the Evaluation `_evaluation` makes."""
 
 
 def _refuse_jobs(api: LocalApiServer, name: str | None) -> None:
@@ -116,14 +119,14 @@ def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api:
     status = stored["status"]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec")
     assert status["message"].startswith(
-        "The API server refused the runner's Job tiny-g1: admission webhook "
+        f"The API server refused the runner's Job {TINY}: admission webhook "
         '"jobs.policy.example.com" denied the request: tolerations of nvidia.com/gpu'
     )
     assert status["message"].endswith("are spec.podTemplate's).") and steps.refused == status["message"]
     accepted = conditions.get_condition(status, conditions.ACCEPTED)
     assert accepted is not None and (accepted["status"], accepted["reason"]) == ("False", "InvalidSpec")
     assert [e["message"] for e in _events(api, "InvalidSpec")] == [status["message"]]
-    assert api.get(f"{JOBS}/tiny-g1") is None and not _events(api, "JobCreated")
+    assert api.get(f"{JOBS}/{TINY}") is None and not _events(api, "JobCreated")
     # Decided: no retry, no lost Job for the sweep, no second Event when told again.
     assert trigger.finished(stored) and not converge.awaits_job(stored)
     runs = converge.UnfinishedRuns()
@@ -144,18 +147,18 @@ def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(ap
         "status": "Failure",
         "reason": "Invalid",
         "code": 422,
-        "message": 'ConfigMap "tiny-g1-spec" is invalid: []: Too long: must have at most 1048576 bytes',
+        "message": f'ConfigMap "{TINY}-spec" is invalid: []: Too long: must have at most 1048576 bytes',
     }
     api.refuse = lambda path, body: (422, too_long) if path == config_maps else None
     steps = _carry_out(evaluation)
     status = api.get(EVALUATION)["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and steps.refused == status["message"]
     assert status["message"].startswith(
-        'The API server refused the runner\'s ConfigMap tiny-g1-spec: ConfigMap "tiny-g1-spec" '
+        f'The API server refused the runner\'s ConfigMap {TINY}-spec: ConfigMap "{TINY}-spec" '
         "is invalid: []: Too long: must have at most 1048576 bytes; shorten the spec's"
     )
     assert "podTemplate" not in status["message"]
-    assert api.get(f"{JOBS}/tiny-g1") is None  # no Job without its spec
+    assert api.get(f"{JOBS}/{TINY}") is None  # no Job without its spec
 
 
 def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: LocalApiServer) -> None:
@@ -168,12 +171,12 @@ def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: Lo
     assert stored is not None and stored["status"]["phase"] == "Pending"
     assert stored["status"]["reason"] == converge.JOB_NOT_CREATED
     assert stored["status"]["message"].startswith(
-        'Job tiny-g1 could not be created yet (jobs.batch "tiny-g1" is forbidden: exceeded quota: job-count'
+        f'Job {TINY} could not be created yet (jobs.batch "tiny-g1" is forbidden: exceeded quota: job-count'
     )
     assert converge.awaits_job(stored)  # still the sweep's to try again
     _refuse_jobs(api, None)  # a finished Job deleted: the quota has room
     assert converge.recreate(stored, admin=AdminPolicy(), default_image="runner:1", emit=kube.create_event, now=T0)
-    assert api.get(f"{JOBS}/tiny-g1") is not None
+    assert api.get(f"{JOBS}/{TINY}") is not None
     assert not _events(api, "JobLost") and len(_events(api, "JobCreated")) == 1
     assert api.get(EVALUATION)["status"]["reason"] == conditions.PODS_PENDING  # type: ignore[index]
 
@@ -182,11 +185,11 @@ def test_a_job_the_policy_no_longer_allows_fails_instead_of_being_retried(api: L
     evaluation = _evaluation(api, image="docker.io/someone/runner:1")
     _carry_out(evaluation)
     stored = api.get(EVALUATION)
-    api.objects.pop(f"{JOBS}/tiny-g1")  # deleted by hand, and meanwhile the admin narrowed the images
+    api.objects.pop(f"{JOBS}/{TINY}")  # deleted by hand, and meanwhile the admin narrowed the images
     narrowed = AdminPolicy(allowed_image_prefixes=("registry.example/",))
     assert stored is not None
     assert not converge.recreate(stored, admin=narrowed, default_image="runner:1", emit=kube.create_event, now=T0)
     status = api.get(EVALUATION)["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and "registry.example/" in status["message"]
     assert len(_events(api, "InvalidSpec")) == 1 and not _events(api, "JobLost")
-    assert api.get(f"{JOBS}/tiny-g1") is None
+    assert api.get(f"{JOBS}/{TINY}") is None

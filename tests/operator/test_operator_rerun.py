@@ -18,7 +18,7 @@ from assay.operator.build import builders
 from assay.operator.build.names import DNS1035_LABEL
 from assay.operator.decide import conditions, reconcile, trigger
 from assay.spec import parse_spec
-from tests.operator.test_operator_reconcile import NOW, SPEC, _body, _jobs
+from tests.operator.test_operator_reconcile import MARK, NOW, SPEC, _body, _jobs
 
 DIGEST = hashlib.sha256(b"2026-12-01").hexdigest()[:6]
 
@@ -48,10 +48,10 @@ def _first_run() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def test_no_annotation_keeps_todays_names_and_status() -> None:
     job, status = _first_run()
-    assert job["metadata"]["name"] == "ev-g1" and status["outputDir"] == "/output/ev/g1"
+    assert job["metadata"]["name"] == f"ev-g1-{MARK}" and status["outputDir"] == "/output/ev/g1"
     assert builders.ANNOTATION_RERUN not in job["metadata"]["annotations"] and "rerunToken" not in status
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env[spec_module.ENV_JOB_NAME] == "ev-g1" and env[spec_module.ENV_OUTPUT_DIR] == "/output/ev/g1"
+    assert env[spec_module.ENV_JOB_NAME] == f"ev-g1-{MARK}" and env[spec_module.ENV_OUTPUT_DIR] == "/output/ev/g1"
 
 
 def test_a_token_on_a_finished_run_starts_a_fresh_one_beside_it() -> None:
@@ -59,13 +59,13 @@ def test_a_token_on_a_finished_run_starts_a_fresh_one_beside_it() -> None:
     body = _with_token(_body(SPEC, generation=1, status=status), "2026-12-01")
     plan = reconcile.plan(body, parse_spec(SPEC), jobs=[old], now=NOW)
     (job,) = _jobs(plan)
-    assert plan.new_run and job["metadata"]["name"] == f"ev-g1-r{DIGEST}"
+    assert plan.new_run and job["metadata"]["name"] == f"ev-g1-r{DIGEST}-{MARK}"
     assert job["metadata"]["annotations"][builders.ANNOTATION_RERUN] == "2026-12-01"
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    assert env[spec_module.ENV_JOB_NAME] == f"ev-g1-r{DIGEST}"  # the old runner sees itself superseded
+    assert env[spec_module.ENV_JOB_NAME] == f"ev-g1-r{DIGEST}-{MARK}"  # the old runner sees itself superseded
     assert env[spec_module.ENV_OUTPUT_DIR] == f"/output/ev/g1-r{DIGEST}"  # not over the first run's results
-    assert plan.delete_jobs == ("ev-g1",)
-    assert plan.status["jobName"] == f"ev-g1-r{DIGEST}" and plan.status["rerunToken"] == "2026-12-01"
+    assert plan.delete_jobs == (f"ev-g1-{MARK}",)
+    assert plan.status["jobName"] == f"ev-g1-r{DIGEST}-{MARK}" and plan.status["rerunToken"] == "2026-12-01"
     assert plan.status["outputDir"] == f"/output/ev/g1-r{DIGEST}"
     assert plan.status["phase"] == conditions.PENDING and plan.status["results"] is None
     assert plan.status["completionTime"] is None
@@ -111,8 +111,8 @@ def test_a_changed_token_replaces_a_running_rerun() -> None:
         _with_token(_body(SPEC, generation=1, status=running), "b"), parse_spec(SPEC), jobs=[old, running_job], now=NOW
     )
     digest_b = hashlib.sha256(b"b").hexdigest()[:6]
-    assert plan.new_run and [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g1-r{digest_b}"]
-    assert plan.delete_jobs == (f"ev-g1-r{hashlib.sha256(b'a').hexdigest()[:6]}",)
+    assert plan.new_run and [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g1-r{digest_b}-{MARK}"]
+    assert plan.delete_jobs == (f"ev-g1-r{hashlib.sha256(b'a').hexdigest()[:6]}-{MARK}",)
     assert plan.status["rerunToken"] == "b" and plan.status["phase"] == conditions.PENDING
 
 

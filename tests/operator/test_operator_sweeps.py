@@ -18,6 +18,7 @@ import pytest
 
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build import builders
 from assay.operator.decide import conditions
 from assay.operator.kube import api_errors, kube
 from assay.operator.runtime import converge, periodic
@@ -26,7 +27,9 @@ from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
-JOB = "/apis/batch/v1/namespaces/evals/jobs/tiny-g1"
+JOB = "/apis/batch/v1/namespaces/evals/jobs/" + builders.job_name(
+    builders.EvaluationRef(name="tiny", namespace="evals", uid="uid-tiny", generation=1)
+)
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 PERIODIC = "assay.operator.runtime.periodic"
 

@@ -93,7 +93,7 @@ class NoReads:
         monkeypatch.setattr(kube, "list_events", lambda **_: self.reads.append("list_events") or [])
         monkeypatch.setattr(kube, "patch_evaluation_status", self.patch_status)
         monkeypatch.setattr(kube, "create", lambda manifest: True)
-        monkeypatch.setattr(kube, "apply", lambda manifest: True)
+        monkeypatch.setattr(kube, "json_patch", lambda manifest, operations: manifest)
 
     def _read(self, name: str) -> Any:
         def read(*args: Any, **kwargs: Any) -> Any:

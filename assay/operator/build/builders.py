@@ -3,21 +3,22 @@
 Pure functions from (the Evaluation's identity, its parsed spec) to dicts the API server
 accepts, so that what the operator creates can be read and tested without a cluster.
 Every child carries an ownerReference to the Evaluation (deleting it deletes them) and a
-name derived from the Evaluation's name and run (its generation, and the `evaluations.assay.dev/rerun`
-token if one is set): a restarted operator re-creates
-the same names, gets AlreadyExists (409), and so never starts a duplicate run.
+name derived from the Evaluation's name, its uid (`owner_mark`) and its run (its generation,
+and the `evaluations.assay.dev/rerun` token if one is set): a restarted operator re-creates
+the same names, gets AlreadyExists (409), and so never starts a duplicate run. An object of
+that name that is not this Evaluation's is never changed (`runtime.owned`).
 
 The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
 `patch` on that Evaluation's status subresource (both by resourceName), nothing else: code
 in the runner cannot rewrite its own spec (image, hfTokenSecret) for the operator to run.
-These three are applied (server-side, forced: `APPLIED_KINDS`) whenever a run is decided,
-so that a Role made wider before (an older operator, or by hand under its name) is tightened.
+These three are brought to today's rules whenever a run is decided (`children.UPDATED_FIELDS`),
+so that a Role an older operator made wider is tightened.
 
 The spec reaches the runner as a file: each run has a ConfigMap named after its Job
 (`<job>-spec`) that holds the spec as JSON, mounted read-only, never the spec in an environment variable
 (Linux refuses one over 128 KiB, so a long `samples` list kept the container from
 starting, and the pod template, copied into every pod, carried the spec through etcd and
-every watch of Jobs and pods). It is applied too, before the Job: a Job made again after
+every watch of Jobs and pods). It is kept up to date too, before the Job: a Job made again after
 it was lost, or a ConfigMap deleted by hand, finds it; a superseded run's goes with its Job.
 
 Names. An Evaluation's name is a DNS-1123 subdomain of up to 253 characters (dots and
@@ -45,6 +46,7 @@ from assay.spec import Evaluation
 Manifest = dict[str, Any]
 
 MANAGED_BY = "assay-operator"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_EVALUATION = "assay.dev/evaluation"
 LABEL_GENERATION = "assay.dev/generation"
 LABEL_JOB = "assay.dev/job"
@@ -105,6 +107,11 @@ def rerun_token(body: Any) -> str | None:
     return str(token) if token else None
 
 
+def owner_mark(ref: EvaluationRef) -> str:
+    """What ends every child's name: from the Evaluation's uid, which no tenant chooses (`names.owner_mark`)."""
+    return names.owner_mark(ref.uid)
+
+
 def run_suffix(ref: EvaluationRef) -> str:
     """`g<generation>`, and `-r<6 hex>` of the token for a re-run: a token is any string, names are DNS labels."""
     suffix = f"g{ref.generation}"
@@ -112,13 +119,14 @@ def run_suffix(ref: EvaluationRef) -> str:
 
 
 def job_name(ref: EvaluationRef) -> str:
-    """The Job (and headless Service) of one run: `<name>-g<generation>`, or `<name>-g<generation>-r<hash>`."""
-    return child_name(ref.name, run_suffix(ref))
+    """The Job (and headless Service, and NetworkPolicy) of one run: `<name>-g<generation>-<mark>`,
+    or `<name>-g<generation>-r<hash>-<mark>` for a re-run."""
+    return child_name(ref.name, f"{run_suffix(ref)}-{owner_mark(ref)}")
 
 
 def runner_account_name(ref: EvaluationRef) -> str:
-    """ServiceAccount, Role and RoleBinding of the runner: one per Evaluation."""
-    return child_name(ref.name, "runner")
+    """ServiceAccount, Role and RoleBinding of the runner, one per Evaluation: `<name>-runner-<mark>`."""
+    return child_name(ref.name, f"runner-{owner_mark(ref)}")
 
 
 def spec_hash(spec: Evaluation) -> str:
@@ -171,7 +179,7 @@ def labels(ref: EvaluationRef) -> dict[str, str]:
     return {
         "app.kubernetes.io/name": "assay-runner",
         "app.kubernetes.io/instance": value,
-        "app.kubernetes.io/managed-by": MANAGED_BY,
+        LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_EVALUATION: value,
     }
 
@@ -336,6 +344,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
     metadata["annotations"] = _job_annotations(ref, spec)
     manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
     placement_policy.fill_runner_pod(manifest, placement or placement_policy.from_env())
+    containers.limit_memory(pod_spec)  # after the admin's policy, whose limits come first
     return manifest
 
 

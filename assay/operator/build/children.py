@@ -1,10 +1,11 @@
 """The children of one Evaluation's run, in the order they are made: the runner's identity and
 access (ServiceAccount, Role, RoleBinding), its spec ConfigMap, the headless Service of a
-multi-node run, and the Job (`builders` makes each of the others)."""
+multi-node run, its NetworkPolicy, and the Job (`builders` makes each of the others)."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from assay import spec as spec_module
 from assay.operator.admission import placement_policy
@@ -23,9 +24,20 @@ def service_account(ref: builders.EvaluationRef) -> Manifest:
     return account
 
 
-APPLIED_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding", "ConfigMap"})
-"""Children applied (`kube.apply`) at every decision, to what this operator makes them: the runner's access, and
-the run's spec ConfigMap; the others are created once."""
+UPDATED_FIELDS: dict[str, dict[str, Any]] = {
+    "ServiceAccount": {"imagePullSecrets": []},
+    "Role": {"rules": []},
+    "RoleBinding": {"subjects": []},  # its roleRef is immutable, and always its own Role
+    "ConfigMap": {"data": {}},
+    "NetworkPolicy": {"spec": {}},
+}
+"""Children brought to what this operator makes them at every decision, when they are this
+Evaluation's (`runtime.owned`): kind → the top-level fields written, with the value a
+manifest without one stands for. The runner's access (a Role an older operator made wider
+is tightened), the run's spec (there again for a Job made again after it was lost) and
+its NetworkPolicy. The Job and the headless Service are created once."""
+PER_EVALUATION_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding"})
+"""Children made once per Evaluation (the runner's identity and access); the others are one run's."""
 
 
 def role(ref: builders.EvaluationRef, spec: Evaluation | None = None) -> Manifest:
@@ -61,13 +73,34 @@ def role_binding(ref: builders.EvaluationRef) -> Manifest:
     }
 
 
+def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
+    """Who may reach the run's pods: the pods of the same Job, on any port, and nobody else.
+
+    A multi-node run's rank 0 serves torch's c10d store (the rendezvous port), which
+    unpickles what a client writes, and gloo and NCCL listen on ports they pick: the Job's
+    pods need each other on every port, and a pod of another run, another namespace or
+    another tenant must reach none. A `from` pod selector without a namespace selector
+    matches pods of the policy's own namespace only; the Job label is the operator's on
+    each pod (a spec's pod labels cannot set it). Every run gets one, one pod or many: a
+    single-node run listens for nobody either, and one rule for all is one to check.
+    Ingress only: egress is the chart's runner policy's (policies add up)."""
+    pods = {"matchLabels": {builders.LABEL_JOB: job}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": builders.child_metadata(ref, job, **{builders.LABEL_GENERATION: str(ref.generation)}),
+        "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": pods}]}]},
+    }
+
+
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
              default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:
-    """Every child, in the order to create them (the Job last, once its identity and its spec exist);
-    those of `APPLIED_KINDS` are applied rather than created."""
+    """Every child, in the order to create them: the Job last, once its identity, its spec and
+    the policy that fences its pods exist; those of `UPDATED_FIELDS` are also brought up to date."""
     name = job_name_override or builders.job_name(ref)
     out = [service_account(ref), role(ref, spec), role_binding(ref), builders.spec_config_map(ref, spec, job=name)]
     if spec.resources.nodes > 1:
         out.append(builders.headless_service(ref, job=name))
+    out.append(network_policy(ref, job=name))
     out.append(builders.job(ref, spec, name=name, default_image=default_image, placement=placement))
     return out

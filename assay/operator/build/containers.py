@@ -7,8 +7,10 @@ mounts and may do, which volumes back those mounts, and where the pod may be sch
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
+from assay.errors import UserError
 from assay.operator.admission import task_sources
 from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
@@ -42,6 +44,54 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     if limits:
         out["limits"] = limits
     return out
+
+
+DEFAULT_MEMORY_ENV = "ASSAY_RUNNER_DEFAULT_MEMORY"
+"""The memory limit of runner containers that nothing else gave one (an operator setting, for the chart to
+set); unset: 16Gi; `none`: no default limit."""
+BUILT_IN_DEFAULT_MEMORY = "16Gi"
+_QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
+_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def default_memory_limit() -> str | None:
+    """ASSAY_RUNNER_DEFAULT_MEMORY (unset: 16Gi; `none`: no default limit); a bad one is named."""
+    raw = os.environ.get(DEFAULT_MEMORY_ENV, "").strip()
+    if not raw:
+        return BUILT_IN_DEFAULT_MEMORY
+    if raw.lower() == "none":
+        return None
+    if not _QUANTITY.fullmatch(raw) or _bytes(raw) == 0:
+        raise UserError(
+            f"{DEFAULT_MEMORY_ENV}={raw!r} is no memory quantity; give one such as 16Gi, or none for no default limit."
+        )
+    return raw
+
+
+def limit_memory(pod: Manifest) -> None:
+    """A memory limit for each container of a runner pod that has none after the spec and the admin's policy.
+
+    Without one a runner (a model too large, a tenant's template that grows without end)
+    takes the node's memory from every other pod on it. A request above the default is
+    never left above its limit (the API server refuses that): the limit is the request then.
+    Where no memory request is set either, Kubernetes requests the limit."""
+    default = default_memory_limit()
+    if default is None:
+        return
+    for container in [*pod.get("initContainers", ()), *pod["containers"]]:
+        resources = container.setdefault("resources", {})
+        if "memory" in resources.get("limits", {}):
+            continue
+        requested = resources.get("requests", {}).get("memory")
+        bigger = requested is not None and _QUANTITY.fullmatch(str(requested)) and _bytes(str(requested)) > _bytes(default)
+        resources.setdefault("limits", {})["memory"] = requested if bigger else default
+
+
+def _bytes(quantity: str) -> float:
+    match = _QUANTITY.fullmatch(quantity)
+    assert match is not None
+    return float(match["number"]) * _UNITS[match["unit"] or ""]
 
 
 RUNNER_UID = 1000

@@ -3,7 +3,7 @@
 The handlers list the Evaluation's Jobs, call `plan`, and carry the plan out. Keeping the
 decision here, apart from API calls, is what makes "idempotent" checkable: the same
 Evaluation and the same Jobs always give the same plan, and a plan carried out twice
-creates nothing twice (children have deterministic names; AlreadyExists means done).
+creates nothing twice (children have deterministic names; AlreadyExists of its own means done).
 
 Rules:
 - a run is identified by its generation and its rerun token (`evaluations.assay.dev/rerun`, recorded
@@ -15,7 +15,7 @@ Rules:
 - a Job with a Kueue queue label is created suspended and never suspended or resumed by
   the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
 - otherwise the current generation gets a new Job and every other Job is deleted, with its
-  headless Service and its spec ConfigMap.
+  headless Service, its spec ConfigMap and its NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -35,13 +35,15 @@ Manifest = dict[str, Any]
 @dataclasses.dataclass(frozen=True)
 class Plan:
     create: tuple[Manifest, ...] = ()
-    """Children to create; one that exists already (AlreadyExists) is fine."""
+    """Children to create; one that exists already is fine when it is this Evaluation's (`runtime.owned`)."""
     delete_jobs: tuple[str, ...] = ()
     """Jobs of superseded runs (deleted with their pods)."""
     delete_services: tuple[str, ...] = ()
     """Headless Services of superseded runs."""
     delete_config_maps: tuple[str, ...] = ()
     """Spec ConfigMaps of superseded runs: named after their Jobs, so found without a list (`<job>-spec`)."""
+    delete_network_policies: tuple[str, ...] = ()
+    """NetworkPolicies of superseded runs: named as their Jobs are."""
     suspend_job: tuple[str, bool] | None = None
     """(Job, suspend) when the current run's Job must be paused or resumed."""
     status: Mapping[str, Any] = dataclasses.field(default_factory=dict)
@@ -58,6 +60,7 @@ class Plan:
             or self.delete_jobs
             or self.delete_services
             or self.delete_config_maps
+            or self.delete_network_policies
             or self.suspend_job
             or self.status
         )
@@ -95,8 +98,14 @@ def plan(
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
     manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image)
     if not new_run:
-        # The run exists: make sure its helpers do, but never re-create its Job.
-        manifests = [m for m in manifests if m["kind"] != "Job"]
+        # The run exists: make sure its helpers do, but never re-create its Job, nor a
+        # headless Service listed as this Evaluation's already (no request for nothing).
+        listed = {s["metadata"]["name"] for s in services if not s["metadata"].get("deletionTimestamp")}
+        manifests = [
+            m
+            for m in manifests
+            if m["kind"] != "Job" and not (m["kind"] == "Service" and m["metadata"]["name"] in listed)
+        ]
     suspend = None
     # A Kueue-queued Job is Kueue's to suspend and admit; flipping it would fight Kueue.
     if (
@@ -124,6 +133,7 @@ def plan(
         delete_jobs=superseded,
         delete_services=tuple(_names(services, keep=job_name)),
         delete_config_maps=tuple(names.spec_config_map_name(job) for job in superseded),
+        delete_network_policies=superseded,
         suspend_job=suspend,
         status=status_patch,
         new_run=new_run,

@@ -9,7 +9,6 @@ the client sits below everything that decides.
 from __future__ import annotations
 
 import logging
-import urllib.parse
 from typing import Any, Callable, Mapping, cast
 
 from assay import spec as spec_module
@@ -20,13 +19,12 @@ logger = logging.getLogger(__name__)
 
 Manifest = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
-"""Server-side apply; JSON is YAML, so the body is sent as JSON."""
+JSON_PATCH = "application/json-patch+json"
+"""RFC 6902: a list of operations, applied all or none; a failed `test` is 422 Invalid."""
 CLIENT_NAME = api_client.CLIENT_NAME
-"""The operator's name to the API server: its User-Agent, the component of its Events, and
-(FIELD_MANAGER) its name in the managedFields of what it applies. The same name as the
-managed-by label of its children (`builders.MANAGED_BY`), which builds no request."""
-FIELD_MANAGER = CLIENT_NAME
+"""The operator's name to the API server: its User-Agent and the component of its Events.
+The same name as the managed-by label of its children (`builders.MANAGED_BY`), which
+builds no request."""
 PARTIAL_METADATA = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 """Asks the API server for an object's metadata alone (no fallback to the whole object)."""
 
@@ -34,6 +32,7 @@ PLURALS = {
     "ConfigMap": "configmaps",
     "Event": "events",
     "Job": "jobs",
+    "NetworkPolicy": "networkpolicies",
     "Pod": "pods",
     "Role": "roles",
     "RoleBinding": "rolebindings",
@@ -93,27 +92,20 @@ def create(manifest: Manifest) -> bool:
     return True
 
 
-def apply(manifest: Manifest) -> bool:
-    """Server-side apply one object: created when missing, else made to hold the fields given.
+def json_patch(manifest: Manifest, operations: list[Manifest]) -> Manifest:
+    """Apply RFC 6902 `operations` to the object `manifest` names, all or none; the object as written.
 
-    Forced, so fields another manager set (an older operator's create, a Role made by hand
-    under the runner's name) are taken over; a Role's rules and a RoleBinding's subjects
-    are atomic lists, so the object ends with exactly the rules given. One request, as the
-    create it replaces was. False when the namespace is being deleted."""
+    Raises ApiError: NotFound when there is no such object, and Refused for a final refusal
+    (`refusals`), which includes a `test` operation that failed (422 Invalid): the caller
+    that tests tells the two apart."""
     meta = manifest["metadata"]
     url = path(manifest["apiVersion"], manifest["kind"], namespace=meta["namespace"], name=meta["name"])
-    query = urllib.parse.urlencode({"fieldManager": FIELD_MANAGER, "force": "true"})
     try:
-        api_client.request("PATCH", f"{url}?{query}", body=manifest, content_type=APPLY_PATCH)
+        written: Manifest = api_client.request("PATCH", url, body=operations, content_type=JSON_PATCH)
     except api_errors.ApiError as error:
-        if not refusals.namespace_terminating(error):
-            _raise_if_refused(error)
-            raise
-        logger.info(
-            "Namespace %s is being deleted: %s %s not applied.", meta["namespace"], manifest["kind"], meta["name"]
-        )
-        return False
-    return True
+        _raise_if_refused(error)
+        raise
+    return written
 
 
 def list_children(

@@ -6,7 +6,9 @@ current run's Job is gone while the Evaluation is unfinished (deleted by hand, o
 event the operator missed). A Job's deletion is seen twice over: its DELETED watch event,
 and the periodic sweep of unfinished Evaluations, which finds what a lost event hid.
 The plan is the same pure `reconcile.plan` either way, so a Job re-created by both paths
-at once is created once (deterministic names; AlreadyExists means done).
+at once is created once (deterministic names; AlreadyExists of this Evaluation's own Job
+means done). A child's name held by an object that is not this Evaluation's fails the run
+as InvalidSpec and leaves that object as it is (`owned`).
 
 A child the API server refuses for what it is (`refusals`: a pod label key that is no
 label key, an admission policy's denial) fails the Evaluation as InvalidSpec with the API
@@ -28,10 +30,10 @@ from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import policy, secret_consent
-from assay.operator.build import builders, children, names
+from assay.operator.build import builders, names
 from assay.operator.decide import conditions, job_status, reconcile
 from assay.operator.kube import api_errors, kube, refusals
-from assay.operator.runtime import observe
+from assay.operator.runtime import observe, owned
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 from assay.operator.runtime.state import OperatorState
 
@@ -69,7 +71,8 @@ def carry_out(
     services: list[dict[str, Any]] = []
     # An Evaluation that never named a Job has none: status.jobName is written before its
     # first child is created. A new Evaluation so costs no lists.
-    if (evaluation.get("status") or {}).get("jobName"):
+    decided_before = bool((evaluation.get("status") or {}).get("jobName"))
+    if decided_before:
         selector, owner = _children_selector(name), meta["uid"]
         jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
         services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
@@ -84,18 +87,30 @@ def carry_out(
         evaluation = kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status) or evaluation
         written(evaluation)
     for manifest in steps.create:
+        likely = owned.likely_made(manifest["kind"], decided_before=decided_before, new_run=steps.new_run)
         try:
-            if manifest["kind"] in children.APPLIED_KINDS:
-                kube.apply(manifest)  # the runner's access as this operator grants it, whatever an older one made;
-                # and the run's spec, there again for a Job made again
-            elif kube.create(manifest) and manifest["kind"] == "Job":
+            if owned.ensure(manifest, uid=meta["uid"], likely=likely) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
+        except owned.NotOwned as taken:
+            reject(evaluation, str(taken), now=now, emit=emit, written=written)
+            return dataclasses.replace(steps, refused=str(taken))
         except api_errors.ApiError as error:
             refused = _not_created(evaluation, manifest, error, now=now, emit=emit, written=written)
             if refused is None:
                 raise  # tried again: by the decision's retries, and by the sweep of unfinished runs
             return dataclasses.replace(steps, refused=refused)
+    _delete_superseded(steps, evaluation, emit=emit)
+    if steps.suspend_job:
+        job, suspend = steps.suspend_job
+        kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
+        emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
+    return steps
+
+
+def _delete_superseded(steps: reconcile.Plan, evaluation: objects.Evaluation, *, emit: Emit) -> None:
+    """The children of superseded runs: each Job with its spec ConfigMap, Service and NetworkPolicy."""
+    namespace = evaluation["metadata"]["namespace"]
     # A superseded run's spec before its Job: stopped in between, the next decision (a retry, a
     # restarted operator's) finds the Job and deletes both; the other way round, nothing would.
     for config_map in steps.delete_config_maps:
@@ -105,11 +120,10 @@ def carry_out(
         emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
     for service in steps.delete_services:
         kube.delete("Service", "v1", namespace=namespace, name=service)
-    if steps.suspend_job:
-        job, suspend = steps.suspend_job
-        kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
-        emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
-    return steps
+    # After its Job: stopped in between, the next decision finds the Job and deletes the rest; a
+    # running Job never loses its fence.
+    for fence in steps.delete_network_policies:
+        kube.delete("NetworkPolicy", "networking.k8s.io/v1", namespace=namespace, name=fence)
 
 
 def reject(

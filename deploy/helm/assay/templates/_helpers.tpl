@@ -117,9 +117,9 @@ ConfigMaps).
   resources: [pods]
   verbs: [get, list, watch]
 # Read: the task YAMLs of spec.taskSources, by name. Written: the operator's own per-run spec
-# ConfigMaps (`<job>-spec`, mounted as the runner's spec file): server-side applied
-# before each Job (patch; create when it makes one), deleted with a superseded run's Job. No
-# list or watch: the operator names each one it needs.
+# ConfigMaps (`<job>-spec`, mounted as the runner's spec file): created before each Job,
+# patched when the run is decided again, deleted with a superseded run's Job. No list or
+# watch: the operator names each one it needs.
 - apiGroups: [""]
   resources: [configmaps]
   verbs: [get, create, patch, delete]
@@ -132,10 +132,17 @@ ConfigMaps).
 - apiGroups: [""]
   resources: [services]
   verbs: [get, list, create, delete]
-# Each runner's ServiceAccount, Role and RoleBinding are server-side applied whenever a run
-# is decided (patch; an apply that creates is checked as create too), so that a Role an older
-# operator made with wider rules follows today's. No more than that: the API server lets a
-# Role be written only with rules its writer holds, and a RoleBinding only to such a Role.
+# Each run's NetworkPolicy (ingress from that Job's own pods only): created with the Job,
+# patched when the run is decided again (only while it is the Evaluation's), read to check
+# whose one of that name is, deleted with a superseded run's Job.
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, create, patch, delete]
+# Each runner's ServiceAccount, Role and RoleBinding are created, and patched whenever a run
+# is decided (only while they carry the Evaluation's controller reference; read to check
+# whose they are otherwise), so that a Role an older operator made with wider rules follows
+# today's. No more than that: the API server lets a Role be written only with rules its
+# writer holds, and a RoleBinding only to such a Role.
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create, patch]
