@@ -207,7 +207,7 @@ def main(argv: Sequence[str]) -> int:
     require_installed("`assay operator`", "operator", "kopf", "prometheus_client")
     from assay.operator import handlers  # registers the handlers
     from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.build import containers
+    from assay.operator.build import children, containers
     from assay.operator.kube import rate_limit
 
     pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
@@ -219,6 +219,7 @@ def main(argv: Sequence[str]) -> int:
     metrics, tls = _metrics_settings(args)
     rate_limit.from_env()  # ASSAY_API_QPS and ASSAY_API_BURST: a bad one is named now
     containers.default_memory_limit()  # ASSAY_RUNNER_DEFAULT_MEMORY too
+    children.runner_egress()  # and ASSAY_RUNNER_EGRESS
     _load_credentials()
 
     if args.metrics_port:

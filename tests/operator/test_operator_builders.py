@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from assay.errors import UserError
 from assay.operator.build import builders, containers, names
 from assay.operator.build import children as run_children
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
@@ -341,6 +342,25 @@ def test_each_run_has_a_network_policy_that_admits_only_its_own_jobs_pods(nodes:
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": {builders.LABEL_JOB: JOB}}}]}]
     other = builders.job_name(builders.EvaluationRef(name="pythia-core", namespace="evals", uid="other", generation=3))
     assert other != JOB  # a same-named Evaluation made again is another run's pods
+
+
+def test_with_the_charts_egress_rules_a_runs_pods_reach_each_other_and_what_the_admin_allows(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    api_server = {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
+    dns = {
+        "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+        "ports": [{"port": 53, "protocol": "UDP"}],
+    }
+    monkeypatch.setenv(run_children.RUNNER_EGRESS_ENV, json.dumps([api_server, dns]))
+    policy = run_children.network_policy(REF, job=JOB)["spec"]
+    own = {"podSelector": {"matchLabels": {builders.LABEL_JOB: JOB}}}
+    assert policy["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["egress"] == [{"to": [own]}, api_server, dns]
+    assert policy["ingress"] == [{"from": [own]}]
+    monkeypatch.setenv(run_children.RUNNER_EGRESS_ENV, '{"to": []}')
+    with pytest.raises(UserError, match="ASSAY_RUNNER_EGRESS is no JSON list"):
+        run_children.network_policy(REF, job=JOB)
 
 
 def test_runner_containers_get_a_memory_limit_by_default(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,10 +4,12 @@ multi-node run, its NetworkPolicy, and the Job (`builders` makes each of the oth
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from assay import spec as spec_module
+from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.operator.build import builders
 from assay.spec import Evaluation
@@ -83,14 +85,40 @@ def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
     matches pods of the policy's own namespace only; the Job label is the operator's on
     each pod (a spec's pod labels cannot set it). Every run gets one, one pod or many: a
     single-node run listens for nobody either, and one rule for all is one to check.
-    Ingress only: egress is the chart's runner policy's (policies add up)."""
+    Egress too where the chart gives the runners' egress rules (`RUNNER_EGRESS_ENV`): the
+    Job's own pods, and what the admin allows (the API server, DNS, model servers), in every
+    namespace, also those the chart cannot list to render a policy of its own."""
     pods = {"matchLabels": {builders.LABEL_JOB: job}}
+    spec: Manifest = {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": pods}]}]}
+    egress = runner_egress()
+    if egress is not None:
+        spec["policyTypes"] = ["Ingress", "Egress"]
+        spec["egress"] = [{"to": [{"podSelector": pods}]}, *egress]
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "NetworkPolicy",
         "metadata": builders.child_metadata(ref, job, **{builders.LABEL_GENERATION: str(ref.generation)}),
-        "spec": {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": pods}]}]},
+        "spec": spec,
     }
+
+
+RUNNER_EGRESS_ENV = "ASSAY_RUNNER_EGRESS"
+"""A JSON list of NetworkPolicy egress rules for runner pods (the chart's `assay.runnerEgress`);
+unset: the run's policy leaves egress alone."""
+
+
+def runner_egress() -> list[Manifest] | None:
+    """The admin's egress rules for runner pods, or None; a value that is no list of rules is named."""
+    raw = os.environ.get(RUNNER_EGRESS_ENV, "").strip()
+    if not raw:
+        return None
+    try:
+        rules = json.loads(raw)
+    except json.JSONDecodeError:
+        rules = None
+    if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
+        raise UserError(f"{RUNNER_EGRESS_ENV} is no JSON list of NetworkPolicy egress rules; unset it or give one.")
+    return rules
 
 
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
