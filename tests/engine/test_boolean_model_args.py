@@ -103,3 +103,11 @@ def test_hub_public_repo_no_is_private_and_on_is_refused() -> None:
     assert HubLogger({"public_repo": "no"}).public is False
     with pytest.raises(UsageError, match="--hf_hub_log_args public_repo must be"):
         HubLogger({"public_repo": "on"})
+
+
+def test_hf_combinations_are_judged_on_the_read_flags() -> None:
+    """`enable_thinking: "false"` (a spec's JSON string) is false: it needs no think_end_token."""
+    assert HFArgs.from_model_args({**HF, "enable_thinking": "false"}).enable_thinking is False
+    assert HFArgs.from_model_args({**HF, "parallelize": "no", "tp_plan": "auto"}).parallelize is False
+    with pytest.raises(UserError, match="tp_plan and parallelize=True cannot both be set"):
+        HFArgs.from_model_args({**HF, "parallelize": "yes", "tp_plan": "auto"})

@@ -113,16 +113,6 @@ class HFArgs:
             extra[flag] = optional_bool(extra[flag], name=f"model_args {flag}")
         if "torch_dtype" in extra:  # the old spelling of dtype
             args.setdefault("dtype", extra.pop("torch_dtype"))
-        _check_combinations(args)
-        if args.get("batch_size") is not None:
-            args["batch_size"] = BatchSize.parse(args["batch_size"], source="model_args batch_size")
-        else:
-            args.pop("batch_size", None)
-        if "max_batch_size" in args:
-            args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
-        think_end = args.get("think_end_token")
-        if isinstance(think_end, str) and think_end.isdigit():
-            args["think_end_token"] = int(think_end)
         # lm-eval's HFLM takes None for several flags and treats it as false; text is read
         # strictly (`trust_remote_code=no` is false, `=on` a refusal), never as bool(str).
         for flag in (
@@ -138,6 +128,16 @@ class HFArgs:
         for flag in ("add_bos_token", "enable_thinking"):
             if flag in args:
                 args[flag] = optional_bool(args[flag], name=f"model_args {flag}")
+        _check_combinations(args)
+        if args.get("batch_size") is not None:
+            args["batch_size"] = BatchSize.parse(args["batch_size"], source="model_args batch_size")
+        else:
+            args.pop("batch_size", None)
+        if "max_batch_size" in args:
+            args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
+        think_end = args.get("think_end_token")
+        if isinstance(think_end, str) and think_end.isdigit():
+            args["think_end_token"] = int(think_end)
         if "revision" in args:
             args["revision"] = str(args["revision"])
         args["chat_template_args"] = dict(args.get("chat_template_args") or {})
