@@ -19,6 +19,7 @@ from assay.operator.admission.placement_policy import Placement
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.spec import parse_spec
+from tests.operator.test_operator_helm import _render, needs_helm
 
 BASE: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 REF = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
@@ -115,3 +116,25 @@ def test_patterns_match_exactly_or_by_prefix() -> None:
     assert not placement_policy.matches("k8s.v1.cni.cncf.io.evil/networks", ("k8s.v1.cni.cncf.io/*",))
     assert placement_policy.matches("team", ("team",)) and not placement_policy.matches("teams", ("team",))
     assert placement_policy.matches("anything", ("*",)) and not placement_policy.matches("x", ())
+
+
+@needs_helm
+def test_the_charts_lists_reach_the_operator() -> None:
+    def placement(*args: str) -> Placement:
+        deployment = next(d for d in _render(*args) if d["kind"] == "Deployment")
+        env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
+        return AdminPolicy.from_json(env[policy.POLICY_ENV]).placement
+
+    defaults = placement()
+    assert defaults.refused_pod_annotations == placement_policy.SECURITY_ANNOTATIONS
+    assert defaults.allowed_pod_annotations == defaults.allowed_pod_labels == defaults.allowed_claim_names == ("*",)
+    assert placement(
+        "--set-json",
+        'policy.allowedPodLabels=["kueue.x-k8s.io/queue-name"]',
+        "--set-json",
+        "policy.refusedPodAnnotations=[]",
+        "--set-json",
+        'policy.allowedClaimNames=["assay-*"]',
+    ) == Placement(
+        allowed_pod_labels=("kueue.x-k8s.io/queue-name",), refused_pod_annotations=(), allowed_claim_names=("assay-*",)
+    )
