@@ -11,7 +11,9 @@ import argparse
 import json
 from typing import Any
 
+from assay.errors import UserError
 from assay.run_flags import DEFAULT_SEED
+from assay.spec.booleans import strict_bool
 
 
 class MergeDict(argparse.Action):
@@ -88,7 +90,11 @@ def parse_cache_requests(value: str) -> dict[str, bool]:
 
 
 def parse_bool_word(value: str) -> bool:
-    return value.lower() in ("true", "1", "yes")
+    """A flag's boolean word, read as model_args' are (`on` is refused, not false)."""
+    try:
+        return strict_bool(value, name="the value")
+    except UserError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,6 +20,7 @@ from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UsageError
 from assay.run_options import EvalOptions, SentinelSettings
+from assay.spec.booleans import optional_bool, strict_bool
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
 # Keys lm-eval's config accepts as `k=v` strings or mappings.
@@ -119,6 +120,16 @@ class RunFlags:
 
 
 _FLAG_NAMES = frozenset(field.name for field in dataclasses.fields(RunFlags))
+_SWITCHES = (
+    "check_integrity",
+    "write_out",
+    "log_samples",
+    "predict_only",
+    "show_config",
+    "trust_remote_code",
+    "confirm_run_unsafe_code",
+)
+"""The flags that are plain on/off switches (store_true on the command line)."""
 
 
 # --- the run configuration --------------------------------------------------------------
@@ -128,6 +139,14 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
     """Merge defaults < YAML (--config) < command line, then validate, as lm-eval does."""
     config = _merged(args)
     from assay.runner.models.model_args import parse_model_args
+
+    # A --config YAML may hold text: "no" is false and "on" a refusal, as in model_args.
+    for key in _SWITCHES:
+        config[key] = bool(optional_bool(config[key], name=f"--{key}", error=UsageError))
+    if config["fewshot_as_multiturn"] is not None:
+        config["fewshot_as_multiturn"] = strict_bool(
+            config["fewshot_as_multiturn"], name="--fewshot_as_multiturn", error=UsageError
+        )
 
     for key in DICT_KEYS:
         if isinstance(config[key], str):

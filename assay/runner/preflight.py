@@ -22,6 +22,7 @@ from assay.runner import hub_reach, models
 from assay.runner.models import model_location
 from assay.runner.tasks.index import TaskManager
 from assay.spec import API_MODELS
+from assay.spec.booleans import optional_bool
 
 # Per backend, the model_args that name a model, tokenizer or adapter, and the argument
 # giving their revision; `None` marks a name that must be a local directory.
@@ -59,7 +60,10 @@ def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
     base_url = model_args.get("base_url")
     if model in API_MODELS and isinstance(base_url, str):
         endpoint_urls.refuse_userinfo(base_url)
-    offline_by_arg = bool(model_args.get("local_files_only")) and model in ("hf", "huggingface")
+    local_only = model_args.get("local_files_only")
+    offline_by_arg = model in ("hf", "huggingface") and bool(
+        optional_bool(local_only, name="model_args local_files_only")
+    )
     for arg, revision_arg in _LOCATION_ARGS.get(model, ()):
         name = model_args.get(arg)
         if not isinstance(name, str) or not name or model_location.exists_locally(name):

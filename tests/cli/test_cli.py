@@ -438,3 +438,25 @@ def test_run_json_output_path_and_show_config(task_dir, tmp_path, capsys):
     shown = out.split("\ndummy (")[0]
     assert json.loads(shown)["results"] == results["results"]
     assert "dummy ({'pretrained': 'my/model'}), gen_kwargs: ({}), limit: 2.0, num_fewshot: None, batch_size: 1" in out
+
+
+def test_switches_in_a_config_file_are_read_as_model_args_are(tmp_path, capsys):
+    """`trust_remote_code: "no"` in a --config YAML was bool("no"): the model repository's code ran."""
+    config = tmp_path / "run.yaml"
+    config.write_text('tasks: [x]\ntrust_remote_code: "no"\nlog_samples: "No"\n')
+    flags = cli.resolve_run_config(cli.build_parser().parse_args(["run", "-C", str(config)]))
+    assert (
+        flags.trust_remote_code is False and flags.log_samples is False and "trust_remote_code" not in flags.model_args
+    )
+    config.write_text('tasks: [x]\ntrust_remote_code: "on"\n')
+    code, _, err = run_main(["run", "-C", str(config)], capsys)
+    assert code == 2 and "--trust_remote_code must be true or false" in err and err.count("\n") == 1
+
+
+def test_model_args_trust_remote_code_on_is_refused_before_the_model_loads(task_dir, tmp_path, capsys):
+    """An existing (empty) folder passes the location check: the refusal comes before any load."""
+    args = f"pretrained={tmp_path},trust_remote_code=on"
+    argv = ["run", "--model", "hf", "--model_args", args, "-t", "tiny_mc", "--include_path", str(task_dir)]
+    code, _, err = run_main(argv, capsys)
+    assert code != 0 and "model_args trust_remote_code must be true or false" in err
+    assert err.count("\n") == 1 and "Traceback" not in err

@@ -149,3 +149,32 @@ def test_the_chart_hands_its_policy_values_to_the_operator() -> None:
     ) == AdminPolicy(
         allowed_image_prefixes=("reg.example/ml", "ghcr.io/x/", *runner_images), max_gpus=8, allow_online=True
     )
+
+
+@pytest.mark.parametrize("word", ["on", "y", "enabled", "On", "2"])
+def test_trust_remote_code_words_that_are_not_booleans_are_refused_whatever_the_policy(word: str) -> None:
+    """The hf backend once read these as true (bool(str)) while this gate read them as false."""
+    spec = {"modelArgs": {"pretrained": "x", "trust_remote_code": word}}
+    for admin in (AdminPolicy(), AdminPolicy(allow_trust_remote_code=True)):
+        message = _refusal(spec, admin)
+        assert message.startswith("spec.modelArgs.trust_remote_code must be true or false")
+    # spec.trustRemoteCode does not excuse the word either.
+    assert "must be true or false" in _refusal(
+        {**spec, "trustRemoteCode": True}, AdminPolicy(allow_trust_remote_code=True)
+    )
+
+
+@pytest.mark.parametrize("word", ["no", "No", "false", "0"])
+def test_trust_remote_code_no_is_false_and_needs_no_policy(word: str) -> None:
+    policy.check(parse_spec({**BASE, "modelArgs": {"pretrained": "x", "trust_remote_code": word}}), AdminPolicy())
+
+
+def test_the_engine_check_reads_the_modelarg_as_the_gate_does() -> None:
+    from assay.operator.admission import validation
+
+    said_no = parse_spec({**BASE, "modelArgs": {"pretrained": "x", "trust_remote_code": "no"}})
+    assert validation.remote_code_error(said_no) is None
+    said_yes = parse_spec({**BASE, "modelArgs": {"pretrained": "x", "trust_remote_code": "YES"}})
+    assert "set spec.trustRemoteCode: true" in str(validation.remote_code_error(said_yes))
+    with pytest.raises(UserError, match="spec.modelArgs.trust_remote_code must be true or false"):
+        validation.remote_code_error(parse_spec({**BASE, "modelArgs": {"pretrained": "x", "trust_remote_code": "on"}}))

@@ -259,3 +259,32 @@ def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(
     with pytest.raises(UserError, match="task code from this folder is not allowed here"):
         offline_check.spec_task_index(spec, str(tmp_path)).load(["arc_easy_qa"])
     assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize(
+    "group",
+    [
+        "group: suite_all\ntask:\n  - task: arc_easy\n    dataset_path: json\n",
+        "group: suite_all\ntask: [arc_easy_qa, arc_easy]\ndoc_to_text: 'crafted'\n",
+    ],
+    ids=["member mapping", "group-level key"],
+)
+def test_a_source_group_may_not_change_a_library_task(group: str) -> None:
+    """Its rows would be reported as the library's arc_easy."""
+    with pytest.raises(UserError) as error:
+        _validated(
+            {**SPEC, "tasks": ["suite_all"]}, {"suite": _config_map("suite", {"a.yaml": ARC_QA, "g.yaml": group})}
+        )
+    assert str(error.value).startswith("Group 'suite_all' changes ")
+    assert "of the library's 'arc_easy', which a task source may not do" in str(error.value)
+    # Listing it unchanged is a suite's ordinary use.
+    plain = {"a.yaml": ARC_QA, "g.yaml": "group: suite_all\ntask: [arc_easy_qa, arc_easy]\n"}
+    _validated({**SPEC, "tasks": ["suite_all"]}, {"suite": _config_map("suite", plain)})
+
+
+def test_a_source_group_may_not_take_a_library_group_s_name() -> None:
+    with pytest.raises(UserError, match="defines 'mmlu', a name of the task library"):
+        _validated(
+            {**SPEC, "tasks": ["mmlu"]},
+            {"suite": _config_map("suite", {"a.yaml": ARC_QA, "g.yaml": "group: mmlu\ntask: [arc_easy_qa]\n"})},
+        )

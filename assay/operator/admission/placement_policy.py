@@ -4,7 +4,11 @@ Split from `policy` (what a spec may ask for at all): the fields that bound the 
 pod's placement and its share of a node. The pod template's priorityClassName and
 tolerations would otherwise be copied into the Job as the tenant wrote them: any
 PriorityClass (preempting other teams' pods), any taint tolerated (control-plane nodes,
-GPU nodes reserved for someone else). Those are refused unless the admin listed them. A
+GPU nodes reserved for someone else). Those are refused unless the admin listed them. So
+are pod annotation and label keys outside the admin's lists (AppArmor, seccomp and Multus
+annotations are refused by default: `unconfined` lifts the pod's confinement, a Multus
+network attaches it where its namespace is not), and PersistentVolumeClaims outside the
+admin's claim names (a claim is mounted with the operator's rights, not the tenant's). A
 spec that leaves cpu, memory, emptyDir sizes or a deadline unset gets the admin's
 defaults, so that no runner pod is BestEffort, fills a node's disk, or runs for ever.
 
@@ -12,7 +16,8 @@ Defaults, in code as in the chart's values (deploy/helm/assay/values.yaml), so a
 started without ASSAY_POLICY behaves as the chart's: no PriorityClass; one toleration,
 `nvidia.com/gpu:NoSchedule` (Exists), the taint GPU node pools commonly carry; no queue
 required; requests of 250m CPU and 512Mi memory; emptyDirs of at most 10Gi; a day's
-deadline; a rank may stop 3 times for a peer's failure beyond the Job's own failures.
+deadline; a rank may stop 3 times for a peer's failure beyond the Job's own failures; any
+annotation but the AppArmor, seccomp and Multus keys, any label, any claim of the namespace.
 
 nodeSelector and affinity stay the tenant's: they only narrow where a pod may go, and a
 tainted node (control plane, reserved pool) is reached only with a toleration.
@@ -43,12 +48,27 @@ FIELDS = frozenset(
         "emptyDirSizeLimit",
         "defaultActiveDeadlineSeconds",
         "maxPeerFailureRetries",
+        "allowedPodAnnotations",
+        "refusedPodAnnotations",
+        "allowedPodLabels",
+        "allowedClaimNames",
     }
 )
+SECURITY_ANNOTATIONS = (
+    "container.apparmor.security.beta.kubernetes.io/*",
+    "seccomp.security.alpha.kubernetes.io/*",
+    "container.seccomp.security.alpha.kubernetes.io/*",
+    "k8s.v1.cni.cncf.io/*",
+    "v1.multus-cni.io/*",
+)
+"""Annotation keys refused by default: AppArmor and seccomp profiles (`unconfined` lifts the
+runtime's confinement) and Multus networks (a pod on a network its namespace is not on)."""
 _FIX = "ask the cluster admin to change the operator's Helm value"
 _OPERATORS = ("Equal", "Exists")
 _EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
 _RESOURCES = ("cpu", "memory")
+Patterns = tuple[str, ...]
+"""Names or keys, each exact or ending in `*` (any rest): `example.com/*`, `*`."""
 Quantities = tuple[tuple[str, str], ...]
 """(resource, quantity) pairs: a tuple, so that the policy stays hashable."""
 
@@ -111,6 +131,14 @@ class Placement:
     """The Job's activeDeadlineSeconds when spec.activeDeadlineSeconds is unset; 0: none."""
     max_peer_failure_retries: int = 3
     """How often one rank may stop for a peer's failure (exit 75) beyond the Job's counted failures; 0: no bound."""
+    allowed_pod_annotations: Patterns = ("*",)
+    """Keys spec.podTemplate.annotations may carry (`*` ends a pattern); empty: none."""
+    refused_pod_annotations: Patterns = SECURITY_ANNOTATIONS
+    """Keys refused even where an allowed pattern matches them."""
+    allowed_pod_labels: Patterns = ("*",)
+    """Keys spec.podTemplate.labels may carry; empty: none."""
+    allowed_claim_names: Patterns = ("*",)
+    """PersistentVolumeClaims spec.cache.pvc and spec.output.pvc may name; empty: none (emptyDirs only)."""
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> "Placement":
@@ -136,6 +164,10 @@ class Placement:
                 data, "defaultActiveDeadlineSeconds", defaults.default_active_deadline_seconds
             ),
             max_peer_failure_retries=_count(data, "maxPeerFailureRetries", defaults.max_peer_failure_retries),
+            allowed_pod_annotations=_patterns(data, "allowedPodAnnotations", defaults.allowed_pod_annotations),
+            refused_pod_annotations=_patterns(data, "refusedPodAnnotations", defaults.refused_pod_annotations),
+            allowed_pod_labels=_patterns(data, "allowedPodLabels", defaults.allowed_pod_labels),
+            allowed_claim_names=_patterns(data, "allowedClaimNames", defaults.allowed_claim_names),
         )
 
 
@@ -151,6 +183,20 @@ def _count(data: Mapping[str, Any], key: str, default: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UserError(f"{POLICY_ENV}.{key} must be a whole number of at least 0 (0: none), not {value!r}.")
     return value
+
+
+def _patterns(data: Mapping[str, Any], key: str, default: Patterns) -> Patterns:
+    value = data.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, list) or not all(isinstance(p, str) and p and "*" not in p[:-1] for p in value):
+        raise UserError(f"{POLICY_ENV}.{key} must be a list of names, each exact or ending in * (example.com/*).")
+    return tuple(value)
+
+
+def matches(name: str, patterns: Patterns) -> bool:
+    """Whether `name` is one of `patterns`, or starts with one ending in `*`."""
+    return any(name == p or (p.endswith("*") and name.startswith(p[:-1])) for p in patterns)
 
 
 def _quantity(value: Any, where: str) -> str:
@@ -214,7 +260,8 @@ def from_env(env: Mapping[str, str] | None = None) -> Placement:
 
 
 def check(spec: Evaluation, placement: Placement) -> None:
-    """Raise UserError when the pod template asks for a priority or a toleration the admin did not allow."""
+    """Raise UserError when the pod template asks for a priority, a toleration, an annotation or a label,
+    or the spec for a claim, that the admin did not allow."""
     template = spec.pod_template
     name = template.priority_class_name
     if name and name not in placement.allowed_priority_classes:
@@ -231,11 +278,51 @@ def check(spec: Evaluation, placement: Placement) -> None:
                 f"spec.podTemplate.tolerations[{i}] ({toleration.describe()}) is not allowed in this cluster "
                 f"(allowed: {allowed}): remove it, or {_FIX} policy.allowedTolerations."
             )
+    _check_pod_keys(spec, placement)
+    _check_claims(spec, placement)
     if placement.require_queue and not placement.default_queue and not template.labels.get(QUEUE_LABEL):
         raise UserError(
             f"spec.podTemplate.labels has no {QUEUE_LABEL}, and this cluster runs Evaluations through Kueue only: "
             f"set it to a LocalQueue of the namespace, or {_FIX} policy.defaultQueue."
         )
+
+
+def _check_pod_keys(spec: Evaluation, placement: Placement) -> None:
+    """Annotations and labels go onto the runner pod as written: some change its confinement
+    (AppArmor, seccomp), its networks (Multus), or which Services and policies select it."""
+    template = spec.pod_template
+    for key in sorted(template.annotations):
+        if matches(key, placement.refused_pod_annotations):
+            raise UserError(
+                f"spec.podTemplate.annotations key {key!r} is refused in this cluster (it changes the pod's "
+                f"security profile or networks): remove it, or {_FIX} policy.refusedPodAnnotations."
+            )
+        if not matches(key, placement.allowed_pod_annotations):
+            raise UserError(
+                f"spec.podTemplate.annotations key {key!r} is not allowed in this cluster (allowed: "
+                f"{_listed(placement.allowed_pod_annotations)}): remove it, or {_FIX} policy.allowedPodAnnotations."
+            )
+    for key in sorted(template.labels):
+        if not matches(key, placement.allowed_pod_labels):
+            raise UserError(
+                f"spec.podTemplate.labels key {key!r} is not allowed in this cluster (allowed: "
+                f"{_listed(placement.allowed_pod_labels)}): remove it, or {_FIX} policy.allowedPodLabels."
+            )
+
+
+def _check_claims(spec: Evaluation, placement: Placement) -> None:
+    """A claim is mounted with the operator's rights: only those the admin lists (the namespace's
+    other claims hold data that whoever may create Evaluations may not be able to read or write)."""
+    for field, claim in (("spec.cache.pvc", spec.cache.pvc), ("spec.output.pvc", spec.output.pvc)):
+        if claim and not matches(claim, placement.allowed_claim_names):
+            raise UserError(
+                f"{field} {claim!r} is not a claim Evaluations may use in this cluster (allowed: "
+                f"{_listed(placement.allowed_claim_names)}): name an allowed one, or {_FIX} policy.allowedClaimNames."
+            )
+
+
+def _listed(patterns: Patterns) -> str:
+    return ", ".join(patterns) or "none"
 
 
 def enforce(spec: Evaluation, placement: Placement) -> Evaluation:

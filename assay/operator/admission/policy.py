@@ -30,6 +30,7 @@ from assay import endpoint_urls
 from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.spec import API_MODELS, Evaluation
+from assay.spec.booleans import optional_bool
 
 POLICY_ENV = placement_policy.POLICY_ENV
 _FIX = "ask the cluster admin to change the operator's Helm value"
@@ -187,7 +188,7 @@ def check(spec: Evaluation, policy: AdminPolicy) -> None:
             f"spec.image {spec.image!r} is not from an allowed registry ({', '.join(policy.allowed_image_prefixes)}): "
             f"use an image from one of them, or {_FIX} policy.allowedImagePrefixes."
         )
-    remote = spec.trust_remote_code or _truthy(spec.model_args.get("trust_remote_code"))
+    remote = _truthy(spec.model_args, "trust_remote_code") or spec.trust_remote_code
     if remote and not policy.allow_trust_remote_code:
         raise UserError(
             "spec.trustRemoteCode is not allowed in this cluster (it runs the model repository's code): "
@@ -281,7 +282,6 @@ def _check_endpoint(spec: Evaluation, policy: AdminPolicy) -> None:
         )
 
 
-def _truthy(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+def _truthy(model_args: Mapping[str, Any], key: str) -> bool:
+    """A boolean modelArg as every backend reads it: `no` is false, `on` a refusal (never bool(str))."""
+    return bool(optional_bool(model_args.get(key), name=f"spec.modelArgs.{key}"))

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from assay.errors import UserError, suggest
 from assay.operator.admission import task_sources
 from assay.runner import api as engine
 from assay.spec import Evaluation
+from assay.spec.booleans import optional_bool
 
 logger = logging.getLogger(__name__)
 
@@ -135,7 +136,7 @@ def validate(
 def remote_code_error(spec: Evaluation) -> UserError | None:
     """The model's repository code asked for in modelArgs without spec.trustRemoteCode."""
     for key in _REMOTE_CODE_KEYS:
-        if _truthy(spec.model_args.get(key)) and not spec.trust_remote_code:
+        if _truthy(spec.model_args, key) and not spec.trust_remote_code:
             return UserError(
                 f"spec.modelArgs.{key} asks to run the model repository's code: set spec.trustRemoteCode: true to allow it."
             )
@@ -152,7 +153,6 @@ def unsafe_error(spec: Evaluation, unsafe_finder: UnsafeTaskFinder) -> UserError
     return None
 
 
-def _truthy(value: object) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
+def _truthy(model_args: Mapping[str, Any], key: str) -> bool:
+    """A boolean modelArg as every backend reads it: `no` is false, `on` a refusal (never bool(str))."""
+    return bool(optional_bool(model_args.get(key), name=f"spec.modelArgs.{key}"))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 from pathlib import Path
@@ -30,6 +31,7 @@ from assay.run_results import ABSENT, RunResults
 from assay.errors import UsageError, UserError
 from assay.extras import needs_extra
 from assay.runner.results.output import SavedRun, json_default
+from assay.spec.booleans import strict_bool
 
 # --- Weights & Biases -----------------------------------------------------------------
 
@@ -230,10 +232,12 @@ class HubLogger:
                 f"--hf_hub_log_args has unknown key(s) {', '.join(unknown)}; known keys: {', '.join(HUB_ARG_DEFAULTS)}."
             )
         settings = {**HUB_ARG_DEFAULTS, **args}
-        self.push_results = bool(settings["push_results_to_hub"])
-        self.push_samples = bool(settings["push_samples_to_hub"])
-        self.public = bool(settings["public_repo"])
-        self.gated = bool(settings["gated"])
+        # Read strictly: bool("no") would make public_repo=no a public repository.
+        flag = functools.partial(_hub_flag, settings)
+        self.push_results = flag("push_results_to_hub")
+        self.push_samples = flag("push_samples_to_hub")
+        self.public = flag("public_repo")
+        self.gated = flag("gated")
         self.token = str(settings["token"] or os.environ.get("HF_TOKEN", "") or "")
         self.endpoint = endpoint
         if self.enabled and not self.token:
@@ -321,6 +325,10 @@ class HubLogger:
                     f"Could not push {upload.local} to the Hugging Face Hub repo {upload.repo_id} ({_first_line(err)}); the files are saved locally."
                 ) from None
         return uploads
+
+
+def _hub_flag(settings: Mapping[str, Any], key: str) -> bool:
+    return strict_bool(settings[key], name=f"--hf_hub_log_args {key}", error=UsageError)
 
 
 def _first_line(err: BaseException) -> str:

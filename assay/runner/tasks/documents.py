@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 from assay.errors import UserError
 from assay.runner.tasks.config import FewshotConfig, TaskConfig
+from assay.spec.booleans import optional_bool
 
 Doc = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -21,7 +22,7 @@ def _load_dataset(config: TaskConfig) -> Any:
             return config.custom_dataset(**(config.metadata or {}), **(config.dataset_kwargs or {}))
     kwargs = dict(config.dataset_kwargs or {})
     # datasets >= 4 dropped dataset scripts; lm-eval removes the flag the same way.
-    trust = bool(kwargs.pop("trust_remote_code", False))
+    trust = bool(optional_bool(kwargs.pop("trust_remote_code", False), name=f"Task {config.task!r} dataset_kwargs.trust_remote_code"))
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
     # process_docs functions take a `datasets.Dataset` (they call .map); without one, plain rows will do.

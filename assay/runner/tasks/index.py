@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Sequence
 
 from assay.errors import UserError, suggest
-from assay.runner.tasks import broken_files
+from assay.runner.tasks import broken_files, tenant_names
 from assay.runner.tasks.groups import GROUP_KEYS, AggregateMetric, Group
 from assay.runner.tasks.yaml_loader import load_yaml, resolve_functions
 
@@ -78,17 +78,6 @@ class _TaskConfigOnly:
     config: dict[str, Any]
 
 
-def _refuse_shadowing(found: dict[str, IndexEntry], library: set[str]) -> None:
-    """A tenant's task may not take a library name: its scores would be read as the library task's."""
-    for name, entry in sorted(found.items()):
-        if name in library:
-            where = f" in {entry.path}" if entry.path else ""
-            raise UserError(
-                f"The {entry.kind} {name!r}{where} reuses a name of the task library, which a task source may not do: "
-                f"rename it (for example to 'custom_{name}')."
-            )
-
-
 def _kind_of(config: dict[str, Any]) -> Kind:
     if "class" in config:
         return "python_task"
@@ -127,10 +116,12 @@ class TaskManager:
         """YAML files under the roots that failed to load (a task meant, but unreadable)."""
         self.index: dict[str, IndexEntry] = self._index_root(builtin_tasks_dir()) if include_defaults else {}
         library = set(self.index)
+        self._library = library if not include_may_shadow else None
+        """The library's names when the include path is a tenant's: its groups may not change them."""
         for root in include_roots:
             found = self._index_root(root, code_allowed=include_code)
             if not include_may_shadow:
-                _refuse_shadowing(found, library)
+                tenant_names.refuse_shadowing(found, library)
             # Later roots override earlier ones, as in lm-eval.
             self.index.update(found)
 
@@ -276,7 +267,7 @@ class TaskManager:
         if isinstance(spec, dict):
             kind = "group" if "group" in spec else "task"
             if kind == "group":
-                return self._build_group(spec["group"], spec, {}, None)
+                return self._build_group(spec["group"], spec, {}, None, tenant=False)
             base = self.index.get(spec.get("task", ""))
             return self._build_task(base, overrides=spec)
         if isinstance(spec, str):
@@ -294,7 +285,7 @@ class TaskManager:
         if entry.kind == "tag":
             return [self._build_task(self.index[name], overrides=overrides) for name in sorted(entry.members) if name in self.index]
         if entry.kind == "group":
-            return self._build_group(entry.name, self._full_config(entry), overrides, entry.path)
+            return self._build_group(entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry))
         return self._build_task(entry, overrides=overrides)
 
     @property
@@ -332,7 +323,13 @@ class TaskManager:
             return cls(config=TaskConfig.from_dict(config))
         return Task(TaskConfig.from_dict(config))
 
-    def _build_group(self, name: str, raw: dict[str, Any], overrides: dict[str, Any], path: Path | None) -> Group:
+    def _tenants(self, entry: IndexEntry) -> bool:
+        """Whether `entry` is a tenant's (its names cannot be the library's: see `tenant_names`)."""
+        return self._library is not None and entry.name not in self._library
+
+    def _build_group(
+        self, name: str, raw: dict[str, Any], overrides: dict[str, Any], path: Path | None, *, tenant: bool
+    ) -> Group:
         aggregates = raw.get("aggregate_metric_list")
         if isinstance(aggregates, dict):
             aggregates = [aggregates]
@@ -349,17 +346,20 @@ class TaskManager:
         inherited = {**{k: v for k, v in raw.items() if k not in GROUP_KEYS}, **overrides}
         members = raw.get("task")
         for item in [members] if isinstance(members, str) else (members or []):
-            for child in self._build_member(item, name, inherited):
+            for child in self._build_member(item, name, inherited, tenant=tenant):
                 group.add(child)
         return group
 
-    def _build_member(self, item: Any, group_name: str, inherited: dict[str, Any]) -> list[Any]:
+    def _build_member(self, item: Any, group_name: str, inherited: dict[str, Any], *, tenant: bool) -> list[Any]:
+        """One entry of a group's `task` list; `tenant`: the group is a tenant's, so a library member stays as it is."""
         if isinstance(item, dict) and "group" in item:
             sub = item["group"]
             if sub in self.index and self.index[sub].kind == "group":
-                extra = {k: v for k, v in item.items() if k != "group"}
-                return [self._build_group(sub, self._full_config(self.index[sub]), {**inherited, **extra}, self.index[sub].path)]
-            return [self._build_group(f"{group_name}::{sub}", item, inherited, None)]
+                indexed, extra = self.index[sub], {k: v for k, v in item.items() if k != "group"}
+                if tenant and not self._tenants(indexed):
+                    tenant_names.refuse_override(group_name, sub, {**inherited, **extra})
+                return [self._build_group(sub, self._full_config(indexed), {**inherited, **extra}, indexed.path, tenant=self._tenants(indexed))]
+            return [self._build_group(f"{group_name}::{sub}", item, inherited, None, tenant=tenant)]
         if isinstance(item, dict):
             if "task" not in item:
                 raise UserError(f"Group {group_name!r}: a member entry needs a 'task' or 'group' key.")
@@ -376,8 +376,10 @@ class TaskManager:
             broken = broken_files.defining(self.broken, base)
             why = f" {broken.explain(base)}" if broken is not None else suggest(base, self.index.keys())
             raise UserError(f"Group {group_name!r} lists unknown task {base!r}.{why}")
+        if tenant and not self._tenants(entry):
+            tenant_names.refuse_override(group_name, base, {k: v for k, v in overrides.items() if k != "task"})
         if entry.kind == "group":
-            return [self._build_group(entry.name, self._full_config(entry), overrides, entry.path)]
+            return [self._build_group(entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry))]
         if entry.kind == "tag":
             return [self._build_task(self.index[name], overrides={"task": name, **overrides}) for name in sorted(entry.members)]
         return [self._build_task(entry, overrides={**overrides, "task": base} if isinstance(item, str) else {"task": base, **overrides})]

@@ -13,10 +13,15 @@ from typing import Any, Mapping
 from assay import endpoint_urls
 from assay.batch_size import BatchSize
 from assay.errors import UserError, suggest
+from assay.spec.booleans import strict_bool
 
 TOKENIZER_BACKENDS = ("huggingface", "tiktoken", "auto", None)
 #: accepted for lm-eval compatibility; they change nothing for text-only HTTP backends.
 _IGNORED = frozenset({"truncate", "max_images", "device", "max_batch_size", "auth_token", "header"})
+#: the record's boolean fields, read strictly (`verify_certificate=no` is false, `=off` a refusal).
+_FLAGS = frozenset(
+    {"tokenized_requests", "add_bos_token", "verify_certificate", "trust_remote_code", "use_fast_tokenizer"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +91,11 @@ class APIArgs:
         args["tokenizer_backend"] = backend
         if backend is None:
             args["tokenized_requests"] = False
+        for name in sorted(_FLAGS & set(args)):
+            if args[name] is None:  # unset: the record's default
+                del args[name]
+            else:
+                args[name] = strict_bool(args[name], name=f"model_args {name}")
         args["batch_size"] = _batch_size(args.get("batch_size", 1))
         for name in ("num_concurrent", "max_retries", "max_gen_toks", "max_length", "seed"):
             if name in args:

@@ -12,6 +12,7 @@ from typing import Any, Mapping
 
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError, suggest
+from assay.spec.booleans import optional_bool
 
 #: extra model_args handed to `from_pretrained` as lm-eval does with its **kwargs.
 PASSTHROUGH = frozenset(
@@ -34,6 +35,21 @@ PASSTHROUGH = frozenset(
         "use_cache",
         "offload_state_dict",
         "rope_scaling",
+        "use_flash_attention_2",
+    }
+)
+
+#: the PASSTHROUGH keys `from_pretrained` reads as booleans (read strictly, as HFArgs' own flags).
+PASSTHROUGH_FLAGS = frozenset(
+    {
+        "load_in_8bit",
+        "load_in_4bit",
+        "bnb_4bit_use_double_quant",
+        "low_cpu_mem_usage",
+        "local_files_only",
+        "use_safetensors",
+        "use_cache",
+        "offload_state_dict",
         "use_flash_attention_2",
     }
 )
@@ -93,8 +109,25 @@ class HFArgs:
         if args.get("pretrained") in (None, ""):
             raise UserError("The hf model needs model_args pretrained=<model directory or hub id>.")
         extra = {k: args.pop(k) for k in list(args) if k in PASSTHROUGH}
+        for flag in sorted(PASSTHROUGH_FLAGS & set(extra)):
+            extra[flag] = optional_bool(extra[flag], name=f"model_args {flag}")
         if "torch_dtype" in extra:  # the old spelling of dtype
             args.setdefault("dtype", extra.pop("torch_dtype"))
+        # lm-eval's HFLM takes None for several flags and treats it as false; text is read
+        # strictly (`trust_remote_code=no` is false, `=on` a refusal), never as bool(str).
+        for flag in (
+            "truncation",
+            "trust_remote_code",
+            "parallelize",
+            "gptqmodel",
+            "logits_cache",
+            "use_fast_tokenizer",
+        ):
+            if flag in args:
+                args[flag] = bool(optional_bool(args[flag], name=f"model_args {flag}"))
+        for flag in ("add_bos_token", "enable_thinking"):
+            if flag in args:
+                args[flag] = optional_bool(args[flag], name=f"model_args {flag}")
         _check_combinations(args)
         if args.get("batch_size") is not None:
             args["batch_size"] = BatchSize.parse(args["batch_size"], source="model_args batch_size")
@@ -105,12 +138,6 @@ class HFArgs:
         think_end = args.get("think_end_token")
         if isinstance(think_end, str) and think_end.isdigit():
             args["think_end_token"] = int(think_end)
-        # lm-eval's HFLM takes None for several flags and treats it as false.
-        for flag in ("truncation", "trust_remote_code", "parallelize", "gptqmodel"):
-            if flag in args:
-                args[flag] = bool(args[flag])
-        if "use_fast_tokenizer" in args:
-            args["use_fast_tokenizer"] = bool(args["use_fast_tokenizer"])
         if "revision" in args:
             args["revision"] = str(args["revision"])
         args["chat_template_args"] = dict(args.get("chat_template_args") or {})

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError
+from assay.spec.booleans import optional_bool
 from assay.runner.models import stops
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
@@ -37,6 +38,10 @@ ENGINE_PASSTHROUGH = frozenset(
     }
 )
 _IGNORED = frozenset({"device", "truncation_side"})
+#: the ENGINE_PASSTHROUGH keys vLLM reads as booleans (read strictly: `enforce_eager=no` is false).
+_ENGINE_FLAGS = frozenset(
+    {"enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "disable_custom_all_reduce"}
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +93,12 @@ class VLLMArgs:
         args["batch_size"] = _batch_size(args.get("batch_size"))
         if "max_batch_size" in args:
             args["max_batch_size"] = parse_max(args["max_batch_size"], source="model_args max_batch_size")
+        for name in ("trust_remote_code", "add_bos_token", "enable_thinking"):
+            if name in args:
+                value = optional_bool(args[name], name=f"model_args {name}")
+                args[name] = bool(value) if name == "trust_remote_code" else value
+        for name in sorted(_ENGINE_FLAGS & set(extra)):
+            extra[name] = optional_bool(extra[name], name=f"model_args {name}")
         for name in ("tensor_parallel_size", "data_parallel_size", "max_gen_toks", "seed", "max_lora_rank"):
             if name in args:
                 args[name] = int(args[name])
