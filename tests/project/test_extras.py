@@ -106,7 +106,8 @@ def _assay(bin_dir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[
 
 def _says_only(done: subprocess.CompletedProcess[str], what: str, extra: str) -> None:
     """Exit code non-zero, and stderr ends in the one sentence naming the extra, with no traceback."""
-    sentence = f"assay: error: {what} needs the '{extra}' extra: pip install 'assay[{extra}]'."
+    # A wheel's install has no checkout to name by path.
+    sentence = f"assay: error: {what} needs the '{extra}' extra: from the Assay checkout, pip install -e '.[{extra}]'."
     assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
     assert done.stderr.strip().splitlines()[-1] == sentence, done.stderr
 
