@@ -59,6 +59,16 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
+class _Version(argparse.Action):
+    """`--version`: the version and commit, found only when asked (git is a subprocess)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        from assay.version_info import version_line
+
+        print(version_line())
+        parser.exit()
+
+
 EPILOG = textwrap.dedent("""
             examples:
               assay run --model hf --model_args pretrained=gpt2 --tasks hellaswag
@@ -82,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Assay: lm-evaluation-harness compatible evaluation, distributed and Kubernetes-native.",
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--version", action=_Version, nargs=0, help="Print the version and, from a checkout, the git commit; exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="Available commands", parser_class=_Parser)
 
