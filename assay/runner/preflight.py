@@ -6,7 +6,7 @@ known without loading anything: the task names resolve, a model directory named 
 model_args exists, and each hub model and dataset the run needs is on this machine or can
 be downloaded: not in an offline run (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE), nor when the
 hub does not answer one quick request (`hub_reach`). `assay run`, the runner pod and its `--check`
-all call it, each before building the model; every failure is one `UserError` sentence
+all call it, each before building the model (with the task-config check `assay validate` makes); every failure is one `UserError` sentence
 naming the input and the fix. A check that cannot be sure stays silent: the loader still
 reports what slips through.
 """
@@ -17,9 +17,11 @@ import os
 from typing import Any, Mapping, Sequence
 
 from assay import endpoint_urls
+from assay import errors
 from assay.errors import UserError
 from assay.runner import hub_reach, models
 from assay.runner.models import model_location
+from assay.runner.tasks import config_check
 from assay.runner.tasks.index import TaskManager
 from assay.spec import API_MODELS
 
@@ -50,6 +52,11 @@ def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], ta
         models.check_model_name(model)
         models.check_backend_installed(model)
         check_model_args(model, model_args)
+    # The same check `assay validate` makes: a task YAML mistake is one sentence here, not a
+    # traceback from the task's first document after the model loaded.
+    errors.raise_first(
+        [problem for task, config in configs.items() for problem in config_check.config_problems(task, config)]
+    )
     check_datasets(configs)
 
 
