@@ -251,7 +251,13 @@ def check_spec(
     get_model(spec.model)
     task_manager = offline_check.spec_task_index(spec, include_path)
     errors.raise_first(offline_check.spec_problems(spec, task_manager))
-    preflight.check(model=spec.model, model_args=spec.model_args, tasks=spec.tasks, task_manager=task_manager)
+    preflight.check(
+        model=spec.model,
+        model_args=spec.model_args,
+        tasks=spec.tasks,
+        task_manager=task_manager,
+        num_fewshot=spec.num_fewshot,
+    )
 
 
 def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:
