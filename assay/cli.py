@@ -28,7 +28,7 @@ from assay import run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
-from assay.run_arguments import add_run_arguments
+from assay.run_arguments import RUN_EPILOG, add_run_arguments
 from assay.run_flags import RunFlags, resolve_run_config, summary_line
 from assay.validate import command as validate_command
 
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="Evaluate a model on tasks (lm-eval's `run`)",
         description="Evaluate a language model on tasks, with lm-eval 0.4.13's flags.",
         usage=f"{PROG} run --model <model> --tasks <task> <task> --model_args <arg=value> <arg=value> [options]",
+        epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(run)
@@ -188,6 +189,12 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.tasks is not None and len(args.tasks) == 1 and args.tasks[0] in task_tables.LIST_TASKS_NAMES:
+        from assay.runner.tasks.index import TaskManager
+
+        manager = TaskManager(include_path=args.include_path)
+        print(task_tables.listing(manager, task_tables.LIST_TASKS_NAMES[args.tasks[0]]))
+        return 0
     flags = resolve_run_config(args)
     if flags.output_path:
         from assay.runner.results import output
@@ -282,13 +289,7 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from assay.runner.tasks.index import TaskManager
 
     manager = TaskManager(include_path=args.include_path)
-    flags = {
-        "tasks": {},
-        "groups": {"subtasks": False, "tags": False},
-        "subtasks": {"groups": False, "tags": False},
-        "tags": {"groups": False, "subtasks": False},
-    }[args.what]
-    print(task_tables.list_tables(manager, **flags))
+    print(task_tables.listing(manager, args.what))
     return 0
 
 

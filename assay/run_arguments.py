@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from typing import Any
 
 from assay.run_flags import DEFAULT_SEED
@@ -171,3 +172,19 @@ def _add_output_and_logging_flags(parser: argparse.ArgumentParser) -> None:
     add("--metadata", default=None, nargs="+", action=MergeDict, metavar="<args>",
         help="Task metadata as key=val tokens or a JSON object, merged over --model_args")
     # fmt: on
+
+
+RUN_EPILOG = textwrap.dedent("""
+            environment:
+              ASSAY_DATASETS_DIR  folder(s) (separated by :) holding <hub dataset id>/<config>/<split>.jsonl,
+                                  used in place of the Hugging Face hub (`assay data import` writes one)
+              HF_HUB_OFFLINE, HF_DATASETS_OFFLINE  as in lm-eval: use only what is on this machine
+
+            exit status:
+              0    the run finished and printed its table
+              1    the run could not be done: an unknown task, a task YAML mistake, missing data or model
+                   files, an unwritable --output_path, or a failure while evaluating
+              2    the command line is wrong: an unknown flag or --model, a malformed value, flags that
+                   conflict
+              130  interrupted (Ctrl-C); with --use_cache the same command resumes
+        """)

@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
-from assay.errors import UsageError
+from assay.errors import UsageError, UserError
 from assay.run_options import EvalOptions
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
@@ -156,10 +156,24 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
         raise UsageError(
             "--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead)."
         )
+    if isinstance(config["model"], str):
+        _check_model_name(config["model"])
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     run_rules.check_limit_or_samples(config["limit"], config["samples"])
     return RunFlags(**config)
+
+
+def _check_model_name(model: str) -> None:
+    """An unknown --model is a mistake on the command line, like any other flag's: exit 2."""
+    from assay.runner import models
+
+    try:
+        models.check_model_name(model)
+    except UsageError:
+        raise
+    except UserError as error:
+        raise UsageError(str(error)) from None
 
 
 def _merged(args: argparse.Namespace) -> dict[str, Any]:
@@ -188,6 +202,11 @@ def _check_counts(config: dict[str, Any]) -> None:
         raise UsageError(
             f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
             "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document."
+        )
+    if limit is not None and not run_rules.limit_is_count_or_fraction(limit):
+        raise UsageError(
+            f"--limit {_shown(limit)} is neither a whole count of documents nor a fraction below 1 (lm-eval would "
+            f"run {int(limit)} per task); pass e.g. {int(limit)} or 0.5."
         )
     if shots is not None and not run_rules.num_fewshot_is_valid(shots):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
