@@ -31,6 +31,7 @@ from assay.errors import UsageError, UserError
 from assay.run_arguments import RUN_EPILOG, add_run_arguments
 from assay.run_flags import RunFlags, resolve_run_config, summary_line
 from assay.validate import command as validate_command
+from assay.version_info import VersionAction
 
 PROG = "assay"
 # Subcommands handed to another module's main(argv) untouched.
@@ -59,16 +60,6 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-class _Version(argparse.Action):
-    """`--version`: the version and commit, found only when asked (git is a subprocess)."""
-
-    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
-        from assay.version_info import version_line
-
-        print(version_line())
-        parser.exit()
-
-
 EPILOG = textwrap.dedent("""
             examples:
               assay run --model hf --model_args pretrained=gpt2 --tasks hellaswag
@@ -94,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
-        "--version", action=_Version, nargs=0, help="Print the version and, from a checkout, the git commit; exit"
+        "--version", action=VersionAction, nargs=0, help="Print the version and, from a checkout, the git commit; exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="Available commands", parser_class=_Parser)
 
@@ -196,11 +187,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(task_tables.listing(manager, task_tables.LIST_TASKS_NAMES[args.tasks[0]]))
         return 0
     flags = resolve_run_config(args)
-    if flags.output_path:
-        from assay.runner.results import output
+    if not flags.output_path:
+        return _run(flags)
+    from assay.runner.results import output
 
-        # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
-        output.check_writable(flags.output_path, name="--output_path")
+    # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
+    created = output.check_writable(flags.output_path, name="--output_path")
+    code = 1
+    try:
+        code = _run(flags)
+        return code
+    finally:
+        if code != 0:  # failed or interrupted: no empty folder left behind
+            output.remove_if_empty(created)
+
+
+def _run(flags: RunFlags) -> int:
     level = run_logging.level_from(flags.verbosity)
     os.environ["TOKENIZERS_PARALLELISM"] = "false"
 
@@ -217,7 +219,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from assay.runner.models import caching
 
                 cache = caching.response_cache_path(flags.use_cache, rank) if flags.use_cache is not None else None
-                if cache is None or not os.path.exists(cache):
+                if cache is None:
+                    print(
+                        f"{PROG}: interrupted; nothing was kept: run again with --use_cache <path> (a file prefix) "
+                        "to keep the answers as they come, so that the same command resumes after an interruption.",
+                        file=sys.stderr,
+                    )
+                    return 130
+                if not os.path.exists(cache):
                     raise
                 print(
                     f"{PROG}: interrupted; to resume, run the same command again: the response cache {cache} "

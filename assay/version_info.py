@@ -8,8 +8,10 @@ folder's.
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import assay
 from assay.extras import checkout
@@ -33,3 +35,11 @@ def _git(root: Path, *args: str) -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return done.stdout.strip() if done.returncode == 0 else None
+
+
+class VersionAction(argparse.Action):
+    """`--version`: the version line, found only when asked (git is a subprocess)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(version_line())
+        parser.exit()
