@@ -70,7 +70,9 @@ def dumps(results: Mapping[str, Any]) -> str:
 
 
 def sanitize_model_name(name: str) -> str:
-    return _UNSAFE_PATH_CHARS.sub("__", name)
+    """lm-eval's folder name for a model (`/` and the like become `__`), except that a leading dot
+    is dropped: lm-eval names `pretrained=../model`'s folder `..__model`, hidden from `ls`."""
+    return _UNSAFE_PATH_CHARS.sub("__", name).lstrip(".") or "model"
 
 
 def sanitize_task_name(name: str) -> str:
@@ -125,7 +127,10 @@ class RunInfo:
         start_time: float | None = None,
         end_time: float | None = None,
     ) -> RunInfo:
-        name = model_name_from_args(model_args) or _random_name()
+        # lm-eval names a model without a name in model_args (its dummy model, a custom LM) by 8
+        # random characters, a folder nobody can tell apart from a temporary one: the backend's
+        # name says more (`dummy/results_<date>.json`), and the date in each file name keeps runs apart.
+        name = model_name_from_args(model_args) or model_source or _random_name()
         return cls(
             model_source=model_source,
             model_name=name,
