@@ -204,7 +204,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run(flags: RunFlags) -> int:
     level = run_logging.level_from(flags.verbosity)
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    run_logging.quiet_libraries()
 
     from assay.runner import distributed
 

@@ -208,6 +208,8 @@ def test_api_runs_completions_and_chat_against_a_local_server(
         )
         assert done.returncode == 0, done.stderr
         assert _exact_match(out) == 1.0
+        # No torch here, and none needed: transformers' advice about it is not shown.
+        assert "PyTorch was not found" not in done.stderr, done.stderr
     # transformers and datasets are here, torch is not: --model hf still names its extra.
     hf = _assay(api, "run", "--model", "hf", "--model_args", "pretrained=gpt2", "--tasks", str(task), cwd=tmp_path)
     _says_only(hf, "--model hf", "hf")
