@@ -1,14 +1,11 @@
-"""Small things `assay run` says: lm-eval's old `--tasks list`, each flag's own example, a limit
-that is neither a count nor a fraction, an unknown --model as a command-line error, the help's
-environment and exit status."""
+"""Small things `assay run` says: lm-eval's old `--tasks list`, each flag's own example, an
+unknown --model as a command-line error, the help's environment and exit status."""
 
 from __future__ import annotations
 
 import pytest
 
 from assay import cli
-from assay.errors import UsageError
-from assay.run_flags import resolve_run_config
 from assay.runner.models import model_args
 
 
@@ -43,22 +40,6 @@ def test_each_flags_error_shows_an_example_of_its_own_that_parses(capsys: pytest
     for flag, example in model_args._EXAMPLES.items():
         assert model_args.parse_model_args(example, flag=flag), (flag, example)
         assert "pretrained" not in example or flag in ("--model_args", "-a")
-
-
-def _flags(*argv: str) -> object:
-    args = cli.build_parser().parse_args(["run", "--model", "dummy", "--tasks", "arc_easy", *argv])
-    return resolve_run_config(args)
-
-
-def test_a_limit_is_a_whole_count_or_a_fraction_below_one() -> None:
-    assert getattr(_flags("--limit", "2.0"), "limit") == 2.0
-    assert getattr(_flags("--limit", "0.5"), "limit") == 0.5
-    with pytest.raises(UsageError) as refused:
-        _flags("--limit", "1.5")
-    assert str(refused.value) == (
-        "--limit 1.5 is neither a whole count of documents nor a fraction below 1 (lm-eval would run 1 per task); "
-        "pass e.g. 1 or 0.5."
-    )
 
 
 def test_an_unknown_model_is_a_command_line_error(capsys: pytest.CaptureFixture[str]) -> None:
