@@ -21,16 +21,16 @@ import logging
 import os
 import sys
 import textwrap
-from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from assay import check_command, run_logging, task_tables
+from assay import check_command, data_command, run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands
 from assay.compare import command as compare_command
 from assay.errors import UsageError, UserError
-from assay.run_arguments import add_run_arguments
+from assay.run_arguments import RUN_EPILOG, add_run_arguments
 from assay.run_flags import RunFlags, resolve_run_config, summary_line
 from assay.validate import command as validate_command
+from assay.version_info import VersionAction
 
 PROG = "assay"
 # Subcommands handed to another module's main(argv) untouched.
@@ -84,6 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument(
+        "--version", action=VersionAction, nargs=0, help="Print the version and, from a checkout, the git commit; exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", help="Available commands", parser_class=_Parser)
 
     run = sub.add_parser(
@@ -91,20 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="Evaluate a model on tasks (lm-eval's `run`)",
         description="Evaluate a language model on tasks, with lm-eval 0.4.13's flags.",
         usage=f"{PROG} run --model <model> --tasks <task> <task> --model_args <arg=value> <arg=value> [options]",
+        epilog=RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_run_arguments(run)
 
-    ls = sub.add_parser(
-        "ls", help="List tasks, groups, subtasks or tags", description="List the task library as Markdown tables."
+    _add_ls_parser(
+        sub.add_parser(
+            "ls", help="List tasks, groups, subtasks or tags", description="List the task library as Markdown tables."
+        )
     )
-    ls.add_argument(
-        "what",
-        choices=["tasks", "groups", "subtasks", "tags"],
-        nargs="?",
-        help="What to list: tasks (all), groups, subtasks or tags",
-    )
-    ls.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
 
     validate = sub.add_parser(
         "validate",
@@ -130,31 +129,21 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_parser(name, help=text, add_help=False)
     cluster_commands.add_parsers(sub)
 
-    _add_data_parser(
-        sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data.")
+    data_command.add_arguments(
+        sub.add_parser("data", help="Manage offline benchmark data", description="Manage offline benchmark data."),
+        parser_class=_Parser,
     )
     return parser
 
 
-def _add_data_parser(data: argparse.ArgumentParser) -> None:
-    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", parser_class=_Parser)
-    imp = data_sub.add_parser(
-        "import",
-        help="Convert public benchmark files into an ASSAY_DATASETS_DIR folder",
-        description="Convert public benchmark files into an ASSAY_DATASETS_DIR folder; then list the tasks it serves.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+def _add_ls_parser(ls: argparse.ArgumentParser) -> None:
+    ls.add_argument(
+        "what",
+        choices=["tasks", "groups", "subtasks", "tags"],
+        nargs="?",
+        help="What to list: tasks (all), groups, subtasks or tags",
     )
-    assert isinstance(imp, _Parser)
-    imp.epilog_from = _import_sources
-    imp.add_argument("--from", dest="src", required=True, type=Path, help="Folder with the raw benchmark files")
-    imp.add_argument("--to", dest="dst", required=True, type=Path, help="ASSAY_DATASETS_DIR folder to write")
-    imp.add_argument("--only", default=None, help="Comma-separated subset of the benchmarks")
-
-
-def _import_sources() -> str:
-    from assay.runner.data import importer
-
-    return f"benchmarks (--only) and the files each reads under --from:\n{importer.sources_help()}"
+    ls.add_argument("--include_path", type=str, default=None, metavar="DIR", help="Extra folder of task YAMLs")
 
 
 def normalize_argv(argv: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
@@ -177,14 +166,31 @@ def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.Argument
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    flags = resolve_run_config(args)
-    if flags.output_path:
-        from assay.runner.results import output
+    if args.tasks is not None and len(args.tasks) == 1 and args.tasks[0] in task_tables.LIST_TASKS_NAMES:
+        from assay.runner.tasks.index import TaskManager
 
-        # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
-        output.check_writable(flags.output_path, name="--output_path")
+        manager = TaskManager(include_path=args.include_path)
+        print(task_tables.listing(manager, task_tables.LIST_TASKS_NAMES[args.tasks[0]]))
+        return 0
+    flags = resolve_run_config(args)
+    if not flags.output_path:
+        return _run(flags)
+    from assay.runner.results import output
+
+    # Before the model loads: lm-eval finds an unwritable path after the whole evaluation.
+    created = output.check_writable(flags.output_path, name="--output_path")
+    code = 1
+    try:
+        code = _run(flags)
+        return code
+    finally:
+        if code != 0:  # failed or interrupted: no empty folder left behind
+            output.remove_if_empty(created)
+
+
+def _run(flags: RunFlags) -> int:
     level = run_logging.level_from(flags.verbosity)
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    run_logging.quiet_libraries()
 
     from assay.runner import distributed
 
@@ -199,7 +205,14 @@ def cmd_run(args: argparse.Namespace) -> int:
                 from assay.runner.models import caching
 
                 cache = caching.response_cache_path(flags.use_cache, rank) if flags.use_cache is not None else None
-                if cache is None or not os.path.exists(cache):
+                if cache is None:
+                    print(
+                        f"{PROG}: interrupted; nothing was kept: run again with --use_cache <path> (a file prefix) "
+                        "to keep the answers as they come, so that the same command resumes after an interruption.",
+                        file=sys.stderr,
+                    )
+                    return 130
+                if not os.path.exists(cache):
                     raise
                 print(
                     f"{PROG}: interrupted; to resume, run the same command again: the response cache {cache} "
@@ -277,13 +290,7 @@ def cmd_ls(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     from assay.runner.tasks.index import TaskManager
 
     manager = TaskManager(include_path=args.include_path)
-    flags = {
-        "tasks": {},
-        "groups": {"subtasks": False, "tags": False},
-        "subtasks": {"groups": False, "tags": False},
-        "tags": {"groups": False, "subtasks": False},
-    }[args.what]
-    print(task_tables.list_tables(manager, **flags))
+    print(task_tables.listing(manager, args.what))
     return 0
 
 
@@ -291,15 +298,7 @@ def cmd_data(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.data_command != "import":
         _subcommands(parser)["data"].print_help()
         return 0
-    from assay.runner.data import importer
-    from assay.runner.tasks import offline_data
-    from assay.runner.tasks.index import TaskManager
-
-    only = [name.strip() for name in args.only.split(",") if name.strip()] if args.only else None
-    written = importer.convert(args.src, args.dst, only)
-    print(offline_data.import_report(written, args.dst, TaskManager()))
-    print(f"imported {', '.join(written)} into {args.dst}; set ASSAY_DATASETS_DIR={args.dst}")
-    return 0
+    return data_command.run_import(args)
 
 
 def _delegate(name: str, argv: list[str]) -> int:

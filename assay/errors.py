@@ -4,12 +4,13 @@ Anything raised as `UserError` reaches the terminal as one sentence (no tracebac
 exit code 1; `UsageError` (a bad flag or flag combination) exits with 2 like argparse.
 Both live below the runner and the operator so that every layer can raise them, and so
 does `suggest`, the "did you mean" every unknown-name message ends with, and `Problem`, an
-error that a check (`assay validate`) records and goes on past so that one run shows them all.
+error that a check (`assay validate`) records and goes on past so that one run shows them all
+(`raise_first` for a caller that stops at the first).
 """
 
 import dataclasses
 import difflib
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
 
 def suggest(name: str, known: Collection[str]) -> str:
@@ -49,3 +50,13 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.file and self.line else self.file
         return f"{where}: {self.message}" if where else self.message
+
+
+def raise_first(problems: Sequence[Problem]) -> None:
+    """For a caller that stops at an error (`assay run`, the runner pod): the first problem, and how many more there are."""
+    if problems:
+        more = len(problems) - 1
+        more_text = (
+            f" ({more} more {'problem' if more == 1 else 'problems'}: `assay validate` lists them all.)" if more else ""
+        )
+        raise UserError(f"{problems[0]}{more_text}")

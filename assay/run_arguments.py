@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
 from typing import Any
 
 from assay.errors import UserError
@@ -180,3 +181,19 @@ def _add_output_and_logging_flags(parser: argparse.ArgumentParser) -> None:
         help="Plausibility checks of the scores: 'off', or thresholds such as below_chance_alpha=0.001,"
              "degenerate_fraction=0.5,empty_fraction=0.5,strict=true (see docs/sentinels.md)")
     # fmt: on
+
+
+RUN_EPILOG = textwrap.dedent("""
+            environment:
+              ASSAY_DATASETS_DIR  folder(s) (separated by :) holding <hub dataset id>/<config>/<split>.jsonl,
+                                  used in place of the Hugging Face hub (`assay data import` writes one)
+              HF_HUB_OFFLINE, HF_DATASETS_OFFLINE  as in lm-eval: use only what is on this machine
+
+            exit status:
+              0    the run finished and printed its table
+              1    the run could not be done: an unknown task, a task YAML mistake, missing data or model
+                   files, an unwritable --output_path, or a failure while evaluating
+              2    the command line is wrong: an unknown flag or --model, a malformed value, flags that
+                   conflict
+              130  interrupted (Ctrl-C); with --use_cache the same command resumes
+        """)

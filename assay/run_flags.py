@@ -18,7 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
-from assay.errors import UsageError
+from assay.errors import UsageError, UserError
 from assay.run_options import EvalOptions, SentinelSettings
 from assay.spec.booleans import optional_bool, strict_bool
 
@@ -180,10 +180,24 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
         raise UsageError(
             "--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead)."
         )
+    if isinstance(config["model"], str):
+        _check_model_name(config["model"])
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     run_rules.check_limit_or_samples(config["limit"], config["samples"])
     return RunFlags(**config)
+
+
+def _check_model_name(model: str) -> None:
+    """An unknown --model is a mistake on the command line, like any other flag's: exit 2."""
+    from assay.runner import models
+
+    try:
+        models.check_model_name(model)
+    except UsageError:
+        raise
+    except UserError as error:
+        raise UsageError(str(error)) from None
 
 
 def _merged(args: argparse.Namespace) -> dict[str, Any]:

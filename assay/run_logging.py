@@ -56,3 +56,15 @@ def showing(level: int | None, *, rank0: bool) -> Iterator[None]:
         logger.setLevel(previous)
         if handler is not None:
             logger.removeHandler(handler)
+
+
+def quiet_libraries() -> None:
+    """tokenizers' fork warning off (a run forks no tokenizer worker that needs it). Without torch (an API-only install), transformers' import advises "PyTorch was not found.
+    Models won't be available ...": an API run counts tokens with its tokenizer and needs no
+    models, so the advice is noise there. With torch installed transformers gives none of it,
+    and its advisory warnings stay on."""
+    import importlib.util
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    if importlib.util.find_spec("torch") is None:
+        os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")

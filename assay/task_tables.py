@@ -34,3 +34,20 @@ def _config_location(path: Path | None) -> str:
         return "tasks/" + Path(path).resolve().relative_to(builtin_tasks_dir().resolve()).as_posix()
     except ValueError:
         return str(path)
+
+
+# `assay ls WHAT`: which of the tables it prints.
+_LISTED: dict[str, dict[str, bool]] = {
+    "tasks": {},
+    "groups": {"subtasks": False, "tags": False},
+    "subtasks": {"groups": False, "tags": False},
+    "tags": {"groups": False, "subtasks": False},
+}
+# lm-eval before `lm-eval ls` (0.4.9 and older) listed with `--tasks list`, `list_groups`, ...: the
+# same tables, so a command from an older README still lists instead of asking for a task "list".
+LIST_TASKS_NAMES = {"list": "tasks", "list_groups": "groups", "list_subtasks": "subtasks", "list_tags": "tags"}
+
+
+def listing(task_manager: Any, what: str) -> str:
+    """`assay ls WHAT` (tasks, groups, subtasks or tags)."""
+    return list_tables(task_manager, **_LISTED[what])

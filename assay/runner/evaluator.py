@@ -178,6 +178,7 @@ def run_results(
         model_args=options.parsed_model_args,
         tasks=options.tasks,
         task_manager=task_manager,
+        num_fewshot=options.num_fewshot,
     )
     model = build_lm(options, lm)
     try:

@@ -58,6 +58,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any, Callable, Mapping
 
+from assay import errors
 from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
@@ -249,8 +250,14 @@ def check_spec(
         _check_output_dir(output_dir)
     get_model(spec.model)
     task_manager = offline_check.spec_task_index(spec, include_path)
-    offline_check.raise_first(offline_check.spec_problems(spec, task_manager))
-    preflight.check(model=spec.model, model_args=spec.model_args, tasks=spec.tasks, task_manager=task_manager)
+    errors.raise_first(offline_check.spec_problems(spec, task_manager))
+    preflight.check(
+        model=spec.model,
+        model_args=spec.model_args,
+        tasks=spec.tasks,
+        task_manager=task_manager,
+        num_fewshot=spec.num_fewshot,
+    )
 
 
 def _check_output_dir(output_dir: str | os.PathLike[str]) -> None:

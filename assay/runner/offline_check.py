@@ -70,13 +70,3 @@ def task_problems(task_manager: TaskManager, names: Sequence[str]) -> list[Probl
                 checked.add(task)
                 problems.extend(config_check.config_problems(task, config))
     return problems
-
-
-def raise_first(problems: Sequence[Problem]) -> None:
-    """For a caller that stops at an error (the runner pod): the first problem, and how many more there are."""
-    if problems:
-        more = len(problems) - 1
-        more_text = (
-            f" ({more} more {'problem' if more == 1 else 'problems'}: `assay validate` lists them all.)" if more else ""
-        )
-        raise UserError(f"{problems[0]}{more_text}")

@@ -6,7 +6,7 @@ known without loading anything: the task names resolve, a model directory named 
 model_args exists, and each hub model and dataset the run needs is on this machine or can
 be downloaded: not in an offline run (HF_HUB_OFFLINE, HF_DATASETS_OFFLINE), nor when the
 hub does not answer one quick request (`hub_reach`). `assay run`, the runner pod and its `--check`
-all call it, each before building the model; every failure is one `UserError` sentence
+all call it, each before building the model (with the task-config check `assay validate` makes); every failure is one `UserError` sentence
 naming the input and the fix. A check that cannot be sure stays silent: the loader still
 reports what slips through.
 """
@@ -17,9 +17,11 @@ import os
 from typing import Any, Mapping, Sequence
 
 from assay import endpoint_urls
+from assay import errors
 from assay.errors import UserError
 from assay.runner import hub_reach, models
 from assay.runner.models import model_location
+from assay.runner.tasks import config_check
 from assay.runner.tasks.index import TaskManager
 from assay.spec import API_MODELS
 from assay.spec.booleans import optional_bool
@@ -42,16 +44,29 @@ _WHAT = {
 }
 
 
-def check(*, model: Any, model_args: Mapping[str, Any], tasks: Sequence[Any], task_manager: TaskManager) -> None:
+def check(
+    *,
+    model: Any,
+    model_args: Mapping[str, Any],
+    tasks: Sequence[Any],
+    task_manager: TaskManager,
+    num_fewshot: int | None = None,
+) -> None:
     """UserError for the first input of a run that cannot work: task names, the model's name and
-    paths, then the data; none of them is loaded."""
+    paths, then the data (`num_fewshot` is the run's --num_fewshot); none of them is loaded."""
     names = [task for task in tasks if isinstance(task, str)]
     configs = task_manager.leaf_configs(names) if names else {}
     if isinstance(model, str):
         models.check_model_name(model)
         models.check_backend_installed(model)
         check_model_args(model, model_args)
+    # The same check `assay validate` makes: a task YAML mistake is one sentence here, not a
+    # traceback from the task's first document after the model loaded.
+    errors.raise_first(
+        [problem for task, config in configs.items() for problem in config_check.config_problems(task, config)]
+    )
     check_datasets(configs)
+    check_fewshot_splits(configs, num_fewshot)
 
 
 def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:
@@ -150,6 +165,43 @@ def check_datasets(configs: Mapping[str, Mapping[str, Any]]) -> None:
         f"Task {task!r} needs the dataset {path}{config_text}, which is neither under {local.roots_in_words()} nor in "
         f"the local datasets cache {cache}, and {why}; {local.fixes(path, dataset_name, last=undo)}{more}."
     )
+
+
+def check_fewshot_splits(configs: Mapping[str, Mapping[str, Any]], num_fewshot: int | None) -> None:
+    """A task that draws few-shot examples from a split its ASSAY_DATASETS_DIR copy lacks.
+
+    lm-eval takes them from fewshot_split, else the first split the task names of training,
+    validation and test, and fails (a KeyError) where the dataset lacks it; it never falls back
+    to another split, so neither does Assay, which would score different prompts. The public
+    files `assay data import` converts have no training split for ARC, HellaSwag, PIQA or
+    WinoGrande, so a few-shot run of those on imported data would stop at the first document."""
+    from assay.runner.data import local
+
+    for task, config in configs.items():
+        fixed = config.get("num_fewshot")
+        shots = num_fewshot if num_fewshot is not None and fixed != 0 else fixed or 0
+        path = config.get("dataset_path")
+        if not shots or not _has_local_files(config) or not isinstance(path, str):
+            continue
+        given = config.get("fewshot_config")
+        fewshot: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        if fewshot.get("samples") is not None and fewshot.get("split") is None:
+            continue
+        named = (fewshot.get("split"), config.get("fewshot_split"))
+        order = (
+            named if any(named) else (config.get(key) for key in ("training_split", "validation_split", "test_split"))
+        )
+        split = next((name for name in order if name), None)
+        files = local.find_local_files(path, config.get("dataset_name")) or {}
+        if split is None or split in files:
+            continue
+        folder = next(iter(files.values())).parent
+        raise UserError(
+            f"Task {task!r} takes its {shots} few-shot examples from the split {split!r}, which its data under "
+            f"{local.ENV_VAR} ({folder}) lacks (it has {', '.join(sorted(files))}; the public files "
+            f"`assay data import` converts have no such split); run with --num_fewshot 0, add {folder / split}.jsonl, "
+            f"or use the hub dataset (the Hugging Face hub within reach, without {local.ENV_VAR})."
+        )
 
 
 def _has_local_files(config: Mapping[str, Any]) -> bool:

@@ -3,7 +3,8 @@
 `--tasks` is lm-eval's `validate` (which asks only whether the names resolve), grown into
 the check a run would otherwise make the hard way: unknown names with the closest known
 ones, every task YAML under --include_path that does not load, and each named task's config
-(unknown keys, Jinja syntax, `!function` helpers). `-f` checks Evaluation manifests. Every
+(unknown keys, the evaluation split, doc_to_choice, metrics and filters, Jinja syntax, `!function`
+helpers: the same check `assay run` makes before the model loads). `-f` checks Evaluation manifests. Every
 problem is printed, file:line first where it is known; exit 1 if there was any, 0 if none.
 Nothing is downloaded, no model is loaded, no cluster is asked.
 """
@@ -21,8 +22,10 @@ DESCRIPTION = textwrap.dedent("""
     (file:line first where it is known); exit 1 if there is any.
 
     --tasks: each name resolves (or the closest known names are suggested), every YAML under
-    --include_path loads, and each task's config has only lm-eval's keys, Jinja templates that
-    compile and `!function` helpers that import and have the function.
+    --include_path loads, and each task's config has only lm-eval's keys, a test or validation
+    split, doc_to_choice where it is multiple_choice, known metrics and filters, Jinja templates
+    that compile and `!function` helpers that import and have the function (`assay run` makes
+    the same check before the model loads).
     -f: each Evaluation in the file is parsed as the operator parses it (every field's error, on
     its line), then its model, model_args and tasks are checked as the runner pod checks them.
     Model files, datasets and the cluster are not looked at: `assay apply --local` and the runner

@@ -187,7 +187,7 @@ def run_main(argv, capsys):
         (["ls", "nothing"], 2, "invalid choice"),
         (["validate"], 2, "--tasks"),
         (["run", "--model", "dummy", "--tasks", "no_such_task_anywhere"], 1, "no_such_task_anywhere"),
-        (["run", "--model", "nope", "--tasks", "hellaswag"], 1, "nope"),
+        (["run", "--model", "nope", "--tasks", "hellaswag"], 2, "nope"),
         (["data", "import", "--from", "/no/such/dir", "--to", "/tmp/x"], 1, "/no/such/dir"),
     ],
 )

@@ -152,15 +152,33 @@ def test_the_response_cache_says_what_it_answered_and_ctrl_c_says_how_to_resume(
     )
 
 
-def test_ctrl_c_without_use_cache_stays_as_it_was(
-    imported: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_ctrl_c_without_use_cache_says_how_to_keep_answers_and_leaves_no_empty_folder(
+    imported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def interrupted(*args: Any, **kwargs: Any) -> Any:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(DummyLM, "loglikelihood", interrupted)
-    assert cli.main(["run", "--model", "dummy", "--tasks", "arc_easy", "--limit", "2"]) == 130
-    assert capsys.readouterr().err == "assay: interrupted.\n"
+    (tmp_path / "kept").mkdir()
+    out = tmp_path / "kept" / "new" / "deeper"
+    argv = ["run", "--model", "dummy", "--tasks", "arc_easy", "--limit", "2", "--output_path", str(out)]
+    assert cli.main(argv) == 130
+    assert capsys.readouterr().err == (
+        "assay: interrupted; nothing was kept: run again with --use_cache <path> (a file prefix) to keep the answers "
+        "as they come, so that the same command resumes after an interruption.\n"
+    )
+    # The folders --output_path made are gone; the one that was there before stays.
+    assert list((tmp_path / "kept").iterdir()) == []
+
+
+def test_a_failed_run_leaves_no_empty_output_folder_and_a_finished_one_keeps_it(
+    imported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert cli.main(["run", "--model", "dummy", "--tasks", "arc_esy", "--output_path", str(out)]) == 1
+    assert not out.exists()
+    assert cli.main(["run", "--model", "dummy", "--tasks", "arc_easy", "--limit", "2", "--output_path", str(out)]) == 0
+    assert list(out.rglob("results_*.json"))
 
 
 def test_a_default_run_prints_its_info_lines_in_a_fresh_process(imported: Path, tmp_path: Path) -> None:

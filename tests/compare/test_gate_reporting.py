@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from assay.cli import main
+from assay.extras import install_command
 from assay.compare import directions
 from assay.runner.scoring.metrics import METRICS
 from tests.compare.crafted import write_run
@@ -144,5 +145,5 @@ def test_bleu_without_sacrebleu_names_the_extra(
     monkeypatch.setitem(sys.modules, "sacrebleu", None)  # what an install without the extra imports
     assert main(["compare", str(base), str(cand)]) == 2
     err = capsys.readouterr().err.strip()
-    assert err.endswith("Comparing BLEU, chrF or TER needs the 'metrics' extra: pip install 'assay[metrics]'.")
+    assert err.endswith(f"Comparing BLEU, chrF or TER needs the 'metrics' extra: {install_command('metrics')}.")
     assert "Traceback" not in err

@@ -8,11 +8,13 @@ without the network.
 from __future__ import annotations
 
 import copy
+import re
 import types
 
 import pytest
 
 from assay.errors import UsageError, UserError
+from assay.extras import install_command
 from assay.runner.results import loggers
 from assay.runner.results import output
 
@@ -107,7 +109,8 @@ def test_wandb_missing_package_is_one_sentence(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_wandb)
-    with pytest.raises(UserError, match=r"--wandb_args needs the 'wandb' extra: pip install 'assay\[wandb\]'\.$"):
+    sentence = f"--wandb_args needs the 'wandb' extra: {install_command('wandb')}."
+    with pytest.raises(UserError, match=re.escape(sentence) + "$"):
         loggers.WandbLogger({"project": "x"})
 
 

@@ -138,7 +138,24 @@ def test_no_output_path_still_completes_results():
     saved = output.EvaluationTracker(None).save(results, None, model_source="dummy", model_args="")
     assert saved.results_path is None
     assert results["task_hashes"] == {}
-    assert len(results["model_name"]) == 8 and results["model_name"] == results["model_name_sanitized"]
+    assert results["model_name"] == results["model_name_sanitized"] == "dummy"
+
+
+@pytest.mark.parametrize(
+    "model_args,folder",
+    [
+        ("pretrained=../model", "__model"),  # lm-eval: ..__model, a hidden folder
+        ("pretrained=./model", "__model"),
+        ("pretrained=.", "model"),
+        ("pretrained=org/name", "org__name"),  # as lm-eval
+        ("pretrained=/abs/model", "__abs__model"),  # as lm-eval
+    ],
+)
+def test_a_model_paths_folder_is_lm_evals_name_never_hidden(model_args: str, folder: str, tmp_path: Path) -> None:
+    results = _results()
+    saved = output.EvaluationTracker(str(tmp_path)).save(results, None, model_source="hf", model_args=model_args)
+    assert saved.results_path is not None and saved.results_path.parent == tmp_path / folder
+    assert results["model_name"] == model_args.split("=", 1)[1]
 
 
 def test_evaluator_logged_args_win_over_fallback():

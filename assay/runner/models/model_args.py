@@ -32,6 +32,18 @@ def parse_value(text: str) -> Any:
         return text
 
 
+# The example each k=v flag's error shows: its own keys, not another flag's.
+_EXAMPLES = {
+    "--model_args": "pretrained=gpt2,dtype=float32",
+    "-a": "pretrained=gpt2,dtype=float32",
+    "--gen_kwargs": "temperature=0,max_gen_toks=256",
+    "--metadata": "max_seq_lengths=[4096]",
+    "--wandb_args": "project=evals,mode=offline",
+    "--wandb_config_args": "team=evals",
+    "--hf_hub_log_args": "hub_results_org=me,push_results_to_hub=True",
+}
+
+
 def parse_model_args(
     spec: str | Iterable[str] | dict[str, Any] | None, *, flag: str = "--model_args"
 ) -> dict[str, Any]:
@@ -60,7 +72,7 @@ def parse_model_args(
         for pair in _split_pairs(token):
             if "=" not in pair:
                 raise UsageError(
-                    f"{flag} entry {pair!r} is not of the form key=value; write e.g. pretrained=gpt2,dtype=float32."
+                    f"{flag} entry {pair!r} is not of the form key=value; write e.g. {_EXAMPLES.get(flag, _EXAMPLES['--model_args'])}."
                 )
             key, value = pair.split("=", 1)
             result[key.strip()] = parse_value(value.strip())

@@ -70,7 +70,9 @@ def dumps(results: Mapping[str, Any]) -> str:
 
 
 def sanitize_model_name(name: str) -> str:
-    return _UNSAFE_PATH_CHARS.sub("__", name)
+    """lm-eval's folder name for a model (`/` and the like become `__`), except that a leading dot
+    is dropped: lm-eval names `pretrained=../model`'s folder `..__model`, hidden from `ls`."""
+    return _UNSAFE_PATH_CHARS.sub("__", name).lstrip(".") or "model"
 
 
 def sanitize_task_name(name: str) -> str:
@@ -125,7 +127,10 @@ class RunInfo:
         start_time: float | None = None,
         end_time: float | None = None,
     ) -> RunInfo:
-        name = model_name_from_args(model_args) or _random_name()
+        # lm-eval names a model without a name in model_args (its dummy model, a custom LM) by 8
+        # random characters, a folder nobody can tell apart from a temporary one: the backend's
+        # name says more (`dummy/results_<date>.json`), and the date in each file name keeps runs apart.
+        name = model_name_from_args(model_args) or model_source or _random_name()
         return cls(
             model_source=model_source,
             model_name=name,
@@ -197,14 +202,16 @@ def samples_dir(output_path: str | Path, model_name_sanitized: str | None) -> Pa
 
 def check_writable(
     output_path: str | os.PathLike[str], *, name: str, fix: str = "choose a folder you can write to, with free space"
-) -> None:
+) -> list[Path]:
     """UserError unless a file can be written where `output_path`'s results will go.
 
     A real write and delete of a temporary file (permissions, read-only mounts and a full
     disk all show), before the model loads: lm-eval finds out after the whole evaluation.
-    `name` is how the error names the input (`--output_path`), `fix` what to do."""
+    `name` is how the error names the input (`--output_path`), `fix` what to do. Returns the
+    folders it created, deepest first, for a caller that removes them if the run writes nothing."""
     path = Path(output_path)
     folder = path.parent if path.suffix == ".json" else path
+    created = [parent for parent in (folder, *folder.parents) if not parent.exists()]
     try:
         folder.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=folder, prefix=".assay-write-check-") as probe:
@@ -214,6 +221,16 @@ def check_writable(
         raise UserError(f"Cannot write to {name} {output_path} ({folder} is a file, not a folder); {fix}.") from None
     except OSError as error:
         raise UserError(f"Cannot write to {name} {output_path} ({error.strerror or error}); {fix}.") from None
+    return created
+
+
+def remove_if_empty(folders: list[Path]) -> None:
+    """`check_writable`'s folders, deepest first, where a run that stopped left them empty."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:  # not empty (something was written), or already gone
+            return
 
 
 def save_results(results: Mapping[str, Any], output_path: str | Path, *, date_id: str | None = None) -> Path:

@@ -58,10 +58,34 @@ def _messages(name: str, config: Mapping[str, Any]) -> Iterator[tuple[str, str]]
 
 def _field_rules(name: str, config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:
     try:
-        _ = TaskConfig.from_dict({key: value for key, value in config.items() if key in _KNOWN}).fewshot
+        built = TaskConfig.from_dict({key: value for key, value in config.items() if key in _KNOWN})
+        _ = built.fewshot
     except UserError as error:
-        named = [key for key in config if key != "task" and key in str(error)]  # the key the sentence names
+        said = str(error).split(" Did you mean")[0]  # the key the sentence names, not one it suggests
+        named = [key for key in config if key != "task" and key in said]
         yield (named[0] if named else ""), str(error)
+        return
+    yield from _build_rules(name, built)
+
+
+def _build_rules(name: str, config: TaskConfig) -> Iterator[tuple[str, str]]:
+    """What building the task refuses before its first document: the evaluation split, the
+    choices a multiple-choice task scores, and its metrics and filters (unknown names with the
+    closest known ones)."""
+    if config.test_split is None and config.validation_split is None:
+        yield "task", f"Task {name!r} has neither test_split nor validation_split; set one of them."
+    if config.output_type == "multiple_choice" and config.doc_to_choice is None:
+        yield "output_type", (
+            f"Task {name!r} is multiple_choice but has no doc_to_choice; add doc_to_choice, the list of answer "
+            "options (e.g. \"{{choices.text}}\" or ['yes', 'no'])."
+        )
+    from assay.runner.tasks import scorer
+
+    for key, build in (("metric_list", scorer.metric_plan), ("filter_list", scorer.build_filters)):
+        try:
+            build(config)
+        except UserError as error:
+            yield key, f"Task {name!r}: {key}: {error}" if not str(error).startswith("Task ") else str(error)
 
 
 def _template_errors(name: str, config: Mapping[str, Any]) -> Iterator[tuple[str, str]]:

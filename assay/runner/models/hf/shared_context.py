@@ -101,6 +101,12 @@ def cache_arg(params: Any) -> str | None:
     return next((name for name in ("cache", "past_key_values") if name in params), None)
 
 
+def output_cache(output: Any) -> Any:
+    """A forward's KV cache: the output's `cache` (transformers 5, where reading `past_key_values`
+    logs a deprecation into the progress bar), `past_key_values` before."""
+    return output["cache"] if "cache" in output else output["past_key_values"]
+
+
 class SharedContextScorer:
     """Scores one group of requests sharing a context: two model calls for the whole group."""
 
@@ -208,7 +214,7 @@ class SharedContextScorer:
         inputs = torch.zeros((len(tails), width), dtype=torch.long)
         for b, tail in enumerate(tails):
             inputs[b, : len(tail)] = torch.tensor(tail, dtype=torch.long)
-        cache = first.past_key_values
+        cache = output_cache(first)
         cache.batch_repeat_interleave(len(tails))
         rest = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False).last_hidden_state
         return last, [rest[b, : len(tail)] for b, tail in enumerate(tails)]
@@ -240,7 +246,7 @@ class SharedContextScorer:
         chunks = tail_passes([len(tail) for _, tail in rows])
         for n, chunk in enumerate(chunks):
             # each pass selects its rows from the contexts' cache; the last may consume it
-            cache = first.past_key_values if n == len(chunks) - 1 else copy.deepcopy(first.past_key_values)
+            cache = output_cache(first) if n == len(chunks) - 1 else copy.deepcopy(output_cache(first))
             rest = self._tails_on_contexts([rows[r] for r in chunk], cache, lengths)
             for k, r in enumerate(chunk):
                 found[r] = rest[k, : len(rows[r][1])]
