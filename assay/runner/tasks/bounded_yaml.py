@@ -112,6 +112,17 @@ class _Walk:
         self.aliases = False
 
     def run(self, text: str | bytes) -> None:
+        try:
+            self._walk(text)
+        except yaml.MarkedYAMLError as error:
+            # PyYAML 6.0.4's libyaml stops at 1,000 levels on its own, while reading ahead of the
+            # events: the same refusal, whichever notices first.
+            if "maximum nesting depth" not in str(error.problem):
+                raise
+            line = error.problem_mark.line + 1 if error.problem_mark is not None else None
+            raise self._too_deep(line) from None
+
+    def _walk(self, text: str | bytes) -> None:
         for event in yaml.parse(text, Loader=_Parser):
             line = event.start_mark.line + 1 if event.start_mark is not None else None
             if isinstance(event, yaml.CollectionStartEvent):
@@ -137,11 +148,7 @@ class _Walk:
         """A value begins at the current level: `nodes` values, `height` levels deep (a scalar: 0); refused past a bound."""
         self.nodes += nodes
         if len(self.open) + height > self.limits.max_depth:
-            raise YamlBoundsError(
-                f"{self.source} nests collections deeper than {self.limits.max_depth} levels"
-                f"{self._through_aliases()}{_at(line)}; a task file is shallow: flatten it.",
-                line=line,
-            )
+            raise self._too_deep(line)
         if self.nodes > self.limits.max_nodes:
             raise YamlBoundsError(
                 f"{self.source} holds more than {self.limits.max_nodes} values{self._through_aliases()}{_at(line)}; "
@@ -155,6 +162,13 @@ class _Walk:
             parent = self.open[-1]
             parent.nodes += nodes
             parent.height = max(parent.height, height + 1)
+
+    def _too_deep(self, line: int | None) -> YamlBoundsError:
+        return YamlBoundsError(
+            f"{self.source} nests collections deeper than {self.limits.max_depth} levels"
+            f"{self._through_aliases()}{_at(line)}; a task file is shallow: flatten it.",
+            line=line,
+        )
 
     def _through_aliases(self) -> str:
         return " once its aliases are expanded" if self.aliases else ""
