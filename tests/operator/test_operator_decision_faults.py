@@ -1,7 +1,7 @@
 """A decision that raises something no retry changes (a RecursionError on a deeply nested spec)
 ends the run once with a fixed sentence; one the API server caused is still tried again.
 
-Real asyncio, a real thread pool and a real RecursionError; the status write is the store's
+Real asyncio, a real thread pool and a real RecursionError (a deeply nested spec); the status write is the store's
 (the e2e suite runs `decision_faults.record` against a real API server)."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ import concurrent.futures
 import http.client
 from typing import Any
 
+from assay.operator.build import builders
 from assay.operator.decide import conditions, reconcile, trigger
 from assay.operator.kube import api_errors
 from assay.operator.runtime import decision_faults, decisions
+from assay.spec import parse_spec
 
 Body = dict[str, Any]
 
@@ -31,10 +33,6 @@ def _nested(levels: int) -> dict[str, Any]:
     for _ in range(levels):
         value = {"a": value}
     return value
-
-
-def _depth(value: Any) -> int:
-    return 1 + max((_depth(item) for item in value.values()), default=0) if isinstance(value, dict) else 0
 
 
 def _scenario(
@@ -86,7 +84,10 @@ def test_a_recursion_error_ends_the_run_once_and_is_not_retried() -> None:
 
     def decide(body: Body) -> None:
         calls.append(1)
-        _depth(_nested(20_000))  # a real RecursionError, as a 20,000-level spec raised it
+        # What every decision does with the spec: a run's identity is its hash. The CRD keeps
+        # spec.metadata open, and 3,000 levels of it raised RecursionError on every retry.
+        spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"], "metadata": _nested(3_000)})
+        builders.spec_hash(spec)
 
     deciding, errors = _scenario(decide, on_fault=lambda _, error: faults.append(error))
     assert len(calls) == 1 and errors == ["RecursionError"]
