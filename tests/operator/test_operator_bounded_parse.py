@@ -77,7 +77,7 @@ def test_a_child_that_spins_is_killed_at_its_cpu_limit() -> None:
 
 
 def test_a_child_past_its_memory_is_a_failure_not_the_operators() -> None:
-    with pytest.raises(bounded_parse.ChildFailed, match="ran past its 1024 MiB of memory"):
+    with pytest.raises(bounded_parse.ChildFailed, match="ran past its 256 MiB of memory"):
         bounded_parse.run("builtins:bytearray", [4 * 1024**3])
 
 
@@ -92,3 +92,8 @@ def test_a_childs_other_errors_are_named_by_type_only() -> None:
         bounded_parse.run("math:sqrt", [-1])
     assert failed.value.what == "failed (ValueError)"
     assert bounded_parse.run("math:sqrt", [4]) == 2.0
+
+
+def test_the_child_is_the_first_the_oom_killer_takes() -> None:
+    # Should the operator's container run short of memory, the child goes, not the operator.
+    assert bounded_parse.run("linecache:getline", ["/proc/self/oom_score_adj", 1]).strip() == "1000"

@@ -41,8 +41,10 @@ _BOOTSTRAP = (
 @dataclasses.dataclass(frozen=True)
 class Limits:
     cpu_seconds: int = 5
-    memory_bytes: int = 1024 * 1024 * 1024
-    """Address space (RLIMIT_AS): the interpreter and yaml take about 60 MiB of it."""
+    memory_bytes: int = 256 * 1024 * 1024
+    """Address space (RLIMIT_AS): a 1 MiB task file of 180,000 values parses within 128 MiB. Well
+    under the operator container's own memory limit (the chart's 1 GiB), so that the child runs
+    out of memory first, not the operator."""
     wall_seconds: float = 10.0
     """How long the parent waits, starting included (a loaded node starts Python slowly)."""
 
@@ -115,6 +117,11 @@ def child(request: dict[str, Any]) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 1))
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
+    try:  # should the container run short of memory anyway, its OOM killer takes the child first
+        with open("/proc/self/oom_score_adj", "w") as adjust:
+            adjust.write("1000")
+    except OSError:
+        pass
     module_name, _, function_name = str(request["target"]).partition(":")
     try:
         function = getattr(importlib.import_module(module_name), function_name)
