@@ -43,7 +43,7 @@ from assay.operator.admission import policy, secret_consent, validation
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, job_status, large_specs, reconcile, trigger
 from assay.operator.kube import api_client, api_errors, kube
-from assay.operator.runtime import converge, decisions, events, observe
+from assay.operator.runtime import converge, decision_faults, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.state import OperatorState
 from assay.operator.runtime.watched import Watched
@@ -98,6 +98,8 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     run_decisions = decisions.RunDecisions(
         decide=lambda evaluation: _timed_decision(evaluation, state),
         on_error=_decision_failed(given.metrics),
+        on_fault=lambda evaluation, error: decision_faults.record(evaluation, error, state=state),
+        transient=decision_faults.transient,
         latest=lambda key: watched.evaluations.get(*key),
         executor=settings.execution.executor,
     )
@@ -228,9 +230,12 @@ def _object_logger(meta: Mapping[str, Any]) -> logging.LoggerAdapter[logging.Log
 def _decision_failed(metrics: EvaluationMetrics) -> Callable[[tuple[str, str], BaseException], None]:
     def report(key: tuple[str, str], error: BaseException) -> None:
         metrics.record_error("reconcile")
-        _object_logger({"namespace": key[0], "name": key[1]}).warning(
-            "Deciding the run failed; trying again soon: %s", error, exc_info=not isinstance(error, api_errors.ApiError)
-        )
+        if decision_faults.transient(error):  # the others are logged with their traceback as they are refused
+            _object_logger({"namespace": key[0], "name": key[1]}).warning(
+                "Deciding the run failed; trying again soon: %s",
+                error,
+                exc_info=not isinstance(error, api_errors.ApiError),
+            )
 
     return report
 

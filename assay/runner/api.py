@@ -31,6 +31,16 @@ def check_task_file(path: str, *, root: str | None = None, allow_code: bool = Tr
     return check(path, root=root, allow_code=allow_code)
 
 
+def check_task_texts(files: Sequence[Sequence[str]]) -> None:
+    """Parse each (source, text) task YAML as the task loader would, within its bounds; UserError
+    beginning with the source of the first one past a bound or malformed. Run in a bounded child
+    process by the operator (`bounded_parse`), before its own parse of the same text."""
+    from assay.runner.tasks.yaml_loader import check_text
+
+    for source, text in files:
+        check_text(text, source=source)
+
+
 def tenant_task_index(include_path: str, *, allow_code: bool) -> Any:
     """The task index with a tenant's task folder: its names may not shadow the library's,
     and its `!function` helpers run only when `allow_code`."""

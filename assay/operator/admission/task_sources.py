@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from assay.errors import UserError
+from assay.operator.admission import bounded_parse
 from assay.runner import api as engine
 from assay.spec import Evaluation
 
@@ -38,6 +39,8 @@ VOLUME = "task-sources"
 MAX_BYTES = 512 * 1024
 """Task YAML per ConfigMap: a task file is a few KiB; more is a data file that belongs on a volume."""
 _YAML_SUFFIXES = (".yaml", ".yml")
+_TEXT_CHECK = "assay.runner.api:check_task_texts"
+"""What the bounded child runs on the texts: the task loader's own parse."""
 
 ConfigMapGetter = Callable[[str], Mapping[str, Any] | None]
 """name → the ConfigMap of that name in the Evaluation's namespace, None if there is none."""
@@ -100,6 +103,28 @@ def _source(name: str, config_map: Mapping[str, Any], *, allow_code: bool) -> Ta
             raise UserError(f"spec.taskSources: ConfigMap {name!r} key {key!r} is not a task YAML; name it KEY.yaml.")
     version = str((config_map.get("metadata") or {}).get("resourceVersion") or "")
     return TaskSource(config_map=name, resource_version=version, files=data)
+
+
+def check_parse(sources: Sequence[TaskSource], *, limits: bounded_parse.Limits = bounded_parse.LIMITS) -> None:
+    """Parse every task YAML of `sources` in one bounded child process (`bounded_parse`) before the
+    operator parses them itself; UserError naming the ConfigMap and key past a bound, or the
+    ConfigMaps whose parse crashed or ran past a limit. No child without sources."""
+    files = [
+        [f"spec.taskSources: ConfigMap {source.config_map!r} key {key!r}: It", text]  # as `check` says it
+        for source in sources
+        for key, text in sorted(source.files.items())
+        if key.endswith(_YAML_SUFFIXES)
+    ]
+    if not files:
+        return
+    try:
+        bounded_parse.run(_TEXT_CHECK, [files], limits=limits)
+    except bounded_parse.ChildFailed as failed:
+        names = ", ".join(repr(source.config_map) for source in sources)
+        raise UserError(
+            f"spec.taskSources: parsing the task YAML of ConfigMap {names} {failed.what} in the operator's bounded "
+            "parser; task files are small and shallow: shorten or flatten them."
+        ) from None
 
 
 @contextlib.contextmanager

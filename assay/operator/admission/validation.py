@@ -90,6 +90,7 @@ def validate_with_sources(
     A tenant's task files are data: `!function` (and Python keys) only where the admin's
     policy allows task code, and no name the task library already has."""
     sources = task_sources.read(spec.task_sources, namespace=namespace, get=get, allow_code=allow_task_code)
+    task_sources.check_parse(sources)  # in a bounded child process, before this one parses them
     with task_sources.materialized(sources) as root:
         if root is not None:
             checker = functools.partial(engine.check_task_file, root=root, allow_code=allow_task_code)

@@ -28,6 +28,9 @@ decision is tried again) rather than hold a handler thread for ever."""
 AUTH_REFRESH_SECONDS = 10.0
 """How long a bearer token is reused before the credentials are asked again (in-cluster
 tokens are rotated on disk: `credentials` reads them again)."""
+UNREACHABLE = (OSError, http.client.HTTPException, credentials.ConfigError)
+"""What a request raises when the API server, or the way to it, is the trouble (refused or reset
+connections, timeouts, TLS, a garbled answer, credentials not readable yet): worth a retry."""
 _STALE = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError, ssl.SSLEOFError)
 """What a kept-alive connection the server has meanwhile closed raises on its next request."""
 

@@ -6,7 +6,9 @@ needs deciding is decided on the handler threads.
 
 A decision that raised is tried again after a back-off (`RETRY_DELAYS`) for as long as the
 run is unfinished: plans are idempotent, so a retry after a partial success creates only
-what is missing. Decisions of one Evaluation never overlap; those of different Evaluations
+what is missing. Only a transient error is (an API server that timed out or answered 5xx):
+any other is a fault of the Evaluation's own (a RecursionError on a deeply nested spec),
+which every retry would raise again, so `on_fault` ends its run once (`decision_faults`). Decisions of one Evaluation never overlap; those of different Evaluations
 run in parallel on the handler threads.
 """
 
@@ -32,7 +34,9 @@ class RunDecisions:
 
     `latest(key)` gives the newest body the operator knows, its own status writes
     included, so an event that arrives after a decision (and predates its write) does not
-    ask for the same decision again. `on_error(key, error)` hears of each failed attempt.
+    ask for the same decision again. `on_error(key, error)` hears of each failed attempt;
+    `on_fault(body, error)` ends the run of one that `transient(error)` says no retry would
+    change (without it, every error is tried again).
     """
 
     def __init__(
@@ -41,10 +45,13 @@ class RunDecisions:
         decide: Callable[[Body], None],
         latest: Callable[[Key], Body | None],
         on_error: Callable[[Key, BaseException], None],
+        on_fault: Callable[[Body, BaseException], None] | None = None,
+        transient: Callable[[BaseException], bool] = lambda _: True,
         executor: concurrent.futures.Executor | None = None,
         delays: tuple[float, ...] = RETRY_DELAYS,
     ) -> None:
         self._decide, self._latest, self._on_error = decide, latest, on_error
+        self._on_fault, self._transient = on_fault, transient
         self._executor, self._delays = executor, delays
         self._seen: set[Key] = set()
         self._locks: dict[Key, asyncio.Lock] = {}
@@ -88,13 +95,21 @@ class RunDecisions:
             timer = self._retries.pop(key, None)
             if timer is not None:
                 timer.cancel()
+            loop = asyncio.get_running_loop()
             try:
-                await asyncio.get_running_loop().run_in_executor(self._executor, self._decide, body)
-            except Exception as error:  # noqa: BLE001 - reported, then tried again
+                await loop.run_in_executor(self._executor, self._decide, body)
+            except Exception as error:  # noqa: BLE001 - reported, then tried again or ended as a fault
                 self._on_error(key, error)
-                self._schedule_retry(key)
-            else:
-                self._attempts.pop(key, None)
+                if self._on_fault is None or self._transient(error):
+                    self._schedule_retry(key)
+                    return
+                try:
+                    await loop.run_in_executor(self._executor, self._on_fault, body, error)
+                except Exception as recording:  # noqa: BLE001 - its status write failed: decide again later
+                    self._on_error(key, recording)
+                    self._schedule_retry(key)
+                    return
+            self._attempts.pop(key, None)
 
     def _schedule_retry(self, key: Key) -> None:
         attempt = self._attempts.get(key, 0)

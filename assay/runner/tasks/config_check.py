@@ -20,7 +20,7 @@ from typing import Any, Iterator, Mapping
 import yaml
 
 from assay.errors import Problem, UserError, suggest
-from assay.runner.tasks import templates
+from assay.runner.tasks import bounded_yaml, templates
 from assay.runner.tasks.config import TaskConfig
 from assay.runner.tasks.yaml_loader import FunctionRef, function_refs
 
@@ -124,8 +124,10 @@ def function_problem(name: str, key: str, ref: FunctionRef) -> str | None:
 def _key_line(path: Path, key: str) -> int | None:
     """The 1-based line of top-level `key` in a YAML file; None when it is not written there (but in an include)."""
     try:
-        node = yaml.compose(path.read_text(encoding="utf-8"), Loader=yaml.SafeLoader)
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        text = path.read_text(encoding="utf-8")
+        bounded_yaml.check(text, source=f"Task YAML {path}")  # composing recurses once per level
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, UserError):
         return None
     if not key or not isinstance(node, yaml.MappingNode):
         return None

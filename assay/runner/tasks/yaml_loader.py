@@ -22,6 +22,7 @@ from typing import Any, Callable
 import yaml
 
 from assay.errors import UserError
+from assay.runner.tasks import bounded_yaml
 
 _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -133,17 +134,17 @@ def load_yaml(
     tree = Path(root).expanduser().resolve() if root is not None else path.parent
     if path in _seen:
         raise UserError(f"Task YAML {path} includes itself (include cycle); remove the cycle.")
+    source = f"Task YAML {path}"
     try:
-        with path.open("rb") as handle:
-            config = yaml.load(handle, Loader=_loader_for(path.parent, tree, resolve_functions, allow_code))  # noqa: S506 - only adds !function
+        text = bounded_yaml.read(path, source=source)
+        # Depth, size and aliases are checked on the event stream before anything is composed.
+        config = bounded_yaml.load(text, source=source, loader=_loader_for(path.parent, tree, resolve_functions, allow_code))
     except FileNotFoundError:
         raise UserError(f"Task YAML {path} does not exist; check the path or the include.") from None
+    except bounded_yaml.YamlBoundsError as err:
+        raise TaskYamlError(str(err), path=path, line=err.line) from None
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = mark.line + 1 if mark is not None else None
-        where = f" at line {line}" if line is not None else ""
-        raise TaskYamlError(f"Task YAML {path} is malformed{where}: {getattr(err, 'problem', err)}; fix the YAML syntax.",
-                            path=path, line=line) from None
+        raise _malformed(err, source=source, path=path) from None
     if not isinstance(config, dict):
         raise UserError(f"Task YAML {path} must hold a mapping of keys, not {type(config).__name__}.")
     includes = config.pop("include", None)
@@ -159,6 +160,25 @@ def load_yaml(
         merged.update(included)
     merged.update(config)
     return merged
+
+
+def _malformed(error: yaml.YAMLError, *, source: str, path: Path) -> TaskYamlError:
+    mark = getattr(error, "problem_mark", None)
+    line = mark.line + 1 if mark is not None else None
+    where = f" at line {line}" if line is not None else ""
+    problem = getattr(error, "problem", error)
+    return TaskYamlError(f"{source} is malformed{where}: {problem}; fix the YAML syntax.", path=path, line=line)
+
+
+def check_text(text: str, *, source: str) -> None:
+    """Parse one task YAML's text as `load_yaml` would (`!function` left a reference, includes not
+    followed); UserError beginning with `source` when it is past a bound or malformed."""
+    try:
+        bounded_yaml.load(text, source=source, loader=_loader_for(Path("."), Path("."), False, False))
+    except bounded_yaml.YamlBoundsError:
+        raise
+    except yaml.YAMLError as err:
+        raise _malformed(err, source=source, path=Path(".")) from None
 
 
 def _include_path(path: Path, include: str, tree: Path) -> Path:
