@@ -39,7 +39,7 @@ import kopf
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator import kopf_settings, objects
-from assay.operator.admission import policy, secret_consent, validation
+from assay.operator.admission import admit
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, job_status, large_specs, reconcile, trigger
 from assay.operator.kube import api_client, api_errors, kube
@@ -183,19 +183,15 @@ def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
     evaluation = whole
     log = _object_logger(meta)
     try:
-        spec = spec_module.parse_spec(evaluation.get("spec") or {})
-        policy.check(spec, admin)  # before the task index sees a path it would walk
         namespace = meta["namespace"]
-        secret_consent.check(
-            spec, label=admin.secret_consent_label, namespace=namespace, get=kube.secret_metadata(namespace)
-        )
-        sources = validation.validate_with_sources(
-            spec,
+        admitted = admit.admit(
+            evaluation.get("spec") or {},
             namespace=namespace,
-            get=lambda config_map: kube.get("ConfigMap", "v1", namespace=namespace, name=config_map),
-            allow_task_code=admin.allow_task_code,
+            admin=admin,
+            secret_metadata=kube.secret_metadata(namespace),
+            config_map=lambda config_map: kube.get("ConfigMap", "v1", namespace=namespace, name=config_map),
         )
-        spec = policy.enforce(spec, admin)
+        spec, sources = admitted.spec, admitted.task_sources
     except UserError as error:
         status = reconcile.rejection(evaluation, str(error), now=now)
         if status:

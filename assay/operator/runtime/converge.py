@@ -29,7 +29,7 @@ from typing import Any, Callable, Mapping, cast
 from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator import objects
-from assay.operator.admission import policy, secret_consent
+from assay.operator.admission import admit, policy
 from assay.operator.build import builders, names
 from assay.operator.decide import conditions, job_status, reconcile
 from assay.operator.kube import api_errors, kube, refusals
@@ -214,16 +214,14 @@ def recreate(
     status = evaluation.get("status") or {}
     job_name = status.get("jobName")
     try:
-        spec = spec_module.parse_spec(evaluation.get("spec") or {})
         # Accepted before, but the admin's policy may have changed since: it still holds.
-        policy.check(spec, admin)
-        secret_consent.check(
-            spec,
-            label=admin.secret_consent_label,
+        spec = admit.admit(
+            evaluation.get("spec") or {},
             namespace=meta["namespace"],
-            get=kube.secret_metadata(meta["namespace"]),
-        )
-        spec = policy.enforce(spec, admin)
+            admin=admin,
+            secret_metadata=kube.secret_metadata(meta["namespace"]),
+            config_map=None,
+        ).spec
     except UserError as error:
         reject(evaluation, str(error), now=now, emit=emit, written=written)
         return False
