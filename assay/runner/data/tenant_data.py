@@ -97,6 +97,8 @@ def confine(
     problem = _path_problem(dataset_path)
     if problem is not None:
         raise _refuse(task, "dataset_path", dataset_path, problem)
+    if dataset_path in _REFUSED_BUILDERS:  # refused by name: `datasets` versions differ in which they ship
+        raise _refuse(task, "dataset_path", dataset_path, f"is a builder that {_REFUSED_BUILDERS[dataset_path]}")
     if dataset_path in _packaged_builders():
         return _builder_kwargs(task, dataset_path, kwargs, roots)
     if os.path.exists(dataset_path) and not _inside(Path(dataset_path), roots):
@@ -130,8 +132,6 @@ def _check_relative_entries(task: str, kwargs: Mapping[str, Any]) -> None:
 
 
 def _builder_kwargs(task: str, builder: str, kwargs: dict[str, Any], roots: list[Path]) -> dict[str, Any]:
-    if builder in _REFUSED_BUILDERS:
-        raise _refuse(task, "dataset_path", builder, f"is a builder that {_REFUSED_BUILDERS[builder]}")
     if "data_dir" in kwargs:
         raise _refuse(task, "dataset_kwargs.data_dir", kwargs["data_dir"], "is read from the working directory")
     if not kwargs.get("data_files"):
