@@ -78,7 +78,7 @@ def _refused(root: Path, body: str) -> str:
             "dataset_path: text\ndataset_kwargs:\n  data_files:\n    test: mine/../../secret.env\n",
             "leads out of its folder",
         ),
-        ("dataset_path: text\ndataset_kwargs:\n  data_files:\n    test: ~/secret.env\n", "is an absolute path"),
+        ("dataset_path: text\ndataset_kwargs:\n  data_files:\n    test: ~/secret.env\n", "is a path in a home folder"),
         ("dataset_path: text\ndataset_kwargs:\n  data_files:\n    test: file://{root}/secret.env\n", "is a URL"),
         ("dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: http://169.254.169.254/latest\n", "is a URL"),
         ("dataset_path: text\ndataset_kwargs:\n  data_files:\n    test: simplecache::{root}/secret.env\n", "is a URL"),
@@ -87,7 +87,7 @@ def _refused(root: Path, body: str) -> str:
             "dataset_kwargs.data_dir",
         ),
         ("dataset_path: text\n", "needs dataset_kwargs.data_files"),
-        ("dataset_path: '{root}'\n", "is a folder outside ASSAY_DATASETS_DIR"),
+        ("dataset_path: '{root}'\n", "is an absolute path outside ASSAY_DATASETS_DIR"),
         ("dataset_path: ../secret.env\n", "dataset_path '../secret.env' leads out of its folder"),
         ("dataset_path: mine\ndataset_name: ../../secret.env\n", "dataset_name '../../secret.env' is a path"),
         (
@@ -106,9 +106,7 @@ def test_a_tenants_task_naming_data_elsewhere_is_refused_before_anything_is_read
 ) -> None:
     message = _refused(pod, body.replace("{root}", str(pod)))
     assert said in message and message.startswith("Task 'leak': ")
-    assert message.endswith(
-        "a tenant's task reads a hub dataset, or files under ASSAY_DATASETS_DIR named by relative paths."
-    )
+    assert message.endswith("a tenant's task reads a hub dataset, or files inside ASSAY_DATASETS_DIR.")
 
 
 def test_a_local_folder_relative_to_the_working_directory_is_refused(
@@ -141,9 +139,11 @@ def test_a_builders_relative_data_files_are_read_inside_the_datasets_directory(
     assert other.load(["other"]).tasks["other"].eval_docs == [{"text": "from the second folder"}]
 
 
-def test_a_folder_inside_the_datasets_directory_is_a_tenants_dataset(pod: Path) -> None:
+def test_a_folder_or_an_absolute_path_inside_the_datasets_directory_is_a_tenants_dataset(pod: Path) -> None:
     manager = _tenant(pod, f"dataset_path: '{pod / 'datasets' / 'mine'}'\n")
     assert manager.load(["leak"]).tasks["leak"].eval_docs == [{"text": "hello"}]
+    inside = f"dataset_path: json\ndataset_kwargs:\n  data_files:\n    test: {pod}/datasets/mine/test.jsonl\n"
+    assert _tenant(pod, inside, name="inside").load(["inside"]).tasks["inside"].eval_docs == [{"text": "hello"}]
 
 
 def test_hub_datasets_keep_their_repository_paths() -> None:

@@ -8,16 +8,16 @@ source (and any task whose code is refused) names only:
 
 - a hub dataset (`org/name`, `name`): its `data_files` and `data_dir` are paths inside the
   dataset's repository, relative and without `..`;
-- a packaged builder (`json`, `csv`, `parquet`, `text`, ...) with `data_files`: relative
-  paths without `..`, read from inside ASSAY_DATASETS_DIR (the first of its folders that
-  holds them), never from the runner's working directory;
+- a packaged builder (`json`, `csv`, `parquet`, `text`, ...) with `data_files` inside
+  ASSAY_DATASETS_DIR: absolute paths there, or relative ones, which are read from the first
+  of its folders that holds them (never from the runner's working directory);
 - a folder inside ASSAY_DATASETS_DIR (an absolute `dataset_path` there).
 
-Refused before anything is read: absolute or `..` paths, `~`, URLs and fsspec chains (`::`)
-in `dataset_path`, `dataset_name`, `data_files` and `data_dir`; `cache_dir` and
-`storage_options` (the datasets cache and the file systems are the admin's); a builder
-without `data_files` (it would scan the working directory); a local folder elsewhere; and the
-builders that connect to a database (`sql`) or unpickle a file (`pandas`).
+Refused before anything is read: a path outside ASSAY_DATASETS_DIR, `..`, `~`, URLs and
+fsspec chains (`::`) in `dataset_path`, `dataset_name`, `data_files` and `data_dir`;
+`cache_dir` and `storage_options` (the datasets cache and the file systems are the admin's);
+a builder without `data_files` (it would scan the working directory); a local folder
+elsewhere; and the builders that connect to a database (`sql`) or unpickle a file (`pandas`).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from assay.runner.data import local
 
 _REFUSED_BUILDERS = {"sql": "connects to a database", "pandas": "unpickles its files, which runs code"}
 _ADMINS_KWARGS = {"cache_dir": "the datasets cache is the admin's", "storage_options": "file systems are the admin's"}
-_FIX = f"a tenant's task reads a hub dataset, or files under {local.ENV_VAR} named by relative paths"
+_FIX = f"a tenant's task reads a hub dataset, or files inside {local.ENV_VAR}"
 
 
 def _shown(value: object) -> str:
@@ -45,14 +45,16 @@ def _refuse(task: str, field: str, value: object, why: str) -> UserError:
     return UserError(f"Task {task!r}: {field} {_shown(value)} {why}; {_FIX}.")
 
 
-def _path_problem(path: str) -> str | None:
-    """Why `path` may not name a tenant's data, or None."""
+def _path_problem(path: str, roots: list[Path] | None = None) -> str | None:
+    """Why `path` may not name a tenant's data, or None; an absolute path only inside `roots`."""
     if "://" in path or "::" in path:
         return "is a URL"
-    if path.startswith("~") or os.path.isabs(path) or Path(path).is_absolute():
-        return "is an absolute path"
+    if path.startswith("~"):
+        return "is a path in a home folder"
     if ".." in path.replace("\\", "/").split("/"):
         return "leads out of its folder (`..`)"
+    if os.path.isabs(path) and not _inside(Path(path), roots or []):
+        return f"is an absolute path outside {local.roots_in_words()}"
     return None
 
 
@@ -89,14 +91,12 @@ def confine(
     ):
         raise _refuse(task, "dataset_name", dataset_name, "is a path, not the name of a dataset's config")
     roots = local.local_roots()
-    if os.path.isabs(dataset_path) and "://" not in dataset_path:
-        if not _inside(Path(dataset_path), roots):
-            raise _refuse(task, "dataset_path", dataset_path, f"is a folder outside {local.roots_in_words()}")
-        _check_relative_entries(task, kwargs)
-        return kwargs
-    problem = _path_problem(dataset_path)
+    problem = _path_problem(dataset_path, roots)
     if problem is not None:
         raise _refuse(task, "dataset_path", dataset_path, problem)
+    if os.path.isabs(dataset_path):  # a folder inside the datasets directory
+        _check_entries(task, kwargs, roots)
+        return kwargs
     if dataset_path in _REFUSED_BUILDERS:  # refused by name: `datasets` versions differ in which they ship
         raise _refuse(task, "dataset_path", dataset_path, f"is a builder that {_REFUSED_BUILDERS[dataset_path]}")
     if dataset_path in _packaged_builders():
@@ -104,7 +104,7 @@ def confine(
     if os.path.exists(dataset_path) and not _inside(Path(dataset_path), roots):
         # `datasets` would read it as a local folder, relative to the working directory.
         raise _refuse(task, "dataset_path", dataset_path, f"is a local folder outside {local.roots_in_words()}")
-    _check_relative_entries(task, kwargs)
+    _check_entries(task, kwargs, [])  # a hub repository's paths: relative
     return kwargs
 
 
@@ -122,11 +122,12 @@ def _entries(task: str, data_files: Any) -> list[str]:
     return entries
 
 
-def _check_relative_entries(task: str, kwargs: Mapping[str, Any]) -> None:
+def _check_entries(task: str, kwargs: Mapping[str, Any], roots: list[Path]) -> None:
+    """Every data_dir and data_files path: relative without `..`, or absolute inside `roots`."""
     for key in ("data_dir", "data_files"):
         if key in kwargs and kwargs[key] is not None:
             for entry in _entries(task, kwargs[key]) if key == "data_files" else [kwargs[key]]:
-                problem = _path_problem(entry) if isinstance(entry, str) else "is not a path"
+                problem = _path_problem(entry, roots) if isinstance(entry, str) else "is not a path"
                 if problem is not None:
                     raise _refuse(task, f"dataset_kwargs.{key}", entry, problem)
 
@@ -136,7 +137,7 @@ def _builder_kwargs(task: str, builder: str, kwargs: dict[str, Any], roots: list
         raise _refuse(task, "dataset_kwargs.data_dir", kwargs["data_dir"], "is read from the working directory")
     if not kwargs.get("data_files"):
         raise UserError(f"Task {task!r}: dataset_path {builder!r} needs dataset_kwargs.data_files; {_FIX}.")
-    _check_relative_entries(task, kwargs)
+    _check_entries(task, kwargs, roots)
     if not roots:
         raise UserError(
             f"Task {task!r}: its data_files are read from {local.ENV_VAR}, which is not set here; {_FIX} "
@@ -154,5 +155,7 @@ def _under_roots(value: Any, roots: list[Path]) -> Any:
     """A relative data_files entry (or a list of them) as a path in the first datasets folder that holds it."""
     if isinstance(value, list):
         return [_under_roots(entry, roots) for entry in value]
+    if os.path.isabs(value):
+        return value
     holder = next((root for root in roots if glob.glob(str(root / value), recursive=True)), roots[0])
     return str(holder / value)
