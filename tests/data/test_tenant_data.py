@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from assay.errors import UserError
-from assay.runner import job, offline_check
+from assay.runner import evaluator, job, offline_check
 from assay.runner.data import tenant_data
 from assay.runner.tasks.index import TaskManager
 
@@ -172,8 +172,13 @@ def test_on_a_users_own_machine_task_files_name_any_file_as_lm_eval(pod: Path) -
 def test_the_runner_pod_reports_the_refusal_without_the_files_content(
     pod: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The attempt as it was made: the runner's own entry point, its status file, its log."""
-    monkeypatch.delenv("ASSAY_TASK_CODE", raising=False)  # job.main sets it, as in a pod
+    """The attempt as it was made: the runner's own entry point, its status file, its log; refused
+    before the model is built (building it here fails the run with another exit code)."""
+
+    def tripwire(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the model was built before the task's data was checked")
+
+    monkeypatch.setattr(evaluator, "build_lm", tripwire)
     status = pod / "status.json"
     monkeypatch.setenv("ASSAY_STATUS_FILE", str(status))
     for path in (f"{pod}/secret.env", "../secret.env", "/proc/self/environ"):
