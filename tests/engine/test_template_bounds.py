@@ -38,6 +38,10 @@ BOUND = "make the template's loops and repetitions finite and small"
         ("{{ 'x' * 10**9 }}", "(a `*` repetition)"),
         ("{{ [question] * 10**8 }}", "(a `*` repetition)"),
         ("{{ 7 ** 99999999 }}", "(a `**` power)"),
+        (
+            "{% set ns = namespace(x=3) %}{% for i in range(64) %}{% set ns.x = ns.x * ns.x %}{% endfor %}{{ ns.x }}",
+            "(a `*` product)",
+        ),
         ("{{ question.ljust(10**9) }}", "(a width)"),
         ("{{ question | center(10**9) }}", "(a width)"),
         ("{{ question | indent(width=10**9) }}", "(a width)"),
@@ -50,6 +54,7 @@ BOUND = "make the template's loops and repetitions finite and small"
         "repeat",
         "list-repeat",
         "power",
+        "squaring",
         "ljust",
         "center",
         "indent",

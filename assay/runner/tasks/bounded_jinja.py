@@ -28,6 +28,8 @@ MAX_RENDERED_CHARS = 4_000_000
 """Per rendering: 1M-token contexts, the longest models take, are about 4M characters."""
 TEMPLATE_SECONDS = 5.0
 """Per rendering: lm-eval's templates render in microseconds; this allows for a loaded machine."""
+_MAX_INT_BITS = MAX_RENDERED_CHARS * 4
+"""An integer of more bits than this has more than MAX_RENDERED_CHARS decimal digits (log2(10) < 4)."""
 _WIDTH_METHODS = frozenset({"center", "ljust", "rjust", "zfill", "expandtabs"})
 
 
@@ -51,6 +53,10 @@ def _too_big(what: str) -> TemplateRefused:
 
 
 def _checked_repeat(left: Any, right: Any) -> None:
+    if isinstance(left, int) and isinstance(right, int):  # one C call, uninterruptible: squaring in a loop
+        if left.bit_length() + right.bit_length() > _MAX_INT_BITS:
+            raise _too_big("a `*` product")
+        return
     for seq, times in ((left, right), (right, left)):
         if isinstance(seq, (str, list, tuple, bytes)) and isinstance(times, int) and len(seq) * times > MAX_RENDERED_CHARS:
             raise _too_big("a `*` repetition")
@@ -58,7 +64,7 @@ def _checked_repeat(left: Any, right: Any) -> None:
 
 def _checked_power(left: Any, right: Any) -> None:
     if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
-        if right * left.bit_length() > MAX_RENDERED_CHARS:  # digits ~ bits: a bound, not a count
+        if right * left.bit_length() > _MAX_INT_BITS:
             raise _too_big("a `**` power")
 
 
