@@ -63,7 +63,8 @@ def test_a_task_reading_the_pods_environment_is_refused_with_no_content_anywhere
     cluster: Cluster, path: str, said: str
 ) -> None:
     message = _failed_run(cluster, "environ", {"environ_qa.yaml": ENVIRON_TASK.format(path=path)}, ["environ_qa"])
-    assert message.startswith("Task 'environ_qa': ") and said in message, message
+    # The operator's sentence, then the runner's: "... Runner: Task 'environ_qa': dataset_kwargs.data_files ..."
+    assert "Runner: Task 'environ_qa': " in message and said in message, message
 
 
 def test_a_tenants_template_failure_is_one_fixed_sentence(cluster: Cluster) -> None:
