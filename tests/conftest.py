@@ -74,3 +74,10 @@ def converted(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Pa
     dst = tmp_path_factory.mktemp("assay_datasets")
     importer.import_benchmarks(shared_data, dst)
     return dst
+
+
+@pytest.fixture(autouse=True)
+def _no_leaked_task_code_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`job.main` in the test process sets ASSAY_TASK_CODE, as a runner pod's does: undone after
+    each test, so that a later test's include path is not taken for a tenant's (confined data)."""
+    monkeypatch.delenv("ASSAY_TASK_CODE", raising=False)

@@ -69,4 +69,19 @@ def task_problems(task_manager: TaskManager, names: Sequence[str]) -> list[Probl
             if task not in checked:
                 checked.add(task)
                 problems.extend(config_check.config_problems(task, config))
+                if task_manager.tenant:
+                    problems.extend(tenant_data_problems(task, config))
     return problems
+
+
+def tenant_data_problems(task: str, config: Mapping[str, Any]) -> list[Problem]:
+    """Where a tenant's task names data outside the hub and the datasets directory (`tenant_data`)."""
+    from assay.runner.data import tenant_data
+
+    if config.get("custom_dataset") is not None:
+        return []
+    try:
+        tenant_data.confine(task, config.get("dataset_path"), config.get("dataset_name"), config.get("dataset_kwargs"))
+    except UserError as error:
+        return [Problem(str(error), field="tasks")]
+    return []

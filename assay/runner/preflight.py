@@ -60,6 +60,8 @@ def check(
         models.check_model_name(model)
         models.check_backend_installed(model)
         check_model_args(model, model_args)
+    if task_manager.tenant:
+        _confine_tenant_data(configs)
     # The same check `assay validate` makes: a task YAML mistake is one sentence here, not a
     # traceback from the task's first document after the model loaded.
     errors.raise_first(
@@ -67,6 +69,18 @@ def check(
     )
     check_datasets(configs)
     check_fewshot_splits(configs, num_fewshot)
+
+
+def _confine_tenant_data(configs: Mapping[str, Mapping[str, Any]]) -> None:
+    """A tenant's tasks name data on the hub or in the datasets directory only (`tenant_data`): refused
+    here, before the model loads, and again where the dataset is loaded."""
+    from assay.runner.data import tenant_data
+
+    for name, config in configs.items():
+        if config.get("custom_dataset") is None:
+            tenant_data.confine(
+                name, config.get("dataset_path"), config.get("dataset_name"), config.get("dataset_kwargs")
+            )
 
 
 def check_model_args(model: str, model_args: Mapping[str, Any]) -> None:

@@ -341,6 +341,7 @@ def test_the_runner_check_reports_the_first_problem_and_counts_the_rest(
     tasks: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ASSAY_TASK_CODE", "allowed")  # as a pod's operator sets it (job.main would set "refused")
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tmp_path))  # where a pod reads a task source's data_files
     (tasks / "typo.yaml").write_text(GOOD.replace("v_good", "v_typo").replace("doc_to_text", "doc_to_txt"))
     spec = tmp_path / "spec.json"
     spec.write_text(

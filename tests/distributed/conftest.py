@@ -8,7 +8,15 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import shared_data_dir
 from tests.distributed import harness
+
+
+@pytest.fixture(autouse=True)
+def _datasets_dir(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`job.main` in this process takes its include path as a tenant's, as a runner pod does: the
+    local tasks' data_files (the shared benchmark files) must be inside the datasets directory."""
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(shared_data_dir()))
 
 
 @pytest.fixture(scope="session")

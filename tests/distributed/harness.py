@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import shared_data_dir
 from tests.helpers import copy_tasks
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -64,6 +65,8 @@ def base_env(**extra: str) -> dict[str, str]:
             "HF_HUB_OFFLINE": "1",
             "HF_DATASETS_OFFLINE": "1",
             "ASSAY_LOG_LEVEL": "WARNING",
+            # The runner takes its include path as a tenant's: data_files inside the datasets directory only.
+            "ASSAY_DATASETS_DIR": str(shared_data_dir()),
         }
     )
     env.update(extra)

@@ -14,6 +14,7 @@ import pytest
 import tests.distributed.launch  # noqa: F401 - registers the test LM as "assay-test"
 from assay import spec as spec_module
 from assay.runner import distributed, job, spec_file
+from tests.conftest import shared_data_dir
 from tests.distributed import harness
 
 
@@ -120,6 +121,8 @@ def test_failures_map_to_exit_codes_and_reach_the_status(
     monkeypatch.setenv(spec_module.ENV_STATUS_FILE, str(tmp_path / "status.json"))
     missing = tmp_path / "missing_data"
     missing.mkdir()
+    # A tenant's data_files are read inside the datasets directory only.
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", f"{tmp_path}:{shared_data_dir()}")
     (missing / "t.yaml").write_text(
         f"task: d_missing\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: {missing / 'nope.jsonl'}}}}}\n"
         "test_split: test\noutput_type: loglikelihood\ndoc_to_text: '{{text}}'\ndoc_to_target: ' x'\n"

@@ -123,22 +123,25 @@ def dataset_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture()
-def task_dir(tmp_path: Path, dataset_cache: Path) -> Path:
-    """Three tasks: local JSON data, the cached hub dataset, and a hub dataset that is nowhere."""
+def task_dir(tmp_path: Path, dataset_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Three tasks: local JSON data, the cached hub dataset, and a hub dataset that is nowhere.
+
+    Written so that a runner pod takes them too, where the include path is a tenant's (`job.main`
+    sets ASSAY_TASK_CODE): the local data is a folder inside ASSAY_DATASETS_DIR, and the datasets
+    cache is the admin's (HF_DATASETS_CACHE), not the task's `cache_dir`."""
     folder = tmp_path / "tasks"
     folder.mkdir()
-    data = tmp_path / "data.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in ROWS))
-    (folder / "local.yaml").write_text(
-        f"task: pf_local\ndataset_path: json\ndataset_kwargs: {{data_files: {{test: '{data}'}}}}\n{MC_TASK}"
-    )
+    local_data = tmp_path / "datasets" / "pf_local"
+    local_data.mkdir(parents=True)
+    (local_data / "test.jsonl").write_text("".join(json.dumps(row) + "\n" for row in ROWS))
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tmp_path / "datasets"))
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", dataset_cache)
+    (folder / "local.yaml").write_text(f"task: pf_local\ndataset_path: '{local_data}'\n{MC_TASK}")
     (folder / "cached.yaml").write_text(
-        f"task: pf_cached\ndataset_path: {HUB_DATASET}\ndataset_name: {CONFIG}\n"
-        f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}"
+        f"task: pf_cached\ndataset_path: {HUB_DATASET}\ndataset_name: {CONFIG}\n{MC_TASK}"
     )
     (folder / "uncached.yaml").write_text(
-        f"task: pf_uncached\ndataset_path: {HUB_DATASET}\ndataset_name: hard\n"
-        f"dataset_kwargs: {{cache_dir: '{dataset_cache}'}}\n{MC_TASK}"
+        f"task: pf_uncached\ndataset_path: {HUB_DATASET}\ndataset_name: hard\n{MC_TASK}"
     )
     return folder
 
@@ -402,7 +405,7 @@ def test_a_missing_offline_dataset_is_one_sentence_naming_task_dataset_and_fix(
     assert code == 1 and built == []
     assert err == (
         f"assay: error: Task 'pf_uncached' needs the dataset {HUB_DATASET} (config hard), which is neither under "
-        f"ASSAY_DATASETS_DIR (not set) nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 "
+        f"ASSAY_DATASETS_DIR ({tmp_path / 'datasets'}) nor in the local datasets cache {dataset_cache}, and HF_DATASETS_OFFLINE=1 "
         f"forbids downloading it; `assay data import` cannot build it: its data comes from the Hugging Face hub, so "
         f"run datasets.load_dataset('{HUB_DATASET}', 'hard') once on a machine that reaches the hub and set "
         "HF_DATASETS_CACHE to a datasets cache that holds it (a copy of that machine's), write its splits yourself "

@@ -66,6 +66,7 @@ def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process
         "test_split: test\noutput_type: loglikelihood\ndoc_to_text: '{{text}}'\ndoc_to_target: '{{target}}'\n"
     )
     monkeypatch.setenv("ASSAY_INCLUDE_PATH", str(tasks))  # the runner's process inherits this environment
+    monkeypatch.setenv("ASSAY_DATASETS_DIR", str(tasks))  # the runner reads its include path's data_files there only
     samples = {"big_env": list(range(40_000))}
     spec = parse_spec({"model": "dummy", "tasks": ["big_env"], "samples": samples, "resources": {"gpusPerNode": 2}})
     assert len(spec.to_json()) > 200 * 1024

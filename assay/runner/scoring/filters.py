@@ -23,6 +23,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 from assay.errors import UserError
 from assay.runner.models.instance import Instance
 from assay.runner.registry import Registry
+from assay.runner.scoring.bounded_regex import RegexTooSlow, regex_bound
 
 Docs = Sequence[Mapping[str, Any]]
 
@@ -64,7 +65,8 @@ class RegexFilter:
 
     def _extract(self, resp: Any) -> Any:
         # lm-eval quirk: a non-string response is matched as "" (so it yields the fallback).
-        matches = self.regex.findall(resp if isinstance(resp, str) else "")
+        with regex_bound(self.regex_pattern):
+            matches = self.regex.findall(resp if isinstance(resp, str) else "")
         if not matches:
             return self.fallback
         # lm-eval quirk: a tuple with no non-empty group falls back, and is stripped too.
@@ -143,7 +145,8 @@ class MultiChoiceRegexFilter(RegexFilter):
 
     def _normalise(self, text: str) -> str:
         for pattern in self.regexes_to_ignore or ():
-            text = re.sub(pattern, "", text)
+            with regex_bound(pattern):
+                text = re.sub(pattern, "", text)
         if self.ignore_case:
             text = text.lower()
         if self.ignore_punctuation:
@@ -152,7 +155,8 @@ class MultiChoiceRegexFilter(RegexFilter):
 
     def _find(self, regex: re.Pattern[str], resp: Any, convert: Mapping[str, str]) -> Any:
         """The selected match (converted when known), "" for empty groups, [] for none."""
-        matches = regex.findall(resp if isinstance(resp, str) else "")
+        with regex_bound(regex.pattern):
+            matches = regex.findall(resp if isinstance(resp, str) else "")
         if not matches:
             return matches
         match = _first_group(matches[self.group_select], "")
@@ -329,8 +333,11 @@ class FilterEnsemble:
             return
         resps: list[Any] = [inst.resps for inst in instances]
         docs = [inst.doc for inst in instances]
-        for step in self.filters:
-            resps = step.apply(resps, docs)
+        try:
+            for step in self.filters:
+                resps = step.apply(resps, docs)
+        except RegexTooSlow as slow:
+            raise RegexTooSlow(slow.pattern, f"Task {instances[0].task_name!r}, filter {self.name!r}: ") from None
         # zip, as lm-eval: a step returning fewer items leaves later instances unset.
         for inst, resp in zip(instances, resps):
             inst.filtered_resps[self.name] = resp

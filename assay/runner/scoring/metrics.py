@@ -18,6 +18,7 @@ import numpy as np
 
 from assay.runner.models.instance import OutputType
 from assay.runner.registry import Registry
+from assay.runner.scoring.bounded_regex import regex_bound
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,8 +81,9 @@ def exact_match(
         # lm-eval quirk: with an empty list the inputs stay Python lists, and `==` below
         # becomes list equality (one bool) unless a later option turns them into arrays.
         for pattern in regexes_to_ignore:
-            preds = np.array([re.sub(pattern, "", x) for x in preds])
-            refs = np.array([re.sub(pattern, "", x) for x in refs])
+            with regex_bound(pattern):  # a task file's pattern: bounded in time (bounded_regex)
+                preds = np.array([re.sub(pattern, "", x) for x in preds])
+                refs = np.array([re.sub(pattern, "", x) for x in refs])
     else:
         preds = np.asarray(preds)
         refs = np.asarray(refs)

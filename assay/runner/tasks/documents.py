@@ -16,7 +16,7 @@ Doc = dict[str, Any]
 log = logging.getLogger(__name__)
 
 
-def _load_dataset(config: TaskConfig) -> Any:
+def _load_dataset(config: TaskConfig, *, tenant: bool) -> Any:
     if config.custom_dataset is not None:
         with _local().quiet_progress():
             return config.custom_dataset(**(config.metadata or {}), **(config.dataset_kwargs or {}))
@@ -25,6 +25,10 @@ def _load_dataset(config: TaskConfig) -> Any:
     trust = bool(optional_bool(kwargs.pop("trust_remote_code", False), name=f"Task {config.task!r} dataset_kwargs.trust_remote_code"))
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
+    if tenant:  # before anything is read: a tenant's data is the hub's or the datasets directory's
+        from assay.runner.data import tenant_data
+
+        kwargs = tenant_data.confine(config.task, config.dataset_path, config.dataset_name, kwargs)
     # process_docs functions take a `datasets.Dataset` (they call .map); without one, plain rows will do.
     plain = config.process_docs is None and (config.fewshot_config or {}).get("process_docs") is None
     return _local().load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust, plain=plain)
@@ -53,10 +57,10 @@ def _column_names(docs: Any) -> list[str]:
 class TaskDocuments:
     """The evaluation split (processed by `process_docs`) and the few-shot pool's sources."""
 
-    def __init__(self, config: TaskConfig) -> None:
+    def __init__(self, config: TaskConfig, *, tenant: bool = False) -> None:
         self.config = config
         self.name = config.task
-        self.dataset = _load_dataset(config)
+        self.dataset = _load_dataset(config, tenant=tenant)
         eval_split = config.test_split or config.validation_split
         if eval_split is None:
             raise UserError(f"Task {self.name!r} has neither test_split nor validation_split; set one of them.")

@@ -109,6 +109,10 @@ class TaskManager:
                 include_roots.append(Path(path))
         self.include_path = include_path
         self.metadata = dict(metadata or {})
+        self.tenant = bool(include_roots) and not (include_code and include_may_shadow)
+        """A tenant's task sources are in the include path: every task built here (a library task
+        too, which a tenant's group may override) takes its data from the hub or ASSAY_DATASETS_DIR
+        only, and tells its template failures in fixed sentences (`Task(tenant=True)`)."""
         # Per thread: the operator asks one shared manager from several threads at once, and
         # a flag on the instance let one thread's end of `leaf_configs` turn another's build real.
         self._mode = threading.local()
@@ -321,7 +325,7 @@ class TaskManager:
         if "class" in config:
             cls = config.pop("class")
             return cls(config=TaskConfig.from_dict(config))
-        return Task(TaskConfig.from_dict(config))
+        return Task(TaskConfig.from_dict(config), tenant=self.tenant)
 
     def _tenants(self, entry: IndexEntry) -> bool:
         """Whether `entry` is a tenant's (its names cannot be the library's: see `tenant_names`)."""

@@ -35,8 +35,10 @@ class PromptSettings:
 class PromptBuilder:
     """Prompts and requests for one task's documents, in lm-eval 0.4.13's layout."""
 
-    def __init__(self, config: TaskConfig, documents: TaskDocuments, *, unconditioned: bool) -> None:
+    def __init__(self, config: TaskConfig, documents: TaskDocuments, *, unconditioned: bool, tenant: bool = False) -> None:
+        """`tenant`: the task came from a tenant's task source; its template failures are told in a fixed sentence."""
         self.config = config
+        self.tenant = tenant
         self.unconditioned = unconditioned
         """Also ask for each choice without its context (the `acc_mutual_info` metric needs it)."""
         self.name = config.task
@@ -44,11 +46,15 @@ class PromptBuilder:
         features = documents.features
         self.features = features
         has_choices = config.doc_to_choice is not None
-        self.doc_to_text = templates.compile_text(config.doc_to_text, features, has_choices=has_choices)
-        self.doc_to_target = templates.compile_target(config.doc_to_target, features, has_choices=has_choices)
-        self.doc_to_choice = templates.compile_choice(config.doc_to_choice, features) if has_choices else None
-        self.description = templates.compile_field(config.description, features)
-        self.gen_prefix = templates.compile_field(config.gen_prefix, features)
+        self.doc_to_text = self._guard(templates.compile_text(config.doc_to_text, features, has_choices=has_choices), "doc_to_text")
+        self.doc_to_target = self._guard(
+            templates.compile_target(config.doc_to_target, features, has_choices=has_choices), "doc_to_target"
+        )
+        self.doc_to_choice = (
+            self._guard(templates.compile_choice(config.doc_to_choice, features), "doc_to_choice") if has_choices else None
+        )
+        self.description = self._guard(templates.compile_field(config.description, features), "description")
+        self.gen_prefix = self._guard(templates.compile_field(config.gen_prefix, features), "gen_prefix")
         self.fewshot_cfg = config.fewshot
         self.generation_kwargs = config.generation_kwargs
         """The config's, with the run's --gen_kwargs over them (`Task.use_overrides`)."""
@@ -59,6 +65,9 @@ class PromptBuilder:
         # lm-eval's multiple_input: doc_to_text gives the gold index, each choice is a context.
         self.multiple_input = len(self.choices(first)) if has_choices and isinstance(first_text, int) else 0
         self.multiple_target = len(first_target) if isinstance(first_target, list) else 0
+
+    def _guard(self, fn: templates.DocFn, field: str) -> templates.DocFn:
+        return templates.guarded(fn, task=self.name, field=field, tenant=self.tenant)
 
     def choices(self, doc: Mapping[str, Any]) -> list[Any]:
         if self.doc_to_choice is None:
@@ -87,10 +96,12 @@ class PromptBuilder:
         # lm-eval passes the eval doc for exclusion when the few-shot split "equals" the
         # test split — which includes both being unset.
         exclude = doc if cfg.split == self.config.test_split else None
-        text_fn = self._override(cfg.doc_to_text, self.config.doc_to_text, templates.compile_text, self.doc_to_text)
-        target_fn = self._override(cfg.doc_to_target, self.config.doc_to_target, templates.compile_target, self.doc_to_target)
+        text_fn = self._override(cfg.doc_to_text, self.config.doc_to_text, templates.compile_text, self.doc_to_text, "doc_to_text")
+        target_fn = self._override(
+            cfg.doc_to_target, self.config.doc_to_target, templates.compile_target, self.doc_to_target, "doc_to_target"
+        )
         choice_fn = self._choice_override(cfg.doc_to_choice) if cfg.doc_to_choice else None
-        prefix_fn = templates.compile_field(cfg.gen_prefix, self.features)
+        prefix_fn = self._guard(templates.compile_field(cfg.gen_prefix, self.features), "fewshot_config.gen_prefix")
         target_delimiter = cfg.target_delimiter if cfg.target_delimiter is not None else self.config.target_delimiter
         fewshot_delimiter = cfg.fewshot_delimiter if cfg.fewshot_delimiter is not None else self.config.fewshot_delimiter
         turns: list[Message] = []
@@ -104,15 +115,18 @@ class PromptBuilder:
             )
         return turns
 
-    def _override(self, spec: Any, own: Any, compile_fn: Callable[..., templates.DocFn], default: templates.DocFn) -> templates.DocFn:
+    def _override(
+        self, spec: Any, own: Any, compile_fn: Callable[..., templates.DocFn], default: templates.DocFn, field: str
+    ) -> templates.DocFn:
         if spec is None or spec is own:
             return default
-        return compile_fn(spec, self.features, has_choices=self.config.doc_to_choice is not None)
+        compiled = compile_fn(spec, self.features, has_choices=self.config.doc_to_choice is not None)
+        return self._guard(compiled, f"fewshot_config.{field}")
 
     def _choice_override(self, spec: Any) -> templates.DocFn:
         if spec is self.config.doc_to_choice and self.doc_to_choice is not None:
             return self.doc_to_choice
-        return templates.compile_choice(spec, self.features)
+        return self._guard(templates.compile_choice(spec, self.features), "fewshot_config.doc_to_choice")
 
     # -- prompts --------------------------------------------------------------------------
 

@@ -26,12 +26,14 @@ __all__ = ["PromptSettings", "Task"]
 class Task:
     """One evaluation task built from a TaskConfig."""
 
-    def __init__(self, config: TaskConfig) -> None:
+    def __init__(self, config: TaskConfig, *, tenant: bool = False) -> None:
+        """`tenant`: built for a run of a tenant's task sources (see `TaskManager.tenant`): its data
+        stays inside the datasets directory or the hub, and its template failures are fixed sentences."""
         self.config = config
         self.name = config.task
-        self.documents = TaskDocuments(config)
+        self.documents = TaskDocuments(config, tenant=tenant)
         plan = metric_plan(config)
-        self.prompts = PromptBuilder(config, self.documents, unconditioned="acc_mutual_info" in plan.fns)
+        self.prompts = PromptBuilder(config, self.documents, unconditioned="acc_mutual_info" in plan.fns, tenant=tenant)
         self.scorer = TaskScorer(config, self.prompts, plan)
         self.overrides: RunOverrides | None = None
         """The run's settings over the config, which stays as loaded (see `use_overrides`)."""

@@ -8,49 +8,52 @@ the document; the lm-eval rules it follows are noted where they are surprising.
 from __future__ import annotations
 
 import ast
-import re
 from typing import Any, Callable, Iterable, Mapping, cast
 
 import jinja2
-import jinja2.sandbox
 
 from assay.errors import UserError
+from assay.runner.tasks import bounded_jinja
 
 DocFn = Callable[[Mapping[str, Any]], Any]
 
 
-def _regex_replace(text: str, pattern: str, replacement: str, count: int = 0) -> str:
-    return re.sub(pattern, replacement, text, count=count)
-
-
-# Task files are data: a template may read the document and call non-mutating methods of its
-# values (`.strip()`, `.index(...)`), never reach Python's internals (`lipsum.__globals__`,
-# `__class__.__mro__`), which a plain Environment allows. lm-eval's templates need nothing more.
-_ENV = jinja2.sandbox.ImmutableSandboxedEnvironment(
-    loader=jinja2.BaseLoader(), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
-)
-_ENV.filters["regex_replace"] = _regex_replace
-_TEMPLATE_CACHE: dict[str, jinja2.Template] = {}
-
-
 def render(template: str, doc: Mapping[str, Any]) -> str:
-    compiled = _TEMPLATE_CACHE.get(template)
-    if compiled is None:
-        compiled = _TEMPLATE_CACHE[template] = _ENV.from_string(template)
+    """`template` rendered on `doc` in the bounded sandbox (`bounded_jinja`); TemplateRefused names the template."""
     try:
-        return compiled.render(**doc)
-    except jinja2.exceptions.SecurityError as error:
+        return bounded_jinja.render(template, doc)
+    except bounded_jinja.TemplateRefused as refused:
         shown = template if len(template) <= 80 else template[:77] + "..."
-        raise UserError(
-            f"Task template {shown!r} reaches past the document ({error}), which task templates may not do: "
-            "use the document's fields and filters only, or put the logic in a `!function` the admin allows."
-        ) from None
+        refused.args = (f"Task template {shown!r} {refused}",)
+        raise refused from None
+
+
+def guarded(fn: DocFn, *, task: str, field: str, tenant: bool) -> DocFn:
+    """`fn` (a compiled doc_to_* field) whose failures name the task and the field.
+
+    A refused rendering says which bound or rule, never the document. A tenant's task says
+    nothing more for any other failure either: an exception's text may be the document's
+    (`{{ {}[text] }}` puts a document's text into a KeyError), and the document may be a
+    file's content that the message would carry into the Evaluation's status."""
+
+    def checked(doc: Mapping[str, Any]) -> Any:
+        try:
+            return fn(doc)
+        except bounded_jinja.TemplateRefused as refused:
+            detail = "" if tenant else refused.detail
+            raise UserError(f"Task {task!r}: {field} {refused.reason}{detail}: {refused.fix}.") from None
+        except Exception:
+            if not tenant:
+                raise
+            raise UserError(f"Task {task!r}: {field} failed to render on a document; check the template.") from None
+
+    return checked
 
 
 def syntax_error(template: str) -> str | None:
     """What Jinja says is wrong with `template` (and on which of its lines), or None if it compiles."""
     try:
-        _ENV.parse(template)
+        bounded_jinja.ENV.parse(template)
     except jinja2.TemplateSyntaxError as error:
         return f"{(error.message or 'syntax error').rstrip('.')} (line {error.lineno} of the template)"
     return None
