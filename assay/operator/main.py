@@ -25,6 +25,7 @@ import contextlib
 import logging
 import os
 import re
+import sys
 from typing import TYPE_CHECKING, Sequence
 
 from assay.errors import UsageError, UserError
@@ -200,9 +201,23 @@ def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
     return (not namespaces), namespaces
 
 
+DEEPEST_JSON = 12_000
+"""Nesting levels of an Evaluation's JSON this process decodes and walks (see `allow_deep_json`)."""
+
+
+def allow_deep_json() -> None:
+    """A tenant's free-form spec fields (`metadata`, `modelArgs`, `genKwargs`) may nest as deep as
+    the API server accepts: Python's JSON decoder stops at its recursion limit (1,000 levels by
+    default), so one Evaluation nested 3,000 levels deep stopped kopf's watch and list of every
+    Evaluation. The decoder recurses in C with small frames, so the main thread's and the
+    handler threads' stacks hold this many (tested)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), DEEPEST_JSON))
+
+
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     _configure_logging(verbose=args.verbose)
+    allow_deep_json()
     # Before anything else is imported: a missing kopf or prometheus_client names the extra.
     require_installed("`assay operator`", "operator", "kopf", "prometheus_client")
     from assay.operator import handlers  # registers the handlers
