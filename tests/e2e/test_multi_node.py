@@ -37,8 +37,10 @@ def test_two_nodes_give_the_results_of_one(cluster: Cluster, local_results: dict
     policy = cluster.get("networkpolicy", name)
     selector = policy["spec"]["podSelector"]["matchLabels"]
     assert all(selector.items() <= p["metadata"]["labels"].items() for p in pods)
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    # The chart's network policies are on by default: its egress is those pods and the admin's rules.
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"][0] == {"to": [{"podSelector": {"matchLabels": selector}}]}
     # Both ranks ran the model and the status is rank 0's gathered result.
     # Rendezvous went through cluster DNS: pod 1 found `<job>-0.<job>`.
     logs = cluster.runner_logs()

@@ -70,8 +70,10 @@ def test_each_run_has_a_network_policy_that_selects_its_jobs_pods(cluster: Clust
     (pod,) = cluster.items("pods", "assay.dev/evaluation=fenced")
     assert selector.items() <= pod["metadata"]["labels"].items()
     # Ingress from that Job's pods alone: a `from` without a namespaceSelector is this namespace.
-    assert policy["spec"]["policyTypes"] == ["Ingress"]
     assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    # The chart's network policies are on by default: its egress is those pods and the admin's rules.
+    assert policy["spec"]["policyTypes"] == ["Ingress", "Egress"]
+    assert policy["spec"]["egress"][0] == {"to": [{"podSelector": {"matchLabels": selector}}]}
     # It selects no pod of another run.
     others = [p for p in cluster.items("pods") if p["metadata"]["name"] != pod["metadata"]["name"]]
     assert not any(selector.items() <= (p["metadata"].get("labels") or {}).items() for p in others)
