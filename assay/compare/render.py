@@ -56,7 +56,7 @@ def _summary(comparison: Comparison) -> list[str]:
         f"seed {settings.seed}). p: Holm-adjusted over the {len(comparison.rows)} rows. "
         f"MDE: smallest difference detectable at α = {settings.alpha:g} with 80% power.",
         *comparison.notes,
-        *(f"Inconclusive: {doubt}" for doubt in comparison.doubts),
+        *(f"Doubt: {doubt}" for doubt in comparison.doubts),
         f"Verdict: {comparison.verdict} (Holm-adjusted over {len(comparison.rows)} metrics).",
     ]
     return sentences

@@ -164,7 +164,7 @@ def test_a_doubt_from_outside_the_statistics_makes_a_pass_inconclusive_but_keeps
     assert (doubted.verdict, doubted.doubts) == ("inconclusive", (doubt,))
     status = versus_baseline.as_status(doubted, label="base", strict=True)
     assert status["message"] == f"Inconclusive against base (the gate is strict: this fails it): {doubt}"
-    assert status["notes"][0] == f"Inconclusive: {doubt}"
+    assert status["notes"][0] == f"Doubt: {doubt}"
     regressed = dataclasses.replace(result, verdict="regressed")
     assert comparison.inconclusive_because(regressed, doubt).verdict == "regressed"
 

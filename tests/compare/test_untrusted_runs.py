@@ -70,4 +70,4 @@ def test_the_runners_status_names_the_untrusted_run_not_too_few_documents(tmp_pa
         f"Inconclusive against base-eval (the gate is strict: this fails it): "
         f"The candidate's scores are not trusted: t: {REASON}."
     )
-    assert status["notes"][0].startswith("Inconclusive: The candidate's scores are not trusted")
+    assert status["notes"][0].startswith("Doubt: The candidate's scores are not trusted")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from assay.operator.build.builders import EvaluationRef, job_name
+from assay.operator.build.builders import EvaluationRef, job_name, run_suffix
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import dummy_spec
 
@@ -20,9 +20,8 @@ def test_bumping_the_rerun_annotation_runs_a_finished_evaluation_again(cluster: 
 
     cluster.kubectl("annotate", "evaluation", "again", "evaluations.assay.dev/rerun=2026-12-01")
     meta = first["metadata"]
-    expected_job = job_name(
-        EvaluationRef(name="again", namespace=cluster.namespace, uid=meta["uid"], generation=1, rerun="2026-12-01")
-    )
+    rerun = EvaluationRef(name="again", namespace=cluster.namespace, uid=meta["uid"], generation=1, rerun="2026-12-01")
+    expected_job = job_name(rerun)
     cluster.wait_for(
         "the re-run's Job", lambda: cluster.evaluation("again")["status"].get("jobName") == expected_job, timeout=60
     )
@@ -38,6 +37,7 @@ def test_bumping_the_rerun_annotation_runs_a_finished_evaluation_again(cluster: 
         timeout=60,
     )
     runs = sorted(p.name for p in (cluster.output_dir / "again").iterdir())
-    assert runs == sorted(["g1", expected_job.removeprefix("again-")]), runs
+    # Directories by run (`g1`, `g1-r<token's hash>`), without the uid's mark of the children's names.
+    assert runs == sorted(["g1", run_suffix(rerun)]), runs
     for run in runs:
         assert list((cluster.output_dir / "again" / run).rglob("results_*.json")), run

@@ -150,7 +150,7 @@ def as_status(result: comparison.Comparison, *, label: str, strict: bool) -> dic
         "rows": [_row(row) for row in rows[:MAX_ROWS]],
         "rowsOmitted": max(0, len(rows) - MAX_ROWS),
     }
-    notes = [*(f"Inconclusive: {doubt}" for doubt in result.doubts), *result.notes]
+    notes = [*(f"Doubt: {doubt}" for doubt in result.doubts), *result.notes]
     if notes:
         status["notes"] = [echoed_text.bounded(note, NOTE_CHARS) for note in notes[:MAX_NOTES]]
     return status
