@@ -58,7 +58,11 @@ def _checked_repeat(left: Any, right: Any) -> None:
             raise _too_big("a `*` product")
         return
     for seq, times in ((left, right), (right, left)):
-        if isinstance(seq, (str, list, tuple, bytes)) and isinstance(times, int) and len(seq) * times > MAX_RENDERED_CHARS:
+        if (
+            isinstance(seq, (str, list, tuple, bytes))
+            and isinstance(times, int)
+            and len(seq) * times > MAX_RENDERED_CHARS
+        ):
             raise _too_big("a `*` repetition")
 
 
@@ -118,7 +122,9 @@ def render(template: str, doc: Mapping[str, Any]) -> str:
     except DeadlineExceeded:
         raise TemplateRefused(f"ran past {TEMPLATE_SECONDS:g} s on one document", _BOUND_FIX) from None
     except jinja2.exceptions.SecurityError as error:
-        raise TemplateRefused("reaches past the document", _SANDBOX_FIX, f" ({error}), which task templates may not do") from None
+        raise TemplateRefused(
+            "reaches past the document", _SANDBOX_FIX, f" ({error}), which task templates may not do"
+        ) from None
     except OverflowError as error:
         if "Range too big" not in str(error):
             raise
