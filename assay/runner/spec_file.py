@@ -1,7 +1,8 @@
 """Where the runner reads its Evaluation spec: `--spec FILE`, or the file the operator mounts.
 
-The operator mounts the run's spec ConfigMap and names the file in ASSAY_EVALUATION_FILE
-(not an environment variable holding the spec: Linux refuses one past 128 KiB).
+The operator puts the spec in the runner pod's annotation `assay.dev/spec`, which a downward
+API volume writes as the file ASSAY_EVALUATION_FILE names (not an environment variable
+holding the spec: Linux refuses one past 128 KiB); the runner reads it with no API request.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def _read_spec_file(path: str) -> Any:
     except OSError as error:
         raise UserError(
             f"Cannot read the Evaluation spec {named} ({error.strerror}); mount the run's spec "
-            "ConfigMap there, or pass --spec FILE."
+            "there, or pass --spec FILE."
         ) from None
     except ValueError as error:  # not JSON, or not UTF-8
         raise UserError(

@@ -33,7 +33,7 @@ EX_IOERR): the Job's podFailurePolicy fails the Job at once, since a rerun would
 whole evaluation to meet the same refusal; the operator shows it as ResultsNotRecorded."""
 
 ENV_SPEC_FILE = "ASSAY_EVALUATION_FILE"
-"""A JSON file holding the spec: in a runner pod, the run's own ConfigMap mounted read-only.
+"""A JSON file holding the spec: in a runner pod, its pod's spec annotation as a downward API file.
 Never the spec itself in the environment: Linux refuses one variable over 128 KiB (a long
 `samples` list), and a spec copied into a Job's pod template is copied into every pod too."""
 ENV_NAME = "ASSAY_EVALUATION_NAME"
@@ -47,6 +47,10 @@ ENV_JOB_NAME = "ASSAY_JOB_NAME"
 ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
 ENV_USE_CACHE = "ASSAY_USE_CACHE"
 ENV_TASK_CODE = "ASSAY_TASK_CODE"
+ENV_BASELINE_EVALUATION = "ASSAY_BASELINE_EVALUATION"
+"""JSON of what the baseline Evaluation the spec names showed when the run was decided (its
+name, phase, output volume and results folder; empty: it did not exist). The runner may read
+no Evaluation, so the operator reads it."""
 
 FEWSHOT_AS_MULTITURN_REFUSAL = "spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval)."
 

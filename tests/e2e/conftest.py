@@ -34,7 +34,7 @@ from typing import Any, Iterator
 import pytest
 import yaml
 
-from assay.operator.build import builders
+from assay.operator.build import builders, runner_identity
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.cluster import images as image_builds
 from tests.e2e.cluster import kueue as kueue_cluster
@@ -548,8 +548,8 @@ class Cluster:
         return builders.job_name(self._ref(evaluation, generation))
 
     def runner_account(self, evaluation: str) -> str:
-        """The runner's ServiceAccount, Role and RoleBinding of an Evaluation."""
-        return builders.runner_account_name(self._ref(evaluation, 1))
+        """The runner's ServiceAccount, Role and RoleBinding: the namespace's, whatever the Evaluation."""
+        return runner_identity.ACCOUNT
 
     def wait(self, name: str, condition: str, timeout: int = 180) -> dict[str, Any]:
         """Until the Evaluation's `condition` is True; fails at once if it ends in the other outcome."""

@@ -50,8 +50,9 @@ def test_a_200_kib_samples_list_runs_and_reaches_the_runner_whole(cluster: Clust
     container = job["spec"]["template"]["spec"]["containers"][0]
     env_bytes = sum(len(json.dumps(e)) for e in container.get("env") or ())
     assert env_bytes < 8 * 1024 and not [e for e in container["env"] if e["name"] == "ASSAY_EVALUATION"]
-    (config_map,) = cluster.items("configmaps", f"assay.dev/evaluation={name}")
-    (spec_text,) = config_map["data"].values()
+    # The spec is in the pod template's annotation, which the runner reads as a file; no ConfigMap per run.
+    assert cluster.items("configmaps", f"assay.dev/evaluation={name}") == []
+    spec_text = job["spec"]["template"]["metadata"]["annotations"]["assay.dev/spec"]
     assert json.loads(spec_text)["samples"]["arc_easy"] == samples
     # Duplicates select a document once, as lm-eval's --samples does: every document ran.
     logs = cluster.runner_logs()

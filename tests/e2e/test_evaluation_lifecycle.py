@@ -155,9 +155,9 @@ def test_deleting_an_evaluation_garbage_collects_every_child(cluster: Cluster) -
     cluster.apply(evaluation_manifest("doomed", **dummy_spec(resources={"nodes": 2, "gpusPerNode": 0})))
     cluster.wait("doomed", "Succeeded", timeout=180)
     selector = "assay.dev/evaluation=doomed"
-    kinds = ["jobs", "pods", "services", "serviceaccounts", "roles", "rolebindings"]
+    kinds = ["jobs", "pods", "services", "networkpolicies"]
     before = {kind: len(cluster.items(kind, selector)) for kind in kinds}
-    assert before == {"jobs": 1, "pods": 2, "services": 1, "serviceaccounts": 1, "roles": 1, "rolebindings": 1}
+    assert before == {"jobs": 1, "pods": 2, "services": 1, "networkpolicies": 1}
 
     cluster.kubectl("delete", "evaluation", "doomed", "--timeout=60s")
     assert cluster.kubectl("get", "evaluation", "doomed", check=False).returncode != 0

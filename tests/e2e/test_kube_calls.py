@@ -133,7 +133,7 @@ def test_a_child_is_written_only_while_it_is_the_evaluations(api: None, control_
     """`runtime.owned` against kube-apiserver: a JSON patch whose test fails is 422 Invalid and
     changes nothing; a child of the Evaluation is created and later tightened in one request;
     a Role someone else made under its name is refused and left as it was."""
-    from assay.operator.build import builders
+    from assay.operator.build import builders, runner_identity
     from assay.operator.build import children as run_children
     from assay.operator.runtime import owned
 
@@ -146,8 +146,16 @@ def test_a_child_is_written_only_while_it_is_the_evaluations(api: None, control_
     kube.create(evaluation)
     uid = kube.get_evaluation(namespace=NAMESPACE, name="owner")["metadata"]["uid"]  # a real owner: no GC
     ref = builders.EvaluationRef(name="owner", namespace=NAMESPACE, uid=uid, generation=1)
-    role = run_children.role(ref)
-    name = role["metadata"]["name"]
+    # A Role as a child of the Evaluation (the operator's own children are Jobs, Services and
+    # NetworkPolicies; a Role's rules show a write most plainly), under a name the operator never uses.
+    name = f"owner-access-{builders.owner_mark(ref)}"
+    rules = runner_identity.role(NAMESPACE)["rules"]
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": builders.child_metadata(ref, name),
+    }
+    role["rules"] = rules
     assert owned.ensure(role, uid=uid) is True
     policy = run_children.network_policy(ref, job=builders.job_name(ref))
     assert owned.ensure(policy, uid=uid) is True  # the manifest as kube-apiserver validates it

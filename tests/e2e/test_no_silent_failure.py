@@ -4,8 +4,8 @@ A run whose runner loses the right to write its status mid-run (its RoleBinding 
 ends Failed with reason ResultsNotRecorded, never Succeeded: the runner's final status
 patch is refused (403), it still writes its results to the output PVC, says where in its
 log, and exits 74, which the Job's podFailurePolicy turns into FailJob. The operator
-applies the runner's ServiceAccount, Role and RoleBinding only when a run starts, so the
-deletion holds for the rest of this run. A run whose output directory cannot be written
+checks the namespace's runner identity (`assay-runner`) again only every ten minutes, so
+the deletion holds for the rest of this run. A run whose output directory cannot be written
 fails within seconds, before the model loads.
 """
 
@@ -39,8 +39,7 @@ def test_a_run_whose_status_write_is_denied_mid_run_fails_with_results_not_recor
         timeout=240,
     )
     selector = f"assay.dev/evaluation={name}"
-    (binding,) = cluster.items("rolebindings", selector)
-    cluster.kubectl("delete", "rolebinding", binding["metadata"]["name"])
+    cluster.kubectl("delete", "rolebinding", cluster.runner_account(name))
 
     # `cluster.wait` fails at once should the run become Succeeded.
     status = cluster.wait(name, "Failed", timeout=600)["status"]
@@ -69,9 +68,10 @@ def test_a_run_whose_status_write_is_denied_mid_run_fails_with_results_not_recor
     ]
     assert saved.name in logs
     # Nothing put the RoleBinding back before the run ended: the refusal was real to the end. (An
-    # operator that restarts decides every run again and applies its RBAC, after the end too.)
+    # operator that restarts makes the namespace's runner identity again with its next Job.)
     failed_at = conditions["Failed"]["lastTransitionTime"]
-    assert [b for b in cluster.items("rolebindings", selector) if b["metadata"]["creationTimestamp"] < failed_at] == []
+    bindings = cluster.items("rolebindings", "app.kubernetes.io/name=assay-runner")
+    assert [b for b in bindings if b["metadata"]["creationTimestamp"] < failed_at] == []
     # `kubectl wait --for=condition=Succeeded` does not return as if it had.
     waited = cluster.kubectl(
         "wait", "--for=condition=Succeeded", f"evaluation/{name}", "--timeout=5s", check=False, timeout=60

@@ -1,6 +1,9 @@
-"""Least privilege, checked by the API server's RBAC authorizer: the runner's ServiceAccount may
-read and patch its own Evaluation (and that one's status) and nothing else; the chart's
-namespace-scoped Roles are enough for the operator."""
+"""Least privilege, checked by kube-apiserver itself: every runner of a namespace runs as its
+ServiceAccount `assay-runner`, which RBAC lets patch Evaluations' status and nothing else (no
+`get` of any object: not an Evaluation, not a ConfigMap, not a Secret), and which the chart's
+ValidatingAdmissionPolicy lets patch only the status of the Evaluation whose run its pod
+belongs to, by the pod its token is bound to; the chart's namespace-scoped Roles are enough
+for the operator."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,6 +20,7 @@ from tests.e2e.conftest import (
     CHART,
     FORBIDDEN,
     RBAC_KINDS,
+    RELEASE,
     Cluster,
     OperatorDeployment,
     chart_values,
@@ -27,6 +32,8 @@ from tests.e2e.helpers import dummy_spec
 
 pytestmark = pytest.mark.e2e
 
+POLICY = f"{RELEASE}-runner-writes"
+
 
 def _can_i(cluster: Cluster, *args: str, account: str) -> str:
     result = cluster.kubectl(
@@ -35,67 +42,163 @@ def _can_i(cluster: Cluster, *args: str, account: str) -> str:
     return result.stdout.strip()
 
 
-def test_the_runner_account_reaches_its_own_evaluation_only(cluster: Cluster, tmp_path: Path) -> None:
-    # Suspended: the operator creates the runner's account and Role, no pod needs to run.
-    for name in ("mine", "other"):
-        cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
-    cluster.wait_for(
-        "the runner Roles",
-        lambda: len(cluster.items("rolebindings", "app.kubernetes.io/managed-by=assay-operator")) == 2,
-    )
-    account = cluster.runner_account("mine")
+def _pod(cluster: Cluster, name: str, image: str) -> None:
+    """A pod of the runner account under `name`, as the Job controller would name one; for no
+    node, so it never runs: it is only what a token is bound to."""
+    security = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name},
+        "spec": {
+            "serviceAccountName": "assay-runner",
+            "nodeSelector": {"assay.dev/no-such-node": "true"},
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "c", "image": image, "securityContext": security}],
+        },
+    }
+    cluster.apply(pod)
 
-    assert _can_i(cluster, "get", "evaluations/mine", account=account) == "yes"
-    # Status only: a runner that could patch its own spec could change its image or token Secret.
-    assert _can_i(cluster, "patch", "evaluations/mine", account=account) == "no"
-    assert _can_i(cluster, "patch", "evaluations/mine", "--subresource=status", account=account) == "yes"
-    assert _can_i(cluster, "get", "evaluations/other", account=account) == "no"
-    assert _can_i(cluster, "patch", "evaluations/other", "--subresource=status", account=account) == "no"
-    for verb_resource in (
-        ["list", "evaluations"],
-        ["delete", "evaluations/mine"],
-        ["create", "jobs"],
-        ["get", "secrets"],
-        ["list", "pods"],
-        ["create", "roles"],
-    ):
-        assert _can_i(cluster, *verb_resource, account=account) == "no", verb_resource
 
-    # A real attempt with a real token of that account.
-    token = cluster.kubectl("create", "token", account, "--duration=10m").stdout.strip()
-    runner = write_kubeconfig(
-        tmp_path / "runner.kubeconfig",
+def _as(cluster: Cluster, tmp_path: Path, token: str, name: str) -> Any:
+    """A CustomObjectsApi with `token`, sending status patches as the runner's status sink does."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    path = write_kubeconfig(
+        tmp_path / f"{name}.kubeconfig",
         kubeconfig(
             server=cluster.plane.server, ca_file=cluster.plane.ca_file, token=token, namespace=cluster.namespace
         ),
     )
-
-    def as_runner(*args: str) -> subprocess.CompletedProcess[str]:
-        return cluster.kubectl(*args, kubeconfig=runner, check=False)
-
-    patch = json.dumps({"status": {"progress": {"requestsDone": 1, "requestsTotal": 2, "summary": "50%"}}})
-    assert as_runner("get", "evaluation", "mine", "-o", "name").returncode == 0
-    # The status patch as the runner's status sink sends it (kubectl would GET the status
-    # subresource first, which the Role does not need to allow).
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
     configuration = client.Configuration()
-    kube_config.load_kube_config(config_file=str(runner), client_configuration=configuration)
-    client.CustomObjectsApi(client.ApiClient(configuration)).patch_namespaced_custom_object_status(
-        "assay.dev", "v1alpha1", cluster.namespace, "evaluations", "mine", json.loads(patch)
+    kube_config.load_kube_config(config_file=str(path), client_configuration=configuration)
+    return path, client.CustomObjectsApi(client.ApiClient(configuration))
+
+
+def _patch_status(api: Any, cluster: Cluster, name: str, status: dict[str, Any]) -> tuple[int, str]:
+    """(0, "") when written, else (HTTP status, the API server's message)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        api.patch_namespaced_custom_object_status(
+            "assay.dev", "v1alpha1", cluster.namespace, "evaluations", name, {"status": status}
+        )
+    except ApiException as error:
+        return error.status, json.loads(error.body or "{}").get("message", "")
+    return 0, ""
+
+
+def test_the_runner_policy_is_admitted_and_type_checks(cluster: Cluster) -> None:
+    """The chart's runner write policy and its binding, as kube-apiserver holds them: its CEL
+    checked against the Evaluation's schema without a warning."""
+    binding = cluster.plane.kubectl("get", "validatingadmissionpolicybinding", POLICY, "-o", "json")
+    assert json.loads(binding.stdout)["spec"] == {"policyName": POLICY, "validationActions": ["Deny"]}
+
+    def checked() -> dict[str, Any] | None:
+        policy = json.loads(cluster.plane.kubectl("get", "validatingadmissionpolicy", POLICY, "-o", "json").stdout)
+        status = policy.get("status") or {}
+        return status if status.get("observedGeneration") == policy["metadata"]["generation"] else None
+
+    status = cluster.wait_for("the policy's type check", checked, timeout=120)
+    assert not (status.get("typeChecking") or {}).get("expressionWarnings"), status
+    assert [c for c in status.get("conditions") or () if c.get("status") == "False"] == [], status
+
+
+def test_a_runner_writes_its_own_runs_status_and_reads_nothing(
+    cluster: Cluster, images: dict[str, str], tmp_path: Path
+) -> None:
+    # Suspended: the operator accepts each run (status.jobName) and makes the namespace's runner
+    # identity with the first Job; no runner pod runs.
+    for name in ("mine", "other"):
+        cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
+    for name in ("mine", "other"):
+        cluster.wait_for(f"the Job of {name}", lambda: cluster.items("jobs", f"assay.dev/evaluation={name}"))
+    cluster.wait_for(
+        "the runner identity", lambda: cluster.items("rolebindings", "app.kubernetes.io/name=assay-runner")
     )
+    account = cluster.runner_account("mine")
+    assert account == "assay-runner"
+    # One identity for the namespace, none per run.
+    assert [
+        a["metadata"]["name"] for a in cluster.items("serviceaccounts", "app.kubernetes.io/managed-by=assay-operator")
+    ] == [account]
+    assert cluster.items("configmaps", "app.kubernetes.io/managed-by=assay-operator") == []
+
+    # RBAC: status patches, nothing else. No read at all: there is no spec to read but its own pod's.
+    assert _can_i(cluster, "patch", "evaluations/mine", "--subresource=status", account=account) == "yes"
+    for verb_resource in (
+        ["get", "evaluations/mine"],
+        ["get", "evaluations/other"],
+        ["list", "evaluations"],
+        ["patch", "evaluations/mine"],  # its spec: its image, its token Secret
+        ["delete", "evaluations/mine"],
+        ["get", "configmaps"],
+        ["list", "configmaps"],
+        ["get", "secrets"],
+        ["list", "secrets"],
+        ["list", "pods"],
+        ["create", "jobs"],
+        ["create", "roles"],
+        ["create", "serviceaccounts/token"],
+    ):
+        assert _can_i(cluster, *verb_resource, account=account) == "no", verb_resource
+
+    mine_job, other_job = cluster.job_name("mine"), cluster.job_name("other")
+    assert cluster.evaluation("mine")["status"]["jobName"] == mine_job
+    # The runner pod of mine's run, and of an Evaluation a tenant named after mine's Job: its pods'
+    # names begin with `<mine's job>-`.
+    cluster.apply(evaluation_manifest(mine_job, **dummy_spec(suspend=True)))
+    lookalike_job = cluster.wait_for(
+        "the look-alike's run", lambda: (cluster.evaluation(mine_job).get("status") or {}).get("jobName")
+    )
+    mine_pod, lookalike_pod = f"{mine_job}-0-x7k2p", f"{lookalike_job}-0-x7k2p"
+    assert lookalike_pod.startswith(f"{mine_job}-")
+    for pod in (mine_pod, lookalike_pod):
+        _pod(cluster, pod, images["pause"])
+
+    def token(pod: str | None) -> str:
+        bound = ["--bound-object-kind=Pod", f"--bound-object-name={pod}"] if pod else []
+        return cluster.kubectl("create", "token", account, "--duration=10m", *bound).stdout.strip()
+
+    kubeconfig_path, mine = _as(cluster, tmp_path, token(mine_pod), "mine")
+    progress = {"progress": {"requestsDone": 1, "requestsTotal": 2, "summary": "50%"}}
+    assert _patch_status(mine, cluster, "mine", progress) == (0, "")
     assert cluster.evaluation("mine")["status"]["progress"]["requestsDone"] == 1
+
+    # Another Evaluation's status: refused by the runner policy, which the refusal names.
+    for target, runner in (("other", mine), (mine_job, mine)):
+        code, said = _patch_status(runner, cluster, target, progress)
+        assert code == 403 and POLICY in said and "a runner writes the status of its own run only" in said, said
+    _, lookalike = _as(cluster, tmp_path, token(lookalike_pod), "lookalike")
+    code, said = _patch_status(lookalike, cluster, "mine", progress)
+    assert code == 403 and POLICY in said and f"pod {lookalike_pod} is not a pod of the Job {mine_job}" in said, said
+    # Its own run's binding is the operator's to write.
+    code, said = _patch_status(mine, cluster, "mine", {"jobName": other_job})
+    assert code == 403 and "status.jobName is the operator's to write" in said, said
+    # A token of the account bound to no pod writes nothing.
+    _, unbound = _as(cluster, tmp_path, token(None), "unbound")
+    code, said = _patch_status(unbound, cluster, "mine", {"progress": {"requestsDone": 2, "requestsTotal": 2}})
+    assert code == 403 and "bound to no pod" in said, said
+    for name in ("other", mine_job):
+        assert "progress" not in (cluster.evaluation(name).get("status") or {})
+    assert cluster.evaluation("mine")["status"]["jobName"] == mine_job
+    assert cluster.evaluation("mine")["status"]["progress"]["requestsDone"] == 1
+
+    # With the same token: no read of any spec, ConfigMap or Secret, and no write of a spec.
+    def as_runner(*args: str) -> subprocess.CompletedProcess[str]:
+        return cluster.kubectl(*args, kubeconfig=kubeconfig_path, check=False)
+
     for attempt in (
+        ["get", "evaluation", "mine"],
         ["get", "evaluation", "other"],
-        ["patch", "evaluation", "other", "--subresource=status", "--type=merge", "-p", patch],
-        ["patch", "evaluation", "other", "--type=merge", "-p", '{"spec": {"limit": 1}}'],
-        ["patch", "evaluation", "mine", "--type=merge", "-p", '{"spec": {"image": "attacker/runner:1"}}'],
         ["get", "evaluations"],
+        ["get", "configmaps"],
+        ["get", "secrets"],
+        ["patch", "evaluation", "mine", "--type=merge", "-p", '{"spec": {"image": "attacker/runner:1"}}'],
     ):
         denied = as_runner(*attempt)
         assert denied.returncode != 0 and "Forbidden" in denied.stderr, (attempt, denied.stderr)
-    assert "progress" not in (cluster.evaluation("other").get("status") or {})
 
 
 def test_a_namespace_scoped_install_runs_on_its_roles_alone(cluster: Cluster, images: dict[str, str]) -> None:

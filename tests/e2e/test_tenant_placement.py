@@ -3,9 +3,10 @@
 The session's operator runs the chart's default policy: no PriorityClass, one toleration
 (the GPU taint), and runner pods with the chart's requests, emptyDir limits and deadline.
 A second release, installed with `policy` values, shows those values reach the operator
-through Helm. The runner's ServiceAccount, Role and RoleBinding are written again whenever
-a run is decided (while they are the Evaluation's), so a Role made wider is brought down to
-today's rules.
+through Helm. The namespace's runner ServiceAccount, Role and RoleBinding (`assay-runner`)
+are written again when the operator checks them (at its first Job in the namespace after a
+start, then every ten minutes; while they are the operator's), so a Role made wider is
+brought down to today's rules.
 """
 
 from __future__ import annotations
@@ -72,18 +73,20 @@ def _can(cluster: Cluster, account: str, verb: str, resource: str, *extra: str) 
     return answer == "yes"
 
 
-def test_a_runner_role_made_wider_is_tightened_when_the_run_is_decided_again(cluster: Cluster) -> None:
-    """The runner's Role and RoleBinding, made wider by hand after the operator made them (as an
-    older operator made them: `patch` on the Evaluation itself lets the runner rewrite its own
-    spec; a second subject): the next decision writes today's rules and subjects back, in one
-    request each whose tests check that they are still this Evaluation's."""
-    name = "legacy"
-    cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
-    account = cluster.runner_account(name)
-    cluster.wait_for("the runner's binding", lambda: cluster.items("rolebindings", f"assay.dev/evaluation={name}"))
+def test_a_runner_role_made_wider_is_tightened_when_the_identity_is_checked_again(cluster: Cluster) -> None:
+    """The namespace's runner Role and RoleBinding, made wider by hand after the operator made them
+    (`get` and `patch` on Evaluations themselves would let a runner read any spec and rewrite its
+    own; a second subject): a restarted operator checks them at its next Job in the namespace and
+    writes today's rules and subjects back, in one request each whose tests check that they are
+    still the operator's."""
+    cluster.apply(evaluation_manifest("legacy", **dummy_spec(suspend=True)))
+    account = cluster.runner_account("legacy")
+    cluster.wait_for(
+        "the runner's binding", lambda: cluster.items("rolebindings", "app.kubernetes.io/name=assay-runner")
+    )
     wide = [
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get", "patch"]},
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "verbs": ["get", "patch"]},
+        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "verbs": ["patch"]},
     ]
     cluster.kubectl("patch", "role", account, "--type=merge", "-p", json.dumps({"rules": wide}))
     subjects = [
@@ -91,26 +94,26 @@ def test_a_runner_role_made_wider_is_tightened_when_the_run_is_decided_again(clu
         {"kind": "ServiceAccount", "name": "default", "namespace": cluster.namespace},
     ]
     cluster.kubectl("patch", "rolebinding", account, "--type=merge", "-p", json.dumps({"subjects": subjects}))
-    assert _can(cluster, account, "patch", f"evaluations.assay.dev/{name}")  # the old shape: its own spec
-    assert _can(cluster, "default", "patch", f"evaluations.assay.dev/{name}")
+    assert _can(cluster, account, "patch", "evaluations.assay.dev/legacy")  # its own spec
+    assert _can(cluster, "default", "get", "evaluations.assay.dev/legacy")
 
-    cluster.apply(evaluation_manifest(name, **dummy_spec()))  # resumed: generation 2, decided again
-    status = cluster.wait(name, "Succeeded", timeout=180)["status"]
+    cluster.operator.kill()
+    cluster.operator.start()
+    cluster.apply(evaluation_manifest("next", **dummy_spec()))
+    status = cluster.wait("next", "Succeeded", timeout=180)["status"]
     assert status["results"]["arc_easy"]
 
     role = cluster.get("role", account)
-    assert role["rules"] == [
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": [name], "verbs": ["get"]},
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "resourceNames": [name], "verbs": ["patch"]},
-    ]
-    owner = role["metadata"]["ownerReferences"][0]
-    assert owner["kind"] == "Evaluation" and owner["name"] == name
+    assert role["rules"] == [{"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "verbs": ["patch"]}]
+    assert role["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "assay-operator"
+    assert "ownerReferences" not in role["metadata"]  # the namespace's, not one Evaluation's
     binding = cluster.get("rolebinding", account)
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": account, "namespace": cluster.namespace}]
-    # What RBAC itself now answers: status yes, spec no; the extra subject holds nothing.
-    assert not _can(cluster, account, "patch", f"evaluations.assay.dev/{name}")
-    assert _can(cluster, account, "patch", f"evaluations.assay.dev/{name}", "--subresource=status")
-    assert not _can(cluster, "default", "get", f"evaluations.assay.dev/{name}")
+    # What RBAC itself now answers: status yes, spec and reads no; the extra subject holds nothing.
+    assert not _can(cluster, account, "patch", "evaluations.assay.dev/legacy")
+    assert not _can(cluster, account, "get", "evaluations.assay.dev/legacy")
+    assert _can(cluster, account, "patch", "evaluations.assay.dev/legacy", "--subresource=status")
+    assert not _can(cluster, "default", "get", "evaluations.assay.dev/legacy")
 
 
 def _priority_class(name: str) -> dict[str, Any]:

@@ -140,3 +140,11 @@ def _evaluation(**spec: Any) -> dict[str, Any]:
 def make_evaluation() -> Any:
     """make_evaluation(**spec_fields) → an Evaluation manifest with a minimal valid spec."""
     return _evaluation
+
+
+@pytest.fixture(autouse=True)
+def fresh_runner_identities(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's operator knows no namespace's runner identity yet, as a freshly started one."""
+    from assay.operator.runtime import namespace_identity
+
+    monkeypatch.setattr(namespace_identity, "identities", namespace_identity.RunnerIdentities())

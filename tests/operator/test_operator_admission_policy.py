@@ -107,7 +107,12 @@ def _render(*args: str, served: bool = True) -> list[dict[str, Any]]:
         capture_output=True,
         text=True,
     ).stdout
-    return [d for d in yaml.safe_load_all(out) if d and d["kind"].startswith("ValidatingAdmissionPolicy")]
+    # The endpoint policy's documents (the runners' write policy is tests/operator/test_operator_runner_policy.py's).
+    return [
+        d
+        for d in yaml.safe_load_all(out)
+        if d and d["kind"].startswith("ValidatingAdmissionPolicy") and d["metadata"]["name"] == "ev-assay-evaluations"
+    ]
 
 
 def _with_prefixes() -> list[str]:

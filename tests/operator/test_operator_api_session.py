@@ -302,26 +302,22 @@ def test_a_json_patch_is_sent_as_kube_apiserver_reads_one(
     """`kube.json_patch`'s request, with which the operator changes a child it owns: a PATCH of
     the object's own path, json-patch content, the operations as the body (tests first, so
     that kube-apiserver applies all of them or none)."""
-    from assay.operator.build import builders
-    from assay.operator.build import children as run_children
+    from assay.operator.build import runner_identity
     from assay.operator.kube import api_errors, kube
 
     session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
     monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
-    ref = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
     operations = [
-        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "u1"},
-        {"op": "add", "path": "/rules", "value": run_children.role(ref)["rules"]},
+        {"op": "test", "path": "/metadata/labels/app.kubernetes.io~1managed-by", "value": "assay-operator"},
+        {"op": "add", "path": "/rules", "value": runner_identity.role("evals")["rules"]},
     ]
-    kube.json_patch(run_children.role(ref), operations)
+    kube.json_patch(runner_identity.role("evals"), operations)
     sent = server.requests[-1]
-    name = builders.runner_account_name(ref)
     assert (
         sent["method"] == "PATCH"
-        and sent["path"] == f"/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/{name}"
+        and sent["path"] == "/apis/rbac.authorization.k8s.io/v1/namespaces/evals/roles/assay-runner"
     )
     assert sent["content_type"] == "application/json-patch+json" and sent["auth"] == "Bearer t1"
     assert json.loads(sent["body"]) == operations
-    refused = builders.EvaluationRef(name="tiny", namespace="forbidden", uid="u1", generation=1)
     with pytest.raises(api_errors.ApiError, match="403"):
-        kube.json_patch(run_children.role(refused), operations)
+        kube.json_patch(runner_identity.role("forbidden"), operations)

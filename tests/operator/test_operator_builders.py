@@ -14,14 +14,14 @@ import pytest
 from kubernetes import client
 
 from assay.errors import UserError
-from assay.operator.build import builders, containers, names
+from assay.operator.build import builders, containers, names, runner_identity
 from assay.operator.build import children as run_children
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
 MARK = names.owner_mark("0b5c-uid")
 JOB = f"pythia-core-g3-{MARK}"
-ACCOUNT = f"pythia-core-runner-{MARK}"
+ACCOUNT = "assay-runner"
 MODELS = {
     "ServiceAccount": client.V1ServiceAccount,
     "Role": client.V1Role,
@@ -47,10 +47,8 @@ def _env(container: dict[str, Any]) -> dict[str, Any]:
 def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus: int) -> None:
     children = run_children.children(REF, _spec(resources={"nodes": nodes, "gpusPerNode": gpus}))
     kinds = [c["kind"] for c in children]
-    assert kinds == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap"] + (["Service"] if nodes > 1 else []) + [
-        "NetworkPolicy",
-        "Job",
-    ]
+    # No identity or spec object per run: the namespace's runner identity, the spec in the pod.
+    assert kinds == (["Service"] if nodes > 1 else []) + ["NetworkPolicy", "Job"]
     for child in children:
         MODELS[child["kind"]].model_validate(child)
         (owner,) = child["metadata"]["ownerReferences"]
@@ -67,7 +65,7 @@ def test_children_are_valid_api_objects_owned_by_the_evaluation(nodes: int, gpus
 
 
 def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
-    assert builders.job_name(REF) == JOB and builders.runner_account_name(REF) == ACCOUNT
+    assert builders.job_name(REF) == JOB
     assert re.fullmatch(r"[0-9a-f]{5}", MARK)
     assert run_children.children(REF, _spec()) == run_children.children(REF, _spec())
     long = builders.EvaluationRef(name="x" * 250, namespace="n", uid="u", generation=12345)
@@ -76,21 +74,25 @@ def test_names_are_deterministic_per_generation_and_fit_dns_labels() -> None:
     assert builders.job_name(long) != builders.job_name(builders.EvaluationRef("x" * 249 + "y", "n", "u", 12345))
 
 
-def test_runner_role_reads_its_own_evaluation_and_patches_only_its_status() -> None:
-    role = run_children.role(REF)
-    # No `patch` on the Evaluation itself: the runner cannot rewrite its spec (image, hfTokenSecret).
-    assert role["rules"] == [
-        {"apiGroups": ["assay.dev"], "resources": ["evaluations"], "resourceNames": ["pythia-core"], "verbs": ["get"]},
-        {
-            "apiGroups": ["assay.dev"],
-            "resources": ["evaluations/status"],
-            "resourceNames": ["pythia-core"],
-            "verbs": ["patch"],
-        },
-    ]
-    binding = run_children.role_binding(REF)
-    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+def test_the_namespaces_runner_identity_may_only_patch_evaluation_status() -> None:
+    """One account for every runner of a namespace: no `get` of anything (its spec is in its pod),
+    no write of an Evaluation itself (the runner cannot rewrite its spec: image, hfTokenSecret)."""
+    account, role, binding = runner_identity.manifests("evals")
+    for manifest in (account, role, binding):
+        MODELS[manifest["kind"]].model_validate(manifest)
+        meta = manifest["metadata"]
+        assert meta["name"] == ACCOUNT and meta["namespace"] == "evals" and "ownerReferences" not in meta
+        assert meta["labels"][builders.LABEL_MANAGED_BY] == builders.MANAGED_BY
+    assert role["rules"] == [{"apiGroups": ["assay.dev"], "resources": ["evaluations/status"], "verbs": ["patch"]}]
+    assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": ACCOUNT}
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": ACCOUNT, "namespace": "evals"}]
+    assert "imagePullSecrets" not in account
+
+
+def test_the_runner_account_pulls_with_the_charts_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(runner_identity.PULL_SECRETS_ENV, "regcred, other ,")
+    account = runner_identity.service_account("evals")
+    assert account["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
 
 
 def test_single_process_job() -> None:
@@ -99,7 +101,8 @@ def test_single_process_job() -> None:
         _spec(resources={"gpusPerNode": 1, "cpu": "4", "memory": "16Gi"}, backoffLimit=2, activeDeadlineSeconds=600),
     )
     spec = job["spec"]
-    assert spec["completionMode"] == "NonIndexed" and spec["completions"] == spec["parallelism"] == 1
+    # Indexed for one pod too: `<job>-0-<5 random>`, the name the chart's admission policy matches.
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 1
     assert spec["backoffLimit"] == 2 and spec["activeDeadlineSeconds"] == 600 and spec["suspend"] is False
     pod = spec["template"]["spec"]
     (container,) = pod["containers"]
@@ -195,32 +198,38 @@ def test_environment_carries_the_runner_contract() -> None:
     assert "HF_HUB_OFFLINE" not in _env(builders.job(REF, _spec())["spec"]["template"]["spec"]["containers"][0])
 
 
-def test_the_spec_reaches_the_runner_as_a_mounted_configmap_never_in_its_environment() -> None:
+def test_the_spec_reaches_the_runner_as_its_pods_annotation_never_in_its_environment() -> None:
+    """The pod template carries the spec the runner reads as a downward API file: no ConfigMap to
+    create per run, and nothing the runner must be allowed to read."""
     # A long `samples` list: as an environment variable (over 128 KiB) the container would not start.
-    spec = _spec(samples={"arc_easy": list(range(40_000))}, resources={"nodes": 2, "gpusPerNode": 2})
+    spec = _spec(samples={"arc_easy": list(range(25_000))}, resources={"nodes": 2, "gpusPerNode": 2})
     children = {c["kind"]: c for c in run_children.children(REF, spec)}
-    config_map, job = children["ConfigMap"], children["Job"]
-    assert job["metadata"]["name"] == JOB and config_map["metadata"]["name"] == f"{JOB}-spec"
-    assert config_map["metadata"]["labels"][builders.LABEL_JOB] == JOB
-    assert config_map["metadata"]["labels"][builders.LABEL_GENERATION] == "3"
-    (text,) = config_map["data"].values()
-    assert len(text) > 200 * 1024 and text == spec.to_json()
-    assert parse_spec(json.loads(config_map["data"]["evaluation.json"])) == spec
-    assert "ConfigMap" in run_children.UPDATED_FIELDS  # there again for a Job made again after it was lost
-    pod = job["spec"]["template"]["spec"]
-    volume = {
-        "name": "spec",
-        "configMap": {"name": f"{JOB}-spec", "items": [{"key": "evaluation.json", "path": "evaluation.json"}]},
-    }
-    assert volume in pod["volumes"]
+    assert "ConfigMap" not in children
+    job = children["Job"]
+    template = job["spec"]["template"]
+    text = template["metadata"]["annotations"][builders.ANNOTATION_SPEC]
+    assert builders.ANNOTATION_SPEC == "assay.dev/spec"
+    assert len(text) > 128 * 1024 and text == spec.to_json()
+    assert parse_spec(json.loads(text)) == spec
+    pod = template["spec"]
+    field = {"fieldPath": "metadata.annotations['assay.dev/spec']"}
+    assert {"name": "spec", "downwardAPI": {"items": [{"path": "evaluation.json", "fieldRef": field}]}} in pod[
+        "volumes"
+    ]
     assert len(pod["initContainers"]) == 1  # the --check container reads it too
     for container in pod["containers"] + pod["initContainers"]:
         env = _env(container)
         assert "ASSAY_EVALUATION" not in env
         assert env["ASSAY_EVALUATION_FILE"] == "/etc/assay/spec/evaluation.json"
         assert {"name": "spec", "mountPath": "/etc/assay/spec", "readOnly": True} in container["volumeMounts"]
-    # The Job no longer carries the spec: what etcd, the watches and every pod copy stays small.
-    assert len(json.dumps(job)) < 16 * 1024
+        assert all(len(json.dumps(e)) < 1024 for e in container["env"])
+    client.V1Job.model_validate(job)
+
+
+def test_a_tenants_pod_annotation_cannot_replace_the_spec() -> None:
+    spec = _spec(podTemplate={"annotations": {builders.ANNOTATION_SPEC: '{"model": "other"}'}})
+    annotations = builders.job(REF, spec)["spec"]["template"]["metadata"]["annotations"]
+    assert annotations[builders.ANNOTATION_SPEC] == spec.to_json()
 
 
 def test_each_run_keeps_its_own_response_cache_on_the_output_volume() -> None:
@@ -281,7 +290,11 @@ def test_pod_template_overrides_kueue_and_suspend() -> None:
     assert pod["spec"]["tolerations"][0]["key"] == "gpu"
     assert pod["spec"]["priorityClassName"] == "batch-low" and pod["spec"]["affinity"] == {"nodeAffinity": {}}
     assert pod["metadata"]["labels"]["team"] == "nlp"
-    assert pod["metadata"]["annotations"] == {"note": "x", builders.ANNOTATION_EVALUATION: "pythia-core"}
+    assert pod["metadata"]["annotations"] == {
+        "note": "x",
+        builders.ANNOTATION_EVALUATION: "pythia-core",
+        builders.ANNOTATION_SPEC: spec.to_json(),
+    }
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "eval-queue"
     assert job["spec"]["suspend"] is True
     assert pod["spec"]["containers"][0]["image"] == "registry.local/assay:dev"

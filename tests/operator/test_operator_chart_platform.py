@@ -10,8 +10,7 @@ import jsonschema
 import pytest
 import yaml
 
-from assay.operator.build import builders, containers
-from assay.operator.build import children as run_children
+from assay.operator.build import builders, containers, runner_identity
 from assay.spec import parse_spec
 from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
 
@@ -45,20 +44,21 @@ def _env(documents: list[dict]) -> dict[str, str]:
 
 
 @needs_helm
-def test_pull_secrets_reach_the_operator_account_and_every_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pull_secrets_reach_the_operator_account_and_the_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
     documents = _render(
         "--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}"
     )
     (account,) = [d for d in documents if d["kind"] == "ServiceAccount"]
     assert account["imagePullSecrets"] == [{"name": "regcred"}]
     env = _env(documents)
-    assert env[builders.PULL_SECRETS_ENV] == "runner-reg,mirror"
-    # What the operator makes of that variable, for each Evaluation's runner account.
-    monkeypatch.setenv(builders.PULL_SECRETS_ENV, env[builders.PULL_SECRETS_ENV])
-    assert run_children.service_account(REF)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
-    monkeypatch.delenv(builders.PULL_SECRETS_ENV)
-    assert "imagePullSecrets" not in run_children.service_account(REF)
-    assert builders.PULL_SECRETS_ENV not in _env(_render())
+    assert env[runner_identity.PULL_SECRETS_ENV] == "runner-reg,mirror"
+    # What the operator makes of that variable, for each namespace's runner account.
+    monkeypatch.setenv(runner_identity.PULL_SECRETS_ENV, env[runner_identity.PULL_SECRETS_ENV])
+    pulls = runner_identity.service_account("evals")["imagePullSecrets"]
+    assert pulls == [{"name": "runner-reg"}, {"name": "mirror"}]
+    monkeypatch.delenv(runner_identity.PULL_SECRETS_ENV)
+    assert "imagePullSecrets" not in runner_identity.service_account("evals")
+    assert runner_identity.PULL_SECRETS_ENV not in _env(_render())
 
 
 @needs_helm

@@ -9,6 +9,7 @@ the real node.
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import pytest
@@ -171,28 +172,24 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     evaluation = _evaluation(phase="Succeeded")
     first = _job_name()
     store.objects[("Job", first)] = {"kind": "Job", "metadata": {"name": first, "annotations": {}}}
-    store.objects[("ConfigMap", f"{first}-spec")] = {"kind": "ConfigMap", "metadata": {"name": f"{first}-spec"}}
     assert converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit).is_noop
     evaluation["metadata"]["annotations"] = {builders.ANNOTATION_RERUN: "sha-1234"}
     steps = converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
     rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
     assert steps.new_run and rerun.startswith("tiny-g1-r") and rerun.endswith(first.removeprefix("tiny-g1"))
     assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
-    # The superseded run's spec ConfigMap went first, then its Job, then its NetworkPolicy; the new run has its own.
-    assert deleted == [("ConfigMap", f"{first}-spec"), ("Job", first), ("NetworkPolicy", first)]
-    assert [name for kind, name in store.objects if kind == "ConfigMap"] == [f"{rerun}-spec"]
+    # The superseded run's Job went first, then its NetworkPolicy; the new run has its own.
+    assert deleted == [("Job", first), ("NetworkPolicy", first)]
+    assert [name for kind, name in store.objects if kind == "NetworkPolicy"] == [rerun]
     (status,) = written
     assert status["jobName"] == rerun and status["rerunToken"] == "sha-1234" and status["phase"] == "Pending"
     assert ("Normal", "JobCreated") in store.events and ("Normal", "JobReplaced") in store.events
 
 
-def test_the_runners_access_is_kept_up_to_date_at_every_decision_and_its_job_created_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A Role an older operator made is brought down to today's rules when a run is decided
-    again: the first decision creates each child (one request each), the next patches the
-    ServiceAccount, Role, RoleBinding, spec ConfigMap and NetworkPolicy (one request each,
-    tested to be this Evaluation's in the same request); the Job is created once."""
+def test_the_namespaces_runner_identity_is_made_once_and_each_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first decision makes the namespace's runner identity, the run's NetworkPolicy and its Job;
+    a decision again patches the NetworkPolicy only (tested to be this Evaluation's in the same
+    request): the identity is known, the Job is created once."""
     store = Store(monkeypatch)
     spec = spec_module.parse_spec(SPEC)
     evaluation = _evaluation()
@@ -200,21 +197,43 @@ def test_the_runners_access_is_kept_up_to_date_at_every_decision_and_its_job_cre
     created = []
     monkeypatch.setattr(kube, "create", lambda m: created.append((m["kind"], m["metadata"]["name"])) or store.create(m))
     converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
-    ref = builders.EvaluationRef.from_body(evaluation)
-    account, job = builders.runner_account_name(ref), builders.job_name(ref)
-    access = [
-        ("ServiceAccount", account),
-        ("Role", account),
-        ("RoleBinding", account),
-        ("ConfigMap", f"{job}-spec"),
-        ("NetworkPolicy", job),
-    ]
-    assert created == [*access, ("Job", job)] and store.patched == []
-    wider = store.objects[("Role", account)]
-    wider["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    job = builders.job_name(builders.EvaluationRef.from_body(evaluation))
+    identity = [("ServiceAccount", "assay-runner"), ("Role", "assay-runner"), ("RoleBinding", "assay-runner")]
+    assert created == [("NetworkPolicy", job), *identity, ("Job", job)] and store.patched == []
+    assert store.objects[("Job", job)]["spec"]["template"]["spec"]["serviceAccountName"] == "assay-runner"
     created.clear()
     converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
-    assert created == [] and store.patched == access
-    assert store.objects[("Role", account)]["rules"][0]["resourceNames"] == ["tiny"]
+    assert created == [] and store.patched == [("NetworkPolicy", job)]
     assert [key for key in store.objects if key[0] == "Job"] == [("Job", job)]
     assert store.events.count(("Normal", "JobCreated")) == 1
+
+
+def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runner may read no Evaluation: its Job carries the baseline's phase, volume and results
+    folder as the operator read them (one GET, for such runs only), and nothing else of its spec."""
+    store = Store(monkeypatch)
+    read: list[str] = []
+    base = {
+        "metadata": {"name": "base", "namespace": "evals"},
+        "spec": {"model": "dummy", "output": {"pvc": "results"}, "hfTokenSecret": {"name": "hf", "key": "token"}},
+        "status": {"phase": "Succeeded", "outputDir": "/output/base/g1", "results": {"x": {}}},
+    }
+    monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: read.append(name) or base)
+    raw = {**SPEC, "output": {"pvc": "results"}, "baseline": {"evaluation": "base"}}
+    evaluation = {**_evaluation(), "spec": raw}
+    del evaluation["status"]
+    converge.carry_out(evaluation, spec_module.parse_spec(raw), now=T0, default_image="runner:1", emit=store.emit)
+    job = store.objects[("Job", _job_name())]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert read == ["base"]
+    assert json.loads(env[spec_module.ENV_BASELINE_EVALUATION]) == {
+        "metadata": {"name": "base"},
+        "spec": {"output": {"pvc": "results"}},
+        "status": {"outputDir": "/output/base/g1", "phase": "Succeeded"},
+    }
+    plain = _evaluation("plain")
+    del plain["status"]
+    converge.carry_out(plain, spec_module.parse_spec(SPEC), now=T0, default_image="runner:1", emit=store.emit)
+    assert read == ["base"] and ("Job", _job_name("plain")) in store.objects  # no baseline named: nothing read
+    plain_env = store.objects[("Job", _job_name("plain"))]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert spec_module.ENV_BASELINE_EVALUATION not in {e["name"] for e in plain_env}

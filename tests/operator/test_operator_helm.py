@@ -130,6 +130,8 @@ def test_cluster_wide_render() -> None:
         "Service",
         "ServiceAccount",
         "ServiceMonitor",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     ]
     deployment = next(d for d in documents if d["kind"] == "Deployment")
     container = deployment["spec"]["template"]["spec"]["containers"][0]
@@ -137,8 +139,8 @@ def test_cluster_wide_render() -> None:
     assert "--all-namespaces" in container["args"]
     role = next(d for d in documents if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "ev-assay")
     verbs = {(r["apiGroups"][0], res): set(r["verbs"]) for r in role["rules"] for res in r["resources"]}
-    # The runner's account, Role and binding are created, patched at each later decision (while they are the
-    # Evaluation's), and read to see whose an object under their name is.
+    # The namespace's runner identity is created, patched when checked again (while it is the operator's), and
+    # read to see whose an object under its name is.
     for resource in (
         ("rbac.authorization.k8s.io", "roles"),
         ("rbac.authorization.k8s.io", "rolebindings"),
@@ -150,30 +152,26 @@ def test_cluster_wide_render() -> None:
     # Status only: no annotation, finalizer or spec of an Evaluation is the operator's to write.
     assert verbs[("assay.dev", "evaluations")] == {"get", "list", "watch"}
     assert verbs[("assay.dev", "evaluations/status")] == {"get", "patch"}
-    # Read: spec.taskSources, by name. Written: the operator's own per-run spec ConfigMaps, each by
-    # name (created before the Job, patched at later decisions, deleted with a superseded one); never listed
-    # or watched.
-    assert verbs[("", "configmaps")] == {"get", "create", "patch", "delete"}
-    # Each run's NetworkPolicy, the same way: created with its Job, deleted with a superseded one.
+    # Read only, by name: spec.taskSources. No run has a ConfigMap of its own (its spec is in its pod).
+    assert verbs[("", "configmaps")] == {"get"}
+    # Each run's NetworkPolicy: created with its Job, patched at later decisions, deleted with a superseded one.
     assert verbs[("networking.k8s.io", "networkpolicies")] == {"get", "create", "patch", "delete"}
-    from assay.operator.build import builders
-    from assay.operator.build import children as run_children
-    from assay.spec import parse_spec
-
-    config_map = builders.spec_config_map(
-        builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1),
-        parse_spec({"model": "hf", "tasks": ["arc_easy"]}),
-        job="e-g1",
-    )
-    assert config_map["kind"] in run_children.UPDATED_FIELDS  # created, then patched: create and patch
     # Events: read (why a run is stuck) and written (the Evaluation's own Events).
     assert verbs[("", "events")] == {"get", "list", "watch", "create", "patch"}
-    # What each runner Role grants, the operator must hold (no escalate needed).
-    # The Role as builders makes it: applying it is refused unless the operator holds every rule.
-    granted = run_children.role(builders.EvaluationRef(name="e", namespace="ns", uid="u", generation=1))["rules"]
+    # What the runner Role grants, the operator must hold (no escalate needed).
+    from assay.operator.build import runner_identity
+
+    granted = runner_identity.role("ns")["rules"]
     runner = {(r["apiGroups"][0], res): set(r["verbs"]) for r in granted for res in r["resources"]}
-    assert runner == {("assay.dev", "evaluations"): {"get"}, ("assay.dev", "evaluations/status"): {"patch"}}
+    assert runner == {("assay.dev", "evaluations/status"): {"patch"}}
     assert all(needed <= verbs[key] for key, needed in runner.items())
+    # Which Evaluation a runner writes: the admission policy, whatever API versions helm was told of.
+    policies = {d["kind"]: d for d in documents if d["metadata"]["name"] == "ev-assay-runner-writes"}
+    assert policies["ValidatingAdmissionPolicyBinding"]["spec"] == {
+        "policyName": "ev-assay-runner-writes",
+        "validationActions": ["Deny"],
+    }
+    assert policies["ValidatingAdmissionPolicy"]["spec"]["failurePolicy"] == "Fail"
     dashboard = next(d for d in documents if d["kind"] == "ConfigMap")
     assert json.loads(dashboard["data"]["assay.json"])["uid"] == "assay-evaluations"
 

@@ -154,24 +154,21 @@ def test_names_that_fit_are_kept_whole_before_the_owners_mark() -> None:
     ref = builders.EvaluationRef(name="pythia-core", namespace="ns", uid="u", generation=3)
     mark = names.owner_mark("u")
     assert builders.job_name(ref) == f"pythia-core-g3-{mark}"
-    assert builders.runner_account_name(ref) == f"pythia-core-runner-{mark}"
     assert builders.labels(ref)[builders.LABEL_EVALUATION] == "pythia-core"
     assert label_value("a" * 63) == "a" * 63
 
 
 def test_every_child_name_ends_in_a_mark_of_the_evaluations_uid() -> None:
     """No tenant chooses a uid: an Evaluation named `gitlab` cannot be named onto an existing
-    `gitlab-runner`, and one made again under its name gets children of other names."""
+    `gitlab-g1`, and one made again under its name gets children of other names."""
     marks = {names.owner_mark(f"5d1f6c1e-8a0b-4f55-9d7e-2f1c0f9b7a{i:02}") for i in range(100)}
     assert all(re.fullmatch(r"[0-9a-f]{5}", mark) for mark in marks) and len(marks) == 100
     for uid in ("5d1f6c1e-8a0b-4f55-9d7e-2f1c0f9b7a11", "u", "not a uuid at all"):
         ref = builders.EvaluationRef(name="gitlab", namespace="ns", uid=uid, generation=1)
         mark = names.owner_mark(uid)
         made = {c["kind"]: c["metadata"]["name"] for c in run_children.children(ref, _spec(2))}
-        assert made["Role"] == made["ServiceAccount"] == made["RoleBinding"] == f"gitlab-runner-{mark}"
+        assert sorted(made) == ["Job", "NetworkPolicy", "Service"]
         assert made["Job"] == made["Service"] == made["NetworkPolicy"] == f"gitlab-g1-{mark}"
-        assert made["ConfigMap"] == f"gitlab-g1-{mark}-spec"
-        assert "gitlab-runner" not in made.values()
     again = builders.EvaluationRef(name="gitlab", namespace="ns", uid="another", generation=1)
     assert builders.job_name(again) != builders.job_name(ref)
 
@@ -188,11 +185,9 @@ def test_other_names_get_a_stable_hash_of_the_full_name() -> None:
     assert builders.job_name(digits).startswith("e-8b-mmlu-")
 
 
-@pytest.mark.parametrize("suffix", ["g1", "runner"])
-def test_distinct_names_give_distinct_children(suffix: str) -> None:
+def test_distinct_names_give_distinct_children() -> None:
     def child(name: str) -> str:
-        ref = builders.EvaluationRef(name=name, namespace="ns", uid="u", generation=1)
-        return builders.job_name(ref) if suffix == "g1" else builders.runner_account_name(ref)
+        return builders.job_name(builders.EvaluationRef(name=name, namespace="ns", uid="u", generation=1))
 
     made = [child(name) for name in NAMES]
     assert len(set(made)) == len(NAMES)

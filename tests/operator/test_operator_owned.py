@@ -1,5 +1,6 @@
 """The operator changes only what it owns: an object under a child's name that is not this
-Evaluation's fails the run as InvalidSpec, and is left exactly as it was.
+Evaluation's, or under the name of the namespace's runner identity (`assay-runner`) that is
+not the operator's, fails the run as InvalidSpec, and is left exactly as it was.
 
 Over HTTP to the local API server (tests/operator/local_apiserver.py), which applies JSON
 patches all or none and answers a failed `test` with 422 Invalid as kube-apiserver does;
@@ -15,10 +16,10 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
-from assay.operator.build import builders
+from assay.operator.build import builders, runner_identity
 from assay.operator.build import children as run_children
 from assay.operator.kube import kube
-from assay.operator.runtime import converge, owned
+from assay.operator.runtime import converge, namespace_identity, owned
 from tests.operator.local_apiserver import LocalApiServer
 from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
 
@@ -27,7 +28,9 @@ EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/gitlab"
 UID = "5d1f6c1e-8a0b-4f55-9d7e-2f1c0f9b7a11"
 SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 2, "gpusPerNode": 0}}
 REF = builders.EvaluationRef(name="gitlab", namespace="evals", uid=UID, generation=1)
-KINDS = ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "Service", "NetworkPolicy", "Job"]
+KINDS = ["Service", "NetworkPolicy", "Job"]
+"""A multi-node run's children; its runner identity is the namespace's."""
+IDENTITY = {m["kind"]: m for m in runner_identity.manifests("evals")}
 
 
 def _evaluation(api: LocalApiServer) -> dict[str, Any]:
@@ -63,7 +66,6 @@ def _foreign(kind: str, how: str) -> dict[str, Any]:
     if how == "someone's":
         meta.pop("ownerReferences")
         meta["labels"] = {"app": "gitlab"}
-        child.update({"rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]} if kind == "Role" else {})
     elif how == "another Evaluation's":
         meta["ownerReferences"][0]["uid"] = "another-uid"
     else:
@@ -78,7 +80,7 @@ def test_a_child_name_held_by_another_object_fails_the_run_and_changes_nothing(
     api: LocalApiServer, kind: str, decided_before: bool
 ) -> None:
     evaluation = _evaluation(api)
-    if decided_before:  # a run decided before: the runner's access is patched first, not created
+    if decided_before:  # a run decided before: its Jobs and Services are listed first
         evaluation["status"] = {"jobName": "gitlab-g0-00000"}
     foreign = _foreign(kind, "someone's")
     api.put(foreign, _path(foreign))
@@ -111,63 +113,163 @@ def test_a_child_name_held_by_another_object_fails_the_run_and_changes_nothing(
 
 @pytest.mark.parametrize("how", ["another Evaluation's", "no managed-by label"])
 def test_a_reference_to_another_evaluation_or_a_missing_label_is_not_ours(api: LocalApiServer, how: str) -> None:
-    foreign = _foreign("Role", how)
+    foreign = _foreign("NetworkPolicy", how)
     api.put(foreign, _path(foreign))
     steps = _carry_out(_evaluation(api))
-    assert steps.refused is not None and steps.refused.startswith(f"Role {foreign['metadata']['name']} exists")
+    assert steps.refused is not None and steps.refused.startswith(f"NetworkPolicy {foreign['metadata']['name']} exists")
     assert api.get(_path(foreign)) == foreign
 
 
-def test_a_new_evaluation_costs_one_create_per_child_and_a_decision_again_one_patch(api: LocalApiServer) -> None:
-    """Checking ownership adds no request where a decision usually goes: the first decision
-    creates each child, a decision of the same run again patches the kept-up-to-date ones in
-    one request each (the test and the write together), and asks for nothing it listed."""
-    evaluation = _evaluation(api)
-    _carry_out(evaluation)
-    creates = [p for m, p in api.requests if m == "POST" and not p.endswith("/events")]
-    made = {c["kind"]: c for c in _children().values()}
-    assert len(creates) == len(KINDS) and [m for m, _ in api.requests].count("GET") == 0
-    assert all(api.get(_path(child)) is not None for child in made.values())
-    # The Role an older operator made wider is brought back to today's rules, in the same one request.
-    role = api.get(_path(made["Role"]))
-    assert role is not None
-    role["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+@pytest.mark.parametrize("kind", ["ServiceAccount", "Role", "RoleBinding"])
+def test_a_runner_identity_that_is_not_the_operators_fails_the_run_and_changes_nothing(
+    api: LocalApiServer, kind: str
+) -> None:
+    """`assay-runner` made by someone else (no managed-by label): every runner of the namespace
+    would run as it, with whatever it is bound to. The run fails naming it; it stays as it was."""
+    foreign = copy.deepcopy(IDENTITY[kind])
+    foreign["metadata"]["labels"] = {"app": "someone"}
+    foreign["metadata"]["resourceVersion"] = "7"
+    if kind == "Role":
+        foreign["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    api.put(foreign, _path(foreign))
+    steps = _carry_out(_evaluation(api))
+    message = (
+        f"{kind} assay-runner exists and is not the Assay operator's (it lacks the label "
+        "app.kubernetes.io/managed-by=assay-operator); the operator runs every runner of the namespace as "
+        f"assay-runner and changes only objects it made: delete or rename that {kind}."
+    )
+    assert steps.refused == message
+    stored = api.get(EVALUATION) or {}
+    assert (stored["status"]["reason"], stored["status"]["message"]) == ("InvalidSpec", message)
+    assert api.get(_path(foreign)) == foreign
+    assert api.get(_path(_children()["Job"])) is None  # no runner runs as an account it does not own
+
+
+def test_a_runner_binding_of_ours_to_another_role_is_not_ours(api: LocalApiServer) -> None:
+    """A RoleBinding's Role cannot change: one labelled as ours that binds another Role is left alone."""
+    binding = copy.deepcopy(IDENTITY["RoleBinding"])
+    binding["roleRef"] = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "admin"}
+    api.put(binding, _path(binding))
+    steps = _carry_out(_evaluation(api))
+    assert steps.refused is not None and steps.refused.startswith("RoleBinding assay-runner exists")
+    assert api.get(_path(binding)) == binding
+
+
+def _requests(api: LocalApiServer) -> list[tuple[str, str]]:
+    """(verb, resource) of each request, as the API server's audit log would count them."""
+    verbs = {"POST": "create", "PATCH": "patch", "GET": "get", "DELETE": "delete", "PUT": "update"}
+    out = []
+    for method, path in api.requests:
+        after = path.split("/namespaces/", 1)[1].split("/")  # <namespace>/<resource>[/<name>[/<sub>]]
+        resource = after[1] + (f"/{after[3]}" if len(after) > 3 else "")
+        out.append((verbs[method], resource))
+    return out
+
+
+def test_a_new_evaluation_costs_four_requests_and_the_namespaces_identity_is_made_once(api: LocalApiServer) -> None:
+    """The first run of a namespace makes its runner identity (three creates, once); then each new
+    Evaluation costs four requests: its status, its NetworkPolicy, its Job and the Event saying so."""
+    identity = [("create", "serviceaccounts"), ("create", "roles"), ("create", "rolebindings")]
+    for index, name in enumerate(["first", "second", "third"]):
+        api.requests.clear()
+        evaluation = {
+            "apiVersion": "assay.dev/v1alpha1",
+            "kind": "Evaluation",
+            "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1},
+            "spec": {**SPEC, "resources": {"nodes": 1, "gpusPerNode": 0}},
+        }
+        api.put(evaluation, EVALUATION.replace("gitlab", name))
+        _carry_out(evaluation)
+        assert _requests(api) == [
+            ("patch", "evaluations/status"),
+            ("create", "networkpolicies"),
+            *(identity if index == 0 else []),
+            ("create", "jobs"),
+            ("create", "events"),
+        ]
+
+
+def test_a_decision_again_patches_the_fence_and_asks_for_nothing_it_listed(api: LocalApiServer) -> None:
+    """A decision of the same run again patches its NetworkPolicy in one request (the test and the
+    write together), creates nothing and lists only its Jobs and Services."""
+    _carry_out(_evaluation(api))
+    made = _children()
+    fence = api.get(_path(made["NetworkPolicy"]))
+    assert fence is not None
+    fence["spec"] = {"podSelector": {}, "policyTypes": []}  # loosened by hand
     api.requests.clear()
     _carry_out(api.get(EVALUATION) or {})
-    patched = sorted(p.rsplit("/", 2)[-2] for m, p in api.requests if m == "PATCH")
-    assert patched == ["configmaps", "networkpolicies", "rolebindings", "roles", "serviceaccounts"]
     assert [m for m, _ in api.requests if m == "POST"] == []
+    assert sorted(p.rsplit("/", 2)[-2] for m, p in api.requests if m == "PATCH") == ["networkpolicies"]
     assert [p for m, p in api.requests if m == "GET"] == [  # the two lists of every decided run
         "/apis/batch/v1/namespaces/evals/jobs",
         "/api/v1/namespaces/evals/services",
     ]
-    assert (api.get(_path(made["Role"])) or {})["rules"] == made["Role"]["rules"]
+    assert (api.get(_path(made["NetworkPolicy"])) or {})["spec"] == made["NetworkPolicy"]["spec"]
+
+
+def test_the_identity_is_checked_again_later_and_a_wider_role_tightened(api: LocalApiServer) -> None:
+    """Known, it costs nothing; after `recheck` seconds one patch each (test and write together)
+    brings back what was changed by hand; one deleted meanwhile is made again."""
+    now = [0.0]
+    identities = namespace_identity.RunnerIdentities(clock=lambda: now[0], recheck=600.0)
+    identities.ensure("evals")
+    role_path = _path(IDENTITY["Role"])
+    role = api.get(role_path)
+    assert role is not None
+    role["rules"] = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}]
+    api.objects.pop(_path(IDENTITY["ServiceAccount"]))
+    api.requests.clear()
+    now[0] = 599.0
+    identities.ensure("evals")
+    assert api.requests == []
+    now[0] = 601.0
+    identities.ensure("evals")
+    assert _requests(api) == [
+        ("patch", "serviceaccounts"),  # NotFound: made again
+        ("create", "serviceaccounts"),
+        ("patch", "roles"),
+        ("patch", "rolebindings"),
+    ]
+    assert (api.get(role_path) or {})["rules"] == IDENTITY["Role"]["rules"]
+    assert api.get(_path(IDENTITY["ServiceAccount"])) is not None
+
+
+def test_a_burst_in_a_new_namespace_makes_its_identity_once(api: LocalApiServer) -> None:
+    """Decisions of one namespace on many threads at once: the first makes the identity, the
+    others wait for it and send nothing for it."""
+    import concurrent.futures
+
+    identities = namespace_identity.RunnerIdentities()
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: identities.ensure("evals"), range(32)))
+    assert sorted(_requests(api)) == [("create", "rolebindings"), ("create", "roles"), ("create", "serviceaccounts")]
 
 
 def test_a_child_of_ours_with_its_reference_further_down_the_list_is_still_written(api: LocalApiServer) -> None:
     """The one-request test looks at the first reference; where another tool put one before
     ours, the object is read once, found ours, and written on its resourceVersion."""
-    role = copy.deepcopy(_children()["Role"])
-    role["metadata"]["ownerReferences"].insert(0, {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "x"})
-    role["rules"] = []
-    role["metadata"]["resourceVersion"] = "3"
-    api.put(role, _path(role))
-    made = owned.ensure(_children()["Role"], uid=UID, likely=True)
-    stored = api.get(_path(role))
-    assert made is False and stored is not None and stored["rules"] == _children()["Role"]["rules"]
-    assert stored["metadata"]["ownerReferences"] == role["metadata"]["ownerReferences"]
+    fence = copy.deepcopy(_children()["NetworkPolicy"])
+    fence["metadata"]["ownerReferences"].insert(0, {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "x"})
+    fence["spec"] = {}
+    fence["metadata"]["resourceVersion"] = "3"
+    api.put(fence, _path(fence))
+    made = owned.ensure(_children()["NetworkPolicy"], uid=UID, likely=True)
+    stored = api.get(_path(fence))
+    assert made is False and stored is not None and stored["spec"] == _children()["NetworkPolicy"]["spec"]
+    assert stored["metadata"]["ownerReferences"] == fence["metadata"]["ownerReferences"]
 
 
 def test_a_child_that_went_missing_is_made_again(api: LocalApiServer) -> None:
-    config_map = _children()["ConfigMap"]
-    assert owned.ensure(config_map, uid=UID, likely=True) is True  # patch: NotFound, then create
+    fence = _children()["NetworkPolicy"]
+    assert owned.ensure(fence, uid=UID, likely=True) is True  # patch: NotFound, then create
     assert [m for m, _ in api.requests] == ["PATCH", "POST"]
-    assert owned.ensure(config_map, uid=UID, likely=False) is False  # create: AlreadyExists, then patch
+    assert owned.ensure(fence, uid=UID, likely=False) is False  # create: AlreadyExists, then patch
     assert [m for m, _ in api.requests][2:] == ["POST", "PATCH"]
 
 
 def test_owned_by_needs_the_controller_reference_and_the_label() -> None:
-    child = _children()["Role"]
+    child = _children()["NetworkPolicy"]
     assert owned.owned_by(child, UID)
     assert not owned.owned_by(child, "another-uid")
     not_controller = copy.deepcopy(child)
@@ -178,34 +280,38 @@ def test_owned_by_needs_the_controller_reference_and_the_label() -> None:
     assert not owned.owned_by(unlabelled, UID)
 
 
-def test_a_run_from_before_the_uid_marks_keeps_its_job_across_an_operator_upgrade(api: LocalApiServer) -> None:
-    """An Evaluation running under an older operator, its children named without the mark
-    (`gitlab-g1`, `gitlab-runner`): its next decision finds its Job by the spec's hash, keeps
-    it and its spec ConfigMap, and makes the new-named access and the run's NetworkPolicy
-    beside the old ones, which stay the Evaluation's (garbage-collected with it)."""
+def test_a_namespace_object_of_ours_needs_the_label_only() -> None:
+    account = IDENTITY["ServiceAccount"]
+    assert owned.owned_by(account, None)
+    assert not owned.owned_by({**account, "metadata": {**account["metadata"], "labels": {}}}, None)
+
+
+def test_a_run_of_an_older_operator_keeps_its_job_and_per_run_objects_across_an_upgrade(api: LocalApiServer) -> None:
+    """An Evaluation running under an older operator: its own ServiceAccount, Role and RoleBinding
+    (`gitlab-runner-<mark>`) and spec ConfigMap (`<job>-spec`), its pods running as that account.
+    Its next decision finds its Job by the spec's hash and keeps it; the old objects are left to
+    the Evaluation (garbage-collected with it), nothing is created but its NetworkPolicy's patch."""
     evaluation = _evaluation(api)
-    old = {kind: copy.deepcopy(child) for kind, child in _children().items()}
-    for kind, child in old.items():
-        suffix = "-spec" if kind == "ConfigMap" else ""
-        child["metadata"]["name"] = (
-            "gitlab-runner" if kind in run_children.PER_EVALUATION_KINDS else "gitlab-g1"
-        ) + suffix
-        child["metadata"]["resourceVersion"] = "1"
-    old["Job"]["spec"]["template"]["spec"]["serviceAccountName"] = "gitlab-runner"
-    del old["NetworkPolicy"]  # older operators made none
-    for child in old.values():
+    job = copy.deepcopy(_children()["Job"])
+    old_account = f"gitlab-runner-{builders.owner_mark(REF)}"
+    job["spec"]["template"]["spec"]["serviceAccountName"] = old_account
+    job["metadata"]["resourceVersion"] = "1"
+    olds = [job, _children()["NetworkPolicy"], _children()["Service"]]
+    for kind, version in (
+        ("ServiceAccount", "v1"),
+        ("Role", "rbac.authorization.k8s.io/v1"),
+        ("RoleBinding", "rbac.authorization.k8s.io/v1"),
+        ("ConfigMap", "v1"),
+    ):
+        name = f"{job['metadata']['name']}-spec" if kind == "ConfigMap" else old_account
+        olds.append({"apiVersion": version, "kind": kind, "metadata": builders.child_metadata(REF, name)})
+    for child in olds:
         api.put(child, _path(child))
-    evaluation["status"] = {"jobName": "gitlab-g1", "observedGeneration": 1, "phase": "Running"}
+    evaluation["status"] = {"jobName": job["metadata"]["name"], "observedGeneration": 1, "phase": "Running"}
     api.put(evaluation, EVALUATION)
     steps = _carry_out(evaluation)
     assert not steps.new_run and steps.refused is None and not steps.delete_jobs
-    assert (api.get(EVALUATION) or {})["status"]["jobName"] == "gitlab-g1"
-    created = [p.rsplit("/", 1)[-1] for m, p in api.requests if m == "POST" and "/events" not in p]
-    assert created == ["serviceaccounts", "roles", "rolebindings", "networkpolicies"]
-    for kind in run_children.PER_EVALUATION_KINDS:  # the new access, under the new name
-        assert api.get(_path(_children()[kind])) is not None
-    fence = api.get(kube.path("networking.k8s.io/v1", "NetworkPolicy", namespace="evals", name="gitlab-g1"))
-    assert fence is not None and fence["spec"]["podSelector"]["matchLabels"] == {builders.LABEL_JOB: "gitlab-g1"}
-    assert api.get(_path(old["Job"])) == old["Job"]  # running on, as the old ServiceAccount
-    for kind in run_children.PER_EVALUATION_KINDS:
-        assert api.get(_path(old[kind])) == old[kind]  # still the Evaluation's, for the garbage collector
+    assert [m for m, p in api.requests if m in ("POST", "DELETE") and "/events" not in p] == []
+    assert api.get(_path(job)) == job  # running on, as the old ServiceAccount
+    for child in olds[3:]:
+        assert api.get(_path(child)) == child  # still the Evaluation's, for the garbage collector

@@ -32,15 +32,9 @@ def _jobs(plan: reconcile.Plan) -> list[dict[str, Any]]:
 def test_first_reconcile_creates_everything_and_marks_pending() -> None:
     body = _body(SPEC, generation=1)
     plan = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
-    assert [m["kind"] for m in plan.create] == [
-        "ServiceAccount",
-        "Role",
-        "RoleBinding",
-        "ConfigMap",
-        "NetworkPolicy",
-        "Job",
-    ]
-    assert plan.new_run and not plan.delete_jobs and not plan.delete_config_maps and plan.suspend_job is None
+    # A run's own objects only: its runner runs as the namespace's identity, its spec is in its pod.
+    assert [m["kind"] for m in plan.create] == ["NetworkPolicy", "Job"]
+    assert plan.new_run and not plan.delete_jobs and plan.suspend_job is None
     assert plan.status["phase"] == conditions.PENDING and plan.status["jobName"] == f"ev-g1-{MARK}"
     assert plan.status["model"] == "m" and plan.status["outputDir"] == "/output/ev/g1"
 
@@ -51,9 +45,9 @@ def test_restart_with_the_job_present_creates_no_second_run() -> None:
     (job,) = _jobs(first)
     status = {k: v for k, v in first.status.items() if v is not None}
     again = reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[job], now=NOW)
-    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs and not again.delete_config_maps
-    # The run's spec is written again (a ConfigMap deleted by hand comes back), under the run's name.
-    assert [m["metadata"]["name"] for m in again.create if m["kind"] == "ConfigMap"] == [f"ev-g1-{MARK}-spec"]
+    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs
+    # The run's fence is written again (a NetworkPolicy deleted or loosened by hand comes back), under the run's name.
+    assert [(m["kind"], m["metadata"]["name"]) for m in again.create] == [("NetworkPolicy", f"ev-g1-{MARK}")]
     assert again.status == {}  # nothing to write either
 
 
@@ -72,11 +66,10 @@ def test_spec_change_replaces_the_old_run() -> None:
     )
     assert [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g2-{MARK}"]
     assert plan.delete_jobs == (f"ev-g1-{MARK}",) and plan.delete_services == (f"ev-g1-{MARK}",)
-    # The superseded run's spec goes with its Job; the new run's is made before its Job.
-    assert plan.delete_config_maps == (f"ev-g1-{MARK}-spec",) and not plan.is_noop
-    assert plan.delete_network_policies == (f"ev-g1-{MARK}",)
+    # The superseded run's fence goes with its Job; the new run's is made before its Job.
+    assert plan.delete_network_policies == (f"ev-g1-{MARK}",) and not plan.is_noop
     kinds = [(m["kind"], m["metadata"]["name"]) for m in plan.create]
-    assert kinds.index(("ConfigMap", f"ev-g2-{MARK}-spec")) < kinds.index(("Job", f"ev-g2-{MARK}"))
+    assert kinds == [("NetworkPolicy", f"ev-g2-{MARK}"), ("Job", f"ev-g2-{MARK}")]
     assert plan.status["phase"] == conditions.PENDING and plan.status["results"] is None
 
 
@@ -86,7 +79,7 @@ def test_suspend_toggle_pauses_the_same_run() -> None:
     status = {k: v for k, v in first.status.items() if v is not None}
     suspended = {**SPEC, "suspend": True}
     plan = reconcile.plan(_body(suspended, generation=2, status=status), parse_spec(suspended), jobs=[job], now=NOW)
-    assert _jobs(plan) == [] and plan.delete_jobs == plan.delete_config_maps == () and not plan.new_run
+    assert _jobs(plan) == [] and plan.delete_jobs == () and not plan.new_run
     assert plan.suspend_job == (f"ev-g1-{MARK}", True)
     assert plan.status["observedGeneration"] == 2 and "phase" not in plan.status
 
@@ -120,6 +113,6 @@ def test_a_running_multi_node_run_asks_for_no_service_it_has() -> None:
     status = {k: v for k, v in first.status.items() if v is not None}
     body = _body(multi, generation=1, status=status)
     again = reconcile.plan(body, parse_spec(multi), jobs=[job], services=[service], now=NOW)
-    assert [m["kind"] for m in again.create] == ["ServiceAccount", "Role", "RoleBinding", "ConfigMap", "NetworkPolicy"]
+    assert [m["kind"] for m in again.create] == ["NetworkPolicy"]
     lost = reconcile.plan(body, parse_spec(multi), jobs=[job], services=[], now=NOW)
     assert "Service" in [m["kind"] for m in lost.create]  # deleted by hand: made again

@@ -136,10 +136,10 @@ def test_a_refused_job_fails_the_evaluation_once_with_the_api_servers_words(api:
     assert len(_events(api, "InvalidSpec")) == 1
 
 
-def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(api: LocalApiServer) -> None:
+def test_annotations_the_api_server_finds_too_large_fail_the_evaluation_with_the_fix(api: LocalApiServer) -> None:
+    """Admission bounds the spec the pod carries (`spec_size`); should the API server still find the pod
+    template's annotations too large, its words fail the run, with the fields to change."""
     evaluation = _evaluation(api)
-    config_maps = "/api/v1/namespaces/evals/configmaps"
-    # As kube-apiserver words it: a ConfigMap's data holds at most 1 MiB.
     too_long = {
         "kind": "Status",
         "apiVersion": "v1",
@@ -147,18 +147,16 @@ def test_a_spec_too_large_for_its_configmap_fails_the_evaluation_with_the_fix(ap
         "status": "Failure",
         "reason": "Invalid",
         "code": 422,
-        "message": f'ConfigMap "{TINY}-spec" is invalid: []: Too long: must have at most 1048576 bytes',
+        "message": f'Job.batch "{TINY}" is invalid: spec.template.metadata.annotations: Too long: must have at most '
+        "262144 bytes",
     }
-    api.refuse = lambda path, body: (422, too_long) if path == config_maps else None
+    api.refuse = lambda path, body: (422, too_long) if path == JOBS else None
     steps = _carry_out(evaluation)
     status = api.get(EVALUATION)["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and steps.refused == status["message"]
-    assert status["message"].startswith(
-        f'The API server refused the runner\'s ConfigMap {TINY}-spec: ConfigMap "{TINY}-spec" '
-        "is invalid: []: Too long: must have at most 1048576 bytes; shorten the spec's"
-    )
-    assert "podTemplate" not in status["message"]
-    assert api.get(f"{JOBS}/{TINY}") is None  # no Job without its spec
+    assert status["message"].startswith(f"The API server refused the runner's Job {TINY}: Job.batch")
+    assert status["message"].endswith("annotations, tolerations, affinity and nodeSelector are spec.podTemplate's).")
+    assert api.get(f"{JOBS}/{TINY}") is None
 
 
 def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: LocalApiServer) -> None:

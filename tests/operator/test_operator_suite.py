@@ -4,6 +4,7 @@ name and accepted by the operator's checks; a duplicate Evaluation fails at rend
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ import yaml
 
 from assay.operator.admission import validation
 from assay.operator.build import builders
-from assay.spec import parse_spec
+from assay.spec import ENV_BASELINE_EVALUATION, parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 KUBECTL = shutil.which("kubectl")
@@ -109,5 +110,8 @@ def test_the_gated_suite_compares_each_candidate_with_its_production_twin() -> N
         assert baseline.baseline is None
         validation.validate(spec)
         ref = builders.EvaluationRef(name=name, namespace="team-a", uid="u", generation=1)
-        (readable, _) = children.role(ref, spec)["rules"]
-        assert readable["resourceNames"] == [name, spec.baseline.evaluation] and readable["verbs"] == ["get"]
+        # The runner reads no Evaluation: its Job carries what the operator read of the baseline.
+        shown = builders.baseline_view(evaluations[spec.baseline.evaluation])
+        (job,) = [c for c in children.children(ref, spec, baseline=shown) if c["kind"] == "Job"]
+        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        assert json.loads(env[ENV_BASELINE_EVALUATION])["metadata"] == {"name": spec.baseline.evaluation}

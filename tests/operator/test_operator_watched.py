@@ -230,3 +230,28 @@ def test_a_periodic_sweep_runs_on_its_clock_until_stopped() -> None:
     after = len(count)
     time.sleep(0.05)
     assert len(count) == after
+
+
+def test_kept_jobs_and_pods_drop_the_spec_their_pods_carry() -> None:
+    """A runner pod carries its spec as an annotation, and its Job's template too; what the operator
+    keeps of them leaves it out (a thousand runs of a large spec would keep it twice each)."""
+    ref = builders.EvaluationRef(name="big", namespace="evals", uid="u", generation=1)
+    spec = spec_module.parse_spec(
+        {"model": "dummy", "tasks": ["arc_easy"], "samples": {"arc_easy": list(range(9_000))}}
+    )
+    job = builders.job(ref, spec)
+    job["metadata"]["resourceVersion"] = "5"
+    pod = {"metadata": {**copy.deepcopy(job["spec"]["template"]["metadata"]), "name": "p", "namespace": "evals"}}
+    before = copy.deepcopy(job)
+    watched = Watched(job_label=builders.LABEL_JOB)
+    watched.jobs.observe(job)
+    watched.pods.observe(pod)
+    kept_job = watched.jobs.get("evals", job["metadata"]["name"])
+    kept_pod = watched.pods.get("evals", "p")
+    assert kept_job is not None and kept_pod is not None
+    assert builders.ANNOTATION_SPEC not in kept_job["spec"]["template"]["metadata"]["annotations"]
+    assert builders.ANNOTATION_SPEC not in kept_pod["metadata"]["annotations"]
+    assert kept_pod["metadata"]["annotations"][builders.ANNOTATION_EVALUATION] == "big"
+    assert len(json.dumps(kept_job)) < 16 * 1024 < len(json.dumps(job))
+    assert job == before  # the body kopf handed over is not changed
+    assert watched.pods.in_group("evals", job["metadata"]["name"]) == [kept_pod]

@@ -3,7 +3,7 @@ a lost Job check the same things in the same order, and so does the tenant-attem
 
 The order matters: the admin's policy first, before the task index sees a path it would
 walk; the Secrets' consent; the tasks (a tenant's ConfigMaps parsed in a bounded child
-first); then the policy's defaults filled in."""
+first); then the policy's defaults filled in, and the spec's size as its runner's pod carries it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import dataclasses
 from typing import Any, Mapping
 
 from assay import spec as spec_module
-from assay.operator.admission import policy, secret_consent, task_sources, validation
+from assay.operator.admission import policy, secret_consent, spec_size, task_sources, validation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,4 +40,6 @@ def admit(
         sources = validation.validate_with_sources(
             spec, namespace=namespace, get=config_map, allow_task_code=admin.allow_task_code
         )
-    return Admitted(policy.enforce(spec, admin), sources)
+    enforced = policy.enforce(spec, admin)
+    spec_size.check(enforced)  # the spec as its runner's pod will carry it
+    return Admitted(enforced, sources)

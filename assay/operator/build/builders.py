@@ -8,18 +8,22 @@ and the `evaluations.assay.dev/rerun` token if one is set): a restarted operator
 the same names, gets AlreadyExists (409), and so never starts a duplicate run. An object of
 that name that is not this Evaluation's is never changed (`runtime.owned`).
 
-The runner gets its own ServiceAccount whose Role allows `get` on its own Evaluation and
-`patch` on that Evaluation's status subresource (both by resourceName), nothing else: code
-in the runner cannot rewrite its own spec (image, hfTokenSecret) for the operator to run.
-These three are brought to today's rules whenever a run is decided (`children.UPDATED_FIELDS`),
-so that a Role an older operator made wider is tightened.
+Every runner of a namespace runs as its one ServiceAccount `assay-runner`
+(`runner_identity`, made once per namespace), whose Role allows `patch` on the status
+subresource of Evaluations and nothing else: no `get` of any object, so no runner reads
+another's spec, and code in the runner cannot rewrite its own spec (image, hfTokenSecret) for
+the operator to run. Which Evaluation a runner may write is the chart's admission policy's
+rule: the one whose `status.jobName` is the Job of the pod its token is bound to. Every
+runner Job is Indexed, so its pods are named `<job>-<index>-<5 random>`, which that policy
+matches exactly.
 
-The spec reaches the runner as a file: each run has a ConfigMap named after its Job
-(`<job>-spec`) that holds the spec as JSON, mounted read-only, never the spec in an environment variable
-(Linux refuses one over 128 KiB, so a long `samples` list kept the container from
-starting, and the pod template, copied into every pod, carried the spec through etcd and
-every watch of Jobs and pods). It is kept up to date too, before the Job: a Job made again after
-it was lost, or a ConfigMap deleted by hand, finds it; a superseded run's goes with its Job.
+The spec reaches the runner as a file: the pod template carries it as JSON in the annotation
+`assay.dev/spec`, which a downward API volume writes as the file the runner reads
+(ASSAY_EVALUATION_FILE). Not an environment variable (Linux refuses one over 128 KiB, so a
+long `samples` list kept the container from starting), and no ConfigMap per run (one more
+request per run, and a read the runner would have to be allowed). Kubernetes bounds a pod's
+annotations at 256 KiB; admission refuses a larger spec (`admission.spec_size`). The
+operator's caches drop the annotation from the Jobs and pods they keep (`runtime.watched`).
 
 Names. An Evaluation's name is a DNS-1123 subdomain of up to 253 characters (dots and
 leading digits allowed); its children need less: the Job doubles as the headless Service's
@@ -37,20 +41,22 @@ import json
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator.admission import placement_policy, policy, task_sources
-from assay.operator.build import containers, failure_policy, names
+from assay.operator.admission import placement_policy, policy, spec_size, task_sources
+from assay.operator.build import containers, failure_policy, names, runner_identity
 from assay.operator.build.names import child_name, digest, label_value
 from assay.operator.build.runner_images import runner_image
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
 
-MANAGED_BY = "assay-operator"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+MANAGED_BY = runner_identity.MANAGED_BY
+LABEL_MANAGED_BY = runner_identity.LABEL_MANAGED_BY
 LABEL_EVALUATION = "assay.dev/evaluation"
 LABEL_GENERATION = "assay.dev/generation"
 LABEL_JOB = "assay.dev/job"
 ANNOTATION_SPEC_HASH = "assay.dev/spec-hash"
+ANNOTATION_SPEC = spec_size.SPEC_ANNOTATION
+"""On a runner pod (its Job's template): the spec as JSON, which the runner reads as a file."""
 ANNOTATION_RERUN = "evaluations.assay.dev/rerun"
 """On an Evaluation: a token whose change asks for a fresh run of the same spec (GitOps users
 bump it in Git). On a Job: the token the Job was made for. Outside the `assay.dev/` prefix,
@@ -59,8 +65,6 @@ KUEUE_QUEUE_LABEL = placement_policy.QUEUE_LABEL
 RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
 CHECK_CONTAINER = "check"
-PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
-"""Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
 
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
@@ -122,11 +126,6 @@ def job_name(ref: EvaluationRef) -> str:
     """The Job (and headless Service, and NetworkPolicy) of one run: `<name>-g<generation>-<mark>`,
     or `<name>-g<generation>-r<hash>-<mark>` for a re-run."""
     return child_name(ref.name, f"{run_suffix(ref)}-{owner_mark(ref)}")
-
-
-def runner_account_name(ref: EvaluationRef) -> str:
-    """ServiceAccount, Role and RoleBinding of the runner, one per Evaluation: `<name>-runner-<mark>`."""
-    return child_name(ref.name, f"runner-{owner_mark(ref)}")
 
 
 def spec_hash(spec: Evaluation) -> str:
@@ -209,16 +208,6 @@ def headless_service(ref: EvaluationRef, *, job: str) -> Manifest:
     }
 
 
-def spec_config_map(ref: EvaluationRef, spec: Evaluation, *, job: str) -> Manifest:
-    """The run's spec as the runner reads it (ASSAY_EVALUATION_FILE)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ConfigMap",
-        "metadata": child_metadata(ref, names.spec_config_map_name(job), **{LABEL_JOB: job, LABEL_GENERATION: str(ref.generation)}),
-        "data": {containers.SPEC_KEY: spec.to_json()},
-    }
-
-
 def uses_torchrun(spec: Evaluation) -> bool:
     if spec.endpoint is not None:
         return False  # one pod, no GPUs (spec parsing allows nodes: 1 only)
@@ -250,7 +239,9 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
     ]
 
 
-def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
+def runner_env(ref: EvaluationRef, spec: Evaluation, *, baseline: Manifest | None = None) -> list[Manifest]:
+    """The runner container's environment; `baseline` is what the baseline Evaluation the spec names
+    showed when the run was decided (`baseline_view`), which the runner may not read itself."""
     env: list[Manifest] = [
         {"name": spec_module.ENV_SPEC_FILE, "value": containers.SPEC_FILE},
         {"name": spec_module.ENV_NAME, "value": ref.name},
@@ -279,6 +270,9 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
         env.append({"name": "OPENAI_API_KEY", "valueFrom": {"secretKeyRef": {"name": key.name, "key": key.key}}})
         # error messages name the Secret, never the key
         env.append({"name": "ASSAY_API_KEY_SECRET", "value": f"{key.name}/{key.key}"})
+    if spec.baseline is not None and spec.baseline.evaluation is not None:
+        view = json.dumps(baseline, sort_keys=True, separators=(",", ":")) if baseline is not None else ""
+        env.append({"name": spec_module.ENV_BASELINE_EVALUATION, "value": view})
     if spec.task_sources:
         env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
         # The runner enforces it too: a ConfigMap edited after the operator's check reaches a retry's pod.
@@ -287,12 +281,26 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     return env
 
 
+def baseline_view(body: Any) -> Manifest:
+    """What the runner needs of its baseline Evaluation (`runner.results.versus_baseline`): its name,
+    phase, output volume and results folder; nothing else of its spec reaches another run's pod."""
+    meta, status = body.get("metadata") or {}, body.get("status") or {}
+    view: Manifest = {"metadata": {"name": meta.get("name")}, "status": {}, "spec": {"output": {}}}
+    for field in ("phase", "outputDir"):
+        if isinstance(status.get(field), str):
+            view["status"][field] = status[field]
+    pvc = ((body.get("spec") or {}).get("output") or {}).get("pvc")
+    if isinstance(pvc, str):
+        view["spec"]["output"]["pvc"] = pvc
+    return view
+
+
 def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
-        placement: placement_policy.Placement | None = None) -> Manifest:
+        placement: placement_policy.Placement | None = None, baseline: Manifest | None = None) -> Manifest:
     """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
     name = name or job_name(ref)
     image = spec.image or runner_image(spec.model, default_image)
-    env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
+    env = [*runner_env(ref, spec, baseline=baseline), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
     job_labels = {LABEL_GENERATION: str(ref.generation)}
@@ -301,7 +309,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
 
     pod_spec: Manifest = {
         "restartPolicy": "Never",
-        "serviceAccountName": runner_account_name(ref),
+        "serviceAccountName": runner_identity.ACCOUNT,
         "automountServiceAccountToken": True,
         "enableServiceLinks": False,
         "securityContext": containers.pod_security(),
@@ -309,7 +317,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
                                  resources=containers.resources(spec, gpus=True), spec=spec),
         ],
-        "volumes": containers.volumes(spec, spec_config_map=names.spec_config_map_name(name)),
+        "volumes": containers.volumes(spec, spec_annotation=ANNOTATION_SPEC),
     }
     if uses_torchrun(spec):
         # A spec that cannot run fails here with 78, before the ranks wait for each other.
@@ -324,14 +332,15 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
 
     pod_metadata: Manifest = {
         "labels": pod_labels,
-        "annotations": {**template.annotations, ANNOTATION_EVALUATION: ref.name},
+        "annotations": {**template.annotations, ANNOTATION_EVALUATION: ref.name, ANNOTATION_SPEC: spec.to_json()},
     }
 
     job_spec: Manifest = {
         "backoffLimit": spec.backoff_limit,
         "completions": spec.resources.nodes,
         "parallelism": spec.resources.nodes,
-        "completionMode": "Indexed" if spec.resources.nodes > 1 else "NonIndexed",
+        # Pods `<job>-<index>-<5 random>`, one or many: what the chart's runner policy matches exactly.
+        "completionMode": "Indexed",
         # Kueue admits a queued Job by unsuspending it: it must be created suspended.
         "suspend": spec.suspend or queued(spec),
         "podFailurePolicy": failure_policy.pod_failure_policy(),

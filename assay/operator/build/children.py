@@ -1,6 +1,10 @@
-"""The children of one Evaluation's run, in the order they are made: the runner's identity and
-access (ServiceAccount, Role, RoleBinding), its spec ConfigMap, the headless Service of a
-multi-node run, its NetworkPolicy, and the Job (`builders` makes each of the others)."""
+"""The children of one Evaluation's run, in the order they are made: the headless Service of a
+multi-node run, its NetworkPolicy, and the Job (`builders` makes each of the others).
+
+A run has no identity or spec object of its own: its runner runs as the namespace's
+`assay-runner` (`runner_identity`, made once per namespace) and reads its spec from its own
+pod's annotation. A run so costs the API server its NetworkPolicy and its Job (and a
+multi-node run its headless Service)."""
 
 from __future__ import annotations
 
@@ -8,7 +12,6 @@ import json
 import os
 from typing import Any
 
-from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.operator.build import builders
@@ -17,62 +20,17 @@ from assay.spec import Evaluation
 Manifest = builders.Manifest
 
 
-def service_account(ref: builders.EvaluationRef) -> Manifest:
-    account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": builders.child_metadata(ref, builders.runner_account_name(ref))}
-    # Secrets live per namespace: each Evaluation's namespace needs its own copy of them.
-    secrets = [name.strip() for name in os.environ.get(builders.PULL_SECRETS_ENV, "").split(",") if name.strip()]
-    if secrets:
-        account["imagePullSecrets"] = [{"name": name} for name in secrets]
-    return account
-
-
 UPDATED_FIELDS: dict[str, dict[str, Any]] = {
     "ServiceAccount": {"imagePullSecrets": []},
     "Role": {"rules": []},
-    "RoleBinding": {"subjects": []},  # its roleRef is immutable, and always its own Role
-    "ConfigMap": {"data": {}},
+    "RoleBinding": {"subjects": []},  # its roleRef is immutable, and tested to be the runners' Role
     "NetworkPolicy": {"spec": {}},
 }
-"""Children brought to what this operator makes them at every decision, when they are this
-Evaluation's (`runtime.owned`): kind → the top-level fields written, with the value a
-manifest without one stands for. The runner's access (a Role an older operator made wider
-is tightened), the run's spec (there again for a Job made again after it was lost) and
-its NetworkPolicy. The Job and the headless Service are created once."""
-PER_EVALUATION_KINDS = frozenset({"ServiceAccount", "Role", "RoleBinding"})
-"""Children made once per Evaluation (the runner's identity and access); the others are one run's."""
-
-
-def role(ref: builders.EvaluationRef, spec: Evaluation | None = None) -> Manifest:
-    """The runner's access: its own Evaluation, and reading the one its spec names as baseline."""
-    readable = [ref.name]
-    if spec is not None and spec.baseline is not None and spec.baseline.evaluation not in (None, ref.name):
-        # Its status says whether it succeeded and where its results are; the spec is read
-        # for its output volume, which must be this run's.
-        readable.append(spec.baseline.evaluation)
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": builders.child_metadata(ref, builders.runner_account_name(ref)),
-        "rules": [
-            # Reading its Evaluation tells the runner whether its run was superseded.
-            {"apiGroups": [spec_module.GROUP], "resources": [spec_module.PLURAL], "resourceNames": readable,
-             "verbs": ["get"]},
-            # Progress and results; a spec patch (another image, another Secret) stays forbidden.
-            {"apiGroups": [spec_module.GROUP], "resources": [f"{spec_module.PLURAL}/status"],
-             "resourceNames": [ref.name], "verbs": ["patch"]},
-        ],
-    }
-
-
-def role_binding(ref: builders.EvaluationRef) -> Manifest:
-    name = builders.runner_account_name(ref)
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": builders.child_metadata(ref, name),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ref.namespace}],
-    }
+"""Objects brought to what this operator makes them whenever they are ensured, when they are
+its own (`runtime.owned`): kind → the top-level fields written, with the value a manifest
+without one stands for. The namespace's runner identity (a Role made wider by hand or by an
+older operator is tightened) and a run's NetworkPolicy. The Job and the headless Service
+are created once."""
 
 
 def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
@@ -122,13 +80,15 @@ def runner_egress() -> list[Manifest] | None:
 
 
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:
-    """Every child, in the order to create them: the Job last, once its identity, its spec and
-    the policy that fences its pods exist; those of `UPDATED_FIELDS` are also brought up to date."""
+             default_image: str | None = None, placement: placement_policy.Placement | None = None,
+             baseline: Manifest | None = None) -> list[Manifest]:
+    """Every child, in the order to create them: the Job last, once the policy that fences its
+    pods exists; those of `UPDATED_FIELDS` are also brought up to date. `baseline`: what the
+    baseline Evaluation the spec names shows now (`builders.baseline_view`)."""
     name = job_name_override or builders.job_name(ref)
-    out = [service_account(ref), role(ref, spec), role_binding(ref), builders.spec_config_map(ref, spec, job=name)]
+    out: list[Manifest] = []
     if spec.resources.nodes > 1:
         out.append(builders.headless_service(ref, job=name))
     out.append(network_policy(ref, job=name))
-    out.append(builders.job(ref, spec, name=name, default_image=default_image, placement=placement))
+    out.append(builders.job(ref, spec, name=name, default_image=default_image, placement=placement, baseline=baseline))
     return out

@@ -25,7 +25,7 @@ SPEC_VOLUME = "spec"
 SPEC_MOUNT = "/etc/assay/spec"
 SPEC_KEY = "evaluation.json"
 SPEC_FILE = f"{SPEC_MOUNT}/{SPEC_KEY}"
-"""Where the runner reads its spec (ASSAY_EVALUATION_FILE): the run's ConfigMap (`builders.spec_config_map`)."""
+"""Where the runner reads its spec (ASSAY_EVALUATION_FILE): its pod's spec annotation, as a downward API file."""
 
 
 def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
@@ -137,7 +137,14 @@ def container(
     return container
 
 
-def volumes(spec: Evaluation, *, spec_config_map: str) -> list[Manifest]:
+def spec_volume(annotation: str) -> Manifest:
+    """The pod's own annotation `annotation` as the file SPEC_KEY: the kubelet writes it from the
+    pod's metadata, so the runner reads its spec with no API request and no permission to read anything."""
+    field = {"fieldPath": f"metadata.annotations['{annotation}']"}
+    return {"name": SPEC_VOLUME, "downwardAPI": {"items": [{"path": SPEC_KEY, "fieldRef": field}]}}
+
+
+def volumes(spec: Evaluation, *, spec_annotation: str) -> list[Manifest]:
     def claim_or_scratch(name: str, pvc: str | None) -> Manifest:
         if pvc:
             return {"name": name, "persistentVolumeClaim": {"claimName": pvc}}
@@ -150,7 +157,7 @@ def volumes(spec: Evaluation, *, spec_config_map: str) -> list[Manifest]:
         # NCCL, data loaders and vLLM's engine (160 MiB of queues) share memory through
         # /dev/shm, 64 MiB by default.
         {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        {"name": SPEC_VOLUME, "configMap": {"name": spec_config_map, "items": [{"key": SPEC_KEY, "path": SPEC_KEY}]}},
+        spec_volume(spec_annotation),
         *task_sources.volumes(spec),
     ]
     if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:

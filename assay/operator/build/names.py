@@ -6,7 +6,7 @@ name that already fits is kept as it is; any other is shortened with a stable ha
 
 Every child's name ends in its owner's mark (`owner_mark`: 5 hex of a hash of the
 Evaluation's uid), which no tenant chooses: an Evaluation named `gitlab` makes
-`gitlab-runner-<mark>`, never `gitlab-runner`, so it cannot be named to land on an object
+`gitlab-g1-<mark>`, never `gitlab-g1`, so it cannot be named to land on an object
 someone else made. The operator still changes only what carries its controller reference
 (`runtime.owned`): the mark keeps names apart, the reference is the proof.
 """
@@ -59,9 +59,3 @@ def label_value(name: str) -> str:
         return name
     keep = MAX_LABEL_VALUE - _DIGEST_CHARS - 1
     return f"{name[:keep].rstrip('-._')}-{digest(name)}"
-
-
-def spec_config_map_name(job: str) -> str:
-    """`<job>-spec`, the run's spec ConfigMap: found from its Job's name alone, and telling what
-    it is in `kubectl get configmaps`."""
-    return f"{job}-spec"

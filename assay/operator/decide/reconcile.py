@@ -15,7 +15,7 @@ Rules:
 - a Job with a Kueue queue label is created suspended and never suspended or resumed by
   the operator: Kueue admits it by setting `suspend: false`, and preempts it by setting it back;
 - otherwise the current generation gets a new Job and every other Job is deleted, with its
-  headless Service, its spec ConfigMap and its NetworkPolicy.
+  headless Service and its NetworkPolicy.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import datetime
 from typing import Any, Mapping, Sequence
 
 from assay.operator import objects
-from assay.operator.build import builders, children, names
+from assay.operator.build import builders, children
 from assay.operator.decide import conditions
 from assay.spec import Evaluation
 
@@ -40,8 +40,6 @@ class Plan:
     """Jobs of superseded runs (deleted with their pods)."""
     delete_services: tuple[str, ...] = ()
     """Headless Services of superseded runs."""
-    delete_config_maps: tuple[str, ...] = ()
-    """Spec ConfigMaps of superseded runs: named after their Jobs, so found without a list (`<job>-spec`)."""
     delete_network_policies: tuple[str, ...] = ()
     """NetworkPolicies of superseded runs: named as their Jobs are."""
     suspend_job: tuple[str, bool] | None = None
@@ -59,7 +57,6 @@ class Plan:
             self.create
             or self.delete_jobs
             or self.delete_services
-            or self.delete_config_maps
             or self.delete_network_policies
             or self.suspend_job
             or self.status
@@ -86,8 +83,9 @@ def plan(
     services: Sequence[Mapping[str, Any]] = (),
     now: datetime.datetime,
     default_image: str | None = None,
+    baseline: Manifest | None = None,
 ) -> Plan:
-    ref = builders.EvaluationRef.from_body(body)
+    ref = builders.EvaluationRef.from_body(body)  # `baseline`: `children.children`'s
     status = body.get("status") or {}
     if _finished(status, ref):
         return Plan()
@@ -96,7 +94,7 @@ def plan(
     current = _current_job(jobs, wanted_hash, ref.rerun)
     new_run = current is None
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
-    manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image)
+    manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image, baseline=baseline)
     if not new_run:
         # The run exists: make sure its helpers do, but never re-create its Job, nor a
         # headless Service listed as this Evaluation's already (no request for nothing).
@@ -132,7 +130,6 @@ def plan(
         create=tuple(manifests),
         delete_jobs=superseded,
         delete_services=tuple(_names(services, keep=job_name)),
-        delete_config_maps=tuple(names.spec_config_map_name(job) for job in superseded),
         delete_network_policies=superseded,
         suspend_job=suspend,
         status=status_patch,

@@ -33,7 +33,7 @@ from assay.operator.admission import admit, policy
 from assay.operator.build import builders, names
 from assay.operator.decide import conditions, job_status, reconcile
 from assay.operator.kube import api_errors, kube, refusals
-from assay.operator.runtime import observe, owned
+from assay.operator.runtime import namespace_identity, observe, owned
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 from assay.operator.runtime.state import OperatorState
 
@@ -77,6 +77,11 @@ def carry_out(
         jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
         services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
     steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
+    if steps.new_run and spec.baseline is not None and spec.baseline.evaluation is not None:
+        baseline = _baseline_view(namespace, spec.baseline.evaluation)
+        steps = reconcile.plan(
+            evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image, baseline=baseline
+        )
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
         steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
@@ -87,9 +92,11 @@ def carry_out(
         evaluation = kube.patch_evaluation_status(namespace=namespace, name=name, status=steps.status) or evaluation
         written(evaluation)
     for manifest in steps.create:
-        likely = owned.likely_made(manifest["kind"], decided_before=decided_before, new_run=steps.new_run)
         try:
-            if owned.ensure(manifest, uid=meta["uid"], likely=likely) and manifest["kind"] == "Job":
+            if manifest["kind"] == "Job":
+                # Its pods run as the namespace's runner identity: made once, then no request.
+                namespace_identity.identities.ensure(namespace)
+            if owned.ensure(manifest, uid=meta["uid"], likely=not steps.new_run) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
         except owned.NotOwned as taken:
@@ -108,13 +115,17 @@ def carry_out(
     return steps
 
 
+def _baseline_view(namespace: str, name: str) -> dict[str, Any] | None:
+    """What the baseline Evaluation shows now, for a new run's Job (None: there is none). The
+    runner may read no Evaluation: one GET here, for the new runs that name one only."""
+    found = kube.get_evaluation(namespace=namespace, name=name)
+    return builders.baseline_view(found) if found is not None else None
+
+
 def _delete_superseded(steps: reconcile.Plan, evaluation: objects.Evaluation, *, emit: Emit) -> None:
-    """The children of superseded runs: each Job with its spec ConfigMap, Service and NetworkPolicy."""
+    """The children of superseded runs: each Job with its Service and NetworkPolicy. (A spec
+    ConfigMap an older operator made for a run goes with its Evaluation: its ownerReference.)"""
     namespace = evaluation["metadata"]["namespace"]
-    # A superseded run's spec before its Job: stopped in between, the next decision (a retry, a
-    # restarted operator's) finds the Job and deletes both; the other way round, nothing would.
-    for config_map in steps.delete_config_maps:
-        kube.delete("ConfigMap", "v1", namespace=namespace, name=config_map)
     for job in steps.delete_jobs:
         kube.delete("Job", "batch/v1", namespace=namespace, name=job)
         emit(evaluation, type="Normal", reason="JobReplaced", message=f"Deleted Job {job} of a superseded run.")
@@ -159,15 +170,8 @@ def _not_created(
     meta = evaluation["metadata"]
     if isinstance(error, api_errors.Refused):
         fix = (
-            (
-                "shorten the spec's largest fields (samples, systemInstruction, modelArgs): the ConfigMap holds the "
-                "whole spec, and a ConfigMap at most 1 MiB"
-            )
-            if kind == "ConfigMap"
-            else (
-                "change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
-                "nodeSelector are spec.podTemplate's)"
-            )
+            "change the spec field it comes from (the runner pods' labels, annotations, tolerations, affinity and "
+            "nodeSelector are spec.podTemplate's)"
         )
         message = f"The API server refused the runner's {kind} {child}: {error.said.rstrip('.')}; {fix}."
         reject(evaluation, message, now=now, emit=emit, written=written)

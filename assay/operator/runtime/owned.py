@@ -1,4 +1,4 @@
-"""Children the operator owns: made, or changed only while they are this Evaluation's.
+"""Objects the operator owns: made, or changed only while they are its own.
 
 A child's name is the operator's choice (`names`: it ends in a mark of the Evaluation's
 uid), but another object may hold it: made by hand or by another tool, or left over. The
@@ -8,12 +8,16 @@ as InvalidSpec (`NotOwned`) and nothing of it changes. Before this rule, an Eval
 named `gitlab` rewrote an existing Role `gitlab-runner`, made itself its controller, and
 ran its runner as the existing ServiceAccount of that name, with all its bindings.
 
-Each child costs the request it cost before, on the path a decision usually takes:
+The namespace's runner identity (`build.runner_identity`: `assay-runner`) is no one
+Evaluation's: `uid` None, and the managed-by label alone is the proof (with, for its
+RoleBinding, the Role it binds, which cannot change).
+
+Each object costs one request on the path a decision usually takes:
 
 - created once (the Job, the headless Service): create. AlreadyExists, read it: ours is
   done (a decision carried out twice), another's is NotOwned.
 - kept up to date (`children.UPDATED_FIELDS`): create where it likely does not exist yet
-  (`likely_made`), else one JSON patch whose `test` operations check the reference and the
+  (a run's NetworkPolicy for a new run), else one JSON patch whose `test` operations check the reference and the
   label and whose `add` operations write the fields. The API server applies a JSON patch
   all or none, so a test that fails changes nothing, and nothing can come between the check
   and the write. A failed test is followed by one read: ours (its reference at another
@@ -32,34 +36,41 @@ Manifest = dict[str, Any]
 
 
 class NotOwned(Exception):
-    """A child's name is held by an object that is not this Evaluation's: the run fails, nothing is changed."""
+    """An object's name is held by an object that is not the operator's: the run fails, nothing is changed."""
 
-    def __init__(self, kind: str, name: str) -> None:
-        super().__init__(
-            f"{kind} {name} exists and is not this Evaluation's; the operator changes only objects it made for "
-            f"this Evaluation: delete or rename that {kind}, or delete and create the Evaluation again (its "
-            "children's names carry its uid)."
-        )
+    def __init__(self, kind: str, name: str, *, namespace_wide: bool = False) -> None:
+        if namespace_wide:
+            message = (
+                f"{kind} {name} exists and is not the Assay operator's (it lacks the label "
+                f"{builders.LABEL_MANAGED_BY}={builders.MANAGED_BY}); the operator runs every runner of the "
+                f"namespace as {name} and changes only objects it made: delete or rename that {kind}."
+            )
+        else:
+            message = (
+                f"{kind} {name} exists and is not this Evaluation's; the operator changes only objects it made for "
+                f"this Evaluation: delete or rename that {kind}, or delete and create the Evaluation again (its "
+                "children's names carry its uid)."
+            )
+        super().__init__(message)
         self.kind, self.name = kind, name
 
 
-def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
-    """Whether `obj` is the child of the Evaluation `uid`: its controller reference and the operator's label."""
+def owned_by(obj: Mapping[str, Any], uid: str | None) -> bool:
+    """Whether `obj` is the operator's: the child of the Evaluation `uid` (its controller reference and the
+    operator's label), or with `uid` None one of the namespace's own objects (the label)."""
     meta = obj.get("metadata") or {}
+    labelled = (meta.get("labels") or {}).get(builders.LABEL_MANAGED_BY) == builders.MANAGED_BY
+    if uid is None:
+        return labelled
     controlled = any(
         ref.get("uid") == uid and ref.get("controller") is True for ref in meta.get("ownerReferences") or ()
     )
-    return controlled and (meta.get("labels") or {}).get(builders.LABEL_MANAGED_BY) == builders.MANAGED_BY
+    return controlled and labelled
 
 
-def likely_made(kind: str, *, decided_before: bool, new_run: bool) -> bool:
-    """Whether a kept-up-to-date child probably exists already, so that a patch, not a create, goes first:
-    the runner's access once the Evaluation was decided before, a run's own children once the run exists."""
-    return decided_before if kind in children.PER_EVALUATION_KINDS else not new_run
-
-
-def ensure(manifest: Manifest, *, uid: str, likely: bool = False) -> bool:
-    """Make `manifest` hold as the child of Evaluation `uid`; True when it was created now.
+def ensure(manifest: Manifest, *, uid: str | None, likely: bool = False) -> bool:
+    """Make `manifest` hold as the child of Evaluation `uid` (None: the namespace's own object);
+    True when it was created now.
 
     Raises NotOwned when an object of its name is another's, Refused when the API server
     refuses it for what it is, ApiError for anything to try again."""
@@ -79,11 +90,11 @@ def ensure(manifest: Manifest, *, uid: str, likely: bool = False) -> bool:
     return False
 
 
-def _update(manifest: Manifest, uid: str) -> bool:
+def _update(manifest: Manifest, uid: str | None) -> bool:
     """Write the fields of an existing child that is ours; False when there is none."""
     writes = _writes(manifest)
     try:
-        kube.json_patch(manifest, [*_tests(uid), *writes])
+        kube.json_patch(manifest, [*_tests(manifest, uid), *writes])
         return True
     except api_errors.ApiError as error:
         if error.reason == api_errors.NOT_FOUND:
@@ -112,24 +123,33 @@ def _version(obj: Mapping[str, Any]) -> Any:
     return (obj.get("metadata") or {}).get("resourceVersion")
 
 
-def _check(manifest: Manifest, uid: str) -> Manifest | None:
+def _check(manifest: Manifest, uid: str | None) -> Manifest | None:
     """The object of the manifest's name (None if there is none); NotOwned if it is another's."""
     meta = manifest["metadata"]
     found = kube.get(manifest["kind"], manifest["apiVersion"], namespace=meta["namespace"], name=meta["name"])
-    if found is not None and not owned_by(found, uid):
-        raise NotOwned(manifest["kind"], meta["name"])
+    if found is not None and not (owned_by(found, uid) and _same_role(found, manifest)):
+        raise NotOwned(manifest["kind"], meta["name"], namespace_wide=uid is None)
     return found
 
 
-def _tests(uid: str) -> list[Manifest]:
-    """JSON patch tests that the object is this Evaluation's, as the operator makes its children:
-    one ownerReference, the Evaluation's, as controller; the managed-by label."""
+def _same_role(found: Mapping[str, Any], manifest: Manifest) -> bool:
+    """A RoleBinding's roleRef cannot change: one of ours binding another Role is not ours to write."""
+    return manifest["kind"] != "RoleBinding" or found.get("roleRef") == manifest.get("roleRef")
+
+
+def _tests(manifest: Manifest, uid: str | None) -> list[Manifest]:
+    """JSON patch tests that the object is the operator's, as it makes them: one ownerReference, the
+    Evaluation's, as controller (for a child); the managed-by label; a RoleBinding's Role."""
     label = builders.LABEL_MANAGED_BY.replace("~", "~0").replace("/", "~1")  # a JSON pointer's escapes
-    return [
-        {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid},
-        {"op": "test", "path": "/metadata/ownerReferences/0/controller", "value": True},
-        {"op": "test", "path": f"/metadata/labels/{label}", "value": builders.MANAGED_BY},
-    ]
+    tests: list[Manifest] = [{"op": "test", "path": f"/metadata/labels/{label}", "value": builders.MANAGED_BY}]
+    if uid is not None:
+        tests[:0] = [
+            {"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": uid},
+            {"op": "test", "path": "/metadata/ownerReferences/0/controller", "value": True},
+        ]
+    if manifest["kind"] == "RoleBinding":
+        tests.append({"op": "test", "path": "/roleRef", "value": manifest["roleRef"]})
+    return tests
 
 
 def _writes(manifest: Manifest) -> list[Manifest]:

@@ -11,14 +11,19 @@ of the initial listing before any other handler starts, so no handler reads a ha
 cluster, and for each later event before that event's handlers. The operator's own status
 writes go in too (from their responses), so a handler acting right after a write never
 reads the body from before it. Bodies handed out are shared: read them, do not change them.
+
+A runner pod carries its spec as an annotation (`builders.ANNOTATION_SPEC`), and its Job's
+pod template too: kept whole, a thousand runs of a large spec would hold a thousand copies
+of it twice over. What is kept of a Job or pod is a copy without it (nothing here reads it).
 """
 
 from __future__ import annotations
 
 import threading
-from typing import Any, Generic, Mapping, TypeVar
+from typing import Any, Callable, Generic, Mapping, TypeVar, cast
 
 from assay.operator import objects
+from assay.operator.build import builders
 
 Body = Mapping[str, Any]
 Key = tuple[str, str]
@@ -40,7 +45,8 @@ def _version(body: Body) -> int | None:
 class WatchedObjects(Generic[Object]):
     """(namespace, name) → the newest body seen, optionally grouped by a label value."""
 
-    def __init__(self, *, group_label: str | None = None) -> None:
+    def __init__(self, *, group_label: str | None = None, trim: Callable[[Object], Object] | None = None) -> None:
+        self._trim = trim
         self._bodies: dict[Key, Object] = {}
         self._groups: dict[Key, set[str]] = {}
         self._group_label = group_label
@@ -50,6 +56,8 @@ class WatchedObjects(Generic[Object]):
         """Keep `body` unless an newer version of the object is kept already (a late watch event
         of a change older than the operator's own write)."""
         key = _key(body)
+        if self._trim is not None:
+            body = self._trim(body)
         with self._lock:
             kept = self._bodies.get(key)
             if kept is not None:
@@ -104,5 +112,27 @@ class Watched:
 
     def __init__(self, *, job_label: str) -> None:
         self.evaluations: WatchedObjects[objects.Evaluation] = WatchedObjects()
-        self.jobs: WatchedObjects[objects.Job] = WatchedObjects()
-        self.pods: WatchedObjects[objects.Pod] = WatchedObjects(group_label=job_label)
+        self.jobs: WatchedObjects[objects.Job] = WatchedObjects(trim=_job_without_spec)
+        self.pods: WatchedObjects[objects.Pod] = WatchedObjects(group_label=job_label, trim=_without_spec)
+
+
+def _without_spec(body: Object) -> Object:
+    """`body` itself, or a shallow copy whose metadata lacks the spec annotation."""
+    meta = body.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if builders.ANNOTATION_SPEC not in annotations:
+        return body
+    kept = {k: v for k, v in annotations.items() if k != builders.ANNOTATION_SPEC}
+    return cast(Object, {**body, "metadata": {**meta, "annotations": kept}})
+
+
+def _job_without_spec(body: objects.Job) -> objects.Job:
+    """A Job without the spec annotation of its pod template."""
+    spec = body.get("spec") or {}
+    template = spec.get("template")
+    if not isinstance(template, Mapping):
+        return body
+    trimmed = _without_spec(template)
+    if trimmed is template:
+        return body
+    return cast(objects.Job, {**body, "spec": {**spec, "template": trimmed}})

@@ -1,8 +1,9 @@
 """This run against its `spec.baseline`: rank 0, after scoring, before the scores go to status.
 
 The baseline is a results folder on this run's output volume: named by path, or by an
-Evaluation of the namespace whose last run succeeded (its `status.outputDir`, read through
-the runner's Role, which the operator extends to that one Evaluation). Its documents'
+Evaluation of the namespace whose last run succeeded (its `status.outputDir`). A runner may
+read no Evaluation: the operator reads that one when it decides the run and gives the Job
+what it showed then (ASSAY_BASELINE_EVALUATION: its phase, output volume and results folder). Its documents'
 scores are its `scores_` files (every runner Job writes them) or its samples; this run's
 are still in memory. The statistics are `assay compare`'s, with `spec.gate` as its flags.
 
@@ -14,6 +15,7 @@ operator's condition Regressed is Unknown; the scores are written with it.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from assay import echoed_text
+from assay import spec as spec_module
 from assay.compare import comparison, failures, outputs, verdicts
 from assay.run_results import RunResults
 from assay.spec import Evaluation
@@ -56,7 +59,7 @@ def status_of(
     try:
         folder = locate(
             spec,
-            read_evaluation=getattr(sink, "read_evaluation", None),
+            read_evaluation=decided_view(os.environ) or getattr(sink, "read_evaluation", None),
             output_root=Path(output_root or DEFAULT_OUTPUT_ROOT),
         )
         baseline = outputs.read_run(folder, label=f"the baseline {label}")
@@ -77,6 +80,29 @@ def status_of(
         return {"baseline": label, "error": echoed_text.bounded(note, MESSAGE_CHARS)}
     log.info("against the baseline %s: %s", label, status["message"])
     return status
+
+
+class _NotFound(Exception):
+    status = 404
+
+
+def decided_view(env: Mapping[str, str]) -> Callable[[str], Mapping[str, Any]] | None:
+    """The baseline Evaluation as the operator saw it when it decided this run, or None where it
+    gave none (a Job of an older operator: the sink reads it, as that runner's Role allows)."""
+    raw = env.get(spec_module.ENV_BASELINE_EVALUATION)
+    if raw is None:
+        return None
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+
+    def read(name: str) -> Mapping[str, Any]:
+        if not isinstance(body, Mapping) or (body.get("metadata") or {}).get("name") != name:
+            raise _NotFound(name)
+        return body
+
+    return read
 
 
 def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, Any]] | None, output_root: Path) -> Path:

@@ -116,13 +116,11 @@ ConfigMaps).
 - apiGroups: [""]
   resources: [pods]
   verbs: [get, list, watch]
-# Read: the task YAMLs of spec.taskSources, by name. Written: the operator's own per-run spec
-# ConfigMaps (`<job>-spec`, mounted as the runner's spec file): created before each Job,
-# patched when the run is decided again, deleted with a superseded run's Job. No list or
-# watch: the operator names each one it needs.
+# Read: the task YAMLs of spec.taskSources, by name; never listed, watched or written (a
+# runner reads its spec from its own pod's annotation).
 - apiGroups: [""]
   resources: [configmaps]
-  verbs: [get, create, patch, delete]
+  verbs: [get]
 # Whether a Secret an Evaluation names consents (policy.secretConsentLabel). No net new power:
 # the operator can already create Jobs that mount any Secret of the namespace, and it asks
 # for the Secret's metadata only (PartialObjectMetadata), never its values.
@@ -138,11 +136,12 @@ ConfigMaps).
 - apiGroups: [networking.k8s.io]
   resources: [networkpolicies]
   verbs: [get, create, patch, delete]
-# Each runner's ServiceAccount, Role and RoleBinding are created, and patched whenever a run
-# is decided (only while they carry the Evaluation's controller reference; read to check
-# whose they are otherwise), so that a Role an older operator made with wider rules follows
-# today's. No more than that: the API server lets a Role be written only with rules its
-# writer holds, and a RoleBinding only to such a Role.
+# The runners' identity of each namespace (ServiceAccount, Role and RoleBinding assay-runner):
+# created when the namespace's first run is decided, patched when checked again (only while
+# they carry the operator's label; read to check whose they are otherwise), so that a Role
+# made wider follows today's. No bind or escalate: the API server lets a Role be written only
+# with rules its writer holds (patch on evaluations/status, above), and a RoleBinding only to
+# such a Role.
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, create, patch]
