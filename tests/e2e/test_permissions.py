@@ -140,7 +140,7 @@ def test_a_runner_writes_its_own_runs_status_and_reads_nothing(
         ["list", "pods"],
         ["create", "jobs"],
         ["create", "roles"],
-        ["create", "serviceaccounts/token"],
+        ["create", "serviceaccounts", "--subresource=token"],
     ):
         assert _can_i(cluster, *verb_resource, account=account) == "no", verb_resource
 
