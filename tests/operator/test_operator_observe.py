@@ -18,7 +18,7 @@ from assay.errors import UserError
 from assay.operator import handlers
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
-from assay.operator.runtime import observe
+from assay.operator.runtime import namespace_identity, observe
 from assay.operator.runtime.state import OperatorState
 
 RECORDED = Path(__file__).parent / "recorded"
@@ -132,6 +132,33 @@ def test_quota_is_read_from_the_jobs_events(monkeypatch: pytest.MonkeyPatch) -> 
     patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
     assert patch["reason"] == "FailedCreate" and "exceeded quota: gpu-quota" in patch["message"]
     assert ("events", "Job", "tiny-g1") in api.reads
+
+
+def test_a_deleted_runner_account_is_made_again_when_its_pods_cannot_be_created(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The Job controller cannot create a pod of a ServiceAccount that does not exist: the run
+    stays Pending with the reason, and the namespace's runner identity is made again at once
+    (not at its next check, minutes later); the Job controller then makes the pods."""
+    events = load("events_job_failed_create_quota")["items"]
+    events[0]["message"] = (
+        'Error creating: pods "tiny-g1-kx9vd" is forbidden: error looking up service account '
+        'evals/assay-runner: serviceaccount "assay-runner" not found'
+    )
+    api = FakeApi(load("job_no_pods"), [], events)
+    api.install(monkeypatch)
+    ensured: list[str] = []
+    known = namespace_identity.RunnerIdentities()
+    monkeypatch.setattr(known, "ensure", ensured.append)
+    monkeypatch.setattr(namespace_identity, "identities", known)
+    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
+    assert patch["reason"] == "FailedCreate" and 'serviceaccount "assay-runner" not found' in patch["message"]
+    assert ensured == ["evals"]
+    # A pod refused for another reason (a quota) is not the identity's to mend.
+    quota = FakeApi(load("job_no_pods"), [], load("events_job_failed_create_quota")["items"])
+    quota.install(monkeypatch)
+    observe.observe_run(_evaluation(), state=OperatorState(), emit=quota.emit, now=at(7))
+    assert ensured == ["evals"]
 
 
 def test_a_healthy_running_job_lists_no_pods(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -315,3 +315,15 @@ def test_a_run_of_an_older_operator_keeps_its_job_and_per_run_objects_across_an_
     assert api.get(_path(job)) == job  # running on, as the old ServiceAccount
     for child in olds[3:]:
         assert api.get(_path(child)) == child  # still the Evaluation's, for the garbage collector
+
+
+def test_an_account_deleted_by_hand_is_made_again_when_a_pod_cannot_be_created(api: LocalApiServer) -> None:
+    namespace_identity.identities.ensure("evals")
+    api.objects.pop(_path(IDENTITY["ServiceAccount"]))
+    said = 'pods "x-0-abcde" is forbidden: error looking up service account evals/assay-runner: '
+    assert namespace_identity.restore_if_missing("evals", said + 'serviceaccount "assay-runner" not found')
+    assert api.get(_path(IDENTITY["ServiceAccount"])) is not None
+    api.requests.clear()
+    assert not namespace_identity.restore_if_missing("evals", "exceeded quota: gpu-quota")
+    namespace_identity.identities.ensure("evals")
+    assert api.requests == []  # made just now: known again

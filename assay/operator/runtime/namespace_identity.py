@@ -7,9 +7,11 @@ that a run costs no request for its identity: a burst of a thousand Evaluations 
 namespace costs three requests for it, not three thousand.
 
 What is remembered is checked again after `RECHECK_SECONDS` (one JSON patch each, which
-also brings back a Role made wider by hand), and at once after an operator restart: an
-identity deleted by hand is made again within that time. A Job created meanwhile waits
-for its pods (the Job controller retries creating them) and is not lost.
+also brings back a Role made wider by hand), and at once after an operator restart. An
+account deleted by hand is made again sooner: a Job whose pods cannot be created for want
+of it (the Job controller's FailedCreate, which the operator reads for a run whose pods
+are late) has its namespace's identity made again (`restore_if_missing`); the Job
+controller retries creating the pods, so the run goes on.
 
 A namespace's runs are decided on several threads at once: one lock per namespace makes
 the first of them ensure the identity while the others wait for it, instead of every
@@ -18,12 +20,15 @@ decision of a burst sending the same three requests.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Callable
 
 from assay.operator.build import runner_identity
 from assay.operator.runtime import owned
+
+logger = logging.getLogger(__name__)
 
 RECHECK_SECONDS = 600.0
 """How long an ensured identity is taken to hold before it is ensured again."""
@@ -70,3 +75,19 @@ class RunnerIdentities:
 
 identities = RunnerIdentities()
 """The operator's: one per process, shared by every decision."""
+
+_MISSING = f'serviceaccount "{runner_identity.ACCOUNT}" not found'
+"""How the API server refuses a pod of an account that does not exist (the Job controller's FailedCreate)."""
+
+
+def restore_if_missing(namespace: str, problem: str) -> bool:
+    """Make the namespace's identity again when `problem` (why a run's pods are late) is its
+    missing account; True when that was the problem. A failure to is logged: the sweeps look again."""
+    if _MISSING not in problem:
+        return False
+    identities.forget(namespace)
+    try:
+        identities.ensure(namespace)
+    except Exception as error:  # noqa: BLE001 - the run stays Pending with its reason; tried at the next look
+        logger.warning("Could not make the runner identity of namespace %s again: %s", namespace, error)
+    return True

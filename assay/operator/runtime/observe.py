@@ -20,6 +20,7 @@ from assay.operator import objects
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, job_status, large_specs, outcome, peer_failures
 from assay.operator.kube import kube
+from assay.operator.runtime import namespace_identity
 from assay.operator.runtime.periodic import PeriodicSweep
 from assay.operator.runtime.state import OperatorState
 from assay.operator.runtime.watched import WatchedObjects
@@ -243,7 +244,10 @@ def _problem(
     events: list[objects.Event] = []
     for kind, object_name in diagnosis.events_to_read(job, pods, now=now):
         events += kube.list_events(namespace=namespace, kind=kind, name=object_name)
-    return diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=state.image_pull_timeout)
+    problem = diagnosis.diagnose(job, pods, events, now=now, image_pull_timeout=state.image_pull_timeout)
+    if problem is not None and problem.reason == diagnosis.FAILED_CREATE:
+        namespace_identity.restore_if_missing(namespace, problem.message)  # its account deleted by hand
+    return problem
 
 
 def _rerun_token(job: objects.Job) -> str | None:
