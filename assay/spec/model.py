@@ -47,6 +47,9 @@ ENV_JOB_NAME = "ASSAY_JOB_NAME"
 ENV_STATUS_FILE = "ASSAY_STATUS_FILE"
 ENV_USE_CACHE = "ASSAY_USE_CACHE"
 ENV_TASK_CODE = "ASSAY_TASK_CODE"
+ENV_PROGRESS_INTERVAL = "ASSAY_PROGRESS_INTERVAL"
+"""Seconds between a runner's progress writes at least: the operator sets it on each Job from
+the number of runs in flight (`assay.operator.decide.progress_budget`)."""
 
 FEWSHOT_AS_MULTITURN_REFUSAL = "spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval)."
 
