@@ -3,8 +3,8 @@
 In a cluster the runner patches its Evaluation's `status` subresource (its Role allows
 `get`/`patch` on that one object only), so `kubectl get evaluation -o yaml` shows
 progress while it runs and the scores when it ends (as `assay.runner.results.condensed`
-condenses them). A progress write that fails is logged and dropped (the next one
-follows in seconds); the last write, the scores or the failure, is tried again for up to
+condenses them). A progress write that fails is logged and dropped (the next percent's is
+written); the last write, the scores or the failure, is tried again for up to
 `FINAL_WRITE_PATIENCE` while the API server is unreachable or overloaded (a restart of the
 API server must not lose a run's scores).
 
