@@ -91,3 +91,37 @@ def test_no_eta_until_it_is_known_nor_after_the_run(status: dict[str, object]) -
 
 def test_durations_read_as_kubectl_users_expect() -> None:
     assert [progress_eta.duration(s) for s in (0, 42, 200, 3_900, -5)] == ["0s", "42s", "3m20s", "1h05m", "0s"]
+
+
+def test_a_new_run_made_with_300_in_flight_is_told_15_s(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The handler counts the unfinished runs (and the decisions queued), and `carry_out` puts
+    the interval on the Job it creates: what the runner reads (`progress_gate.interval_from_env`)."""
+    from assay import spec as spec_module
+    from assay.operator import handlers
+    from assay.operator.runtime import converge
+    from assay.operator.runtime.state import OperatorState
+    from assay.runner.results import progress_gate
+    from tests.operator.test_operator_converge import SPEC, T0 as NOW, Store, _evaluation
+
+    unfinished = converge.UnfinishedRuns()
+    for i in range(300):
+        unfinished.observe(_evaluation(f"run-{i}"))  # each with its Job named, Pending
+    unfinished.observe(_evaluation("done", phase="Succeeded"))  # not in flight
+    in_flight = handlers._runs_in_flight(OperatorState(unfinished=unfinished))
+    assert in_flight == 300 and handlers._runs_in_flight(OperatorState()) == 0
+
+    store = Store(monkeypatch)
+    evaluation = _evaluation("new")
+    evaluation["status"] = {}  # never decided: a new run
+    interval = progress_budget.interval_seconds(in_flight)
+    converge.carry_out(
+        evaluation,
+        spec_module.parse_spec(SPEC),
+        now=NOW,
+        default_image="runner:1",
+        emit=store.emit,
+        progress_interval=interval,
+    )
+    (job,) = [m for (kind, _), m in store.objects.items() if kind == "Job"]
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert progress_gate.interval_from_env(env) == 15.0
