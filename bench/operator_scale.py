@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import json
 import os
 import statistics
 import subprocess
@@ -48,7 +47,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -119,19 +117,7 @@ def evaluation(name: str) -> dict[str, Any]:
     return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name}, "spec": spec}
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-cpu_seconds = sm.cpu_seconds
+cpu_seconds, percentile, peak_rss_mb, scrape_ms = sm.cpu_seconds, sm.percentile, sm.peak_rss_mb, sm.scrape_ms
 
 
 def start_operator(
@@ -235,16 +221,6 @@ def create_all(custom: Any, names: list[str], namespace: str, workers: int) -> d
         return dict(pool.map(create, names))
 
 
-def scrape_ms(port: int) -> float:
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            response.read()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.mean(times)
-
-
 def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     m, workers, profile = args.in_flight, args.workers, args.profile
     namespace = f"scale-{n}-{m}"
@@ -288,14 +264,18 @@ def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdi
         )
         waited = sm.scrape_counter(metrics_port) - waited_before
         log_size = log_path.stat().st_size  # the burst's log: a storm decides every run again
-        storm = run_storm(plane, namespace, n, args, metrics_port) if args.storm else None
+        storm = (
+            sm.run_storm(plane.admin_kubeconfig, namespace, n, args.storm, args.workers, metrics_port)
+            if args.storm
+            else None
+        )
     finally:
         writer.stop()
         if profiler is not None:
             profiler.wait(timeout=60)
         operator.terminate()
         operator.wait(timeout=30)
-    ours = operator_events(plane, audit_start)
+    ours = sm.operator_events(plane.audit_log, audit_start, OPERATOR_USER)
     if storm is not None:
         began, ended, storm_waited = storm
         rates = sm.per_second([e for e in ours if sm.when(e) >= began], began, ended)
@@ -349,30 +329,6 @@ def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdi
         "storm": storm,
         "unnamed_object_lines": sum(1 for line in lines if "kopf.objects:" in line and f"[{namespace}/" not in line),
     }
-
-
-def operator_events(plane: AuditedControlPlane, offset: int) -> list[dict[str, Any]]:
-    """The operator user's requests in the audit log from byte `offset` on."""
-    with open(plane.audit_log, "rb") as audit:
-        audit.seek(offset)
-        events = [json.loads(line) for line in audit if line.strip()]
-    return [e for e in events if e.get("user", {}).get("username") == OPERATOR_USER]
-
-
-def run_storm(
-    plane: AuditedControlPlane, namespace: str, n: int, args: argparse.Namespace, metrics_port: int
-) -> tuple[float, float, float]:
-    """--storm: every ev-* asked to run again, ROUNDS times; (began, ended, seconds waited on the bucket)."""
-    from kubernetes import client, config
-
-    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(plane.admin_kubeconfig)))
-    names = [f"ev-{i:04d}" for i in range(n)]
-    waited_before = sm.scrape_counter(metrics_port)
-    began = sm.storm(custom, namespace, names, args.storm, args.workers)
-    took = sm.settle(custom, namespace, names, f"storm-{args.storm - 1}")
-    time.sleep(5)  # the last decisions' Events and status writes
-    print(f"N={n}: the storm's last decision {took:.1f} s after its last round", flush=True)
-    return began, time.time(), sm.scrape_counter(metrics_port) - waited_before
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
-"""What bench/operator_scale.py measures beyond latency, and its table.
+"""What bench/operator_scale.py measures beyond latency, and its table (with the small helpers it
+reads processes, the audit log and /metrics through).
 
 - the API server's CPU over a window (its process's /proc counters), per Evaluation of a burst
   and per in-flight run (progress writes alone, less the idle control plane's);
@@ -13,7 +14,9 @@ from __future__ import annotations
 
 import collections
 import datetime
+import json
 import os
+import statistics
 import re
 import time
 import urllib.request
@@ -101,6 +104,52 @@ def storm_summary(rates: list[int], *, waited: float, qps: float, burst: int) ->
         "waited_s": waited,
         "qps": qps,
     }
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def scrape_ms(port: int) -> float:
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+            response.read()
+        times.append((time.perf_counter() - t0) * 1000)
+    return statistics.mean(times)
+
+
+def operator_events(audit_log: Path, offset: int, user: str) -> list[dict[str, Any]]:
+    """`user`'s requests in the audit log from byte `offset` on."""
+    with open(audit_log, "rb") as audit:
+        audit.seek(offset)
+        events = [json.loads(line) for line in audit if line.strip()]
+    return [e for e in events if e.get("user", {}).get("username") == user]
+
+
+def run_storm(
+    admin_kubeconfig: Path, namespace: str, n: int, rounds: int, workers: int, metrics_port: int
+) -> tuple[float, float, float]:
+    """--storm: every ev-* asked to run again, `rounds` times; (began, ended, seconds waited on the bucket)."""
+    from kubernetes import client, config
+
+    custom = client.CustomObjectsApi(config.new_client_from_config(config_file=str(admin_kubeconfig)))
+    names = [f"ev-{i:04d}" for i in range(n)]
+    waited_before = scrape_counter(metrics_port)
+    began = storm(custom, namespace, names, rounds, workers)
+    took = settle(custom, namespace, names, f"storm-{rounds - 1}")
+    time.sleep(5)  # the last decisions' Events and status writes
+    print(f"N={n}: the storm's last decision {took:.1f} s after its last round", flush=True)
+    return began, time.time(), scrape_counter(metrics_port) - waited_before
 
 
 def print_table(rows: list[dict[str, Any]], cpus: int | None) -> None:
