@@ -5,11 +5,11 @@ PriorityLevelConfiguration for the operator's ServiceAccount); this bounds what 
 itself sends when something makes it loop (a resync storm, a bug), and spreads such a
 flood out instead of having it refused with 429s. A real burst must pass untouched: a
 platform applies a nightly suite of a thousand Evaluations at once, at four requests each
-when the runner identity is per namespace (seven before), so the bucket holds 5,000
-requests. It refills at 100 a second: the operator's steady need with hundreds of runs in
-flight is a few requests a second (bench/operator_scale.py: a Job's and a pod's status
-mirrored a few times per run), 100 a second refills a spent burst in under a minute, and a
-loop is held to 6,000 requests a minute (measured: a storm of reruns of every Evaluation,
+when the runner identity is per namespace (eight before), so the bucket holds 5,000
+requests. It refills at 100 a second: past a burst the operator's need is its status writes
+as runs move on (8 to 14 a second while a burst of 700 met 300 runs in flight,
+bench/operator_scale.py), 100 a second refills a spent burst in under a minute, and a loop is
+held to 6,000 requests a minute (measured with a storm of reruns of every Evaluation:
 docs/performance.md). client-go's defaults (5 a second, bursts of 10) would stretch one
 such burst to a quarter of an hour. ASSAY_API_QPS and ASSAY_API_BURST (the chart's
 operator.apiQPS and operator.apiBurst) change them; `waited_seconds` is the time requests
