@@ -1,14 +1,16 @@
 """Runs in flight for bench/operator_scale.py: Evaluations whose runs the operator has decided,
 and a writer that reports their progress as their runners would.
 
-A runner patches its Evaluation's status every `DEFAULT_PROGRESS_INTERVAL` seconds while it
-runs (`assay.runner.results.status_sink`); each patch is a watch event the operator receives
-and must not take for a reason to decide the run again. The writer sends the runner's own
-writes: a `KubernetesStatusSink` per Evaluation, as the runner builds it from its environment
-(the run's Job name, which the JSON patch tests first), whose `progress(done, total)` sends
-`status.progress` (done/total, ETA) and `status.timing` with the runner's content-type. The
-writes of one interval are spread evenly over it and sent from a small thread pool, under
-the admin's user, so the audit log of the operator's user does not count them.
+A runner patches its Evaluation's status at most once per interval, which the operator gives
+its Job from the runs in flight (`assay.operator.decide.progress_budget`: 15 s for 300), and
+only when the share done moves by a whole percent (`assay.runner.results.progress_gate`);
+each patch is a watch event the operator receives and must not take for a reason to decide
+the run again. The writer sends the runner's own writes in the worst case, a run fast enough
+to move a percent every interval: a `KubernetesStatusSink` per Evaluation, as the runner
+builds it from its environment (the run's Job name, which the JSON patch tests first), whose
+`progress(done, total)` sends `status.progress` and `status.timing` with the runner's
+content-type. The writes of one interval are spread evenly over it and sent from a small
+thread pool, under the admin's user, so the audit log of the operator's user does not count them.
 """
 
 from __future__ import annotations
@@ -19,21 +21,29 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
-from assay.runner.results.status_sink import DEFAULT_PROGRESS_INTERVAL, KubernetesStatusSink
+from assay.operator.decide.progress_budget import interval_seconds as progress_interval
+from assay.runner.results.status_sink import KubernetesStatusSink
 
-__all__ = ["DEFAULT_PROGRESS_INTERVAL", "ProgressWriter", "start", "wait_for_runs"]
+__all__ = ["ProgressWriter", "progress_interval", "start", "wait_for_runs"]
 
 REQUESTS_TOTAL = 100_000
 """Each run's requestsTotal: large enough that no run reaches it (its last write is not progress)."""
-REQUESTS_PER_WRITE = 37
+REQUESTS_PER_WRITE = 1_000
+"""A percent each write: every write shows a change, so the runner's gate lets each through."""
 
 
 def start(
-    admin_kubeconfig: Path, namespace: str, m: int, interval: float, create: Callable[[Any, list[str]], object]
+    admin_kubeconfig: Path,
+    namespace: str,
+    m: int,
+    interval: float,
+    create: Callable[[Any, list[str]], object],
+    *,
+    before_writes: Callable[[], None] = lambda: None,
 ) -> ProgressWriter:
-    """M Evaluations (`create(custom_objects_api, names)`) through to their Jobs, then their
-    runners' progress writes, at full rate for one interval before returning: the burst meets
-    them steady."""
+    """M Evaluations (`create(custom_objects_api, names)`) through to their Jobs, `before_writes()`,
+    then their runners' progress writes, at full rate for one interval before returning: the
+    burst meets them steady."""
     from kubernetes import client, config
 
     api_client = config.new_client_from_config(config_file=str(admin_kubeconfig))
@@ -42,6 +52,8 @@ def start(
     create(custom, names)
     runs = wait_for_runs(custom, batch, namespace, names)
     time.sleep(2 if m else 0)  # their status writes and Events settle
+    if m:
+        before_writes()
     writer = ProgressWriter(custom, namespace, runs, interval=interval)
     writer.start()
     time.sleep(interval if m else 0)

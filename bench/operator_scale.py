@@ -1,6 +1,6 @@
 """The operator under a burst of Evaluations, on a real control plane (no node): a table.
 
-    python bench/operator_scale.py [--n 100 300] [--workers 8] [--spec-kib K] [--in-flight M]
+    python bench/operator_scale.py [--n 100 300] [--workers 8] [--spec-kib K] [--in-flight M] [--storm ROUNDS]
 
 Starts etcd, kube-apiserver and kube-controller-manager (tests/e2e/cluster, binaries built
 by tests/e2e/cluster/build.sh) with an audit log, runs `assay operator` as a local
@@ -11,14 +11,23 @@ and prints per N:
   on a watch;
 - operator peak RSS (VmHWM) and RSS after the burst settles (VmRSS); `--spec-kib K` gives
   every Evaluation a `samples` list of about K KiB, for the memory that large specs cost;
-- API requests per Evaluation (the operator's user in the audit log; its watches too);
+- API requests per Evaluation (the operator's user in the audit log; its watches too), and
+  by verb and resource below the table;
+- the API server's CPU per Evaluation (its CPU over the burst / N) and, with `--in-flight M`,
+  per in-flight run (its CPU over 20 s of the runs' progress writes alone, less 10 s idle, / M);
+- the seconds the operator waited on its own token bucket over the burst (its
+  assay_operator_rate_limit_wait_seconds_total; `--api-qps`, `--api-burst` set the bucket);
+- with `--storm ROUNDS`: after the burst, a resync storm (every Evaluation asked to run again,
+  ROUNDS times; `bench/scale_measures.py`): the operator's requests a second from the audit log,
+  and its wait on the bucket;
 - duplicate reconciles: Evaluations whose run was decided more than once
   (the operator's own log lines, which name their Evaluation);
 - status writes per second (the operator's patches of evaluations/status, over the burst);
 - `/metrics` scrape time (mean of 5, after the burst);
 - with `--in-flight M`: M Evaluations whose runs were decided (each has its Job) before the
   burst, whose status a writer patches as their runners would (bench/in_flight.py: progress
-  and timing, each once every `--progress-interval` seconds) through the burst; the table
+  and timing, each once every `--progress-interval` seconds, by default the interval the
+  operator gives M runs in flight, each write a percent on) through the burst; the table
   gives M and the writes/s achieved. Latencies and requests are the burst's (the writer is
   the admin, not in the audit log); duplicates count every Evaluation, the in-flight ones too;
 - the API server's CPU-seconds over the burst, and every process's on the line below the table.
@@ -31,7 +40,6 @@ from __future__ import annotations
 import argparse
 import collections
 import functools
-import json
 import os
 import statistics
 import subprocess
@@ -39,7 +47,6 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -48,6 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench import in_flight  # noqa: E402
+from bench import scale_measures as sm  # noqa: E402
 from tests.e2e.cluster import control_plane as cp  # noqa: E402
 
 OPERATOR_USER = "assay-operator"
@@ -84,6 +92,9 @@ class AuditedControlPlane(cp.ControlPlane):
         return self.workdir / "audit.log"
 
 
+API_QPS: float | None = None
+API_BURST: int | None = None
+"""--api-qps and --api-burst: the operator's token bucket (None: its defaults)."""
 SPEC_KIB = 0
 """--spec-kib: each Evaluation's spec carries a `samples` list of about this many KiB (0: none)."""
 
@@ -106,22 +117,7 @@ def evaluation(name: str) -> dict[str, Any]:
     return {"apiVersion": "assay.dev/v1alpha1", "kind": "Evaluation", "metadata": {"name": name}, "spec": spec}
 
 
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
-
-
-def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of one process so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+cpu_seconds, percentile, peak_rss_mb, scrape_ms = sm.cpu_seconds, sm.percentile, sm.peak_rss_mb, sm.scrape_ms
 
 
 def start_operator(
@@ -139,6 +135,8 @@ def start_operator(
         "KUBECONFIG": str(kubeconfig),
         "PYTHONPATH": str(REPO),
         "ASSAY_RUNNER_IMAGE": "localhost/assay-runner:bench",
+        **({"ASSAY_API_QPS": f"{API_QPS:g}"} if API_QPS is not None else {}),
+        **({"ASSAY_API_BURST": str(API_BURST)} if API_BURST is not None else {}),
     }
     # At the chart's default log level (info): debug logging alone costs the operator a third more CPU.
     operator = subprocess.Popen(
@@ -223,25 +221,28 @@ def create_all(custom: Any, names: list[str], namespace: str, workers: int) -> d
         return dict(pool.map(create, names))
 
 
-def scrape_ms(port: int) -> float:
-    times = []
-    for _ in range(5):
-        t0 = time.perf_counter()
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-            response.read()
-        times.append((time.perf_counter() - t0) * 1000)
-    return statistics.mean(times)
-
-
 def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     m, workers, profile = args.in_flight, args.workers, args.profile
     namespace = f"scale-{n}-{m}"
     plane.kubectl("create", "namespace", namespace)
     operator, log_path, metrics_port = start_operator(plane, namespace, workdir)
     create = functools.partial(create_all, namespace=namespace, workers=workers)
-    writer = in_flight.start(plane.admin_kubeconfig, namespace, m, args.progress_interval, create)
-    audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
     processes = {"operator": operator.pid, **{p.name: p.popen.pid for p in plane._processes}, "bench": os.getpid()}
+    apiserver = processes["kube-apiserver"]
+    idle: list[float] = []
+    interval = args.progress_interval or in_flight.progress_interval(m)
+    writer = in_flight.start(
+        plane.admin_kubeconfig,
+        namespace,
+        m,
+        interval,
+        create,
+        before_writes=lambda: idle.append(sm.cpu_over(apiserver, 10)),
+    )
+    writing = sm.cpu_over(apiserver, 20) if m else 0.0
+    per_run, in_flight_note = sm.in_flight_cpu(apiserver, m, idle[0] * 2 if idle else 0.0, writing, 20)
+    waited_before = sm.scrape_counter(metrics_port)
+    audit_start = plane.audit_log.stat().st_size if plane.audit_log.exists() else 0
     cpu_before = {name: cpu_seconds(pid) for name, pid in processes.items()}
     profiler = None
     if profile:
@@ -261,20 +262,30 @@ def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdi
             peak_rss_mb(operator.pid),
             peak_rss_mb(operator.pid, "VmRSS"),
         )
+        waited = sm.scrape_counter(metrics_port) - waited_before
+        log_size = log_path.stat().st_size  # the burst's log: a storm decides every run again
+        storm = (
+            sm.run_storm(plane.admin_kubeconfig, namespace, n, args.storm, args.workers, metrics_port)
+            if args.storm
+            else None
+        )
     finally:
         writer.stop()
         if profiler is not None:
             profiler.wait(timeout=60)
         operator.terminate()
         operator.wait(timeout=30)
-    with open(plane.audit_log, "rb") as audit:
-        audit.seek(audit_start)
-        events = [json.loads(line) for line in audit if line.strip()]
-    ours = [e for e in events if e.get("user", {}).get("username") == OPERATOR_USER]
+    ours = sm.operator_events(plane.audit_log, audit_start, OPERATOR_USER)
+    if storm is not None:
+        began, ended, storm_waited = storm
+        rates = sm.per_second([e for e in ours if sm.when(e) >= began], began, ended)
+        bucket = (API_QPS or 100.0, API_BURST or 5000)
+        storm = sm.storm_summary(rates, waited=storm_waited, qps=bucket[0], burst=bucket[1])
+        ours = [e for e in ours if sm.when(e) < began]  # the burst's requests alone below
     status_writes = [
         e for e in ours if e["verb"] == "patch" and (e.get("objectRef") or {}).get("subresource") == "status"
     ]
-    lines = log_path.read_text(errors="replace").splitlines()
+    lines = log_path.read_bytes()[:log_size].decode(errors="replace").splitlines()
     if len(latencies) < n:
         print(f"Only {len(latencies)} of {n} Jobs appeared; the operator's log ends:", *lines[-40:], sep="\n")
     handler_runs: collections.Counter[str] = collections.Counter(
@@ -312,30 +323,12 @@ def run_one(plane: AuditedControlPlane, n: int, args: argparse.Namespace, workdi
         "duplicates": sum(1 for count in handler_runs.values() if count > 1),
         "status_writes_per_s": len(status_writes) / seconds if seconds > 0 else float("nan"),
         "scrape_ms": scrape,
+        "bucket_wait_s": waited,
+        "api_ms_per_run_min": per_run,
+        "in_flight_cpu": in_flight_note,
+        "storm": storm,
         "unnamed_object_lines": sum(1 for line in lines if "kopf.objects:" in line and f"[{namespace}/" not in line),
     }
-
-
-def print_table(rows: list[dict[str, Any]]) -> None:
-    print(
-        f"{'N':>5} {'M':>4} {'Jobs':>5} {'p50 s':>7} {'p99 s':>7} {'RSS MB':>7} {'now MB':>7} {'req/eval':>9} "
-        f"{'dup':>4} {'status/s':>9} {'writes/s':>9} {'API CPU s':>10} {'scrape ms':>10} {'unnamed':>8}"
-    )
-    for r in rows:
-        print(
-            f"{r['n']:>5} {r['in_flight']:>4} {r['jobs']:>5} {r['p50']:>7.2f} {r['p99']:>7.2f} {r['rss_mb']:>7.0f} "
-            f"{r['settled_rss_mb']:>7.0f} {r['requests_per_eval']:>9.1f} {r['duplicates']:>4} "
-            f"{r['status_writes_per_s']:>9.1f} {r['writes_per_s']:>9.1f} {r['cpu']['kube-apiserver']:>10.1f} "
-            f"{r['scrape_ms']:>10.1f} {r['unnamed_object_lines']:>8}"
-        )
-    for r in rows:
-        usage = ", ".join(f"{name} {used:.1f} s" for name, used in r["cpu"].items())
-        print(
-            f"N={r['n']} M={r['in_flight']}: the last Job {r['seconds']:.1f} s after the burst began; CPU used "
-            f"meanwhile: {usage} (all {sum(r['cpu'].values()):.1f} s on {os.cpu_count()} cores)"
-        )
-        if r["in_flight"]:
-            print(f"  in flight: {r['writer']}")
 
 
 def main() -> int:
@@ -358,17 +351,26 @@ def main() -> int:
     parser.add_argument(
         "--progress-interval",
         type=float,
-        default=in_flight.DEFAULT_PROGRESS_INTERVAL,
-        help="seconds between one in-flight run's progress writes (default: the runner's)",
+        default=None,
+        help="seconds between one in-flight run's progress writes (default: the operator's for M runs in flight)",
     )
+    parser.add_argument(
+        "--storm",
+        type=int,
+        default=0,
+        metavar="ROUNDS",
+        help="after each burst, ask every Evaluation to run again ROUNDS times (a resync storm)",
+    )
+    parser.add_argument("--api-qps", type=float, help="the operator's ASSAY_API_QPS (default: its own)")
+    parser.add_argument("--api-burst", type=int, help="the operator's ASSAY_API_BURST (default: its own)")
     parser.add_argument(
         "--profile",
         metavar="PREFIX",
         help="sample the operator with py-spy during each burst into PREFIX.<N>.txt (collapsed stacks)",
     )
     args = parser.parse_args()
-    global SPEC_KIB
-    SPEC_KIB = args.spec_kib
+    global SPEC_KIB, API_QPS, API_BURST
+    SPEC_KIB, API_QPS, API_BURST = args.spec_kib, args.api_qps, args.api_burst
     bin_dir = cp.cache_dir() / cp.k8s_version() / "bin"
     if not (bin_dir / ".complete").is_file():
         print(f"No Kubernetes binaries in {bin_dir}: run tests/e2e/cluster/build.sh first.", file=sys.stderr)
@@ -383,13 +385,7 @@ def main() -> int:
             rows = [run_one(plane, n, args, workdir) for n in args.n]
         finally:
             plane.stop()
-    print_table(rows)
-    for r in rows:
-        print(f"API requests per Evaluation at N={r['n']} M={r['in_flight']}, by verb and resource:")
-        for kind, per_eval in r["by_kind"].items():
-            print(f"  {per_eval:6.2f}  {kind}")
-        for uri, count in r["other"]:
-            print(f"  {count / r['n']:6.2f}  {uri}")
+    sm.print_table(rows, os.cpu_count())
     return 0
 
 

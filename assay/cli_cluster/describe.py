@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 from assay import echoed_text
 from assay.cli_cluster import advice, ages, columns, listing
 from assay.cli_cluster.pod_logs import runner_pods
+from assay.operator.decide import progress_eta
 
 RECENT_EVENTS = 15
 MESSAGE_CHARS = 400
@@ -73,7 +74,7 @@ def _summary(evaluation: Mapping[str, Any], *, pods: Sequence[Mapping[str, Any]]
         ("Created", _ago(meta.get("creationTimestamp"), now)),
         ("Started", _ago(status.get("startTime"), now)),
         ("Finished", _ago(status.get("completionTime"), now)),
-        ("Progress", (status.get("progress") or {}).get("summary")),
+        ("Progress", progress_eta.summary(status, now=now)),
         ("Job", status.get("jobName")),
         ("Pods", ", ".join(f"{p.name} (rank {p.rank}, {p.phase})" for p in runner_pods(pods, all_ranks=True))),
     ]

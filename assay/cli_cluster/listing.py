@@ -2,7 +2,8 @@
 
 The columns are the CRD's printer columns (Model, Tasks, Phase, Reason, Progress, Regressed,
 Age; Message with `-o wide`), except that Regressed carries the verdict beside the
-condition's status ("False (equivalent)"), which a printer column cannot join. Text the
+condition's status ("False (equivalent)"), which a printer column cannot join, and Progress
+a running run's ETA, which the runner does not write (`progress_eta`). Text the
 cluster holds (a message a runner or a model server wrote) is shown as one bounded line.
 """
 
@@ -14,7 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from assay import echoed_text
 from assay.cli_cluster import ages, columns
-from assay.operator.decide import regression
+from assay.operator.decide import progress_eta, regression
 
 HEADERS = ("NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE")
 CELL_CHARS = 300
@@ -38,7 +39,7 @@ def table(
             ",".join(map(str, (evaluation.get("spec") or {}).get("tasks") or ())),
             str(status.get("phase") or ""),
             str(status.get("reason") or ""),
-            str((status.get("progress") or {}).get("summary") or ""),
+            progress_eta.summary(status, now=now),
             regressed(status),
             ages.since(meta.get("creationTimestamp"), now=now),
         ]

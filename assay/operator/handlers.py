@@ -41,7 +41,7 @@ from assay.errors import UserError
 from assay.operator import kopf_settings, objects
 from assay.operator.admission import admit
 from assay.operator.build import builders
-from assay.operator.decide import conditions, diagnosis, job_status, large_specs, reconcile, trigger
+from assay.operator.decide import conditions, diagnosis, job_status, large_specs, progress_budget, reconcile, trigger
 from assay.operator.kube import api_client, api_errors, kube
 from assay.operator.runtime import converge, decision_faults, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -209,8 +209,15 @@ def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
         emit=observe.emitter(state),
         task_sources=sources,
         written=_status_written(state),
+        progress_interval=progress_budget.interval_seconds(_runs_in_flight(state)),
     )
     log.info("Run decided: %s", steps.summary())
+
+
+def _runs_in_flight(state: OperatorState) -> int:
+    """The runs writing progress soon: those unfinished, and the decisions queued (a burst's rest)."""
+    unfinished = len(state.unfinished) if state.unfinished is not None else 0
+    return unfinished + (state.decisions.depth() if state.decisions is not None else 0)
 
 
 def _timed_decision(evaluation: objects.Evaluation, state: OperatorState) -> None:

@@ -236,7 +236,9 @@ def main(argv: Sequence[str]) -> int:
     containers.default_memory_limit()  # ASSAY_RUNNER_DEFAULT_MEMORY too
     children.runner_egress()  # and ASSAY_RUNNER_EGRESS
     _load_credentials()
+    from assay.operator.kube import api_client
 
+    metrics.controller.watch_rate_limit(api_client.waited_seconds)
     if args.metrics_port:
         from assay.operator.runtime.metrics_auth import TokenAuthorizer
 

@@ -318,7 +318,8 @@ def run_spec(
 
 
 class ProgressReporter:
-    """The evaluator's progress callback: to the sink and the log, at most every few seconds."""
+    """The evaluator's progress callback: every report to the sink (which writes only what changes
+    what a reader sees, at the operator's pace: `results.progress_gate`), to the log every few seconds."""
 
     def __init__(
         self, sink: Any, *, interval_s: float = PROGRESS_LOG_INTERVAL_S, clock: Callable[[], float] = time.monotonic
@@ -328,10 +329,9 @@ class ProgressReporter:
 
     def __call__(self, done: int, total: int) -> None:
         now = self.clock()
-        if done < total and self._last is not None and now - self._last < self.interval_s:
-            return
-        self._last = now
-        log.info("progress: %d of %d requests", done, total)
+        if done >= total or self._last is None or now - self._last >= self.interval_s:
+            self._last = now
+            log.info("progress: %d of %d requests", done, total)
         try:
             self.sink.progress(done, total)
         except Exception as error:  # noqa: BLE001 - status is best effort; the run goes on

@@ -51,6 +51,9 @@ ENV_BASELINE_EVALUATION = "ASSAY_BASELINE_EVALUATION"
 """JSON of what the baseline Evaluation the spec names showed when the run was decided (its
 name, phase, output volume and results folder; empty: it did not exist). The runner may read
 no Evaluation, so the operator reads it."""
+ENV_PROGRESS_INTERVAL = "ASSAY_PROGRESS_INTERVAL"
+"""Seconds between a runner's progress writes at least: the operator sets it on each Job from
+the number of runs in flight (`assay.operator.decide.progress_budget`)."""
 
 FEWSHOT_AS_MULTITURN_REFUSAL = "spec.fewshotAsMultiturn: true needs spec.applyChatTemplate: true (as in lm-eval)."
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,11 @@ from tests.cli_cluster.conftest import ClusterCli, write_kubeconfig
 from tests.operator.local_apiserver import status
 
 HOURS = datetime.timedelta(hours=3, minutes=30, seconds=20)
+
+
+def _ago(seconds: float) -> str:
+    moment = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=seconds)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def _regressed(status: str, reason: str, verdict: str | None) -> dict[str, object]:
@@ -55,7 +61,9 @@ def three(kube: ClusterCli) -> ClusterCli:
             "phase": "Running",
             "reason": "PodsRunning",
             "message": "1 runner pod(s) running.",
-            "progress": {"summary": "12/40 (30%) ETA 1m05s"},
+            # 12 of 40 answered in the 60 s since the first request: the reader's ETA, 140 s from `updated`.
+            "progress": {"requestsDone": 12, "requestsTotal": 40, "summary": "12/40 (30%)", "updated": _ago(0)},
+            "timing": {"requestsStarted": _ago(60)},
         },
         age=datetime.timedelta(minutes=45, seconds=10),
     )
@@ -78,8 +86,9 @@ def test_get_lists_the_context_namespace_as_kubectl_would(three: ClusterCli) -> 
         ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE"],
         ["base", "gpt2", "arc_easy", "Succeeded", "JobComplete", "40/40 (100%)", "", "3h30m"],
         ["cand", "gpt2", "arc_easy", "Succeeded", "JobComplete", "40/40 (100%)", "True (regressed)", "20m"],
-        ["later", "dummy", "arc_easy,lambada_openai", "Running", "PodsRunning", "12/40 (30%) ETA 1m05s", "", "45m"],
+        ["later", "dummy", "arc_easy,lambada_openai", "Running", "PodsRunning", _rows(out)[3][5], "", "45m"],
     ]
+    assert re.fullmatch(r"12/40 \(30%\) ETA 2m(1\d|20)s", _rows(out)[3][5])  # 140 s, less the time since
     # kubectl's tabwriter: columns three spaces apart.
     assert out.splitlines()[0].startswith("NAME    MODEL   TASKS")
 

@@ -7,6 +7,7 @@ other modules of this folder.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -142,16 +143,22 @@ def test_failures_map_to_exit_codes_and_reach_the_status(
     )
 
 
-def test_progress_is_reported_at_most_once_per_interval_and_always_at_the_end() -> None:
+def test_progress_goes_to_the_sink_every_time_and_to_the_log_once_per_interval(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     reports: list[tuple[int, int]] = []
 
-    class Sink:
+    class Sink:  # the sink decides what it writes (tests/operator/test_operator_status_sink.py)
         def progress(self, done: int, total: int) -> None:
             reports.append((done, total))
 
     now = [0.0]
     reporter = job.ProgressReporter(Sink(), interval_s=5, clock=lambda: now[0])
-    for done, at in ((1, 0.0), (2, 1.0), (3, 4.9), (4, 5.5), (5, 6.0), (10, 6.1)):
-        now[0] = at
-        reporter(done, 10)
-    assert reports == [(1, 10), (4, 10), (10, 10)]
+    steps = ((1, 0.0), (2, 1.0), (3, 4.9), (4, 5.5), (5, 6.0), (10, 6.1))
+    with caplog.at_level(logging.INFO, logger=job.log.name):
+        for done, at in steps:
+            now[0] = at
+            reporter(done, 10)
+    assert reports == [(done, 10) for done, _ in steps]
+    logged = [r.getMessage() for r in caplog.records if r.getMessage().startswith("progress:")]
+    assert logged == ["progress: 1 of 10 requests", "progress: 4 of 10 requests", "progress: 10 of 10 requests"]

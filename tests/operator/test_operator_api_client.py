@@ -127,6 +127,22 @@ def test_the_token_bucket_lets_a_burst_through_then_spaces_requests_out() -> Non
     assert [bucket.wait() for _ in range(4)] == [0.0, 0.0, 0.0, 0.5]
 
 
+def test_the_default_bucket_passes_a_thousand_evaluations_and_holds_a_loop_to_its_rate() -> None:
+    """A nightly suite of 1,000 Evaluations at four requests each never waits; a loop past the
+    burst is held to 100 requests a second, and the bucket counts every second it held one."""
+    clock = Clock()
+    default = rate_limit.from_env({})
+    assert default is not None
+    bucket = rate_limit.TokenBucket(qps=default.qps, burst=default.burst, clock=clock, sleep=clock.sleep)
+    assert sum(bucket.wait() for _ in range(1_000 * 4)) == 0.0 and bucket.waited_seconds == 0.0
+    started = clock.now
+    for _ in range(11_000):  # a runaway loop, right after the burst: 1,000 tokens left
+        bucket.wait()
+    seconds = clock.now - started
+    assert seconds == pytest.approx(100.0)  # the 10,000 past the burst, at 100 a second
+    assert bucket.waited_seconds == pytest.approx(sum(clock.slept)) and len(clock.slept) == 10_000
+
+
 def test_take_turns_a_caller_away_at_once_past_its_longest_wait() -> None:
     clock = Clock()
     bucket = rate_limit.TokenBucket(qps=2, burst=2, clock=clock, sleep=clock.sleep)
@@ -153,7 +169,7 @@ def test_every_request_waits_for_a_token_and_a_lease_call_does_not(api: LocalApi
 
 def test_the_rate_limit_comes_from_the_environment() -> None:
     default = rate_limit.from_env({})
-    assert default is not None and (default.qps, default.burst) == (100.0, 2000)
+    assert default is not None and (default.qps, default.burst) == (100.0, 5000)
     given = rate_limit.from_env({"ASSAY_API_QPS": " 200 ", "ASSAY_API_BURST": "400"})
     assert given is not None and (given.qps, given.burst) == (200.0, 400)
     assert rate_limit.from_env({"ASSAY_API_QPS": "0"}) is None  # no limit
@@ -168,7 +184,7 @@ def test_the_chart_gives_the_operator_its_rate_limit() -> None:
     from tests.operator.test_operator_chart_metrics import _container, _render
 
     defaults = {e["name"]: e.get("value") for e in _container(_render())["env"]}
-    assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("100", "2000")
+    assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("100", "5000")
     given = rate_limit.from_env(
         {
             e["name"]: e.get("value") or ""

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from assay.operator import handlers
-from assay.operator.kube import api_errors
+from assay.operator.kube import api_errors, rate_limit
 from assay.operator.runtime import decisions
 from assay.operator.runtime.leader import LeaseLock, leading
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -120,3 +120,17 @@ def test_the_leader_gauge_is_1_while_this_replica_leads() -> None:
     seen.append(_value(metrics, "assay_leader"))
     assert seen == [0, 1, 0]
     assert lock.api.lease["spec"]["holderIdentity"] is None  # type: ignore[attr-defined]  # released on the way out
+
+
+def test_the_time_waited_on_the_rate_limit_is_a_counter_read_from_the_bucket() -> None:
+    metrics = EvaluationMetrics()
+    name = "assay_operator_rate_limit_wait_seconds_total"
+    assert _value(metrics, name) == 0.0  # exported before anything is watched
+    slept: list[float] = []
+    now = [0.0]
+    bucket = rate_limit.TokenBucket(qps=4, burst=2, clock=lambda: now[0], sleep=slept.append)
+    metrics.controller.watch_rate_limit(lambda: bucket.waited_seconds)
+    for _ in range(4):
+        bucket.wait()  # the clock stands still: the third and fourth wait 0.25 s and 0.5 s
+    assert slept == [0.25, 0.5] and _value(metrics, name) == 0.75
+    assert bucket.take(0.1) is False and _value(metrics, name) == 0.75  # turned away: no wait

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import urllib.request
 from typing import Any, Iterator
 
@@ -183,12 +185,15 @@ def test_info_eta_and_failure_series_follow_the_evaluation(served: tuple[Evaluat
     running = _evaluation(phase="Running")
     running["metadata"]["labels"] = {"assay.dev/suite": "nightly"}
     running["spec"]["modelArgs"]["revision"] = "step1000"
-    running["status"]["progress"]["etaSeconds"] = 42
+    # 50 of 200 requests answered in the 60 s since the first: 150 more take 180 s (the reader's ETA).
+    now = datetime.datetime.now(datetime.timezone.utc)
+    running["status"]["timing"] = {"requestsStarted": (now - datetime.timedelta(seconds=60)).isoformat()}
+    running["status"]["progress"]["updated"] = now.isoformat()
     metrics.observe(running)
     ev = dict(namespace="team", evaluation="ev")
     info = _labels(**ev, model="EleutherAI/pythia-160m", revision="step1000", suite="nightly")
     assert _scrape(url)[("assay_evaluation_info", info)] == 1.0
-    assert _scrape(url)[("assay_evaluation_eta_seconds", _labels(**ev))] == 42.0
+    assert 170 < _scrape(url)[("assay_evaluation_eta_seconds", _labels(**ev))] <= 180
     assert not [labels for name, labels in _series(url) if name == "assay_evaluation_failure"]
 
     # It fails: no ETA any more, one failure series with the reason; a new revision moves the info series.

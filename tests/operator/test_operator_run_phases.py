@@ -54,7 +54,7 @@ def test_a_process_knows_when_it_started() -> None:
 
 def test_the_sink_marks_each_moment_once_and_sends_them_with_every_write(tmp_path: Path) -> None:
     sink = FileStatusSink(tmp_path / "status.json", min_interval=0)
-    wall = iter([1000.0, 1500.0, 3000.0])
+    wall = iter([1000.0, 1500.0, 2000.0, 3000.0])  # one read per report, one at the end
     sink.wall = lambda: next(wall)
     sink.progress(0, 8)
     written = json.loads((tmp_path / "status.json").read_text())

@@ -117,30 +117,26 @@ def test_condense_bounds_the_size_and_says_so() -> None:
     assert tiny["results"] == {} and "too large" in tiny["message"]
 
 
-def test_kubernetes_sink_throttles_progress_and_reports_the_end() -> None:
+def test_kubernetes_sink_writes_progress_on_a_visible_change_at_most_once_per_interval() -> None:
     api, clock = RecordingCustomObjectsApi(), Clock()
     sink = KubernetesStatusSink(name="ev", namespace="team", generation=1, api=api, min_interval=5, clock=clock)
-    sink.progress(1, 100)
-    clock.now = 1
-    sink.progress(2, 100)  # throttled
-    clock.now = 6
-    sink.progress(30, 100)
-    clock.now = 6.5
-    sink.progress(100, 100)  # the last step always goes
-    assert [p["body"]["status"]["progress"]["requestsDone"] for p in api.patches] == [1, 30, 100]
-    # 29 requests in 6 s since the first report: 70 left take 14 s more.
-    assert api.patches[1]["body"]["status"]["progress"] == {
-        "requestsDone": 30,
-        "requestsTotal": 100,
-        "etaSeconds": 14,
-        "summary": "30/100 (30%) ETA 14s",
-    }
-    assert api.patches[0]["body"]["status"]["progress"]["summary"] == "1/100 (1%)"  # no rate yet
+    sink.wall = lambda: 1_700_000_000.0 + clock.now
+    for done, at in ((0, 0), (1, 1), (2, 6), (30, 6.5), (31, 12), (31, 13), (99, 14), (100, 21)):
+        clock.now = at
+        sink.progress(done, 100)
+    # 0 (the first step); 1 and 30 too soon after a write; 2 %; 31 %; 31 again shows nothing new;
+    # 99 too soon; 100, the last step, always.
+    assert [p["body"]["status"]["progress"]["requestsDone"] for p in api.patches] == [0, 2, 31, 100]
     assert api.patches[2]["body"]["status"]["progress"] == {
-        "requestsDone": 100,
+        "requestsDone": 31,
         "requestsTotal": 100,
-        "summary": "100/100 (100%)",
-    }
+        "summary": "31/100 (31%)",
+        "updated": "2023-11-14T22:13:32.000Z",
+    }  # no ETA: readers compute it (tests/operator/test_operator_progress_eta.py)
+    assert api.patches[1]["body"]["status"]["timing"]["requestsStarted"] == "2023-11-14T22:13:20.000Z"
+    assert api.patches[3]["body"]["status"]["progress"]["summary"] == "100/100 (100%)"
+    sink.progress(100, 100)  # the end, reported twice, is written once
+    assert len(api.patches) == 4
     sink.finished(RUN)
     final = api.patches[-1]
     assert final["name"] == "ev" and final["namespace"] == "team"
@@ -234,7 +230,7 @@ def test_a_refused_last_write_is_not_repeated() -> None:
 def test_file_sink_and_env_selection(tmp_path: Path) -> None:
     path = tmp_path / "status.json"
     sink = sink_from_env({"ASSAY_STATUS_FILE": str(path), "ASSAY_PROGRESS_INTERVAL": "0"})
-    assert isinstance(sink, FileStatusSink)
+    assert isinstance(sink, FileStatusSink) and sink.gate.min_interval == 0
     sink.progress(5, 10)
     sink.finished(RUN)
     written = json.loads(path.read_text())
@@ -373,3 +369,33 @@ def test_a_file_sink_that_cannot_write_loses_the_scores(tmp_path: Path) -> None:
     sink.progress(1, 2)  # logged, not raised
     with pytest.raises(ResultsNotRecorded, match="No such file or directory"):
         sink.finished(RUN)
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [(None, 5.0), ("15", 15.0), (" 50 ", 50.0), ("0", 0.0), ("soon", 5.0), ("-3", 5.0), ("nan", 5.0)],
+)
+def test_the_progress_interval_is_the_operators_or_the_default(given: str | None, seconds: float) -> None:
+    env = {"ASSAY_STATUS_FILE": "/nonexistent/status.json"}
+    if given is not None:
+        env["ASSAY_PROGRESS_INTERVAL"] = given
+    sink = sink_from_env(env)
+    assert isinstance(sink, FileStatusSink) and sink.gate.min_interval == seconds
+
+
+def test_over_http_only_visible_changes_reach_the_status(api_server: ApiServer) -> None:
+    """A run of 1,000 requests reported after every one, with the operator's 15 s interval and
+    requests answered 2 a second: one write per 15 s (a percent passes in each), the last one
+    always; every write lands as a JSON patch on the run's own status."""
+    clock = Clock()
+    sink = api_server.sink(min_interval=15, clock=clock)
+    for done in range(0, 1_001):
+        clock.now = done / 2
+        sink.progress(done, 1_000)
+    patches = [b for b in api_server.patches if isinstance(b, list)]
+    written = [next(op["value"]["requestsDone"] for op in b if op["path"] == "/status/progress") for b in patches]
+    assert written[0] == 0 and written[-1] == 1_000
+    assert all(b - a >= 30 for a, b in zip(written, written[1:-1]))  # 15 s at 2 a second
+    assert len(written) == 1 + 500 // 15 + 1
+    assert api_server.object["status"]["progress"]["summary"] == "1000/1000 (100%)"
+    assert "etaSeconds" not in api_server.object["status"]["progress"]

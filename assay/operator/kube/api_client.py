@@ -122,6 +122,12 @@ def client() -> ApiClient:
     return ApiClient(api_session.Session(_loaded or credentials.load()), limiter=rate_limit.from_env())
 
 
+def waited_seconds() -> float:
+    """The seconds the operator's requests have waited on its rate limit so far (0 with no limit)."""
+    limiter = client().limiter
+    return limiter.waited_seconds if limiter is not None else 0.0
+
+
 def request(
     method: str,
     url: str,

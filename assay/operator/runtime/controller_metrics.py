@@ -5,7 +5,10 @@
 - `assay_reconcile_errors_total{kind}`: handler runs that raised, by the same kinds;
 - `assay_workqueue_depth`: Evaluations whose run decision is asked for and not yet done
   (waiting for a thread, being decided, or waiting to be retried);
-- `assay_leader`: 1 on the replica that holds the leader Lease (or runs alone), else 0.
+- `assay_leader`: 1 on the replica that holds the leader Lease (or runs alone), else 0;
+- `assay_operator_rate_limit_wait_seconds_total`: the seconds the operator's requests waited
+  on its own token bucket (`kube.rate_limit`): above zero, a burst met the operator's limit
+  rather than the API server's (or a loop did, which is what the limit is for).
 
 They live in the registry of the Evaluations' series, so one scrape carries both.
 """
@@ -17,6 +20,8 @@ import time
 from typing import Callable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily
+from prometheus_client.registry import Collector
 
 HANDLER_KINDS = {
     "reconcile": "Evaluation",
@@ -58,6 +63,10 @@ class ControllerMetrics:
         self.leader = Gauge(
             "assay_leader", "1 on the replica that leads (holds the Lease, or runs alone), else 0.", registry=registry
         )
+        self.rate_limit_wait = _ReadCounter(
+            RATE_LIMIT_WAIT, "Seconds the operator's API requests waited on its own rate limit (token bucket)."
+        )
+        registry.register(self.rate_limit_wait)
 
     @contextlib.contextmanager
     def timing(self, handler: str) -> Iterator[None]:
@@ -77,3 +86,23 @@ class ControllerMetrics:
 
     def set_leader(self, leading: bool) -> None:
         self.leader.set(1.0 if leading else 0.0)
+
+    def watch_rate_limit(self, waited_seconds: Callable[[], float]) -> None:
+        """Read the rate limit's total wait at each scrape (`waited_seconds`: cheap, thread-safe)."""
+        self.rate_limit_wait.read = waited_seconds
+
+
+RATE_LIMIT_WAIT = "assay_operator_rate_limit_wait_seconds"
+"""Without the `_total` the exposition adds to a counter."""
+
+
+class _ReadCounter(Collector):
+    """A counter whose total another object keeps (the token bucket counts under its own lock),
+    read at each scrape: no second tally to keep in step. 0 until something is watched."""
+
+    def __init__(self, name: str, documentation: str) -> None:
+        self.name, self.documentation = name, documentation
+        self.read: Callable[[], float] = lambda: 0.0
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        yield CounterMetricFamily(self.name, self.documentation, value=self.read())

@@ -31,7 +31,7 @@ from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import admit, policy
 from assay.operator.build import builders, names
-from assay.operator.decide import conditions, job_status, reconcile
+from assay.operator.decide import conditions, job_status, progress_budget, reconcile
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import namespace_identity, observe, owned
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
@@ -63,8 +63,10 @@ def carry_out(
     emit: Emit,
     task_sources: list[dict[str, Any]] | None = None,
     written: Written = lambda _: None,
+    progress_interval: float | None = None,
 ) -> reconcile.Plan:
-    """Plan from what exists and do it; `written` gets the Evaluation as its status write returned it."""
+    """Plan from what exists and do it; `written` gets the Evaluation as its status write returned it.
+    A new Job gets `progress_interval` (`progress_budget`; None: the runner's default) in its environment."""
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
     jobs: list[dict[str, Any]] = []
@@ -85,6 +87,8 @@ def carry_out(
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
         steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
+        if progress_interval is not None:
+            steps = dataclasses.replace(steps, create=progress_budget.with_interval(steps.create, progress_interval))
     if steps.status:
         # Written before the Job exists, not through kopf's patch after the handler:
         # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
@@ -268,6 +272,11 @@ class UnfinishedRuns:
                 self._runs.pop(key, None)
             elif self._runs.get(key, ("", 0.0))[0] != job_name:
                 self._runs[key] = (job_name, self._clock())
+
+    def __len__(self) -> int:
+        """The runs in flight (their Jobs made or about to be, not ended)."""
+        with self._lock:
+            return len(self._runs)
 
     def snapshot(self, *, min_age: float = 0.0) -> dict[Key, str]:
         """The runs seen with their current Job name at least `min_age` seconds ago."""

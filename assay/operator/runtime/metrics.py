@@ -26,6 +26,7 @@ value goes through `metric_labels.bounded` (no control characters, at most 128 c
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 from typing import Any, Mapping
@@ -35,7 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.build.metric_labels import bounded
-from assay.operator.decide import conditions
+from assay.operator.decide import conditions, progress_eta
 from assay.operator.runtime import evaluation_series as series
 from assay.operator.runtime import metrics_server
 from assay.operator.runtime.controller_metrics import ControllerMetrics
@@ -144,7 +145,10 @@ class EvaluationMetrics:
             "assay_evaluation_duration_seconds", "Run time of a finished Evaluation.", _EVAL, registry=r
         )
         self.eta = Gauge(
-            "assay_evaluation_eta_seconds", "Estimated seconds left of a running Evaluation.", _EVAL, registry=r
+            "assay_evaluation_eta_seconds",
+            "Estimated seconds left of a running Evaluation, at its last progress report (`progress_eta`).",
+            _EVAL,
+            registry=r,
         )
         self.info = Gauge(
             "assay_evaluation_info", "1 per Evaluation, labelled with its model, revision and suite.", _INFO, registry=r
@@ -226,8 +230,8 @@ class EvaluationMetrics:
             self.duration.labels(*key).set(seconds)
         else:
             _remove(self.duration, key)
-        eta = progress.get("etaSeconds")
-        if current == conditions.RUNNING and eta is not None:
+        eta = progress_eta.eta_seconds(status, now=datetime.datetime.now(datetime.timezone.utc))
+        if eta is not None:
             self.eta.labels(*key).set(eta)
         else:
             _remove(self.eta, key)

@@ -105,21 +105,13 @@ def _size(data: Any) -> int:
     return len(json.dumps(data, separators=(",", ":")).encode())
 
 
-def progress_status(done: int, total: int, *, eta_seconds: float | None = None) -> dict[str, Any]:
-    """status.progress; `summary` is what `kubectl get evals` shows (Progress column)."""
+def progress_status(done: int, total: int, *, updated: str | None = None) -> dict[str, Any]:
+    """status.progress; `summary` is what `kubectl get evals` shows (Progress column), `updated`
+    when it was true. No ETA: a reader computes it from status.timing.requestsStarted, the share
+    done and `updated` (`assay.operator.decide.progress_eta`), so that it needs no write to stay current."""
     percent = int(100 * done / total) if total > 0 else 0
     status: dict[str, Any] = {"requestsDone": int(done), "requestsTotal": int(total)}
-    summary = f"{int(done)}/{int(total)} ({percent}%)"
-    if eta_seconds is not None and done < total:
-        status["etaSeconds"] = int(eta_seconds)
-        summary += f" ETA {_duration(int(eta_seconds))}"
-    status["summary"] = summary
+    status["summary"] = f"{int(done)}/{int(total)} ({percent}%)"
+    if updated is not None:
+        status["updated"] = updated
     return status
-
-
-def _duration(seconds: int) -> str:
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"

@@ -3,8 +3,8 @@
 In a cluster the runner patches its Evaluation's `status` subresource (its Role allows
 `get`/`patch` on that one object only), so `kubectl get evaluation -o yaml` shows
 progress while it runs and the scores when it ends (as `assay.runner.results.condensed`
-condenses them). A progress write that fails is logged and dropped (the next one
-follows in seconds); the last write, the scores or the failure, is tried again for up to
+condenses them). A progress write that fails is logged and dropped (the next percent's is
+written); the last write, the scores or the failure, is tried again for up to
 `FINAL_WRITE_PATIENCE` while the API server is unreachable or overloaded (a restart of the
 API server must not lose a run's scores).
 
@@ -36,7 +36,8 @@ from typing import Any, Callable, Mapping, Protocol
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.run_results import RunResults
-from assay.runner.results import run_timing
+from assay.runner.results import progress_gate, run_timing
+from assay.runner.results.progress_gate import DEFAULT_PROGRESS_INTERVAL
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
 
 __all__ = [
@@ -54,7 +55,6 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_PROGRESS_INTERVAL = 5.0
 MAX_MESSAGE_CHARS = 1024
 FINAL_WRITE_PATIENCE = 300.0
 """Seconds the last status write is retried while the API server is unreachable, overloaded or restarting."""
@@ -116,24 +116,14 @@ class UnreachableSink(NullSink):
 
 
 class _ThrottledSink:
-    """Progress at most once per `min_interval` seconds, and always the last step."""
+    """Progress when `progress_gate` lets it through (a visible change, at most once per
+    `min_interval`: the operator's share of the API server's budget), and always the last step."""
 
     def __init__(self, *, min_interval: float, clock: Callable[[], float]) -> None:
-        self.min_interval = min_interval
-        self.clock = clock
-        self._last: float | None = None
-        self._first: tuple[float, int] | None = None
-        """(time, requests done) of the first report: the rate since then gives the ETA."""
+        self.gate = progress_gate.ProgressGate(min_interval=min_interval, clock=clock)
         self.wall: Callable[[], float] = time.time
         self.timing = run_timing.RunTiming(started=run_timing.process_start_time())
         """`status.timing`: sent whole with every write (each write replaces the field)."""
-
-    def _due(self, done: int, total: int) -> bool:
-        now = self.clock()
-        if done < total and self._last is not None and now - self._last < self.min_interval:
-            return False
-        self._last = now
-        return True
 
     last_error: str = "no status write was tried"
 
@@ -142,20 +132,14 @@ class _ThrottledSink:
         raise NotImplementedError
 
     def progress(self, done: int, total: int) -> None:
+        at = self.wall()
         if done == 0:  # reported once, as the first requests go to the model
-            self.timing.mark(run_timing.REQUESTS_STARTED, self.wall())
-        if not self._due(done, total):
+            self.timing.mark(run_timing.REQUESTS_STARTED, at)
+        if not self.gate.due(done, total):
             return
-        now = self.clock()
-        eta = None
-        if self._first is None:
-            self._first = (now, done)
-        elif done > self._first[1] and now > self._first[0]:
-            # The mean rate since the first report: model loading is over by then, and the
-            # length-sorted batches make later requests shorter, so this errs on the long side.
-            eta = (now - self._first[0]) / (done - self._first[1]) * (total - done)
+        updated = run_timing.iso(at)
         self._write(
-            {"progress": progress_status(done, total, eta_seconds=eta), "timing": self.timing.fields()}, final=False
+            {"progress": progress_status(done, total, updated=updated), "timing": self.timing.fields()}, final=False
         )
 
     def finished(self, results: RunResults, *, comparison: Mapping[str, Any] | None = None) -> bool:
@@ -359,7 +343,7 @@ def _custom_objects_api() -> Any:
 def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
     """The sink the runner pod's environment asks for (see the contract in assay.spec)."""
     env = os.environ if env is None else env
-    interval = float(env.get("ASSAY_PROGRESS_INTERVAL", DEFAULT_PROGRESS_INTERVAL))
+    interval = progress_gate.interval_from_env(env)
     if env.get(spec_module.ENV_STATUS_FILE):
         return FileStatusSink(env[spec_module.ENV_STATUS_FILE], min_interval=interval)
     name, namespace = env.get(spec_module.ENV_NAME), env.get(spec_module.ENV_NAMESPACE)
