@@ -14,6 +14,7 @@ operator's condition Regressed is Unknown; the scores are written with it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -22,8 +23,9 @@ from typing import Any, Callable, Mapping
 
 from assay import echoed_text
 from assay.compare import comparison, failures, outputs, verdicts
+from assay.run_options import EvalOptions
 from assay.run_results import RunResults
-from assay.spec import Evaluation
+from assay.spec import ENV_OUTPUT_ROOT, Evaluation
 
 log = logging.getLogger("assay.runner")
 
@@ -77,6 +79,19 @@ def status_of(
         return {"baseline": label, "error": echoed_text.bounded(note, MESSAGE_CHARS)}
     log.info("against the baseline %s: %s", label, status["message"])
     return status
+
+
+def with_folder(spec: Evaluation, options: EvalOptions, *, sink: Any, output_root: str | None) -> EvalOptions:
+    """A sequential run's options with the baseline's results folder, found before the first chunk
+    (rank 0); where it cannot be found every document is scored, and the comparison afterwards says why."""
+    assert options.sequential is not None
+    root = Path(output_root or os.environ.get(ENV_OUTPUT_ROOT) or DEFAULT_OUTPUT_ROOT)
+    try:
+        folder = locate(spec, read_evaluation=getattr(sink, "read_evaluation", None), output_root=root)
+    except BaselineUnavailable as error:
+        log.warning("the sequential gate has no baseline (%s); every document is scored", error)
+        return options
+    return dataclasses.replace(options, sequential=dataclasses.replace(options.sequential, baseline=os.fspath(folder)))
 
 
 def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, Any]] | None, output_root: Path) -> Path:
