@@ -22,6 +22,7 @@ from tests.model_fixtures import gpt2_dir, tiny_gpt2  # noqa: F401  (fixture)
 DOCUMENTS = 320
 CHUNK = 64  # the default for a task of 320 documents: max(64, 320/20)
 TASK = "seq_pick"
+COMPARE_REGRESSED = 1  # `assay compare`'s exit status for a regression
 YAML = """task: seq_pick
 dataset_path: json
 dataset_kwargs: {data_files: {"test": "@FILE@"}}

@@ -71,3 +71,35 @@ def saved_work(run: RunResults) -> dict[str, Any] | None:
         "ofDocuments": sum(int(entry.get("total") or 0) for entry in entries),
         "modelSeconds": round(sum(float(entry.get("saved_seconds") or 0.0) for entry in entries), 1),
     }
+
+
+MAX_TASKS = 50
+"""Tasks listed in `status.comparison.sequential` (status is bounded; the results JSON has them all)."""
+
+
+def status_block(run: RunResults) -> dict[str, Any] | None:
+    """`status.comparison.sequential`: per task the documents scored of the total, why it stopped, the
+    interval at the stop (of its first deciding metric); None for an ordinary run."""
+    found = block(run)
+    if found is None:
+        return None
+    tasks = []
+    for task, entry in list(found["tasks"].items())[:MAX_TASKS]:
+        if not isinstance(entry, Mapping):
+            continue
+        row: dict[str, Any] = {
+            "task": str(task),
+            "documents": int(entry.get("documents") or 0),
+            "total": int(entry.get("total") or 0),
+            "stopped": str(entry.get("stopped")),
+        }
+        looks = [look for look in entry.get("interval") or () if isinstance(look, Mapping)]
+        if looks:
+            row.update(metric=str(looks[0].get("metric")), lower=looks[0].get("lower"), upper=looks[0].get("upper"))
+        tasks.append(row)
+    seed = found.get("seed")
+    return {
+        "seed": seed if isinstance(seed, int) else 0,
+        "tasks": tasks,
+        "tasksOmitted": max(0, len(found["tasks"]) - MAX_TASKS),
+    }

@@ -25,6 +25,7 @@ from assay import echoed_text
 from assay.compare import comparison, failures, outputs, verdicts
 from assay.run_options import EvalOptions
 from assay.run_results import RunResults
+from assay.runner.results import stopped_early
 from assay.spec import ENV_OUTPUT_ROOT, Evaluation
 
 log = logging.getLogger("assay.runner")
@@ -54,6 +55,15 @@ def status_of(
     """`status.comparison` for this run, or None without a baseline."""
     if spec.baseline is None:
         return None
+    status = _status_of(spec, results, records, sink=sink, output_root=output_root)
+    sequential = stopped_early.status_block(results)
+    return status if sequential is None else {**status, "sequential": sequential}
+
+
+def _status_of(
+    spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any, output_root: str | None
+) -> dict[str, Any]:
+    assert spec.baseline is not None
     label = spec.baseline.label
     try:
         folder = locate(
