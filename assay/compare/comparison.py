@@ -209,14 +209,14 @@ def _stopped_early_notes(side: str, run: RunResults) -> list[str]:
     if not isinstance(tasks, Mapping):
         return []
     stopped = [
-        f"{task} {entry.get('documents')} of {entry.get('total')} ({entry.get('stopped')})"
+        f"{task} scored {entry.get('documents')} of {entry.get('total')} documents ({entry.get('stopped')})"
         for task, entry in tasks.items()
         if isinstance(entry, Mapping) and entry.get("documents") != entry.get("total")
     ]
     if not stopped:
         return []
     return [
-        f"The {side} stopped early (a sequential run): {'; '.join(stopped)} documents scored; "
+        f"The {side} stopped early (a sequential run): {'; '.join(stopped)}; "
         "each task is compared on the documents both runs have."
     ]
 

@@ -161,6 +161,15 @@ def test_a_clearly_worse_model_stops_regressed_on_fewer_documents(
     assert (
         f"{stopped_early.STOP_MARK} {TASK}: {entry['documents']} of {DOCUMENTS} documents, stopped regressed" in printed
     )
+    # `assay compare` of the stopped run: the documents both runs have, and a note saying so
+    code = cli.main(["compare", str(baseline), str(out), "--max-drop", "0.05"])
+    compared = capsys.readouterr().out
+    assert code == COMPARE_REGRESSED, compared
+    assert (
+        f"The candidate stopped early (a sequential run): {TASK} scored {entry['documents']} of {DOCUMENTS} "
+        "documents (regressed); each task is compared on the documents both runs have." in compared
+    )
+    assert f"{TASK}: {entry['documents']} documents paired; left out {DOCUMENTS - entry['documents']}" in compared
 
 
 def test_the_same_model_against_itself_stops_non_inferior(
