@@ -31,6 +31,8 @@ from assay.compare import confidence_sequences as cs
 
 Reason = Literal["continue", "non_inferior", "regressed", "precise", "exhausted"]
 STATE_VERSION = 1
+ZERO_ONE_METRICS = frozenset({"acc", "acc_norm", "acc_mutual_info", "acc_bytes", "exact_match"})
+"""lm-eval's built-in metrics whose per-document value is 0 or 1 (averaged over documents)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,12 @@ class GateDecision:
     stop: bool
     reason: Reason
     looks: tuple[SequentialLook, ...]
+
+
+def known_bounds(metric: str, higher_is_better: bool = True) -> MetricBounds | None:
+    """The range of a built-in per-document metric that may stop a task early; None for any other
+    (a corpus metric, or one whose range nobody stated: an unbounded value voids the guarantee)."""
+    return MetricBounds(0.0, 1.0, higher_is_better) if metric in ZERO_ONE_METRICS else None
 
 
 class SequentialGate:

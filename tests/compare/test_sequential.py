@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from assay.compare.sequential import GateDecision, MetricBounds, SequentialGate
+from assay.compare.sequential import GateDecision, MetricBounds, SequentialGate, known_bounds
 
 ACC = {"acc": MetricBounds(0.0, 1.0)}
 
@@ -153,3 +153,9 @@ def test_values_outside_the_declared_range_are_refused() -> None:
     precise = SequentialGate(ACC, target_half_width=0.1)
     with pytest.raises(ValueError, match=r"outside \[0.0, 1.0\]"):
         precise.observe({"acc": [-0.5]})
+
+
+def test_only_metrics_known_to_be_zero_or_one_have_known_bounds() -> None:
+    assert known_bounds("acc") == MetricBounds(0.0, 1.0, True)
+    assert known_bounds("exact_match", higher_is_better=True) == MetricBounds(0.0, 1.0)
+    assert known_bounds("perplexity") is None and known_bounds("bleu") is None and known_bounds("f1") is None
