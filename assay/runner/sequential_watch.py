@@ -22,7 +22,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping
 
 from assay.compare import outputs, verdicts
-from assay.compare.sequential import GateDecision, MetricBounds, SequentialGate
+from assay.compare.sequential import GateDecision, MetricBounds, SequentialGate, known_bounds
 from assay.errors import UserError
 from assay.run_options import SequentialSettings
 from assay.runner.jsonutil import json_default, sha256_text
@@ -32,15 +32,6 @@ from assay.runner.tasks.documents import Doc
 from assay.runner.tasks.task import Task
 
 log = logging.getLogger(__name__)
-
-BOUNDED_METRICS: Mapping[str, tuple[float, float]] = {
-    "acc": (0.0, 1.0),
-    "acc_norm": (0.0, 1.0),
-    "acc_mutual_info": (0.0, 1.0),
-    "exact_match": (0.0, 1.0),
-    "em": (0.0, 1.0),
-}
-"""Per-document metrics whose every value lies in a known range: the ones that may stop a task."""
 
 PairKey = tuple[str, str, int]
 """(filter, doc_hash, occurrence of that hash in the task)."""
@@ -84,12 +75,11 @@ def deciding_metrics(task: Task) -> dict[str, tuple[str, int, MetricBounds]]:
     higher = task.metrics.higher_is_better
     found = {}
     for metric in task.metrics.fns:
-        bounds = BOUNDED_METRICS.get(metric)
+        bounds = known_bounds(metric, bool(higher.get(metric, True)))
         if bounds is None or task.metrics.aggregation_for(metric) is not mean:
             continue
         for index, ensemble in enumerate(task.filters):
-            bound = MetricBounds(low=bounds[0], high=bounds[1], higher_is_better=bool(higher.get(metric, True)))
-            found[f"{metric},{ensemble.name}"] = (metric, index, bound)
+            found[f"{metric},{ensemble.name}"] = (metric, index, bounds)
     return found
 
 
