@@ -180,6 +180,17 @@ def _add_output_and_logging_flags(parser: argparse.ArgumentParser) -> None:
     add("--sentinels", type=str, default=argparse.SUPPRESS, metavar="off|<name=value,...>",
         help="Plausibility checks of the scores: 'off', or thresholds such as below_chance_alpha=0.001,"
              "degenerate_fraction=0.5,empty_fraction=0.5,strict=true (see docs/sentinels.md)")
+
+    add = parser.add_argument_group("stopping early (Assay's own; see docs/compare.md)").add_argument
+    add("--stop-early", dest="stop_early", action="store_true", default=argparse.SUPPRESS,
+        help="Score each task's documents in a seeded random order, in chunks, and stop once an anytime-valid "
+             "interval decides (needs --baseline or --target-ci)")
+    add("--baseline", type=str, default=None, metavar="<path>",
+        help="With --stop-early: a finished run's output folder (or results JSON) to compare with, document by document")
+    add("--max-drop", dest="max_drop", action="append", default=None, metavar="[TASK[:METRIC]=]VALUE",
+        help="With --baseline: the tolerated drop in the metric's units (default 0); repeatable, TASK may be a glob")
+    add("--target-ci", dest="target_ci", type=float, default=None, metavar="<half-width>",
+        help="With --stop-early: stop a task once its interval is this narrow (without a baseline)")
     # fmt: on
 
 

@@ -19,7 +19,7 @@ from typing import Any, Mapping, Sequence
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UsageError, UserError
-from assay.run_options import EvalOptions, SentinelSettings
+from assay.run_options import EvalOptions, SentinelSettings, SequentialSettings
 from assay.spec.booleans import optional_bool, strict_bool
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
@@ -81,6 +81,13 @@ class RunFlags:
     metadata: dict[str, Any] = dataclasses.field(default_factory=dict)
     sentinels: SentinelSettings = dataclasses.field(default_factory=SentinelSettings)
     """Assay's own: the plausibility checks' thresholds (`--sentinels`), not an lm-eval flag."""
+    stop_early: bool = False
+    """Assay's own (with `baseline`, `max_drop`, `target_ci`): a sequential run (docs/compare.md)."""
+    baseline: str | None = None
+    max_drop: list[str] | None = None
+    target_ci: float | None = None
+    sequential: SequentialSettings | None = None
+    """What the four flags above make, checked (`sequential_settings`); None without --stop-early."""
 
     def run_options(self) -> EvalOptions:
         """The run's one options record (the values were checked when the flags were resolved)."""
@@ -116,6 +123,7 @@ class RunFlags:
             metadata=self.metadata,
             include_path=self.include_path,
             sentinels=self.sentinels,
+            sequential=self.sequential,
         )
 
 
@@ -185,7 +193,46 @@ def resolve_run_config(args: argparse.Namespace) -> RunFlags:
     if not config["tasks"]:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
     run_rules.check_limit_or_samples(config["limit"], config["samples"])
+    config["sequential"] = sequential_settings(config)
     return RunFlags(**config)
+
+
+def sequential_settings(config: Mapping[str, Any]) -> SequentialSettings | None:
+    """--stop-early and the flags that go with it, checked; None without --stop-early."""
+    from assay.compare import verdicts
+
+    baseline, target, drops = config["baseline"], config["target_ci"], config["max_drop"] or []
+    if not optional_bool(config["stop_early"], name="--stop-early", error=UsageError):
+        given = [
+            name for name, value in (("--baseline", baseline), ("--target-ci", target), ("--max-drop", drops)) if value
+        ]
+        if given:
+            raise UsageError(f"{given[0]} is used only with --stop-early; add --stop-early or leave it out.")
+        return None
+    if baseline is None and target is None:
+        raise UsageError(
+            "--stop-early needs --baseline <path> (a finished run to compare with) or --target-ci <half-width>."
+        )
+    if drops and baseline is None:
+        raise UsageError("--max-drop needs --baseline <path>: it is the drop tolerated against the baseline.")
+    if target is not None and not (isinstance(target, (int, float)) and 0 < float(target) < 1):
+        raise UsageError(f"--target-ci must be a half-width above 0 and below 1, not {target!r}.")
+    if baseline is not None and not Path(baseline).exists():
+        raise UsageError(f"--baseline {baseline} does not exist; give a finished run's output folder or results JSON.")
+    if config["predict_only"]:
+        raise UsageError("--stop-early decides on scores; --predict_only computes none. Leave one out.")
+    tolerances = [verdicts.parse_max_drop(str(drop)) for drop in drops]
+    general = [t.value for t in tolerances if t.task is None]
+    seed = config["seed"]
+    return SequentialSettings(
+        baseline=baseline,
+        max_drop=general[-1] if general else 0.0,
+        max_drop_for={
+            f"{t.task}{':' + t.metric if t.metric else ''}": t.value for t in tolerances if t.task is not None
+        },
+        target_half_width=None if target is None else float(target),
+        seed=seed[0] if seed and seed[0] is not None else 0,
+    )
 
 
 def _check_model_name(model: str) -> None:

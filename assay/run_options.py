@@ -107,6 +107,29 @@ def _sentinel_value(name: str, value: Any, default: Any, *, source: str, error: 
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SequentialSettings:
+    """A sequential run (`assay run --stop-early`, `spec.gate.sequential`, `spec.stopAt`).
+
+    Each task's documents are scored in a seeded random order, in chunks; after each chunk an
+    anytime-valid gate (`assay.compare.sequential`) decides whether the task's answer is known:
+    against the baseline, non-inferior or regressed beyond `max_drop`; without one, an interval
+    of half-width `target_half_width` or less. Only per-document metrics of a known range decide.
+    """
+
+    baseline: str | None = None
+    """The baseline's results folder (or results JSON); None: stop at a precision, or never."""
+    max_drop: float = 0.0
+    max_drop_for: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    """TASK or TASK:METRIC (TASK a glob) → the drop tolerated there, as `spec.gate.maxDropFor`."""
+    alpha: float = 0.05
+    target_half_width: float | None = None
+    seed: int = 0
+    """The documents' order; the results record it, so that a run can be repeated."""
+    chunk_size: int | None = None
+    """Documents per look; None: the larger of 64 and 1/20 of the task."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class EvalOptions:
     model: str | None = "hf"
     """A registered model name; None when the caller hands the engine a model it built."""
@@ -152,3 +175,5 @@ class EvalOptions:
     """Extra task folders; used only when the engine is given no task index."""
     sentinels: SentinelSettings = dataclasses.field(default_factory=SentinelSettings)
     """The plausibility checks of the run's own scores (`assay.runner.scoring.sentinels`)."""
+    sequential: SequentialSettings | None = None
+    """Score in chunks and stop a task once its answer is known; None: every document, in order."""

@@ -83,7 +83,13 @@ def inconclusive_because(result: Comparison, reason: str) -> Comparison:
 
 
 def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, settings: Settings) -> Comparison:
-    notes = [*baseline.notes, *candidate.notes, *_run_notes(baseline.results, candidate.results)]
+    notes = [
+        *_stopped_early_notes("baseline", baseline.results),
+        *_stopped_early_notes("candidate", candidate.results),
+        *baseline.notes,
+        *candidate.notes,
+        *_run_notes(baseline.results, candidate.results),
+    ]
     tasks = [_pair(task, baseline, candidate, notes) for task in _shared_tasks(baseline, candidate, notes)]
     metrics = [metric for pairs in tasks for metric in pairs.metrics if _has_direction(metric, notes)]
     specs = groups.group_metrics(baseline.results, candidate.results, notes)
@@ -194,6 +200,25 @@ def _run_notes(baseline: RunResults, candidate: RunResults) -> list[str]:
     keys = ("system_instruction_sha", "chat_template_sha", "fewshot_as_multiturn")
     changed = [key.removesuffix("_sha") for key in keys if baseline.run_info.get(key) != candidate.run_info.get(key)]
     return [f"The runs' prompts differ in {', '.join(changed)}."] if changed else []
+
+
+def _stopped_early_notes(side: str, run: RunResults) -> list[str]:
+    """A run that stopped tasks early (a sequential run) is compared on the documents both runs have."""
+    found = run.run_info.get("sequential")
+    tasks = found.get("tasks") if isinstance(found, Mapping) else None
+    if not isinstance(tasks, Mapping):
+        return []
+    stopped = [
+        f"{task} scored {entry.get('documents')} of {entry.get('total')} documents ({entry.get('stopped')})"
+        for task, entry in tasks.items()
+        if isinstance(entry, Mapping) and entry.get("documents") != entry.get("total")
+    ]
+    if not stopped:
+        return []
+    return [
+        f"The {side} stopped early (a sequential run): {'; '.join(stopped)}; "
+        "each task is compared on the documents both runs have."
+    ]
 
 
 def _pairing_notes(pairs: pairing.TaskPairing) -> list[str]:

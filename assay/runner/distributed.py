@@ -187,6 +187,27 @@ def gather_to_rank0(obj: Any) -> list[Any] | None:
     return received
 
 
+def broadcast_from_rank0(obj: Any) -> Any:
+    """Rank 0's `obj` on every rank (what the others pass is ignored): a sequential run's go-on or stop."""
+    dist = _dist()
+    if dist is None or dist.get_world_size() == 1:
+        return obj
+    peers = _PEERS
+    group = None
+    if peers is not None:
+        peers.gathers += 1
+        peers.await_all(f"broadcast/{peers.gathers}")
+        group = peers.group
+    carried = [obj if dist.get_rank() == 0 else None]
+    try:
+        dist.broadcast_object_list(carried, src=0, group=group)
+    except Exception as error:  # gloo: closed connection or timeout
+        if peers is None:
+            raise
+        raise peers.explain(error, during="the broadcast from rank 0") from error
+    return carried[0]
+
+
 def balanced_shards(costs: Sequence[int], world_size: int) -> list[list[int]]:
     """Split item indices into `world_size` lists of about equal total cost.
 

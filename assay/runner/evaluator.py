@@ -358,6 +358,11 @@ def evaluate(
         if options.write_out and rank == 0 and per_doc:
             doc_work.print_example(task, per_doc[0])
 
+    keep = "full" if options.log_samples else "scores" if options.score_records else None
+    if options.sequential is not None:
+        from assay.runner import sequential_run
+
+        return sequential_run.evaluate(lm, loaded, work, options, options.sequential, keep=keep, progress=progress)
     shards = distributed.balanced_shards([item.cost for item in work], world_size)
     mine = [work[i] for i in shards[rank]]
     global_total = sum(inst.repeats for item in work for inst in item.instances)
@@ -368,7 +373,6 @@ def evaluate(
         global_total=global_total,
     )
 
-    keep = "full" if options.log_samples else "scores" if options.score_records else None
     gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
     if rank != 0 or gathered is None:
         return None

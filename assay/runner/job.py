@@ -299,6 +299,8 @@ def run_spec(
     if rank == 0 and output_dir is not None:
         _check_output_dir(output_dir)
     options = spec.run_options(use_cache=use_cache)
+    if rank == 0 and options.sequential is not None and spec.baseline is not None and spec.gate.sequential:
+        options = versus_baseline.with_folder(spec, options, sink=sink, output_root=output_root)
     task_manager = offline_check.spec_task_index(spec, include_path)
     log.info("rank %d of %d: evaluating %s on %s", rank, world, spec.model_label, ", ".join(spec.tasks))
     started = time.perf_counter()

@@ -10,6 +10,9 @@
       equivalenceMargin: 0.01     # call a metric equivalent when its 1−2α interval is inside ±margin (TOST)
       strict: false               # true: an inconclusive comparison fails the gate as a regression would
       iterations: 1000            # bootstrap iterations for corpus metrics (at least; more for many metrics)
+      sequential: false           # true: score in chunks, stop each task once it is known non-inferior or regressed
+    stopAt:
+      ciHalfWidth: 0.02           # without a baseline: stop each task once its anytime-valid interval is this narrow
 
 Parsed by `gate_parsing`. The runner compares on rank 0 after scoring (`assay.runner.baseline_comparison`), with the
 statistics of `assay compare`; the gate's fields are that command's flags.
@@ -54,6 +57,9 @@ class Gate:
     strict: bool = False
     iterations: int = DEFAULT_ITERATIONS
     """Bootstrap iterations (`assay compare --iterations`); a comparison of many metrics uses more."""
+    sequential: bool = False
+    """Documents in a seeded random order, in chunks; a task stops once its anytime-valid interval
+    against the baseline lies above or below −maxDrop (docs/compare.md)."""
 
     def max_drop_flags(self) -> list[str]:
         """The tolerances as `assay compare --max-drop` values, the general one first."""
@@ -68,7 +74,21 @@ def gate_to_dict(gate: Gate) -> dict[str, object]:
         out["equivalenceMargin"] = gate.equivalence_margin
     if gate.iterations != DEFAULT_ITERATIONS:
         out["iterations"] = gate.iterations
+    if gate.sequential:
+        out["sequential"] = True
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class StopAt:
+    """`spec.stopAt`: stop each task at a precision, baseline or not (a sequential run)."""
+
+    ci_half_width: float
+    """The anytime-valid interval's half-width at which a task has been scored enough."""
+
+
+def stop_at_to_dict(stop_at: StopAt) -> dict[str, object]:
+    return {"ciHalfWidth": stop_at.ci_half_width}
 
 
 def baseline_to_dict(baseline: Baseline) -> dict[str, object]:

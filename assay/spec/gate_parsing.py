@@ -14,6 +14,7 @@ from assay.spec.gate import (
     TARGET_MAX,
     Baseline,
     Gate,
+    StopAt,
 )
 from assay.spec.reader import Reader
 
@@ -43,7 +44,9 @@ def parse_gate(r: Reader, *, has_baseline: bool) -> Gate:
         return Gate()
     if not has_baseline:
         raise UserError("spec.gate needs spec.baseline: name the run to compare with.")
-    sub = Reader(data, "spec.gate", {"maxDrop", "maxDropFor", "alpha", "equivalenceMargin", "strict", "iterations"})
+    sub = Reader(
+        data, "spec.gate", {"maxDrop", "maxDropFor", "alpha", "equivalenceMargin", "strict", "iterations", "sequential"}
+    )
     alpha = _number(sub, "alpha", DEFAULT_ALPHA)
     if not 0 < alpha < 0.5:
         raise UserError(f"spec.gate.alpha must be between 0 and 0.5 (exclusive), not {alpha}.")
@@ -58,7 +61,19 @@ def parse_gate(r: Reader, *, has_baseline: bool) -> Gate:
         equivalence_margin=None if margin is None else _non_negative(sub, "equivalenceMargin"),
         strict=bool(sub.boolean("strict", False)),
         iterations=iterations,
+        sequential=bool(sub.boolean("sequential", False)),
     )
+
+
+def parse_stop_at(r: Reader) -> StopAt | None:
+    data = r.mapping("stopAt")
+    if data is None:
+        return None
+    sub = Reader(data, "spec.stopAt", {"ciHalfWidth"})
+    value = sub.get("ciHalfWidth")
+    if not _is_number(value) or not 0 < float(value) < 1:
+        raise UserError(f"spec.stopAt.ciHalfWidth must be a half-width above 0 and below 1, not {value!r}.")
+    return StopAt(ci_half_width=float(value))
 
 
 def _max_drop_for(r: Reader) -> dict[str, float]:

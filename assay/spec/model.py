@@ -14,8 +14,8 @@ from typing import Any, Mapping, Sequence
 from assay import endpoint_urls, run_rules
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.run_options import EvalOptions, SentinelSettings
-from assay.spec.gate import Baseline, Gate
+from assay.run_options import EvalOptions, SentinelSettings, SequentialSettings
+from assay.spec.gate import Baseline, Gate, StopAt
 
 GROUP = "assay.dev"
 VERSION = "v1alpha1"
@@ -220,6 +220,8 @@ class Evaluation:
     """The run this one is compared with after scoring (`assay.spec.gate`)."""
     gate: Gate = Gate()
     """What counts as a regression against the baseline."""
+    stop_at: StopAt | None = None
+    """A precision at which each task stops (a sequential run, with a baseline or without)."""
     sentinels: SentinelSettings = SentinelSettings()
     """The plausibility checks of the run's scores (the condition ScoresTrusted); strict fails the run."""
 
@@ -287,6 +289,22 @@ class Evaluation:
             confirm_run_unsafe_code=self.allow_unsafe_code,
             metadata=dict(self.metadata) if self.metadata else None,
             sentinels=self.sentinels,
+            sequential=self.sequential_settings(),
+        )
+
+    def sequential_settings(self) -> SequentialSettings | None:
+        """A sequential run's settings (`spec.gate.sequential`, `spec.stopAt`); None for an ordinary run.
+
+        The baseline's folder is not among them: the runner finds it on rank 0, where it reads it."""
+        sequential = self.baseline is not None and self.gate.sequential
+        if not sequential and self.stop_at is None:
+            return None
+        return SequentialSettings(
+            max_drop=self.gate.max_drop,
+            max_drop_for=dict(self.gate.max_drop_for),
+            alpha=self.gate.alpha,
+            target_half_width=self.stop_at.ci_half_width if self.stop_at is not None else None,
+            seed=self.seed.random if self.seed.random is not None else 0,
         )
 
     def run_model_args(self) -> dict[str, JSON]:

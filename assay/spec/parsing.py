@@ -68,6 +68,7 @@ _TOP_FIELDS = {
     "taskSources",
     "baseline",
     "gate",
+    "stopAt",
     "sentinels",
 }
 
@@ -133,6 +134,7 @@ def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
     gate = f.read(
         "gate", lambda: gate_parsing.parse_gate(r, has_baseline=baseline is not None), Gate(), needs=("baseline",)
     )
+    stop_at = f.read("stopAt", lambda: gate_parsing.parse_stop_at(r), None)
     sentinels = f.read("sentinels", lambda: options_parsing.parse_sentinels(r), SentinelSettings())
     evaluation = Evaluation(
         model=model,
@@ -144,6 +146,7 @@ def read_spec(spec: Mapping[str, JSON]) -> SpecReading:
         resources=resources,
         baseline=baseline,
         gate=gate,
+        stop_at=stop_at,
         sentinels=sentinels,
         **chat,
         **plain,

@@ -45,6 +45,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "taskSources": [{"configMap": name} for name in e.task_sources] or None,
         "baseline": gate.baseline_to_dict(e.baseline) if e.baseline is not None else None,
         "gate": gate.gate_to_dict(e.gate) if e.baseline is not None else None,
+        "stopAt": gate.stop_at_to_dict(e.stop_at) if e.stop_at is not None else None,
         "sentinels": _sentinels(e),
     }
     return _drop_none(out)

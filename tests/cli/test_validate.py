@@ -214,7 +214,7 @@ def test_every_error_of_every_document_is_reported_at_once_on_its_line(
     known = (
         "activeDeadlineSeconds, allowUnsafeCode, applyChatTemplate, backoffLimit, baseline, batchSize, cache, chatTemplate, "
         "endpoint, fewshotAsMultiturn, gate, genKwargs, hfTokenSecret, image, limit, logSamples, maxBatchSize, metadata, "
-        "model, modelArgs, numFewshot, output, podTemplate, predictOnly, resources, samples, seed, sentinels, suspend, "
+        "model, modelArgs, numFewshot, output, podTemplate, predictOnly, resources, samples, seed, sentinels, stopAt, suspend, "
         "systemInstruction, taskSources, tasks, trustRemoteCode"
     )
     assert code == 1 and out == [

@@ -720,6 +720,21 @@ FIELDS: list[tuple[str, dict[str, Any], bool]] = [
     ),
     ("gate margin -1", {"baseline": {"evaluation": "v1"}, "gate": {"equivalenceMargin": -1}}, False),
     ("gate strict 'yes'", {"baseline": {"evaluation": "v1"}, "gate": {"strict": "yes"}}, False),
+    # sequential runs
+    ("gate sequential", {"baseline": {"evaluation": "v1"}, "gate": {"sequential": True, "maxDrop": 0.02}}, True),
+    ("gate sequential 'yes'", {"baseline": {"evaluation": "v1"}, "gate": {"sequential": "yes"}}, False),
+    ("gate sequential alone", {"gate": {"sequential": True}}, False),
+    ("stopAt 0.02", {"stopAt": {"ciHalfWidth": 0.02}}, True),
+    (
+        "stopAt with a gate",
+        {"baseline": {"path": "r"}, "gate": {"sequential": True}, "stopAt": {"ciHalfWidth": 0.1}},
+        True,
+    ),
+    ("stopAt 0", {"stopAt": {"ciHalfWidth": 0}}, False),
+    ("stopAt 1", {"stopAt": {"ciHalfWidth": 1}}, False),
+    ("stopAt -0.1", {"stopAt": {"ciHalfWidth": -0.1}}, False),
+    ("stopAt '0.1'", {"stopAt": {"ciHalfWidth": "0.1"}}, False),
+    ("stopAt empty", {"stopAt": {}}, False),
 ]
 for key, ok in LABEL_KEYS:
     FIELDS += [(f"label key {key!r:.20} ({len(key)}) {place.__name__}", place(key), ok) for place in KEY_PLACES]

@@ -237,3 +237,17 @@ def test_untrusted_scores_carry_trusted_false_and_the_gauge_follows(served: tupl
     assert not [key for key in samples if dict(key[1]).get("trusted") == "false"]
     metrics.observe(_evaluation())  # no findings (checks off): no gauge
     assert ("assay_evaluation_scores_trusted", ev) not in _scrape(url)
+
+
+def test_documents_saved_follows_a_sequential_runs_status(served: tuple[EvaluationMetrics, str]) -> None:
+    metrics, url = served
+    stopped = _evaluation()
+    stopped["status"]["savedWork"] = {"documents": 2184, "ofDocuments": 2376, "modelSeconds": 91.5}
+    metrics.observe(stopped)
+    ev = _labels(namespace="team", evaluation="ev")
+    assert _scrape(url)[("assay_evaluation_documents_saved", ev)] == 2184
+    metrics.observe(_evaluation())  # the next run scored every document: no gauge
+    assert ("assay_evaluation_documents_saved", ev) not in _scrape(url)
+    metrics.observe(stopped)
+    metrics.forget("team", "ev")
+    assert ("assay_evaluation_documents_saved", ev) not in _scrape(url)

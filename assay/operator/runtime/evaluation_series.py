@@ -78,6 +78,12 @@ def scores_trusted(status: Mapping[str, Any]) -> float | None:
     return None if label == "unknown" else 1.0 if label == "true" else 0.0
 
 
+def documents_saved(status: Mapping[str, Any]) -> float | None:
+    """Documents a sequential run did not score (`status.savedWork.documents`); None for an ordinary run."""
+    saved = status.get("savedWork")
+    return _number(saved.get("documents")) if isinstance(saved, Mapping) else None
+
+
 def _score_values(entry: Mapping[str, Any]) -> dict[str, float]:
     value, stderr = _number(entry.get("value")), _number(entry.get("stderr"))
     values: dict[str, float] = {}

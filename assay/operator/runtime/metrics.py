@@ -12,7 +12,8 @@ revision and suite, to join scores with), 1 of progress, 1 of ETA (while running
 duration (once finished), 1 of `assay_evaluation_failure` (while failed, by reason), 4
 (score, stderr and the score's 95% interval; 1 without a stderr) per metric/filter pair of
 each task and group it reports (labelled `trusted`: "true", "false" or "unknown", as the run's
-sentinels found; 1 of `assay_evaluation_scores_trusted` beside them), and with a baseline 1 of `assay_evaluation_regressed` plus
+sentinels found; 1 of `assay_evaluation_scores_trusted` beside them; 1 of `assay_evaluation_documents_saved`
+after a sequential run), and with a baseline 1 of `assay_evaluation_regressed` plus
 3 (delta and its interval) per compared metric (`evaluation_series`). A suite of hundreds of
 subtasks (MMLU: 57 subtasks + 4 groups + 1) is hundreds of series per Evaluation, so
 `score_series` limits the scores: `all`, `headline` (group scores when the run has groups,
@@ -135,6 +136,13 @@ class EvaluationMetrics:
             _EVAL,
             registry=r,
         )
+        self.documents_saved = Gauge(
+            "assay_evaluation_documents_saved",
+            "Documents a sequential run did not score: its gate knew each task's answer before the end "
+            "(status.savedWork); absent for an ordinary run.",
+            _EVAL,
+            registry=r,
+        )
         self.progress = Gauge(
             "assay_evaluation_progress_ratio", "Requests answered / requests in the run.", _EVAL, registry=r
         )
@@ -204,6 +212,8 @@ class EvaluationMetrics:
             self._set_one(self.failure, key, (bounded(status.get("reason") or "Unknown"),) if failed else None)
             trusted = series.scores_trusted(status)
             self._set_one(self.scores_trusted, key, None if trusted is None else (), value=trusted or 0.0)
+            saved = series.documents_saved(status)
+            self._set_one(self.documents_saved, key, None if saved is None else (), value=saved or 0.0)
             regressed = series.regressed(comparison, spec)
             if regressed is None:
                 self._set_one(self.regressed, key, None)
@@ -280,7 +290,7 @@ class EvaluationMetrics:
                 _remove(self._row_gauges[name], labels)
             for gauge in (self.progress, self.duration, self.eta):
                 _remove(gauge, key)
-            for gauge in (self.info, self.failure, self.regressed, self.scores_trusted):
+            for gauge in (self.info, self.failure, self.regressed, self.scores_trusted, self.documents_saved):
                 self._set_one(gauge, key, None)
             for phase in (conditions.PENDING, conditions.RUNNING, conditions.SUCCEEDED, conditions.FAILED):
                 _remove(self.phase, (*key, phase))

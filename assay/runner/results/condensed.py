@@ -13,6 +13,7 @@ from typing import Any, Mapping
 
 from assay import echoed_text, scores
 from assay.run_results import ABSENT, RunResults
+from assay.runner.results import stopped_early
 
 MAX_STATUS_BYTES = 256 * 1024
 """Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
@@ -43,6 +44,9 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
     status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
     if run.sentinels() is not None:
         status["sentinels"] = condense_sentinels(run)
+    saved = stopped_early.saved_work(run)
+    if saved is not None:  # a sequential run: the documents and model-seconds its stops saved
+        status["savedWork"] = saved
     total = sum(len(metrics) for metrics in tasks.values())
     if _size(status) <= max_bytes:
         status["message"] = f"Evaluated {len(tasks)} tasks."

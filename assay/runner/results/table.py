@@ -20,6 +20,7 @@ import unicodedata
 from typing import Any, Iterable, Mapping, Sequence
 
 from assay.run_results import ABSENT, RunResults
+from assay.runner.results import stopped_early
 
 HIGHER_IS_BETTER_SYMBOLS: dict[bool | None, str] = {True: "↑", False: "↓"}
 UNTRUSTED_MARK = "⚠"
@@ -45,6 +46,9 @@ def make_table(run: RunResults, column: str = "results", sort_results: bool = Fa
     notes = [f"{UNTRUSTED_MARK} {task}: {reason}." for task, reason in run.untrusted() if task in shown]
     if column == "results":  # the run's own findings (a served model's requests) once, under the tasks
         notes += [f"{UNTRUSTED_MARK} {task}: {reason}." for task, reason in run.untrusted() if task.startswith("(")]
+    stops = stopped_early.footnote(run, shown) if column == "results" else []
+    if stops:
+        table += "\n" + "\n".join(stops)
     if not notes:
         return table
     return (

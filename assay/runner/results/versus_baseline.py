@@ -15,6 +15,7 @@ operator's condition Regressed is Unknown; the scores are written with it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -25,8 +26,10 @@ from typing import Any, Callable, Mapping
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.compare import comparison, failures, outputs, verdicts
+from assay.run_options import EvalOptions
 from assay.run_results import RunResults
-from assay.spec import Evaluation
+from assay.runner.results import stopped_early
+from assay.spec import ENV_OUTPUT_ROOT, Evaluation
 
 log = logging.getLogger("assay.runner")
 
@@ -55,6 +58,15 @@ def status_of(
     """`status.comparison` for this run, or None without a baseline."""
     if spec.baseline is None:
         return None
+    status = _status_of(spec, results, records, sink=sink, output_root=output_root)
+    sequential = stopped_early.status_block(results)
+    return status if sequential is None else {**status, "sequential": sequential}
+
+
+def _status_of(
+    spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any, output_root: str | None
+) -> dict[str, Any]:
+    assert spec.baseline is not None
     label = spec.baseline.label
     try:
         folder = locate(
@@ -103,6 +115,20 @@ def decided_view(env: Mapping[str, str]) -> Callable[[str], Mapping[str, Any]] |
         return body
 
     return read
+
+
+def with_folder(spec: Evaluation, options: EvalOptions, *, sink: Any, output_root: str | None) -> EvalOptions:
+    """A sequential run's options with the baseline's results folder, found before the first chunk
+    (rank 0); where it cannot be found every document is scored, and the comparison afterwards says why."""
+    assert options.sequential is not None
+    root = Path(output_root or os.environ.get(ENV_OUTPUT_ROOT) or DEFAULT_OUTPUT_ROOT)
+    try:
+        reader = decided_view(os.environ) or getattr(sink, "read_evaluation", None)
+        folder = locate(spec, read_evaluation=reader, output_root=root)
+    except BaselineUnavailable as error:
+        log.warning("the sequential gate has no baseline (%s); every document is scored", error)
+        return options
+    return dataclasses.replace(options, sequential=dataclasses.replace(options.sequential, baseline=os.fspath(folder)))
 
 
 def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, Any]] | None, output_root: Path) -> Path:

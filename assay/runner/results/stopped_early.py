@@ -1,0 +1,105 @@
+"""What a sequential run says about its stops, read from its results' `sequential` member.
+
+The results JSON keeps, per task, the documents scored of the total, why it stopped and the
+gate's interval at the stop (`assay.runner.sequential_run`); the printed table says the same
+in a footnote, status in `status.comparison.sequential` and a saved-work figure.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from assay.run_results import RunResults
+
+STOP_MARK = "⏹"
+"""Before the footnote on a sequential run's stops."""
+REASONS = {
+    "non_inferior": "non-inferior",
+    "regressed": "regressed",
+    "precise": "precise enough",
+    "exhausted": "every document scored",
+}
+
+
+def block(run: RunResults) -> Mapping[str, Any] | None:
+    """The results' `sequential` member; None for an ordinary run."""
+    found = run.run_info.get("sequential")
+    return found if isinstance(found, Mapping) and isinstance(found.get("tasks"), Mapping) else None
+
+
+def footnote(run: RunResults, shown: set[str]) -> list[str]:
+    """The table's footnote lines on the stops of the tasks `shown`; empty for an ordinary run."""
+    found = block(run)
+    if found is None:
+        return []
+    lines = [f"{STOP_MARK} sequential run (document order seed {found.get('seed')}):"]
+    for task, entry in found["tasks"].items():
+        if task in shown and isinstance(entry, Mapping):
+            lines.append(f"{STOP_MARK} {task}: {sentence(entry)}")
+    return lines if len(lines) > 1 else []
+
+
+def sentence(entry: Mapping[str, Any]) -> str:
+    """`128 of 400 documents, stopped non-inferior; acc,none −0.0000 [−0.0325, +1.0000].`"""
+    reason = str(entry.get("stopped"))
+    text = f"{entry.get('documents')} of {entry.get('total')} documents, "
+    text += "every document scored" if reason == "exhausted" else f"stopped {REASONS.get(reason, reason)}"
+    intervals = [
+        f"{look.get('metric')} {_signed(look.get('mean_difference'))} "
+        f"[{_signed(look.get('lower'))}, {_signed(look.get('upper'))}]"
+        for look in entry.get("interval") or ()
+        if isinstance(look, Mapping)
+    ]
+    if intervals:
+        text += "; " + ", ".join(intervals)
+    note = entry.get("note")
+    return text + (f" ({note})" if note else "") + "."
+
+
+def _signed(value: Any) -> str:
+    return f"{value:+.4f}" if isinstance(value, (int, float)) else "n/a"
+
+
+def saved_work(run: RunResults) -> dict[str, Any] | None:
+    """`status.savedWork`: documents not scored and the model-seconds that saved, over all tasks."""
+    found = block(run)
+    if found is None:
+        return None
+    entries = [entry for entry in found["tasks"].values() if isinstance(entry, Mapping)]
+    return {
+        "documents": sum(int(entry.get("saved_documents") or 0) for entry in entries),
+        "ofDocuments": sum(int(entry.get("total") or 0) for entry in entries),
+        "modelSeconds": round(sum(float(entry.get("saved_seconds") or 0.0) for entry in entries), 1),
+    }
+
+
+MAX_TASKS = 50
+"""Tasks listed in `status.comparison.sequential` (status is bounded; the results JSON has them all)."""
+
+
+def status_block(run: RunResults) -> dict[str, Any] | None:
+    """`status.comparison.sequential`: per task the documents scored of the total, why it stopped, the
+    interval at the stop (of its first deciding metric); None for an ordinary run."""
+    found = block(run)
+    if found is None:
+        return None
+    tasks = []
+    for task, entry in list(found["tasks"].items())[:MAX_TASKS]:
+        if not isinstance(entry, Mapping):
+            continue
+        row: dict[str, Any] = {
+            "task": str(task),
+            "documents": int(entry.get("documents") or 0),
+            "total": int(entry.get("total") or 0),
+            "stopped": str(entry.get("stopped")),
+        }
+        looks = [look for look in entry.get("interval") or () if isinstance(look, Mapping)]
+        if looks:
+            row.update(metric=str(looks[0].get("metric")), lower=looks[0].get("lower"), upper=looks[0].get("upper"))
+        tasks.append(row)
+    seed = found.get("seed")
+    return {
+        "seed": seed if isinstance(seed, int) else 0,
+        "tasks": tasks,
+        "tasksOmitted": max(0, len(found["tasks"]) - MAX_TASKS),
+    }

@@ -1,0 +1,247 @@
+"""A sequential run: each task's documents in a seeded random order, scored chunk by chunk,
+until the task's gate knows the answer or the documents run out.
+
+Within a chunk the run is an ordinary run's: every rank holds every document's requests
+(built in document order, so few-shot draws never depend on the order or the rank), takes
+its cost-balanced share of the chunk, sends it to the model in one call per request type
+(batching, shared-prefix passes and the response cache work as always) and scores it. Rank
+0 gathers the chunk's scores, feeds the task's gate (`sequential_watch`) and broadcasts go
+on or stop, so that every rank leaves the task after the same chunk. A stopped run resumes
+like any other: the same seed draws the same order, and the response cache answers the
+chunks already scored.
+
+The results record, per task, the documents scored of the total, why the task stopped, the
+gate's interval at the stop and the work not spent (`run_info["sequential"]`, see `block`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+from assay.errors import UserError
+from assay.run_options import EvalOptions, SequentialSettings
+from assay.run_results import RunResults
+from assay.runner import chunk_order, distributed, doc_work
+from assay.runner.doc_work import DocWork, ProgressFn
+from assay.runner.models.lm import LM
+from assay.runner.results import assemble
+from assay.runner.scoring.records import DocScores
+from assay.runner.sequential_watch import Baseline, TaskWatch
+from assay.runner.tasks.index import LoadedTasks
+from assay.runner.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+SCORED_IN_FULL = "exhausted"
+"""The reason of a task that ran out of documents (also one no gate could decide)."""
+
+
+def evaluate(
+    lm: LM,
+    loaded: LoadedTasks,
+    work: list[DocWork],
+    options: EvalOptions,
+    settings: SequentialSettings,
+    *,
+    keep: str | None,
+    progress: ProgressFn | None,
+) -> RunResults | None:
+    """The evaluator's `evaluate` in chunks: the results on rank 0, with their `sequential` member."""
+    by_task: dict[str, list[DocWork]] = {name: [] for name in loaded.tasks}
+    for item in work:
+        by_task[item.task.name].append(item)
+    done = run_tasks(lm, by_task, settings, keep=keep, samples=options.samples or {}, progress=progress)
+    if done is None:
+        return None
+    scored, sequential = done
+    health = getattr(lm, "request_health", None)
+    results = assemble.run_results(
+        loaded,
+        [scored],
+        bootstrap_iters=options.bootstrap_iters,
+        keep_samples=keep is not None,
+        sentinels=options.sentinels,
+        served=health() if callable(health) else None,
+    )
+    return dataclasses.replace(results, run_info={**results.run_info, "sequential": sequential})
+
+
+def run_tasks(
+    lm: LM,
+    work: Mapping[str, list[DocWork]],
+    settings: SequentialSettings,
+    *,
+    keep: str | None,
+    samples: Mapping[str, Sequence[int]],
+    progress: ProgressFn | None,
+) -> tuple[list[DocScores], dict[str, Any]] | None:
+    """Every task's chunks on this rank; on rank 0 the scores of the documents scored and the
+    results' `sequential` block (None elsewhere). `work`: per task, its documents in task order."""
+    rank, world = distributed.rank_and_world()
+    baseline = _baseline(settings) if rank == 0 else None
+    counter = _Progress(progress if rank == 0 else None, sum(_requests(items) for items in work.values()))
+    scored: list[DocScores] = []
+    tasks: dict[str, Any] = {}
+    for items in work.values():
+        if not items:
+            continue
+        task = items[0].task
+        watch = _watch(task, items, settings, baseline) if rank == 0 else None
+        records, summary = _run_task(lm, items, settings, watch, keep=keep, samples=samples, counter=counter)
+        if rank == 0:
+            scored.extend(records)
+            tasks[task.name] = summary
+    if rank != 0:
+        return None
+    return scored, block(settings, tasks, baseline_label=baseline.label if baseline is not None else None)
+
+
+def _run_task(
+    lm: LM,
+    items: list[DocWork],
+    settings: SequentialSettings,
+    watch: TaskWatch | None,
+    *,
+    keep: str | None,
+    samples: Mapping[str, Sequence[int]],
+    counter: _Progress,
+) -> tuple[list[DocScores], dict[str, Any]]:
+    rank, world = distributed.rank_and_world()
+    task = items[0].task
+    size = settings.chunk_size or chunk_order.default_chunk_size(len(items))
+    pieces = chunk_order.chunks(chunk_order.document_order(len(items), seed=settings.seed, task=task.name), size)
+    scored: list[DocScores] = []
+    decision: Any = None
+    started = time.perf_counter()
+    documents = 0
+    for number, piece in enumerate(pieces, start=1):
+        chunk = [items[index] for index in piece]
+        shard = distributed.balanced_shards([item.cost for item in chunk], world)[rank]
+        mine = [chunk[index] for index in shard]
+        doc_work.run_requests(lm, [inst for item in mine for inst in item.instances], None, global_total=0)
+        gathered = distributed.gather_to_rank0(doc_work.score(mine, keep=keep, samples=samples))
+        documents += len(chunk)
+        stop = False
+        if rank == 0:
+            assert gathered is not None
+            records = [record for part in gathered for record in part]
+            scored.extend(records)
+            exhausted = number == len(pieces)
+            if watch is not None:
+                decision = watch.look(records, exhausted=exhausted)
+            stop = exhausted or (decision is not None and decision.stop)
+        counter.add(_requests(chunk))
+        if distributed.broadcast_from_rank0(stop):
+            break
+    counter.add(sum(_requests([items[i] for i in piece]) for piece in pieces[number:]))
+    if rank != 0:
+        return [], {}
+    # model-seconds: every rank's share of the wall time, so the figure holds on one rank or many
+    elapsed = (time.perf_counter() - started) * world
+    summary = _summary(task, watch, decision, documents=documents, total=len(items), looks=number, seconds=elapsed)
+    log.info(
+        "%s: scored %d of %d documents in %d chunk(s) of %d; %s",
+        task.name,
+        documents,
+        len(items),
+        number,
+        size,
+        summary["stopped"],
+    )
+    return scored, summary
+
+
+def _summary(
+    task: Task, watch: TaskWatch | None, decision: Any, *, documents: int, total: int, looks: int, seconds: float
+) -> dict[str, Any]:
+    """One task's entry in the results' `sequential` block."""
+    per_document = seconds / documents if documents else 0.0
+    summary: dict[str, Any] = {
+        "documents": documents,
+        "total": total,
+        "stopped": decision.reason if decision is not None and decision.stop else SCORED_IN_FULL,
+        "looks": looks,
+        "seconds_per_document": per_document,
+        "saved_documents": total - documents,
+        "saved_seconds": per_document * (total - documents),
+    }
+    if watch is None or not watch.metrics:
+        summary["note"] = "no per-document metric of a known range to decide on: every document scored"
+    elif watch.gate is None:
+        summary["note"] = (
+            "nothing to decide against (no baseline scores of this task, no target half-width): every document scored"
+        )
+    if watch is not None:
+        summary["max_drop"] = watch.max_drop if watch.baseline is not None else None
+        if watch.unpaired:
+            summary["unpaired"] = watch.unpaired
+    if decision is not None:
+        summary["interval"] = [
+            {
+                "metric": look.metric,
+                "n": look.n,
+                "mean_difference": _finite(look.mean_difference),
+                "lower": _finite(look.lower),
+                "upper": _finite(look.upper),
+            }
+            for look in decision.looks
+        ]
+    return summary
+
+
+def block(settings: SequentialSettings, tasks: Mapping[str, Any], *, baseline_label: str | None) -> dict[str, Any]:
+    """The results' `sequential` member: how the run was told to look, and what each task did."""
+    return {
+        "seed": settings.seed,
+        "chunk_size": settings.chunk_size,
+        "alpha": settings.alpha,
+        "baseline": baseline_label,
+        "target_ci_half_width": settings.target_half_width,
+        "tasks": dict(tasks),
+    }
+
+
+def _watch(task: Task, items: list[DocWork], settings: SequentialSettings, baseline: Baseline | None) -> TaskWatch:
+    values = None
+    if baseline is not None:
+        try:
+            values = baseline.values(task.name)
+        except UserError as error:  # an unreadable scores file: this task is scored in full
+            log.warning("the baseline's scores of %s cannot be read (%s); scoring every document", task.name, error)
+    return TaskWatch(task, [item.doc for item in items], settings, values, with_baseline=baseline is not None)
+
+
+def _baseline(settings: SequentialSettings) -> Baseline | None:
+    if settings.baseline is None:
+        return None
+    try:
+        return Baseline.read(settings.baseline)
+    except UserError as error:  # the run is not lost: it scores every document, and the comparison says why
+        log.warning("the baseline %s cannot be read (%s); every document is scored", settings.baseline, error)
+        return None
+
+
+def _requests(items: Sequence[DocWork]) -> int:
+    return sum(inst.repeats for item in items for inst in item.instances)
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if math.isfinite(value) else None
+
+
+class _Progress:
+    """Requests done of the run's total, on rank 0; a stopped task's requests count as done."""
+
+    def __init__(self, report: Callable[[int, int], None] | None, total: int) -> None:
+        self.report, self.total, self.done = report, total, 0
+        if report is not None:
+            report(0, total)
+
+    def add(self, requests: int) -> None:
+        self.done = min(self.total, self.done + requests)
+        if self.report is not None and requests:
+            self.report(self.done, self.total)
