@@ -69,26 +69,17 @@ def carry_out(
     A new Job gets `progress_interval` (`progress_budget`; None: the runner's default) in its environment."""
     meta = evaluation["metadata"]
     namespace, name = meta["namespace"], meta["name"]
-    jobs: list[dict[str, Any]] = []
-    services: list[dict[str, Any]] = []
-    # An Evaluation that never named a Job has none: status.jobName is written before its
-    # first child is created. A new Evaluation so costs no lists.
-    decided_before = bool((evaluation.get("status") or {}).get("jobName"))
-    if decided_before:
-        selector, owner = _children_selector(name), meta["uid"]
-        jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
-        services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
-    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
-    if steps.new_run and spec.baseline is not None and spec.baseline.evaluation is not None:
-        baseline = _baseline_view(namespace, spec.baseline.evaluation)
-        steps = reconcile.plan(
-            evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image, baseline=baseline
-        )
-    if steps.new_run:
-        # Where its tasks came from, as checked for this run (None clears an earlier run's).
-        steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
-        if progress_interval is not None:
-            steps = dataclasses.replace(steps, create=progress_budget.with_interval(steps.create, progress_interval))
+    jobs, services = _existing_children(evaluation)
+    steps = _planned(
+        evaluation,
+        spec,
+        jobs=jobs,
+        services=services,
+        now=now,
+        default_image=default_image,
+        task_sources=task_sources,
+        progress_interval=progress_interval,
+    )
     if steps.status:
         # Written before the Job exists, not through kopf's patch after the handler:
         # `mirror_job` ignores Jobs that are not status.jobName, and a Job's first
@@ -116,6 +107,46 @@ def carry_out(
         job, suspend = steps.suspend_job
         kube.patch_job_suspend(namespace=namespace, name=job, suspend=suspend)
         emit(evaluation, type="Normal", reason="Suspended" if suspend else "Resumed", message=f"Job {job}.")
+    return steps
+
+
+def _existing_children(evaluation: objects.Evaluation) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The Evaluation's Jobs and Services. One that never named a Job has none: status.jobName is
+    written before its first child is created, so a new Evaluation costs no lists."""
+    if not (evaluation.get("status") or {}).get("jobName"):
+        return [], []
+    meta = evaluation["metadata"]
+    namespace, selector, owner = meta["namespace"], _children_selector(meta["name"]), meta["uid"]
+    jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
+    services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
+    return jobs, services
+
+
+def _planned(
+    evaluation: objects.Evaluation,
+    spec: spec_module.Evaluation,
+    *,
+    jobs: list[dict[str, Any]],
+    services: list[dict[str, Any]],
+    now: datetime.datetime,
+    default_image: str | None,
+    task_sources: list[dict[str, Any]] | None,
+    progress_interval: float | None,
+) -> reconcile.Plan:
+    """The plan, with what a new run carries: the baseline as it is now, where its tasks came
+    from, and the progress interval its Job is given."""
+    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
+    if not steps.new_run:
+        return steps
+    if spec.baseline is not None and spec.baseline.evaluation is not None:
+        baseline = _baseline_view(evaluation["metadata"]["namespace"], spec.baseline.evaluation)
+        steps = reconcile.plan(
+            evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image, baseline=baseline
+        )
+    # Where its tasks came from, as checked for this run (None clears an earlier run's).
+    steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
+    if progress_interval is not None:
+        steps = dataclasses.replace(steps, create=progress_budget.with_interval(steps.create, progress_interval))
     return steps
 
 
