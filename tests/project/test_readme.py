@@ -180,3 +180,16 @@ def test_readme_layout_names_every_package_and_only_real_paths() -> None:
         assert (REPO / path).exists(), f"docs/development.md's layout names {path}, which does not exist"
     packages = {str(p.parent.relative_to(REPO)) for p in (REPO / "assay").rglob("*/__init__.py")}
     assert packages <= listed, f"docs/development.md's layout leaves out {sorted(packages - listed)}"
+
+
+def test_the_readme_shows_pictures_that_exist_and_says_what_made_them() -> None:
+    readme = (REPO / "README.md").read_text()
+    images = re.findall(r"!\[[^\]]+\]\(([^)]+)\)", readme)
+    assert {"docs/images/forest.svg", "docs/images/dashboard.svg"} <= set(images)
+    for image in images:
+        assert (REPO / image).is_file(), image
+    # Each picture names the script that regenerates it, and that script exists.
+    for script in ("bench/forest_example.py", "bench/dashboard_image.py"):
+        assert f"python {script}" in readme and (REPO / script).is_file(), script
+    assert "```mermaid" in readme
+    assert "not a Grafana screenshot" in (REPO / "docs" / "images" / "dashboard.svg").read_text()
