@@ -193,3 +193,29 @@ def test_the_readme_shows_pictures_that_exist_and_says_what_made_them() -> None:
         assert f"python {script}" in readme and (REPO / script).is_file(), script
     assert "```mermaid" in readme
     assert "not a Grafana screenshot" in (REPO / "docs" / "images" / "dashboard.svg").read_text()
+
+
+def _fenced_blocks(text: str) -> list[tuple[str, list[str]]]:
+    """(language, lines) of each fenced block, fences paired in order."""
+    blocks: list[tuple[str, list[str]]] = []
+    current: tuple[str, list[str]] | None = None
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if current is None:
+                current = (line[3:].strip(), [])
+            else:
+                blocks.append(current)
+                current = None
+        elif current is not None:
+            current[1].append(line)
+    return blocks
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/quickstart.md"])
+def test_command_blocks_hold_no_placeholder_that_a_shell_would_read_as_a_redirection(page: str) -> None:
+    # `--tasks <task or path/to/task.yaml>` pasted as is reads a file named "task" into the command.
+    blocks = [lines for language, lines in _fenced_blocks((REPO / page).read_text()) if language in ("bash", "sh")]
+    assert blocks
+    for line in (line for lines in blocks for line in lines):
+        command = line.split("  #", 1)[0]  # (a comment may say anything)
+        assert not re.search(r"<[A-Za-z][^>]*>", command), f"{page}: a placeholder in a command: {line}"
