@@ -274,6 +274,11 @@ def _check_counts(config: dict[str, Any]) -> None:
             f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
             "fraction below 1 (e.g. 0.5), or leave it out to evaluate every document."
         )
+    if limit is not None and not run_rules.limit_is_count_or_fraction(limit):
+        raise UsageError(
+            f"--limit {_shown(limit)} is neither a whole count of documents nor a fraction below 1 (lm-eval would "
+            f"run {int(limit)} per task); pass e.g. {int(limit)} or 0.5."
+        )
     if shots is not None and not run_rules.num_fewshot_is_valid(shots):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
     # The same parser as spec.batchSize and every backend's model_args batch_size, so a value

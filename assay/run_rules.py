@@ -49,6 +49,12 @@ def limit_is_valid(limit: Any) -> bool:
     return is_number(limit) and 0 < limit < math.inf
 
 
+def limit_is_count_or_fraction(limit: Any) -> bool:
+    """A valid limit that is a whole count or a fraction below 1. lm-eval runs `--limit 1.5` as
+    int(1.5), one document per task, without a word; the CRD's CEL rule on spec.limit says the same."""
+    return limit_is_valid(limit) and (limit < 1 or int(limit) == limit)
+
+
 def num_fewshot_is_valid(shots: Any) -> bool:
     """A whole number of examples from 0: lm-eval builds prompts nobody asked for below that."""
     return is_number(shots) and int(shots) == shots and shots >= MIN_NUM_FEWSHOT

@@ -35,10 +35,12 @@ def image_references(text: str) -> list[str]:
     return _IMAGE.findall(text)
 
 
-def localized(script: str, *, shared_data: Path) -> str:
+def localized(script: str, *, shared_data: Path | None = None) -> str:
     """A block made runnable from any folder: the repository's paths made absolute, the
-    benchmark files where this machine keeps them, `python` and `assay` this interpreter's."""
+    benchmark files where this machine keeps them (if a block names ../shared/data; the
+    quickstart's own do not), `python` and `assay` this interpreter's."""
     script = re.sub(r"(?<![\w/.-])(examples|deploy)/", lambda m: f"{REPO}/{m.group(1)}/", script)
-    script = script.replace("../shared/data", str(shared_data))
+    if shared_data is not None:
+        script = script.replace("../shared/data", str(shared_data))
     script = re.sub(r"^python ", f"{sys.executable} ", script, flags=re.M)
     return re.sub(r"^assay ", f"{sys.executable} -m assay ", script, flags=re.M)

@@ -4,7 +4,8 @@ The same manifest that goes to a cluster runs here with the same parsing and the
 checks (assay.spec, assay.operator.admission.validation); instead of a Job, the engine runs
 in-process, or under torchrun when `resources` ask for several devices (nodes ×
 gpusPerNode processes on this one machine). The outcome is printed as the Evaluation's
-`status` would read in the cluster, as YAML.
+`status` would read in the cluster, as YAML on stdout; lm-eval's table and the folder the
+results were written to go to stderr, for the reader.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ def run_in_process(spec: spec_module.Evaluation, output_dir: Path, *, output_roo
         reported = json.loads(status_file.read_text()) if status_file.is_file() else {}
     if results is None:  # one process is rank 0, which always has the results
         raise RuntimeError("the in-process run returned no results")
+    # lm-eval's table, as `assay run` prints it (under torchrun the runner's rank 0 prints it);
+    # on stderr, since stdout is the status documents a script may read as YAML.
+    print(engine.results_tables(results), file=sys.stderr)
     comparison = {"comparison": reported["comparison"]} if "comparison" in reported else {}
     return {**engine.condense_results(results), **comparison}
 
@@ -156,6 +160,7 @@ def main(argv: Sequence[str]) -> int:
     for metadata, spec in load_manifests(args.filename):
         status = run_one(metadata, spec, output_root=args.output_dir)
         failed = failed or status["phase"] != conditions.SUCCEEDED
+        print(f"{metadata['name']}: {status['phase']}, results written to {status['outputDir']}", file=sys.stderr)
         document = {
             "apiVersion": spec_module.API_VERSION,
             "kind": spec_module.KIND,

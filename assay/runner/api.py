@@ -74,3 +74,13 @@ def condense_results(results: RunResults) -> dict[str, Any]:
     from assay.runner.results.status_sink import condense_results as condense
 
     return condense(results)
+
+
+def results_tables(results: RunResults) -> str:
+    """lm-eval's table of a run's results (and of its groups, when it has some), as `assay run` prints it."""
+    from assay.runner.results.table import make_table
+
+    tables = [make_table(results)]
+    if results.groups:
+        tables.append(make_table(results, "groups"))
+    return "\n".join(tables)

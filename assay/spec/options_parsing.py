@@ -52,6 +52,11 @@ def parse_limit(r: Reader) -> int | float | None:
         return None
     if not run_rules.limit_is_valid(value):
         raise UserError(f"spec.limit must be a number above 0 (below 1.0: a fraction of the docs), not {value!r}.")
+    if not run_rules.limit_is_count_or_fraction(value):
+        raise UserError(
+            f"spec.limit {value!r} is neither a whole count of documents nor a fraction below 1; "
+            f"write e.g. {int(value)} or 0.5."
+        )
     return int(value) if value >= 1 and value == int(value) else float(value)
 
 

@@ -54,3 +54,40 @@ def test_the_help_names_the_data_folder_and_every_exit_status(capsys: pytest.Cap
     assert "ASSAY_DATASETS_DIR" in text
     statuses = [line.split()[0] for line in text.split("exit status:")[1].splitlines() if line[:6].strip().isdigit()]
     assert statuses == ["0", "1", "2", "130"]
+
+
+def _flags(*argv: str) -> object:
+    from assay.run_flags import resolve_run_config
+
+    args = cli.build_parser().parse_args(["run", "--model", "dummy", "--tasks", "arc_easy", *argv])
+    return resolve_run_config(args)
+
+
+def test_a_limit_is_a_whole_count_or_a_fraction_below_one() -> None:
+    # lm-eval runs --limit 1.5 as int(1.5) = 1 document per task without a word; spec.limit and
+    # the CRD refuse it too (tests/cli/test_validator_corpus.py holds the three to one answer).
+    from assay.errors import UsageError
+
+    assert getattr(_flags("--limit", "2.0"), "limit") == 2.0
+    assert getattr(_flags("--limit", "0.5"), "limit") == 0.5
+    with pytest.raises(UsageError) as refused:
+        _flags("--limit", "1.5")
+    assert str(refused.value) == (
+        "--limit 1.5 is neither a whole count of documents nor a fraction below 1 (lm-eval would run 1 per task); "
+        "pass e.g. 1 or 0.5."
+    )
+    assert refused.value.exit_code == 2
+
+
+def test_spec_limit_refuses_what_the_command_line_refuses() -> None:
+    from assay.errors import UserError
+    from assay.spec import parse_spec
+
+    base = {"model": "dummy", "tasks": ["arc_easy"]}
+    assert parse_spec({**base, "limit": 2.0}).limit == 2
+    with pytest.raises(UserError) as refused:
+        parse_spec({**base, "limit": 1.5})
+    assert (
+        str(refused.value)
+        == "spec.limit 1.5 is neither a whole count of documents nor a fraction below 1; write e.g. 1 or 0.5."
+    )

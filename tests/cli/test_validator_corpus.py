@@ -221,7 +221,9 @@ COUNTS: list[tuple[str, str, Any, bool]] = [
     ("limit", "--limit", 1e-9, True),
     ("limit", "--limit", 0.5, True),
     ("limit", "--limit", 1, True),
-    ("limit", "--limit", 1.5, True),
+    ("limit", "--limit", 1.5, False),  # lm-eval runs int(1.5) = 1 document without a word
+    ("limit", "--limit", 2.0, True),
+    ("limit", "--limit", 0.999, True),
     ("limit", "--limit", 100, True),
     ("numFewshot", "--num_fewshot", -1, False),
     ("numFewshot", "--num_fewshot", 0, True),

@@ -2,6 +2,8 @@
 
 The blocks come from the page itself (tests/quickstart_doc.py). What differs on this node,
 and only that:
+- the cluster: the suite's own control plane and node stand for the page's step 0 (`kind
+  create cluster`, which is not run here).
 - build and load: the suite has built the images (`images`, deploy/images/build.sh on its
   debootstrap base) and imported them into containerd (`node`), as the page's containerd
   block does; the test checks the page names exactly those images.
@@ -108,7 +110,6 @@ def test_the_quickstart_runs_as_written(
     images: dict[str, str],
     operator: OperatorDeployment,
     quickstart_volumes: Path,
-    shared_data: Path,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -131,7 +132,7 @@ def test_the_quickstart_runs_as_written(
 
     def step(name: str, timeout: float = 300, **substitutions: str) -> str:
         started = time.monotonic()
-        script = localized(blocks[name], shared_data=shared_data)
+        script = localized(blocks[name])  # the page's data is the repository's sample: nothing from outside it
         for old, new in substitutions.items():
             assert old in script, f"docs/quickstart.md's {name} block no longer has {old!r}"
             script = script.replace(old, new)
