@@ -117,7 +117,7 @@ def test_a_renamed_field_on_the_writers_side_is_lost_to_both_readers() -> None:
         **status,
         "results": {t: {k: {"val": e["value"]} for k, e in m.items()} for t, m in status["results"].items()},
     }
-    assert series.score_rows(("ns", "ev"), "m", renamed, schema.SECTIONS) == []
+    assert series.score_rows(("ns", "ev"), "m", renamed, [schema.RESULTS]) == []
     assert all(v.get("acc,none") is None for v in results_view.results_dict(renamed)["results"].values())
     assert _mismatches(renamed, schema.EvaluationStatus) != []
 
