@@ -9,11 +9,11 @@ import subprocess
 import jsonschema
 import pytest
 import yaml
-
-from assay.operator.build import builders, containers
+from assay.operator.build import builders, runner_settings
 from assay.operator.build import children as run_children
+from assay.operator.settings import from_env
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm, render
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 REF = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
@@ -45,29 +45,33 @@ def _env(documents: list[dict]) -> dict[str, str]:
 
 
 @needs_helm
-def test_pull_secrets_reach_the_operator_account_and_every_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
-    documents = _render(
+def test_pull_secrets_reach_the_operator_account_and_every_runner_account() -> None:
+    documents = render(
         "--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}"
     )
     (account,) = [d for d in documents if d["kind"] == "ServiceAccount"]
     assert account["imagePullSecrets"] == [{"name": "regcred"}]
     env = _env(documents)
-    assert env[builders.PULL_SECRETS_ENV] == "runner-reg,mirror"
+    assert env[runner_settings.PULL_SECRETS_ENV] == "runner-reg,mirror"
     # What the operator makes of that variable, for each Evaluation's runner account.
-    monkeypatch.setenv(builders.PULL_SECRETS_ENV, env[builders.PULL_SECRETS_ENV])
-    assert run_children.service_account(REF)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
-    monkeypatch.delenv(builders.PULL_SECRETS_ENV)
-    assert "imagePullSecrets" not in run_children.service_account(REF)
-    assert builders.PULL_SECRETS_ENV not in _env(_render())
+    spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"]})
+
+    def account(operator_env: dict[str, str]) -> dict:
+        made = run_children.children(REF, spec, runner=from_env(operator_env).runner)
+        return next(c for c in made if c["kind"] == "ServiceAccount")
+
+    assert account(env)["imagePullSecrets"] == [{"name": "runner-reg"}, {"name": "mirror"}]
+    assert "imagePullSecrets" not in account(_env(render()))
+    assert runner_settings.PULL_SECRETS_ENV not in _env(render())
 
 
 @needs_helm
 @pytest.mark.parametrize("name", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"])
-def test_the_gpu_resource_name_reaches_the_runner_pods(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_the_gpu_resource_name_reaches_the_runner_pods(name: str) -> None:
     args = () if name == "nvidia.com/gpu" else ("--set", f"runner.gpuResourceName={name}")  # the default
-    env = _env(_render(*args))
-    assert env[containers.GPU_RESOURCE_ENV] == name
-    monkeypatch.setenv(containers.GPU_RESOURCE_ENV, env[containers.GPU_RESOURCE_ENV])
+    env = _env(render(*args))
+    assert env[runner_settings.GPU_RESOURCE_ENV] == name
     spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"], "resources": {"gpusPerNode": 2}})
-    runner = builders.job(REF, spec)["spec"]["template"]["spec"]["containers"][0]
-    assert runner["resources"]["limits"] == {name: "2", "memory": containers.BUILT_IN_DEFAULT_MEMORY}
+    settings = from_env({k: v for k, v in env.items() if v is not None})
+    runner = builders.job(REF, spec, runner=settings.runner)["spec"]["template"]["spec"]["containers"][0]
+    assert runner["resources"]["limits"] == {name: "2", "memory": runner_settings.BUILT_IN_DEFAULT_MEMORY}

@@ -37,10 +37,11 @@ import json
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator.admission import placement_policy, policy, task_sources
+from assay.operator.admission import placement_policy, task_sources
 from assay.operator.build import containers, failure_policy, names
 from assay.operator.build.names import child_name, digest, label_value
 from assay.operator.build.runner_images import runner_image
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -59,9 +60,6 @@ KUEUE_QUEUE_LABEL = placement_policy.QUEUE_LABEL
 RDZV_PORT = 29400
 RUNNER_CONTAINER = "runner"
 CHECK_CONTAINER = "check"
-PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
-"""Comma-separated Secret names (the chart's runner.imagePullSecrets) every runner account pulls with."""
-
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
 
@@ -250,7 +248,7 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
     ]
 
 
-def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
+def runner_env(ref: EvaluationRef, spec: Evaluation, *, allow_task_code: bool = False) -> list[Manifest]:
     env: list[Manifest] = [
         {"name": spec_module.ENV_SPEC_FILE, "value": containers.SPEC_FILE},
         {"name": spec_module.ENV_NAME, "value": ref.name},
@@ -282,17 +280,18 @@ def runner_env(ref: EvaluationRef, spec: Evaluation) -> list[Manifest]:
     if spec.task_sources:
         env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
         # The runner enforces it too: a ConfigMap edited after the operator's check reaches a retry's pod.
-        code = "allowed" if policy.AdminPolicy.from_env().allow_task_code else "refused"
+        code = "allowed" if allow_task_code else "refused"
         env.append({"name": spec_module.ENV_TASK_CODE, "value": code})
     return env
 
 
-def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
+def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, runner: RunnerSettings = RunnerSettings(),
         placement: placement_policy.Placement | None = None) -> Manifest:
-    """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
+    """The run's Job with the operator's `runner` settings; `placement` (by default its policy's) fills in the rest."""
     name = name or job_name(ref)
-    image = spec.image or runner_image(spec.model, default_image)
-    env = [*runner_env(ref, spec), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
+    image = spec.image or runner_image(spec.model, runner)
+    env = runner_env(ref, spec, allow_task_code=runner.policy.allow_task_code)
+    env.append({"name": spec_module.ENV_JOB_NAME, "value": name})  # is my run still current?
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
     job_labels = {LABEL_GENERATION: str(ref.generation)}
@@ -307,7 +306,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         "securityContext": containers.pod_security(),
         "containers": [
             containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
-                                 resources=containers.resources(spec, gpus=True), spec=spec),
+                                 resources=containers.resources(spec, gpus=runner.gpu_resource), spec=spec),
         ],
         "volumes": containers.volumes(spec, spec_config_map=names.spec_config_map_name(name)),
     }
@@ -315,7 +314,7 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
         # A spec that cannot run fails here with 78, before the ranks wait for each other.
         check = ["python", "-m", "assay.runner", "--check"]
         pod_spec["initContainers"] = [
-            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),
+            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=None),
                                  spec=spec)
         ]
     if spec.resources.nodes > 1:
@@ -343,8 +342,8 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
     metadata = child_metadata(ref, name, **job_labels)
     metadata["annotations"] = _job_annotations(ref, spec)
     manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
-    placement_policy.fill_runner_pod(manifest, placement or placement_policy.from_env())
-    containers.limit_memory(pod_spec)  # after the admin's policy, whose limits come first
+    placement_policy.fill_runner_pod(manifest, placement or runner.policy.placement)
+    containers.limit_memory(pod_spec, runner.default_memory)  # after the admin's policy, whose limits come first
     return manifest
 
 

@@ -4,25 +4,22 @@ multi-node run, its NetworkPolicy, and the Job (`builders` makes each of the oth
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
 from assay import spec as spec_module
-from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import Evaluation
 
 Manifest = builders.Manifest
 
 
-def service_account(ref: builders.EvaluationRef) -> Manifest:
+def service_account(ref: builders.EvaluationRef, *, pull_secrets: tuple[str, ...] = ()) -> Manifest:
     account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": builders.child_metadata(ref, builders.runner_account_name(ref))}
     # Secrets live per namespace: each Evaluation's namespace needs its own copy of them.
-    secrets = [name.strip() for name in os.environ.get(builders.PULL_SECRETS_ENV, "").split(",") if name.strip()]
-    if secrets:
-        account["imagePullSecrets"] = [{"name": name} for name in secrets]
+    if pull_secrets:
+        account["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
     return account
 
 
@@ -75,7 +72,7 @@ def role_binding(ref: builders.EvaluationRef) -> Manifest:
     }
 
 
-def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
+def network_policy(ref: builders.EvaluationRef, *, job: str, egress: tuple[Manifest, ...] | None = None) -> Manifest:
     """Who may reach the run's pods: the pods of the same Job, on any port, and nobody else.
 
     A multi-node run's rank 0 serves torch's c10d store (the rendezvous port), which
@@ -85,12 +82,11 @@ def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
     matches pods of the policy's own namespace only; the Job label is the operator's on
     each pod (a spec's pod labels cannot set it). Every run gets one, one pod or many: a
     single-node run listens for nobody either, and one rule for all is one to check.
-    Egress too where the chart gives the runners' egress rules (`RUNNER_EGRESS_ENV`): the
+    Egress too where the chart gives the runners' egress rules (`egress`, ASSAY_RUNNER_EGRESS): the
     Job's own pods, and what the admin allows (the API server, DNS, model servers), in every
     namespace, also those the chart cannot list to render a policy of its own."""
     pods = {"matchLabels": {builders.LABEL_JOB: job}}
     spec: Manifest = {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": pods}]}]}
-    egress = runner_egress()
     if egress is not None:
         spec["policyTypes"] = ["Ingress", "Egress"]
         spec["egress"] = [{"to": [{"podSelector": pods}]}, *egress]
@@ -102,33 +98,15 @@ def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
     }
 
 
-RUNNER_EGRESS_ENV = "ASSAY_RUNNER_EGRESS"
-"""A JSON list of NetworkPolicy egress rules for runner pods (the chart's `assay.runnerEgress`);
-unset: the run's policy leaves egress alone."""
-
-
-def runner_egress() -> list[Manifest] | None:
-    """The admin's egress rules for runner pods, or None; a value that is no list of rules is named."""
-    raw = os.environ.get(RUNNER_EGRESS_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        rules = json.loads(raw)
-    except json.JSONDecodeError:
-        rules = None
-    if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
-        raise UserError(f"{RUNNER_EGRESS_ENV} is no JSON list of NetworkPolicy egress rules; unset it or give one.")
-    return rules
-
-
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None, placement: placement_policy.Placement | None = None) -> list[Manifest]:
+             runner: RunnerSettings = RunnerSettings(),
+             placement: placement_policy.Placement | None = None) -> list[Manifest]:
     """Every child, in the order to create them: the Job last, once its identity, its spec and
     the policy that fences its pods exist; those of `UPDATED_FIELDS` are also brought up to date."""
     name = job_name_override or builders.job_name(ref)
-    out = [service_account(ref), role(ref, spec), role_binding(ref), builders.spec_config_map(ref, spec, job=name)]
+    out = [service_account(ref, pull_secrets=runner.pull_secrets), role(ref, spec), role_binding(ref), builders.spec_config_map(ref, spec, job=name)]
     if spec.resources.nodes > 1:
         out.append(builders.headless_service(ref, job=name))
-    out.append(network_policy(ref, job=name))
-    out.append(builders.job(ref, spec, name=name, default_image=default_image, placement=placement))
+    out.append(network_policy(ref, job=name, egress=runner.egress))
+    out.append(builders.job(ref, spec, name=name, runner=runner, placement=placement))
     return out

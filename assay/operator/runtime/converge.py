@@ -31,6 +31,7 @@ from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import admit, policy
 from assay.operator.build import builders, names
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions, job_status, reconcile
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import observe, owned
@@ -59,7 +60,7 @@ def carry_out(
     spec: spec_module.Evaluation,
     *,
     now: datetime.datetime,
-    default_image: str | None,
+    runner: RunnerSettings,
     emit: Emit,
     task_sources: list[dict[str, Any]] | None = None,
     written: Written = lambda _: None,
@@ -76,7 +77,7 @@ def carry_out(
         selector, owner = _children_selector(name), meta["uid"]
         jobs = kube.list_children("Job", "batch/v1", namespace=namespace, label_selector=selector, owner_uid=owner)
         services = kube.list_children("Service", "v1", namespace=namespace, label_selector=selector, owner_uid=owner)
-    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
+    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, runner=runner)
     if steps.new_run:
         # Where its tasks came from, as checked for this run (None clears an earlier run's).
         steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
@@ -201,7 +202,7 @@ def recreate(
     evaluation: objects.Evaluation,
     *,
     admin: policy.AdminPolicy,
-    default_image: str | None,
+    runner: RunnerSettings,
     emit: Emit,
     now: datetime.datetime,
     written: Written = lambda _: None,
@@ -234,7 +235,7 @@ def recreate(
             reason="JobLost",
             message=f"Job {job_name} was deleted before the run finished; creating it again.",
         )
-    steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit, written=written)
+    steps = carry_out(evaluation, spec, now=now, runner=runner, emit=emit, written=written)
     return steps.refused is None and any(m["kind"] == "Job" for m in steps.create)
 
 
@@ -297,7 +298,7 @@ class LostJobSweeper(PeriodicSweep):
         *,
         runs: UnfinishedRuns,
         admin: policy.AdminPolicy,
-        default_image: str | None,
+        runner: RunnerSettings,
         on_error: OnError,
         emit: Emit = kube.create_event,
         interval: float = LOST_JOB_SWEEP_INTERVAL,
@@ -312,7 +313,7 @@ class LostJobSweeper(PeriodicSweep):
             on_error=on_error,
             stop=self.state.stopping,
         )
-        self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
+        self.runs, self.admin, self.runner, self.emit = runs, admin, runner, emit
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -330,7 +331,7 @@ class LostJobSweeper(PeriodicSweep):
         if job is None:
             found = kube.get_evaluation(namespace=key[0], name=key[1])
             if found is not None and awaits_job(found, job_name):
-                recreate(found, admin=self.admin, default_image=self.default_image, emit=self.emit, now=now)
+                recreate(found, admin=self.admin, runner=self.runner, emit=self.emit, now=now)
             return
         state = job_status.job_state(job)
         ended = state.phase in conditions.TERMINAL_PHASES
