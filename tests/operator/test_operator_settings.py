@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 from assay.errors import UserError
-from assay.operator import settings
+from assay.operator import main, settings
 from assay.operator.build import builders, runner_settings
 from assay.operator.build import children as run_children
 from assay.spec import parse_spec
+from tests.operator.helm_chart import needs_helm, operator_container, render_values
 
 OPERATOR = Path(settings.__file__).resolve().parent
 READS_ALLOWED = {"main.py", "local.py", "kube/credentials.py"}
@@ -133,3 +134,17 @@ def test_a_job_built_twice_from_the_same_settings_is_the_same_whatever_the_envir
 def test_a_bad_setting_is_one_sentence_naming_it(name: str, value: str) -> None:
     with pytest.raises(UserError, match=name):
         settings.from_env({name: value})
+
+
+@needs_helm
+def test_the_charts_environment_for_the_operator_reads_as_settings() -> None:
+    """Every variable the chart gives the operator's container, with its defaults and with values set."""
+    for values in ((), ("runner.gpuResourceName=amd.com/gpu", "runner.imagePullSecrets={reg}", "operator.apiQPS=12.5")):
+        container = operator_container(render_values(*values))
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        read = settings.from_env(env)
+        args = main.parse_args(container["args"][1:], read)  # `assay operator ARGS`
+        assert args.metrics_secure and args.metrics_port == 9090 and args.all_namespaces
+        assert read.api_qps == (12.5 if values else 100.0) and read.runner.egress is not None
+        assert read.runner.gpu_resource == ("amd.com/gpu" if values else "nvidia.com/gpu")
+        assert read.runner.pull_secrets == (("reg",) if values else ())
