@@ -59,7 +59,7 @@ def _rows(tables: schema.MetricTable) -> dict[str, dict[str, Any]]:
 
 def render(evaluation: Mapping[str, Any], fmt: str) -> str:
     """The results (and the comparison with the baseline) in `fmt`: table, json or markdown."""
-    status = evaluation.get("status") or {}
+    status = schema.of(evaluation)
     results = results_dict(status)
     comparison = status.get("comparison") if isinstance(status.get("comparison"), Mapping) else None
     if fmt == "json":
@@ -84,7 +84,7 @@ def tables(results: Mapping[str, Any]) -> str:
 
 
 def _heading(evaluation: Mapping[str, Any], *, markdown: bool) -> str:
-    meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
+    meta, status = evaluation.get("metadata") or {}, schema.of(evaluation)
     line = f"{meta.get('namespace')}/{meta.get('name')} ({listing.model_name(evaluation)}): {status.get('phase') or 'Pending'}."
     # The runner's note on its results ("Evaluated 3 tasks.", or that they were truncated to fit status).
     note = echoed_text.bounded(str(status.get("runnerMessage") or ""), 1024)
