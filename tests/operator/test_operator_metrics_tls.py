@@ -169,6 +169,7 @@ def test_callers_with_one_token_share_its_review(api: tuple[ReviewServer, Counti
 
 
 @needs_openssl
+@pytest.mark.slow  # a real Prometheus started and waited for until it scrapes: about 6 s
 def test_a_real_prometheus_scrapes_the_self_signed_https_as_the_charts_service_monitor_says(
     api: tuple[ReviewServer, CountingBucket], made_at_start: metrics_tls.TlsFiles, tmp_path: Path
 ) -> None:
