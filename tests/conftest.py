@@ -81,3 +81,13 @@ def _no_leaked_task_code_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     """`job.main` in the test process sets ASSAY_TASK_CODE, as a runner pod's does: undone after
     each test, so that a later test's include path is not taken for a tenant's (confined data)."""
     monkeypatch.delenv("ASSAY_TASK_CODE", raising=False)
+
+
+@pytest.fixture(scope="module")
+def parity_task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The p_* parity tasks (`tests.helpers.write_parity_tasks`) in a folder of their own, per module."""
+    from tests.helpers import write_parity_tasks
+
+    root = tmp_path_factory.mktemp("parity_tasks")
+    write_parity_tasks(root, shared_data, tmp_path_factory.mktemp("parity_work"))
+    return root

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from assay import echoed_text
+from assay.spec import status as schema
 
 HEADERS = ["Tasks", "Filter", "Metric", "n", "Baseline", "Candidate", "Delta", "CI", "p (Holm)", "Test", "Verdict"]
 _NUMERIC = {"n", "Baseline", "Candidate", "Delta", "p (Holm)"}
@@ -68,15 +69,17 @@ def _cells(row: Mapping[str, Any]) -> list[str]:
 
 
 def _number(value: Any, *, signed: bool = False) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    number = schema.finite_number(value)
+    if number is None:
         return "N/A"
-    return f"{value:+.4f}" if signed else f"{value:.4f}"
+    return f"{number:+.4f}" if signed else f"{number:.4f}"
 
 
 def _p(value: Any) -> str:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    number = schema.finite_number(value)
+    if number is None:
         return "N/A"
-    return f"{value:.4f}" if value >= 1e-4 else f"{value:.1e}"
+    return f"{number:.4f}" if number >= 1e-4 else f"{number:.1e}"
 
 
 def _table(rows: list[list[str]]) -> str:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from assay import echoed_text
 from assay.errors import UsageError
 from assay.extras import needs_extra
+from assay.spec import status as schema
 
 if TYPE_CHECKING:
     from assay.cli_cluster import cluster_api
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return _get(cluster, args, namespace=namespace, now=now)
     evaluation = cluster.evaluation(namespace=namespace, name=args.name)
     if args.command == "results":
-        status = evaluation.get("status") or {}
+        status = schema.of(evaluation)
         if status.get("results") is None:
             raise cluster_api.ClusterError(
                 f'Evaluation "{args.name}" has no results in its status yet ({_state(status)}).'
@@ -130,7 +131,7 @@ def _get(cluster: cluster_api.Cluster, args: argparse.Namespace, *, namespace: s
     return 0
 
 
-def _state(status: dict[str, Any]) -> str:
+def _state(status: schema.EvaluationStatus) -> str:
     state = f"phase {status.get('phase') or 'Pending'}"
     detail = (
         (status.get("progress") or {}).get("summary") if status.get("phase") == "Running" else status.get("message")
@@ -143,7 +144,7 @@ def _describe(
 ) -> str:
     from assay.cli_cluster import cluster_api, describe, pod_logs
 
-    job = (evaluation.get("status") or {}).get("jobName")
+    job = schema.of(evaluation).get("jobName")
     try:
         pods = cluster.pods(namespace=namespace, selector=pod_logs.selector(job)) if job else []
         events = cluster.events(namespace=namespace)

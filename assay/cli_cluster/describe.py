@@ -16,6 +16,7 @@ from assay import echoed_text
 from assay.cli_cluster import advice, ages, columns, listing
 from assay.cli_cluster.pod_logs import runner_pods
 from assay.operator.decide import progress_eta
+from assay.spec import status as schema
 
 RECENT_EVENTS = 15
 MESSAGE_CHARS = 400
@@ -37,7 +38,7 @@ def render(
 ) -> str:
     """`events` None: they could not be read, for the reason `unread` gives (RBAC may allow
     reading Evaluations but not Events)."""
-    meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
+    meta, status = evaluation.get("metadata") or {}, schema.of(evaluation)
     name = str(meta.get("name"))
     parts = [_summary(evaluation, pods=pods, now=now), _story(status, name=name)]
     comparison = _comparison(status)
@@ -56,7 +57,7 @@ def _text(value: Any, limit: int = MESSAGE_CHARS) -> str:
 
 
 def _summary(evaluation: Mapping[str, Any], *, pods: Sequence[Mapping[str, Any]], now: datetime.datetime) -> str:
-    meta, spec, status = evaluation.get("metadata") or {}, evaluation.get("spec") or {}, evaluation.get("status") or {}
+    meta, spec, status = evaluation.get("metadata") or {}, evaluation.get("spec") or {}, schema.of(evaluation)
     fields = [
         ("Name", meta.get("name")),
         ("Namespace", meta.get("namespace")),
@@ -135,7 +136,7 @@ def _about(
     evaluation: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
 ) -> list[Mapping[str, Any]]:
     """The Events about the Evaluation, its current Job and that Job's pods, oldest first."""
-    meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
+    meta, status = evaluation.get("metadata") or {}, schema.of(evaluation)
     ours = {("Evaluation", meta.get("name")), ("Job", status.get("jobName"))}
     ours |= {("Pod", (pod.get("metadata") or {}).get("name")) for pod in pods}
     found = [

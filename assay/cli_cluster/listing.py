@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 from assay import echoed_text
 from assay.cli_cluster import ages, columns
 from assay.operator.decide import progress_eta, regression
+from assay.spec import status as schema
 
 HEADERS = ("NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE")
 CELL_CHARS = 300
@@ -32,7 +33,7 @@ def table(
     headers = [*(["NAMESPACE"] if all_namespaces else []), *HEADERS, *(["MESSAGE"] if wide else [])]
     rows = []
     for evaluation in evaluations:
-        meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
+        meta, status = evaluation.get("metadata") or {}, schema.of(evaluation)
         cells = [
             str(meta.get("name", "")),
             model_name(evaluation),
@@ -54,7 +55,7 @@ def table(
 def model_name(evaluation: Mapping[str, Any]) -> str:
     """The Model column: what the operator put in status, else the checkpoint the spec names, else the backend."""
     spec = evaluation.get("spec") or {}
-    named = (evaluation.get("status") or {}).get("model") or (spec.get("modelArgs") or {}).get("pretrained")
+    named = schema.of(evaluation).get("model") or (spec.get("modelArgs") or {}).get("pretrained")
     return str(named or spec.get("model") or "")
 
 

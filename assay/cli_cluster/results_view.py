@@ -21,58 +21,45 @@ from assay import echoed_text, scores
 from assay.cli_cluster import baseline_rows, listing
 from assay.run_results import RunResults
 from assay.runner.results import table
+from assay.spec import status as schema
 
 
 def results_dict(status: Mapping[str, Any]) -> dict[str, Any]:
     """lm-eval's results dict as far as status holds it: results, groups, versions, n-samples."""
-    out: dict[str, Any] = {"results": _rows(status.get("results"))}
-    groups = _rows(status.get("groups"))
+    out: dict[str, Any] = {"results": _rows(schema.metric_tables(status, schema.RESULTS))}
+    groups = _rows(schema.metric_tables(status, schema.GROUPS))
     if groups:  # as in lm-eval's dict: the key only when some group aggregates
         out["groups"] = groups
     out["versions"] = {str(name): str(version) for name, version in (status.get("versions") or {}).items()}
-    out["n-samples"] = {
-        str(name): {key: int(count) for key, count in counts.items()}
-        for name, counts in (status.get("nSamples") or {}).items()
-        if isinstance(counts, Mapping)
-    }
-    found = status.get("sentinels")
-    if isinstance(found, Mapping) and found.get("trusted") is False:
-        out["sentinels"] = _untrusted(found)
+    out["n-samples"] = {name: dict(counts) for name, counts in schema.sample_counts(status).items()}
+    if schema.trusted(status) is False:
+        out["sentinels"] = _untrusted(schema.sentinel_failures(status))
     return out
 
 
-def _untrusted(found: Mapping[str, Any]) -> dict[str, Any]:
+def _untrusted(failures: list[schema.SentinelFailure]) -> dict[str, Any]:
     """status.sentinels' failures as the results JSON's block, so the table marks those tasks as the run did."""
     tasks: dict[str, Any] = {}
-    for failure in found.get("failures") or ():
-        if isinstance(failure, Mapping):
-            task, reason = str(failure.get("task") or ""), str(failure.get("reason") or "")
-            checks = tasks.setdefault(task, {"trusted": False, "checks": {}})["checks"]
-            checks[f"check {len(checks) + 1}"] = {"passed": False, "reason": reason}
+    for failure in failures:
+        checks = tasks.setdefault(failure.get("task", ""), {"trusted": False, "checks": {}})["checks"]
+        checks[f"check {len(checks) + 1}"] = {"passed": False, "reason": failure.get("reason", "")}
     return {"trusted": False, "tasks": tasks}
 
 
-def _rows(condensed: Any) -> dict[str, dict[str, Any]]:
+def _rows(tables: schema.MetricTable) -> dict[str, dict[str, Any]]:
     rows = {}
-    for name, metrics in (condensed or {}).items():
-        values = []
-        for key, entry in (metrics or {}).items():
-            metric, filter_name = scores.split_key(key)
-            entry = entry if isinstance(entry, Mapping) else {}
-            values.append(
-                scores.MetricValue(metric, filter_name, _number(entry.get("value")), _number(entry.get("stderr")))
-            )
-        rows[str(name)] = scores.row_entries(values)
+    for name, metrics in tables.items():
+        values = [
+            scores.MetricValue(*scores.split_key(key), entry.get("value"), entry.get("stderr"))
+            for key, entry in metrics.items()
+        ]
+        rows[name] = scores.row_entries(values)
     return rows
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def render(evaluation: Mapping[str, Any], fmt: str) -> str:
     """The results (and the comparison with the baseline) in `fmt`: table, json or markdown."""
-    status = evaluation.get("status") or {}
+    status = schema.of(evaluation)
     results = results_dict(status)
     comparison = status.get("comparison") if isinstance(status.get("comparison"), Mapping) else None
     if fmt == "json":
@@ -97,7 +84,7 @@ def tables(results: Mapping[str, Any]) -> str:
 
 
 def _heading(evaluation: Mapping[str, Any], *, markdown: bool) -> str:
-    meta, status = evaluation.get("metadata") or {}, evaluation.get("status") or {}
+    meta, status = evaluation.get("metadata") or {}, schema.of(evaluation)
     line = f"{meta.get('namespace')}/{meta.get('name')} ({listing.model_name(evaluation)}): {status.get('phase') or 'Pending'}."
     # The runner's note on its results ("Evaluated 3 tasks.", or that they were truncated to fit status).
     note = echoed_text.bounded(str(status.get("runnerMessage") or ""), 1024)

@@ -31,7 +31,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import os
 from typing import Any, Callable, Iterator, Mapping, cast
 
 import kopf
@@ -58,26 +57,10 @@ MIRROR_WORKERS = 4
 (as controller-runtime gives each controller its own workers), so a storm of Job events
 (hundreds of runs ending at once, each a fresh read, a status write and an Event) never
 holds back the creation of new runs, nor a burst of new runs the mirroring of old ones."""
-IMAGE_PULL_TIMEOUT_ENV = "ASSAY_IMAGE_PULL_TIMEOUT"
-"""Seconds a runner image may fail to pull before its Evaluation fails (default 300)."""
 
 
 def _now() -> datetime.datetime:
     return datetime.datetime.now(datetime.timezone.utc)
-
-
-def image_pull_timeout(env: Mapping[str, str] | None = None) -> float:
-    env = os.environ if env is None else env
-    raw = env.get(IMAGE_PULL_TIMEOUT_ENV, "").strip()
-    if not raw:
-        return diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = -1.0
-    if value <= 0:
-        raise UserError(f"{IMAGE_PULL_TIMEOUT_ENV}={raw!r} is not a positive number of seconds; unset it for 300.")
-    return value
 
 
 def state_of(memo: kopf.Memo) -> OperatorState:
@@ -121,7 +104,7 @@ def configure(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> Non
     converge.LostJobSweeper(
         runs=unfinished,
         admin=state.policy,
-        default_image=state.default_image,
+        runner=state.runner,
         emit=observe.emitter(state),
         on_error=state.metrics.record_sweep_error,
         state=state,
@@ -205,7 +188,7 @@ def decide_run(evaluation: objects.Evaluation, *, state: OperatorState) -> None:
         evaluation,
         spec,
         now=now,
-        default_image=state.default_image,
+        runner=state.runner,
         emit=observe.emitter(state),
         task_sources=sources,
         written=_status_written(state),
@@ -275,7 +258,7 @@ def _job_deleted(job: objects.Job, state: OperatorState) -> None:
             converge.recreate(
                 evaluation,
                 admin=state.policy,
-                default_image=state.default_image,
+                runner=state.runner,
                 emit=observe.emitter(state),
                 now=_now(),
                 written=_status_written(state),
@@ -373,9 +356,3 @@ def _newest_evaluation(state: OperatorState, evaluation: objects.Evaluation) -> 
         return evaluation
     namespace, name = trigger.key_of(evaluation)
     return watched.evaluations.get(namespace, name) or evaluation
-
-
-def watched_namespaces(env: Mapping[str, str] | None = None) -> list[str]:
-    """ASSAY_NAMESPACES (comma-separated) when the command line names none; [] = all."""
-    env = os.environ if env is None else env
-    return [ns.strip() for ns in env.get("ASSAY_NAMESPACES", "").split(",") if ns.strip()]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import logging
 import os
 import re
@@ -30,16 +31,13 @@ from typing import TYPE_CHECKING, Sequence
 
 from assay.errors import UsageError, UserError
 from assay.extras import require_installed
+from assay.operator import settings as operator_settings
 from assay.operator.admission.policy import HF_TOKEN_RE
+from assay.operator.settings import OperatorSettings
 
 if TYPE_CHECKING:
-    from assay.operator.admission.policy import AdminPolicy
     from assay.operator.runtime.metrics import EvaluationMetrics
     from assay.operator.runtime.metrics_tls import TlsFiles
-
-DEFAULT_METRICS_PORT = 9090
-DEFAULT_HEALTH_PORT = 8080
-METRICS_SECURE_ENV = "ASSAY_METRICS_SECURE"
 
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -87,7 +85,8 @@ class RoutineSuccessFilter(logging.Filter):
         return not (record.levelno == logging.INFO and _ROUTINE_SUCCESS.match(str(record.msg)))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(settings: OperatorSettings) -> argparse.ArgumentParser:
+    """The flags, each defaulting to what the environment (`settings`) says."""
     parser = argparse.ArgumentParser(
         prog="assay operator",
         description="Run the Assay operator.",
@@ -104,29 +103,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="Watch this namespace (repeatable; globs as in kopf).",
     )
     scope.add_argument("--all-namespaces", "-A", action="store_true", help="Watch every namespace.")
-    _add_endpoint_flags(parser)
-    _add_run_flags(parser)
+    _add_endpoint_flags(parser, settings)
+    _add_run_flags(parser, settings)
     return parser
 
 
-def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
+def _add_endpoint_flags(parser: argparse.ArgumentParser, settings: OperatorSettings) -> None:
     """/metrics (port, authentication, TLS) and /healthz."""
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=int(os.environ.get("ASSAY_METRICS_PORT", DEFAULT_METRICS_PORT)),
+        default=settings.metrics_port,
         help="Port of /metrics (0: none).",
     )
     parser.add_argument(
         "--metrics-secure",
         action=argparse.BooleanOptionalAction,
-        default=_env_flag(os.environ.get(METRICS_SECURE_ENV, "")),
+        default=settings.metrics_secure,
         help="Serve /metrics only to callers whose bearer token the API server authenticates and "
         "allows to get /metrics (TokenReview, SubjectAccessReview); default $ASSAY_METRICS_SECURE.",
     )
     parser.add_argument(
         "--metrics-cert-dir",
-        default=os.environ.get("ASSAY_METRICS_CERT_DIR") or None,
+        default=settings.metrics_cert_dir,
         metavar="DIR",
         help="Serve /metrics over HTTPS with DIR/tls.crt and DIR/tls.key (a mounted kubernetes.io/tls "
         "Secret); default $ASSAY_METRICS_CERT_DIR.",
@@ -140,12 +139,12 @@ def _add_endpoint_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--health-port",
         type=int,
-        default=int(os.environ.get("ASSAY_HEALTH_PORT", DEFAULT_HEALTH_PORT)),
+        default=settings.health_port,
         help="Port of the /healthz liveness and readiness endpoint (0: none).",
     )
 
 
-def _add_run_flags(parser: argparse.ArgumentParser) -> None:
+def _add_run_flags(parser: argparse.ArgumentParser, settings: OperatorSettings) -> None:
     """How replicas share the work, what runner Jobs get by default, logging."""
     parser.add_argument("--standalone", action="store_true", help="Run without kopf peering (a single replica).")
     parser.add_argument(
@@ -157,7 +156,7 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runner-image",
-        default=os.environ.get("ASSAY_RUNNER_IMAGE"),
+        default=settings.runner.default_image,
         help="Default image of runner Jobs whose spec sets none (spec.model vllm: "
         "$ASSAY_RUNNER_VLLM_IMAGE, else the assay-runner-vllm image).",
     )
@@ -172,17 +171,9 @@ def _add_run_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", "-v", action="store_true", help="Debug logging.")
 
 
-def _env_flag(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("", "0", "false", "no"):
-        return False
-    if value in ("1", "true", "yes"):
-        return True
-    raise UserError(f"{METRICS_SECURE_ENV}={raw!r} is neither true nor false.")
-
-
-def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    parser = build_parser()
+def parse_args(argv: Sequence[str], settings: OperatorSettings | None = None) -> argparse.Namespace:
+    """The command line; `settings` (by default this process's environment, read now) gives the defaults."""
+    parser = build_parser(settings if settings is not None else operator_settings.from_env(os.environ))
     try:
         return parser.parse_args(list(argv))
     except SystemExit as exit:
@@ -191,13 +182,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         raise UsageError("Invalid arguments of `assay operator`; see `assay operator --help`.") from None
 
 
-def scope(args: argparse.Namespace) -> tuple[bool, list[str]]:
-    """(clusterwide, namespaces) for kopf.run."""
-    from assay.operator.handlers import watched_namespaces
-
+def scope(args: argparse.Namespace, settings: OperatorSettings = OperatorSettings()) -> tuple[bool, list[str]]:
+    """(clusterwide, namespaces) for kopf.run: the flags', else ASSAY_NAMESPACES' (`settings`); none: all."""
     if args.all_namespaces:
         return True, []
-    namespaces = args.namespace or watched_namespaces()
+    namespaces = args.namespace or list(settings.namespaces)
     return (not namespaces), namespaces
 
 
@@ -215,27 +204,24 @@ def allow_deep_json() -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = parse_args(argv)
+    # The one read of the environment: every setting, checked, before the credentials are looked at.
+    settings = operator_settings.from_env(os.environ)
+    args = parse_args(argv, settings)
     _configure_logging(verbose=args.verbose)
     allow_deep_json()
     # Before anything else is imported: a missing kopf or prometheus_client names the extra.
     require_installed("`assay operator`", "operator", "kopf", "prometheus_client")
-    from assay.operator import handlers  # registers the handlers
-    from assay.operator.admission.policy import AdminPolicy
-    from assay.operator.build import children, containers
-    from assay.operator.kube import rate_limit
+    from assay.operator import handlers  # noqa: F401 - registers the handlers
 
-    pull_timeout = args.image_pull_timeout if args.image_pull_timeout is not None else handlers.image_pull_timeout()
-    if pull_timeout <= 0:
-        raise UsageError(f"--image-pull-timeout {pull_timeout:g} is not a positive number of seconds.")
-
-    admin_policy = AdminPolicy.from_env()
-    # Settings first: a bad one is named before the credentials are looked at.
-    metrics, tls = _metrics_settings(args)
-    rate_limit.from_env()  # ASSAY_API_QPS and ASSAY_API_BURST: a bad one is named now
-    containers.default_memory_limit()  # ASSAY_RUNNER_DEFAULT_MEMORY too
-    children.runner_egress()  # and ASSAY_RUNNER_EGRESS
-    _load_credentials()
+    if args.image_pull_timeout is not None:
+        if args.image_pull_timeout <= 0:
+            raise UsageError(f"--image-pull-timeout {args.image_pull_timeout:g} is not a positive number of seconds.")
+        settings = dataclasses.replace(settings, image_pull_timeout=args.image_pull_timeout)
+    settings = dataclasses.replace(
+        settings, runner=dataclasses.replace(settings.runner, default_image=args.runner_image or None)
+    )
+    metrics, tls = _metrics_settings(args, settings)
+    _load_credentials(settings)
     from assay.operator.kube import api_client
 
     metrics.controller.watch_rate_limit(api_client.waited_seconds)
@@ -243,7 +229,7 @@ def main(argv: Sequence[str]) -> int:
         from assay.operator.runtime.metrics_auth import TokenAuthorizer
 
         metrics.start_server(args.metrics_port, authorizer=TokenAuthorizer() if args.metrics_secure else None, tls=tls)
-    _run_kopf(args, admin_policy=admin_policy, metrics=metrics, pull_timeout=pull_timeout)
+    _run_kopf(args, settings=settings, metrics=metrics)
     return 0
 
 
@@ -255,46 +241,47 @@ def _configure_logging(*, verbose: bool) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, handlers=[handler])
 
 
-def _metrics_settings(args: argparse.Namespace) -> tuple[EvaluationMetrics, TlsFiles | None]:
+def _metrics_settings(
+    args: argparse.Namespace, settings: OperatorSettings = OperatorSettings()
+) -> tuple[EvaluationMetrics, TlsFiles | None]:
     """The metrics (score series from the environment) and /metrics' certificate, if any."""
     from assay.operator.runtime import metrics_tls
-    from assay.operator.runtime.metrics import SCORE_SERIES_ENV, EvaluationMetrics, max_series_from_env
+    from assay.operator.runtime.metrics import EvaluationMetrics
 
     metrics = EvaluationMetrics(
-        score_series=os.environ.get(SCORE_SERIES_ENV, "").strip() or "all",
-        max_series_per_evaluation=max_series_from_env(),
+        score_series=settings.score_series, max_series_per_evaluation=settings.max_series_per_evaluation
     )
     if args.metrics_cert_dir:
         return metrics, metrics_tls.TlsFiles(args.metrics_cert_dir)
     return metrics, metrics_tls.self_signed() if args.metrics_https and args.metrics_port else None
 
 
-def _load_credentials() -> None:
+def _load_credentials(settings: OperatorSettings) -> None:
     from assay.operator.kube import api_client
 
     try:
-        api_client.load_config()
+        api_client.load_config(limiter=settings.api_limiter())
     except Exception as error:  # noqa: BLE001 - ConfigError, or a kubeconfig file that cannot be read
         raise UserError(
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None
 
 
-def _run_kopf(
-    args: argparse.Namespace, *, admin_policy: AdminPolicy, metrics: EvaluationMetrics, pull_timeout: float
-) -> None:
+def _run_kopf(args: argparse.Namespace, *, settings: OperatorSettings, metrics: EvaluationMetrics) -> None:
     """kopf's loop over the watched namespaces, as the elected leader when --leader-election says so."""
     import kopf
 
     from assay.operator.runtime.state import OperatorState
 
-    clusterwide, namespaces = scope(args)
+    clusterwide, namespaces = scope(args, settings)
     lead: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
     metrics.controller.set_leader(not args.leader_election)  # a replica alone leads
     if args.leader_election:
         from assay.operator.runtime import leader
 
-        lock = leader.LeaseLock(leader.own_namespace(), args.leader_election, leader.own_identity())
+        lock = leader.LeaseLock(
+            leader.own_namespace(settings.pod_namespace), args.leader_election, leader.own_identity(settings.pod_name)
+        )
         lead = leader.leading(lock, health_port=args.health_port, on_change=metrics.controller.set_leader)
     with lead:
         kopf.run(
@@ -305,10 +292,10 @@ def _run_kopf(
             liveness_endpoint=f"http://0.0.0.0:{args.health_port}/healthz" if args.health_port else None,
             memo=kopf.Memo(
                 state=OperatorState(
-                    policy=admin_policy,
+                    policy=settings.policy,
                     metrics=metrics,
-                    default_image=args.runner_image,
-                    image_pull_timeout=pull_timeout,
+                    runner=settings.runner,
+                    image_pull_timeout=settings.image_pull_timeout,
                 )
             ),
         )

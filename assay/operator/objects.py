@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from assay.spec import status as status_schema
+
 # -- shared --------------------------------------------------------------------------------
 
 
@@ -60,65 +62,13 @@ class ObjectReference(TypedDict, total=False):
 # -- Evaluation (assay.dev/v1alpha1; deploy/crds/evaluations.assay.dev.yaml) ---------------
 
 
-class Progress(TypedDict, total=False):
-    requestsDone: int
-    requestsTotal: int
-    etaSeconds: int
-    summary: str
-
-
-class OutputFiles(TypedDict, total=False):
-    written: bool
-    message: str
-
-
-class Comparison(TypedDict, total=False):
-    baseline: str
-    baselineRun: str
-    verdict: str
-    message: str
-    error: str
-    rowsOmitted: int
-    notes: list[str]
-    rows: list[dict[str, Any]]
-
-
-class RunTiming(TypedDict, total=False):
-    """Rank 0's marks of the run's cold path (`assay.runner.results.run_timing`), RFC 3339."""
-
-    runnerStarted: str
-    requestsStarted: str
-    finished: str
-
-
-class TaskSource(TypedDict, total=False):
-    configMap: str
-    resourceVersion: str
-    tasks: list[str]
-
-
-class EvaluationStatus(TypedDict, total=False):
-    phase: str
-    reason: str
-    message: str
-    runnerMessage: str
-    observedGeneration: int
-    model: str
-    jobName: str
-    outputDir: str
-    rerunToken: str
-    startTime: str
-    completionTime: str
-    conditions: list[Condition]
-    taskSources: list[TaskSource]
-    outputFiles: OutputFiles
-    progress: Progress
-    timing: RunTiming
-    comparison: Comparison
-    results: dict[str, Any]
-    groups: dict[str, Any]
-    nSamples: dict[str, Any]
-    versions: dict[str, Any]
+# The status is the runner's and the operator's both: typed below them, in assay.spec.status.
+Progress = status_schema.Progress
+OutputFiles = status_schema.OutputFiles
+Comparison = status_schema.Comparison
+RunTiming = status_schema.RunTiming
+TaskSource = status_schema.TaskSource
+EvaluationStatus = status_schema.EvaluationStatus
 
 
 class Evaluation(TypedDict, total=False):

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 if TYPE_CHECKING:
     from assay import spec as spec_module
     from assay.run_results import RunResults
+    from assay.spec.status import RunnerResults
 
 
 def task_index(include_path: str | None = None) -> Any:
@@ -69,7 +70,7 @@ def run_spec(
     return run(spec, output_dir, sink=sink, output_root=output_root)
 
 
-def condense_results(results: RunResults) -> dict[str, Any]:
+def condense_results(results: RunResults) -> RunnerResults:
     """A run's results → the Evaluation's `status` fields (see `status_sink`)."""
     from assay.runner.results.status_sink import condense_results as condense
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 from assay import endpoint_urls, run_rules
 from assay.batch_size import BatchSize
 from assay.errors import UserError
-from assay.run_options import EvalOptions, SentinelSettings, SequentialSettings
+from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, EvalOptions, SentinelSettings, SequentialSettings
 from assay.spec.gate import Baseline, Gate, StopAt
 
 GROUP = "assay.dev"
@@ -191,6 +191,8 @@ class Evaluation:
     max_batch_size: int | None = None
     gen_kwargs: Mapping[str, JSON] | None = None
     seed: Seed = Seed()
+    bootstrap_iters: int = DEFAULT_BOOTSTRAP_ITERS
+    """Resamples for the stderr of metrics without a closed form (lm-eval's --bootstrap_iters); 0: none."""
     apply_chat_template: bool = False
     chat_template: str | None = None
     """Which of the tokenizer's named chat templates (lm-eval's --apply_chat_template NAME)."""
@@ -286,6 +288,7 @@ class Evaluation:
             numpy_random_seed=self.seed.numpy,
             torch_random_seed=self.seed.torch,
             fewshot_random_seed=self.seed.fewshot,
+            bootstrap_iters=self.bootstrap_iters,
             confirm_run_unsafe_code=self.allow_unsafe_code,
             metadata=dict(self.metadata) if self.metadata else None,
             sentinels=self.sentinels,

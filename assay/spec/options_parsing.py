@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
-from assay.run_options import SentinelSettings
+from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, SentinelSettings
 from assay.spec import kube_names
 from assay.spec.model import SEED_STRING_RE, Seed
 from assay.spec.reader import Reader, kind
@@ -95,6 +95,19 @@ def parse_batch_size(r: Reader) -> batch_size.BatchSize:
     # a digit string given as its int, so that to_dict() round-trips and the results echo 8, not "8"
     fixed = parsed.fixed
     return parsed if fixed is None else batch_size.BatchSize(fixed, 1, fixed)
+
+
+MAX_BOOTSTRAP_ITERS = 1_000_000
+"""Ten times lm-eval's default: beyond it the stderr changes in digits nobody reads, and a run's CPU is a tenant's to spend."""
+
+
+def parse_bootstrap_iters(r: Reader) -> int:
+    """spec.bootstrapIters: lm-eval's --bootstrap_iters (default 100,000; 0 computes no bootstrap stderr)."""
+    iterations = r.integer("bootstrapIters", DEFAULT_BOOTSTRAP_ITERS, minimum=0)
+    assert iterations is not None
+    if iterations > MAX_BOOTSTRAP_ITERS:
+        raise UserError(f"spec.bootstrapIters must be at most {MAX_BOOTSTRAP_ITERS:,}, not {iterations:,}.")
+    return iterations
 
 
 def parse_seed(r: Reader) -> Seed:

@@ -15,8 +15,8 @@ from typing import Any, Callable, Mapping
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
-from assay.run_options import SentinelSettings
-from assay.spec import gate_parsing, options_parsing, pod_parsing
+from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, SentinelSettings
+from assay.spec import fields, gate_parsing, options_parsing, pod_parsing
 from assay.spec.field_errors import FieldErrors
 from assay.spec.gate import Gate
 from assay.spec.model import (
@@ -35,42 +35,8 @@ from assay.spec.model import (
 from assay.spec.reader import Reader, kind, unknown_field
 
 
-_TOP_FIELDS = {
-    "model",
-    "modelArgs",
-    "tasks",
-    "numFewshot",
-    "limit",
-    "samples",
-    "batchSize",
-    "maxBatchSize",
-    "genKwargs",
-    "seed",
-    "applyChatTemplate",
-    "chatTemplate",
-    "fewshotAsMultiturn",
-    "systemInstruction",
-    "logSamples",
-    "predictOnly",
-    "metadata",
-    "trustRemoteCode",
-    "allowUnsafeCode",
-    "resources",
-    "image",
-    "hfTokenSecret",
-    "endpoint",
-    "cache",
-    "output",
-    "podTemplate",
-    "backoffLimit",
-    "activeDeadlineSeconds",
-    "suspend",
-    "taskSources",
-    "baseline",
-    "gate",
-    "stopAt",
-    "sentinels",
-}
+_TOP_FIELDS = set(fields.KEYS)
+"""The spec's keys, as the table of fields (`assay.spec.fields`) names them."""
 
 # The CRD's bounds on what a user writes (deploy/crds/evaluations.assay.dev.yaml): far above any real
 # spec, low enough to stop abuse. Kubernetes' own name and label limits are in `kube_names`.
@@ -202,6 +168,7 @@ _PLAIN_FIELDS: tuple[tuple[str, str, Callable[[Reader], Any], Any], ...] = (
     ),
     ("gen_kwargs", "genKwargs", lambda r: _optional_dict(r.mapping("genKwargs", max_entries=_MAP_ENTRIES_MAX)), None),
     ("seed", "seed", options_parsing.parse_seed, Seed()),
+    ("bootstrap_iters", "bootstrapIters", options_parsing.parse_bootstrap_iters, DEFAULT_BOOTSTRAP_ITERS),
     (
         "system_instruction",
         "systemInstruction",

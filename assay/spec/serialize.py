@@ -6,7 +6,7 @@ would store them.
 
 from __future__ import annotations
 
-from assay.run_options import SentinelSettings
+from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, SentinelSettings
 from assay.spec import gate
 from assay.spec.model import JSON, Evaluation
 
@@ -23,6 +23,7 @@ def spec_to_dict(e: Evaluation) -> dict[str, JSON]:
         "maxBatchSize": e.max_batch_size,
         "genKwargs": dict(e.gen_kwargs) if e.gen_kwargs is not None else None,
         "seed": _seed(e),
+        "bootstrapIters": e.bootstrap_iters if e.bootstrap_iters != DEFAULT_BOOTSTRAP_ITERS else None,
         "applyChatTemplate": e.apply_chat_template,
         "chatTemplate": e.chat_template,
         "fewshotAsMultiturn": e.fewshot_as_multiturn,

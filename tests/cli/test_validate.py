@@ -212,7 +212,8 @@ def test_every_error_of_every_document_is_reported_at_once_on_its_line(
     path.write_text(MANIFESTS)
     code, out = _run(capsys, "-f", str(path))
     known = (
-        "activeDeadlineSeconds, allowUnsafeCode, applyChatTemplate, backoffLimit, baseline, batchSize, cache, chatTemplate, "
+        "activeDeadlineSeconds, allowUnsafeCode, applyChatTemplate, backoffLimit, baseline, batchSize, bootstrapIters, cache, "
+        "chatTemplate, "
         "endpoint, fewshotAsMultiturn, gate, genKwargs, hfTokenSecret, image, limit, logSamples, maxBatchSize, metadata, "
         "model, modelArgs, numFewshot, output, podTemplate, predictOnly, resources, samples, seed, sentinels, stopAt, suspend, "
         "systemInstruction, taskSources, tasks, trustRemoteCode"

@@ -29,6 +29,7 @@ def _typed(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
+@pytest.mark.slow  # every row of every local benchmark through both readers (about 11 s); the cases below are fast
 def test_every_imported_benchmark_reads_as_datasets_reads_it(converted: Path) -> None:
     folders = sorted({path.parent for path in converted.rglob("*.jsonl")})
     plain = 0

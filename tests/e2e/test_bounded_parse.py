@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.conftest import Cluster, evaluation_manifest, restricted_namespace
 from tests.e2e.helpers import dummy_spec
-from tests.engine.test_bounded_yaml import alias_bomb, nested
+from tests.engine.yaml_bombs import alias_bomb, nested
 
 pytestmark = pytest.mark.e2e
 

@@ -128,7 +128,7 @@ def test_runner_image_imports_the_engine_restricted(built: dict[str, str]) -> No
 def test_sbom_base_and_lock(built: dict[str, str]) -> None:
     """Each image carries the CycloneDX SBOM build.sh exported and labelled, listing exactly
     what its lock installed, and names its base by digest."""
-    from tests.project.test_image_locks import lock
+    from tests.project.image_locks import lock
 
     for target, tag in built.items():
         labels = _inspect(tag)["Config"]["Labels"]

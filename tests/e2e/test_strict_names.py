@@ -14,7 +14,7 @@ import pytest
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, dummy_spec, hf_spec
 from tests.e2e.test_hardening import _refused
-from tests.operator.test_operator_task_sources import ARC_QA
+from tests.operator.task_yaml import ARC_QA
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import dummy_spec
-from tests.operator.test_operator_task_sources import ARC_QA
+from tests.operator.task_yaml import ARC_QA
 
 pytestmark = pytest.mark.e2e
 

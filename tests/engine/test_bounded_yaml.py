@@ -9,26 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from assay.runner.tasks import bounded_yaml
 from assay.runner.tasks.file_check import check_task_file
 from assay.runner.tasks.yaml_loader import TaskYamlError, check_text, load_yaml
+from tests.engine.yaml_bombs import HEADER, alias_bomb, nested
 
 REPO = Path(__file__).resolve().parents[2]
-HEADER = "task: nested\ndataset_path: json\noutput_type: generate_until\ntest_split: test\n"
-
-
-def nested(levels: int) -> str:
-    """A task file whose metadata nests `levels` lists: two bytes a level."""
-    return HEADER + "metadata: " + "[" * levels + "]" * levels + "\n"
-
-
-def alias_bomb() -> str:
-    """Nine anchors, each a list of nine aliases of the one before: 9**9 strings once expanded."""
-    lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for previous, name in zip("abcdefgh", "bcdefghi"):
-        lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
-    return HEADER + "metadata:\n" + "".join(f"  {line}\n" for line in lines)
 
 
 def test_a_60_kb_file_nested_30000_levels_is_refused_without_crashing_the_process(tmp_path: Path) -> None:

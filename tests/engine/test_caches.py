@@ -6,13 +6,11 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-
-from assay.runner.models.caching import CachingLM, RequestCache, delete_request_cache, request_key
 from assay.runner.evaluator import simple_evaluate
+from assay.runner.models.caching import CachingLM, RequestCache, delete_request_cache, request_key
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
 from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM
-from tests.helpers import write_parity_tasks
 
 
 class CountingLM(AssayFakeLM):
@@ -28,18 +26,11 @@ class CountingLM(AssayFakeLM):
         return super().generate_until(requests)
 
 
-@pytest.fixture(scope="module")
-def task_dir(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("cache_tasks")
-    write_parity_tasks(root, shared_data, tmp_path_factory.mktemp("cache_work"))
-    return root
-
-
-def test_response_cache_answers_a_rerun_without_the_model(task_dir: Path, tmp_path: Path) -> None:
+def test_response_cache_answers_a_rerun_without_the_model(parity_task_dir: Path, tmp_path: Path) -> None:
     first_lm = CountingLM()
     kwargs = dict(tasks=["p_arc", "p_gsm"], limit=4, bootstrap_iters=0)
     first = simple_evaluate(
-        CachingLM(first_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs
+        CachingLM(first_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(parity_task_dir)), **kwargs
     )
     assert first_lm.calls["loglikelihood"] > 0 and first_lm.calls["generate_until"] == 4
     rows = sqlite3.connect(tmp_path / "cache_rank0.db").execute("SELECT COUNT(*) FROM responses").fetchone()[0]
@@ -47,7 +38,7 @@ def test_response_cache_answers_a_rerun_without_the_model(task_dir: Path, tmp_pa
 
     second_lm = CountingLM()
     second = simple_evaluate(
-        CachingLM(second_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(task_dir)), **kwargs
+        CachingLM(second_lm, tmp_path / "cache_rank0.db"), task_manager=TaskManager(str(parity_task_dir)), **kwargs
     )
     assert second_lm.calls == {"loglikelihood": 0, "generate_until": 0, "loglikelihood_rolling": 0}
     assert second["results"] == first["results"]
@@ -76,19 +67,21 @@ def test_cache_key_is_lm_evals() -> None:
 
 
 def test_request_cache_reuses_built_prompts_and_can_be_deleted(
-    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    parity_task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("LM_HARNESS_CACHE_PATH", str(tmp_path / "requests"))
     kwargs = dict(tasks=["p_arc"], limit=3, num_fewshot=2, bootstrap_iters=0, cache_requests=True)
-    first = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(task_dir)), **kwargs)
+    first = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(parity_task_dir)), **kwargs)
     files = list((tmp_path / "requests").glob("requests-p_arc-2shot*.pickle"))
     assert len(files) == 1
     # A different few-shot seed would change the prompts; the cache keeps the stored ones.
-    cached = simple_evaluate(AssayFakeLM(), task_manager=TaskManager(str(task_dir)), fewshot_random_seed=7, **kwargs)
+    cached = simple_evaluate(
+        AssayFakeLM(), task_manager=TaskManager(str(parity_task_dir)), fewshot_random_seed=7, **kwargs
+    )
     assert [s["arguments"] for s in cached["samples"]["p_arc"]] == [s["arguments"] for s in first["samples"]["p_arc"]]
     rebuilt = simple_evaluate(
         AssayFakeLM(),
-        task_manager=TaskManager(str(task_dir)),
+        task_manager=TaskManager(str(parity_task_dir)),
         fewshot_random_seed=7,
         rewrite_requests_cache=True,
         **kwargs,

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay.runner.data import importer as data_import
 from assay.runner.data import local as datasets_local
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
-from tests.engine.test_pipeline_parity import _assert_rows_equal, _assert_samples_equal
+from tests.engine.parity_checks import assert_rows_equal, assert_samples_equal
 
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
@@ -94,8 +93,8 @@ def test_headline_tasks_match_lm_eval(hub_from: None) -> None:
         "hellaswag",
     ]
     ours, theirs = _run_both(tasks, limit=6, bootstrap_iters=200)
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     # no false alarm: a model answering at random (fake_lm's hashes) passes its sentinels
     assert ours["sentinels"]["trusted"] is True, ours["sentinels"]
     assert ours["sentinels"]["tasks"]["truthfulqa_mc1"]["skipped"] == ["below_chance"]
@@ -104,7 +103,7 @@ def test_headline_tasks_match_lm_eval(hub_from: None) -> None:
 @pytest.mark.slow
 def test_gsm8k_five_shot_and_mmlu_group_match_lm_eval(hub_from: None) -> None:
     ours, theirs = _run_both(["gsm8k", "mmlu_stem"], limit=2, bootstrap_iters=200)
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     assert ours["sentinels"]["trusted"] is True, ours["sentinels"]
     assert ours["n-shot"]["gsm8k"] == 5

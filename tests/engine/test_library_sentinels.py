@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay.runner.data import local as datasets_local
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
-from tests.engine.test_task_library import HANDMADE, OUR_TASKS
+from tests.engine.task_library_names import HANDMADE, OUR_TASKS
 from tests.model_fixtures import gpt2_dir, llama_dir  # noqa: F401  (fixtures)
 
 LIMIT = 8

@@ -7,12 +7,9 @@ value and logged prompt must agree.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
 
 import pytest
-
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
@@ -20,6 +17,7 @@ from tests.helpers import copy_tasks, write_parity_tasks
 
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
+from tests.engine.parity_checks import assert_rows_equal, assert_samples_equal  # noqa: E402
 
 pytestmark = pytest.mark.parity
 
@@ -42,50 +40,17 @@ def _both(task_dir: Path, tasks: list[str], **kwargs):
     return ours, theirs
 
 
-def _close(a, b) -> bool:
-    if isinstance(a, float) or isinstance(b, float):
-        if isinstance(a, str) or isinstance(b, str):
-            return a == b
-        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
-    return a == b
-
-
-def _assert_rows_equal(ours: dict, theirs: dict) -> None:
-    assert set(ours["results"]) == set(theirs["results"])
-    for name, row in theirs["results"].items():
-        assert set(ours["results"][name]) == set(row), name
-        for key, value in row.items():
-            assert _close(ours["results"][name][key], value), (name, key, ours["results"][name][key], value)
-    for key in ("group_subtasks", "n-shot", "n-samples", "higher_is_better"):
-        assert json.loads(json.dumps(ours[key])) == json.loads(json.dumps(theirs[key])), key
-    assert set(ours.get("groups", {})) == set(theirs.get("groups", {}))
-
-
-def _jsonish(value):
-    return json.loads(json.dumps(value, default=str))
-
-
-def _assert_samples_equal(ours: dict, theirs: dict) -> None:
-    for task, rows in theirs["samples"].items():
-        assert len(ours["samples"][task]) == len(rows)
-        for mine, ref in zip(ours["samples"][task], rows):
-            for key in ("doc_id", "target", "arguments", "filter", "metrics", "doc_hash", "prompt_hash", "target_hash"):
-                assert _jsonish(mine[key]) == _jsonish(ref[key]), (task, key)
-            for key in ("resps", "filtered_resps"):
-                assert _jsonish(mine[key]) == _jsonish(ref[key]), (task, key)
-
-
 def test_multiple_choice_generation_and_group_match_lm_eval(task_dir: Path) -> None:
     ours, theirs = _both(task_dir, ["p_group", "p_gsm", "p_boolq"], limit=30, bootstrap_iters=500)
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     assert ours["groups"]["p_group"]["acc,none"] == pytest.approx(theirs["groups"]["p_group"]["acc,none"], rel=1e-12)
 
 
 def test_fewshot_and_rolling_match_lm_eval(task_dir: Path) -> None:
     ours, theirs = _both(task_dir, ["p_arc", "p_rolling", "p_lambada"], num_fewshot=5, limit=25, bootstrap_iters=2000)
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
 
 
 def test_system_instruction_samples_and_fraction_limit_match_lm_eval(task_dir: Path) -> None:
@@ -96,17 +61,17 @@ def test_system_instruction_samples_and_fraction_limit_match_lm_eval(task_dir: P
         system_instruction="You are a careful grader.",
         bootstrap_iters=0,
     )
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     ours, theirs = _both(task_dir, ["p_wino"], limit=0.01, num_fewshot=2, bootstrap_iters=100)
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
 
 
 def test_predict_only_and_gen_kwargs_match_lm_eval(task_dir: Path) -> None:
     ours, theirs = _both(task_dir, ["p_gsm"], limit=5, predict_only=True, gen_kwargs="max_gen_toks=16,temperature=0")
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +88,8 @@ def test_yaml_fields_match_lm_eval(field_task_dir: Path) -> None:
     ours, theirs = _both(
         field_task_dir, ["f_tag", "f_generation", "f_multi_target"], num_fewshot=2, limit=12, bootstrap_iters=300
     )
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     assert ours["results"]["f_functions"]["alias"] == "functions and delimiters"
 
 
@@ -140,8 +105,8 @@ def test_chat_template_matches_lm_eval(task_dir: Path, field_task_dir: Path, mul
         system_instruction="Be brief.",
         bootstrap_iters=100,
     )
-    _assert_rows_equal(ours, theirs)
-    _assert_samples_equal(ours, theirs)
+    assert_rows_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)
     assert ours["samples"]["p_arc"][0]["arguments"][0][0].startswith("<|system|>Be brief.")
     ours, theirs = _both(
         field_task_dir,
@@ -151,4 +116,4 @@ def test_chat_template_matches_lm_eval(task_dir: Path, field_task_dir: Path, mul
         apply_chat_template=True,
         fewshot_as_multiturn=multiturn,
     )
-    _assert_samples_equal(ours, theirs)
+    assert_samples_equal(ours, theirs)

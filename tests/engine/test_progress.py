@@ -7,17 +7,16 @@ from pathlib import Path
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM
-from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
 
 
-def test_progress_reports_reach_the_total_in_order(task_dir: Path) -> None:
+def test_progress_reports_reach_the_total_in_order(parity_task_dir: Path) -> None:
     reports: list[tuple[int, int]] = []
     simple_evaluate(
         AssayFakeLM(),
         tasks=["p_arc", "p_gsm"],
         limit=5,
         bootstrap_iters=0,
-        task_manager=TaskManager(str(task_dir)),
+        task_manager=TaskManager(str(parity_task_dir)),
         progress=lambda done, total: reports.append((done, total)),
     )
     totals = {total for _, total in reports}

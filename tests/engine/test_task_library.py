@@ -27,10 +27,9 @@ datasets = pytest.importorskip("datasets")
 lm_eval_tasks = pytest.importorskip("lm_eval.tasks", reason="lm-eval (dev extra) is the reference")
 
 from assay.runner.data import local as datasets_local  # noqa: E402
+from tests.engine.task_library_names import HANDMADE, OUR_TASKS, TASKS_DIR  # noqa: E402
 from tests.helpers import head_jsonl as _head  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[2]
-TASKS_DIR = REPO / "tasks"
 LMEVAL_TASKS = Path(lm_eval_tasks.__file__).resolve().parent
 # The built-in folders our tasks correspond to (indexing all of lm-eval takes seconds).
 LMEVAL_FOLDERS = [
@@ -72,32 +71,6 @@ HEADLINE_TASKS = [
     "copa",
 ]
 
-# Hand-made documents for datasets that shared/data does not have, in the hub's schema.
-HANDMADE: dict[tuple[str, str | None], list[dict[str, Any]]] = {
-    ("allenai/sciq", None): [
-        {
-            "question": "What type of organism is commonly used in preparation of foods such as cheese and yogurt?",
-            "distractor3": "viruses",
-            "distractor1": "protozoa",
-            "distractor2": "gymnosperms",
-            "correct_answer": "mesophilic organisms",
-            "support": " Mesophiles grow best in moderate temperature, typically between 25°C and 40°C.",
-        },
-        {
-            "question": "What is the least dangerous radioactive decay?",
-            "distractor3": "zeta decay",
-            "distractor1": "beta decay",
-            "distractor2": "gamma decay",
-            "correct_answer": "alpha decay",
-            "support": "All radioactive decay is dangerous to living things, but alpha decay is the least dangerous.",
-        },
-    ],
-    ("cimec/lambada", None): [
-        {"text": "she shook her head and looked away , refusing to meet his eyes", "domain": "Romance"},
-        {"text": "the old man closed the door behind him and sat down by the fire", "domain": None},
-    ],
-}
-
 
 # ---------------------------------------------------------------- fixtures
 
@@ -138,15 +111,6 @@ def ours() -> Any:
 def reference() -> Any:
     paths = [str(LMEVAL_TASKS / folder) for folder in LMEVAL_FOLDERS]
     return lm_eval_tasks.TaskManager(include_path=paths, include_defaults=False)
-
-
-def _our_index() -> dict[str, Any]:
-    from lm_eval.tasks._index import TaskIndex
-
-    return TaskIndex.build([TASKS_DIR])
-
-
-OUR_TASKS = sorted(name for name, entry in _our_index().items() if entry.kind.name == "TASK")
 
 
 def _normalised_config(task: Any) -> dict[str, Any]:

@@ -31,9 +31,9 @@ BOUND = "make the template's loops and repetitions finite and small"
     [
         (
             "{% for i in range(99999) %}{% for j in range(99999) %}{% endfor %}{% endfor %}",
-            "ran past 5 s on one document",
+            "ran past {bound} s on one document",
         ),
-        ("{% for c in question * 5000 %}{% for d in question * 5000 %}{% endfor %}{% endfor %}", "ran past 5 s"),
+        ("{% for c in question * 5000 %}{% for d in question * 5000 %}{% endfor %}{% endfor %}", "ran past {bound} s"),
         ("{% for i in range(99999) %}{{ question * 100 }}{% endfor %}", "more than 4,000,000 characters (its output)"),
         ("{{ 'x' * 10**9 }}", "(a `*` repetition)"),
         ("{{ [question] * 10**8 }}", "(a `*` repetition)"),
@@ -61,12 +61,20 @@ BOUND = "make the template's loops and repetitions finite and small"
         "range",
     ],
 )
-def test_a_template_bomb_is_refused_within_bounded_time(template: str, said: str) -> None:
+def test_a_template_bomb_is_refused_within_bounded_time(
+    template: str, said: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A loop that runs out of time is refused the same at a tenth of the bound (the tenant corpus,
+    # tests/trust, meets the real 5 s through `assay run` and the runner pod); the other bombs hit
+    # bounds of size, some of them after seconds of work, so they keep the real time bound.
+    assert bounded_jinja.TEMPLATE_SECONDS == 5.0
+    if "{bound}" in said:
+        monkeypatch.setattr(bounded_jinja, "TEMPLATE_SECONDS", 0.5)
     started = time.monotonic()
     with pytest.raises(UserError) as error:
         templates.render(template, DOC)
-    assert time.monotonic() - started < 60  # the bound is 5 s; a loaded machine gets room
-    assert said in str(error.value) and BOUND in str(error.value)
+    assert time.monotonic() - started < 60  # a loaded machine gets room
+    assert said.format(bound="0.5") in str(error.value) and BOUND in str(error.value)
 
 
 def test_output_up_to_the_bound_renders_whole() -> None:

@@ -6,30 +6,19 @@ model (GPT-2, a Llama whose tokenizer adds BOS, and T5), never from hard-coded n
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay.errors import UserError
-from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from assay.runner.models.hf.model import HFLM
+from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
+from tests.models.hf_parity import TOL, Instance, assert_ll_equal, gen_both, ll_both, pair
+
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
 
-
-def lm_eval_hf() -> Any:
-    """lm-eval's HF module; only tests that compare with lm-eval call this (and skip without it)."""
-    return pytest.importorskip("lm_eval.models.huggingface")
-
-
-def Instance(*args: Any) -> Any:  # noqa: N802 - stands in for lm-eval's class of that name
-    return pytest.importorskip("lm_eval.api.instance").Instance(*args)
-
-
 pytestmark = pytest.mark.parity
-TOL = 1e-5
 KINDS = ["gpt2", "llama", "t5"]
 BATCHES: list[Any] = [1, 8, "auto"]
 
@@ -51,44 +40,6 @@ ROLLING_TEXTS = [
     "This is a longer document that needs several windows. " * 12,
     "x",
 ]
-
-
-@pytest.fixture(scope="session")
-def model_dirs(gpt2_dir: Path, llama_dir: Path, t5_dir: Path) -> dict[str, Path]:  # noqa: F811
-    return {"gpt2": gpt2_dir, "llama": llama_dir, "t5": t5_dir}
-
-
-_CACHE: dict[tuple[str, str, tuple[tuple[str, Any], ...]], Any] = {}
-
-
-def _quiet() -> None:
-    logging.getLogger("lm_eval").setLevel(logging.ERROR)
-    logging.getLogger("transformers").setLevel(logging.ERROR)
-
-
-def pair(model_dirs: dict[str, Path], kind: str, **args: Any) -> tuple[HFLM, Any]:
-    """(Assay's HFLM, lm-eval's HFLM) on the same directory with the same model_args."""
-    _quiet()
-    args = {"device": "cpu", "max_batch_size": 8, **args}
-    key = (kind, "", tuple(sorted((k, repr(v)) for k, v in args.items())))
-    if key not in _CACHE:
-        ours = HFLM(pretrained=str(model_dirs[kind]), **args)
-        theirs = lm_eval_hf().HFLM(pretrained=str(model_dirs[kind]), **args)
-        _CACHE[key] = (ours, theirs)
-    return _CACHE[key]
-
-
-def ll_both(ours: HFLM, theirs: Any, reqs: list[tuple[str, str]]) -> tuple[list[Any], list[Any]]:
-    mine = ours.loglikelihood([LoglikelihoodRequest(c, x) for c, x in reqs], disable_tqdm=True)
-    ref = theirs.loglikelihood([Instance("loglikelihood", {}, r, i) for i, r in enumerate(reqs)], disable_tqdm=True)
-    return mine, ref
-
-
-def assert_ll_equal(mine: list[Any], ref: list[Any]) -> None:
-    assert len(mine) == len(ref)
-    for index, (m, r) in enumerate(zip(mine, ref)):
-        assert math.isclose(m.logprob, r[0], abs_tol=TOL, rel_tol=0), (index, m, r)
-        assert m.is_greedy == r[1], (index, m, r)
 
 
 # -- loglikelihood ----------------------------------------------------------------------------
@@ -164,14 +115,6 @@ def test_rolling_matches_lm_eval(model_dirs: dict[str, Path], kind: str, batch_s
 
 
 # -- generate_until -------------------------------------------------------------------------
-
-
-def gen_both(ours: HFLM, theirs: Any, reqs: list[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[str]]:
-    mine = ours.generate_until([GenerationRequest(c, dict(k)) for c, k in reqs], disable_tqdm=True)
-    ref = theirs.generate_until(
-        [Instance("generate_until", {}, (c, dict(k)), i) for i, (c, k) in enumerate(reqs)], disable_tqdm=True
-    )
-    return mine, ref
 
 
 def _stop_inside(text: str) -> str:
@@ -314,9 +257,8 @@ def test_dtype_and_device_args(gpt2_dir: Path) -> None:  # noqa: F811
 
 @pytest.mark.parametrize("n_tokens", [0, 1, 5, 8, 9, 16, 17, 30])
 def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
-    from lm_eval import utils as lm_utils
-
     from assay.runner.models.token_pairs import rolling_windows
+    from lm_eval import utils as lm_utils
 
     tokens = list(range(100, 100 + n_tokens))
     ref = [

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import pytest
-
 from assay.runner import doc_work
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.models import caching
@@ -19,10 +18,10 @@ from assay.runner.models.caching import CachingLM
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import LoglikelihoodResult
 from assay.runner.tasks.index import TaskManager
-from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 from tests.engine.fake_lm import AssayFakeLM
-from tests.engine.test_caches import task_dir  # noqa: F401  (fixture)
-from tests.models.test_hf_resume import LL_REQUESTS, sent_counter
+from tests.models.hf_requests import LL_REQUESTS, sent_counter
+
+from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 BATCH = 2
 
@@ -77,7 +76,7 @@ def test_a_backend_that_does_not_stream_is_reported_per_chunk_behind_the_cache(
 
 def test_a_run_that_reports_progress_sends_the_model_what_a_silent_run_does(
     gpt2_dir: Path,  # noqa: F811
-    task_dir: Path,  # noqa: F811
+    parity_task_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Were requests still cut into progress chunks, a chunk of 4 would batch them otherwise.
@@ -86,14 +85,14 @@ def test_a_run_that_reports_progress_sends_the_model_what_a_silent_run_does(
 
     silent_lm = hf(gpt2_dir)
     silent_calls = sent_counter(silent_lm, "loglikelihood")
-    silent = simple_evaluate(silent_lm, task_manager=TaskManager(str(task_dir)), **kwargs)
+    silent = simple_evaluate(silent_lm, task_manager=TaskManager(str(parity_task_dir)), **kwargs)
 
     reports: list[tuple[int, int]] = []
     watched_lm = hf(gpt2_dir)
     watched_calls = sent_counter(watched_lm, "loglikelihood")
     watched = simple_evaluate(
         watched_lm,
-        task_manager=TaskManager(str(task_dir)),
+        task_manager=TaskManager(str(parity_task_dir)),
         progress=lambda done, total: reports.append((done, total)),
         **kwargs,
     )

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import torch
-
 from assay.runner.models.hf import prompt_prefix
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
 from assay.runner.models.instance import GenerationRequest
-from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
-from tests.models.test_hf_backend import gen_both, lm_eval_hf
 from tests.helpers import count_prompt_prefixes
+from tests.models.hf_parity import gen_both, lm_eval_hf
+
+from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.parity
 

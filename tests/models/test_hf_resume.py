@@ -13,33 +13,16 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import pytest
-
 from assay.runner.models.caching import CachingLM, request_key
 from assay.runner.models.hf import generation, rolling, scoring, shared_context
 from assay.runner.models.hf.model import HFLM
-from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
+from assay.runner.models.instance import GenerationRequest, RollingRequest
+from tests.models.hf_requests import LL_REQUESTS, sent_counter
+
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 BATCH = 2
 
-LL_REQUESTS = [
-    LoglikelihoodRequest(c, x)
-    for c, x in [
-        ("The capital of France is", " Paris"),
-        ("", "Hello world"),
-        ("Question: what is 2+2?\nAnswer:", " A"),  # one shared context: a cache group
-        ("Question: what is 2+2?\nAnswer:", " B"),
-        ("Question: what is 2+2?\nAnswer:", " four"),
-        ("Trailing space moves ", "to the continuation"),
-        ("many words " * 30, "after a context longer than max_length"),
-        ("Short", " and sweet."),
-        ("Hello world", " Hello world"),
-        ("Hello world", " Hello"),  # a prefix of the one before: a logits-cache group member
-        ("Nothing follows", ""),  # empty continuation: answered without the model
-        ("One more", " request"),
-        ("And another", " one here"),
-    ]
-]
 ROLLING_REQUESTS = [
     RollingRequest(t)
     for t in [
@@ -98,19 +81,6 @@ class BatchCounter:
 
 def hf(gpt2_dir: Path) -> HFLM:  # noqa: F811
     return HFLM(pretrained=str(gpt2_dir), device="cpu", batch_size=BATCH)
-
-
-def sent_counter(lm: HFLM, method: str) -> list[int]:
-    """Sizes of the calls the cache makes to `lm.method`: what the model was sent."""
-    sizes: list[int] = []
-    original = getattr(lm, method)
-
-    def counted(requests: Sequence[Any], **kwargs: Any) -> Any:
-        sizes.append(len(requests))
-        return original(requests, **kwargs)
-
-    setattr(lm, method, counted)
-    return sizes
 
 
 def stored(path: Path) -> dict[str, bytes]:

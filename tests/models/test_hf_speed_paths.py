@@ -15,41 +15,16 @@ from typing import Any
 import pytest
 import torch
 import transformers
-
 from assay.runner.models.hf import rolling
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.shared_context import sharing_blocker
 from assay.runner.models.instance import RollingRequest
+from tests.models.hf_parity import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
+from tests.models.hf_requests import MC_REQUESTS, PREFIX_REQUESTS, _count_forwards, scored_counting_body_passes
+
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
-from tests.models.test_hf_backend import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.parity
-
-# ARC-like: one few-shot context, four multi-token choices, twice (two documents)
-MC_REQUESTS = [
-    (ctx, choice)
-    for ctx in ("Q: Which is a planet?\nA: Mars\n\nQ: Which one is a metal?\nA:", "Q: What do plants need?\nA:")
-    for choice in (" iron bar", " a wooden stick", " water and light", " glass")
-]
-
-
-def _count_forwards(model: torch.nn.Module) -> tuple[list[tuple[int, ...]], Any]:
-    shapes: list[tuple[int, ...]] = []
-    handle = model.register_forward_pre_hook(
-        lambda _m, args, kwargs: shapes.append(tuple((args[0] if args else kwargs["input_ids"]).shape)),
-        with_kwargs=True,
-    )
-    return shapes, handle
-
-
-def _scored_counting_body_passes(ours: Any, theirs: Any, requests: Any) -> tuple[Any, Any, list[tuple[int, ...]]]:
-    """Both backends' loglikelihoods of `requests`, and the input shape of each pass of our model body."""
-    shapes, handle = _count_forwards(ours.model.base_model)
-    try:
-        mine, ref = ll_both(ours, theirs, requests)
-    finally:
-        handle.remove()
-    return mine, ref, shapes
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
@@ -99,7 +74,7 @@ def test_documents_together_stay_within_the_models_positions(model_dirs: dict[st
     longest_context, longest_tail = len(pairs[0][0]), max(len(cont) - 1 for _, cont in pairs[2:])
     assert all(len(ctx) + len(cont) <= 64 for ctx, cont in pairs) and longest_context + longest_tail > 64
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
-    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, UNEVEN_REQUESTS)
+    mine, ref, shapes = scored_counting_body_passes(ours, theirs, UNEVEN_REQUESTS)
     assert_ll_equal(mine, ref)
     assert [s[0] for s in shapes] == [2, 4]  # both contexts in one pass, then all four tails
 
@@ -120,7 +95,7 @@ def test_folded_one_token_choices_beside_longer_ones_in_a_pass_of_documents(
 ) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=8)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
-    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, FOLDED_REQUESTS)
+    mine, ref, shapes = scored_counting_body_passes(ours, theirs, FOLDED_REQUESTS)
     assert_ll_equal(mine, ref)
     # both contexts in one pass, then each document's longer choice's tail; the folded request has none
     assert [s[0] for s in shapes] == [2, 2]
@@ -137,7 +112,7 @@ SPREAD_REQUESTS = [
 def test_a_long_choice_tail_runs_apart_from_the_short_ones(model_dirs: dict[str, Path], kind: str) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=8)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
-    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, SPREAD_REQUESTS)
+    mine, ref, shapes = scored_counting_body_passes(ours, theirs, SPREAD_REQUESTS)
     # the long choice sums 27 tokens to about -290 on these random weights: the keys' order on a
     # cache moves that sum in its 7th significant digit (the same before tails were split)
     for m, r in zip(mine, ref):
@@ -189,8 +164,8 @@ def test_sliding_window_model_keeps_full_passes() -> None:
 
 
 def test_results_config_reports_shared_context(gpt2_dir: Path, tmp_path: Path) -> None:
-    from assay.runner.evaluator import run_config
     from assay.run_options import EvalOptions
+    from assay.runner.evaluator import run_config
 
     lm = HFLM(pretrained=str(gpt2_dir), device="cpu")
     config = run_config(EvalOptions(model="hf", tasks=["x"]), lm)
@@ -258,17 +233,6 @@ def test_by_prefix_puts_documents_with_one_prefix_together_and_cuts_it_before_th
     assert dict((g[0], p) for g, p in by_prefix([[0], [1]], [(shots, [9]), (shots + [5], [9])]))[0] == shots[:-1]
 
 
-# MMLU-like: five documents on one few-shot prefix, each asking for one of four one-token letters
-# (lm-eval folds a document's letters into one row), and one with a three-token answer.
-# The test models have 64 positions: the shots are 30 tokens, each document about 40.
-SHOTS = "".join(f"Q: which letter is {n} after A?\nA: {'ABCD'[n % 4]}\n\n" for n in range(2))
-PREFIX_REQUESTS = [
-    (f"{SHOTS}Q: {question}\nA:", letter)
-    for question in ("what is two and two?", "which is a planet?", "who wrote it?", "why?", "how far is it?")
-    for letter in (" A", " B", " C", " D")
-] + [(f"{SHOTS}Q: name a colour.\nA:", " dark blue sky")]
-
-
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 4])
 def test_documents_on_one_prefix_run_together_on_its_cache(
@@ -277,7 +241,7 @@ def test_documents_on_one_prefix_run_together_on_its_cache(
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     # the model body: batched rows run it directly (the LM head on their scored positions alone)
-    mine, ref, shapes = _scored_counting_body_passes(ours, theirs, PREFIX_REQUESTS)
+    mine, ref, shapes = scored_counting_body_passes(ours, theirs, PREFIX_REQUESTS)
     assert_ll_equal(mine, ref)
     # the shared shots once ([1, prefix tokens]), then the six documents' own tokens: one row
     # each, `batch_size` rows per pass; with batch_size 1 one document per pass, as before,

@@ -19,10 +19,9 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pytest
 import yaml
-
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.e2e.cluster.control_plane import cache_dir, die_with_parent, free_port, k8s_version
-from tests.operator.test_operator_helm import CHART, HELM
+from tests.operator.helm_chart import CHART, HELM
 
 BINARY = cache_dir() / k8s_version() / "bin" / "prometheus"
 T = TypeVar("T")

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 import yaml
-
 from assay import endpoint_urls
 from assay.errors import UserError
 from assay.operator.admission import policy
 from assay.operator.admission.policy import AdminPolicy
 from assay.spec import API_MODELS, parse_spec
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm
 
 PREFIXES = ("http://vllm.models:8000/v1", "https://api.example.com/")
 # url → what the operator says with PREFIXES: None (allowed), "userinfo" or "prefix".

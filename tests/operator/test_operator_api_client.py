@@ -8,12 +8,14 @@ import datetime
 from typing import Iterator
 
 import pytest
-
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_errors, kube, leases, rate_limit
-from tests.operator.local_apiserver import LocalApiServer, status
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
-from tests.operator.test_operator_helm import needs_helm
+from tests.operator.helm_chart import needs_helm
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+    status,
+)
 
 CONFIG_MAPS = "/api/v1/namespaces/ns/configmaps"
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ns/leases"
@@ -181,14 +183,14 @@ def test_the_rate_limit_comes_from_the_environment() -> None:
 
 @needs_helm
 def test_the_chart_gives_the_operator_its_rate_limit() -> None:
-    from tests.operator.test_operator_chart_metrics import _container, _render
+    from tests.operator.helm_chart import operator_container, render_values
 
-    defaults = {e["name"]: e.get("value") for e in _container(_render())["env"]}
+    defaults = {e["name"]: e.get("value") for e in operator_container(render_values())["env"]}
     assert (defaults["ASSAY_API_QPS"], defaults["ASSAY_API_BURST"]) == ("100", "5000")
     given = rate_limit.from_env(
         {
             e["name"]: e.get("value") or ""
-            for e in _container(_render("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]
+            for e in operator_container(render_values("operator.apiQPS=12.5", "operator.apiBurst=30"))["env"]
         }
     )
     assert given is not None and (given.qps, given.burst) == (12.5, 30)

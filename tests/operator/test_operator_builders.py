@@ -11,12 +11,12 @@ import re
 from typing import Any
 
 import pytest
-from kubernetes import client
-
 from assay.errors import UserError
-from assay.operator.build import builders, containers, names, runner_identity
+from assay.operator.build import builders, names, runner_identity, runner_settings
 from assay.operator.build import children as run_children
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
+from kubernetes import client
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
 MARK = names.owner_mark("0b5c-uid")
@@ -313,29 +313,40 @@ def test_spec_hash_ignores_suspend_only() -> None:
     )
 
 
-def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one(monkeypatch: pytest.MonkeyPatch) -> None:
+def _runner(**env: str) -> RunnerSettings:
+    """The runner settings an operator started with `env` reads (`assay.operator.settings.from_env`)."""
+    from assay.operator.settings import from_env
+
+    return from_env(env).runner
+
+
+def test_a_vllm_evaluation_runs_the_vllm_runner_image_unless_it_names_one() -> None:
     from assay.operator.build import runner_images
 
-    def image(spec: Any, configured: str | None = None) -> str:
-        return builders.job(REF, spec, default_image=configured)["spec"]["template"]["spec"]["containers"][0]["image"]
+    def image(spec: Any, runner: RunnerSettings, configured: str | None = None) -> str:
+        if configured is not None:  # --runner-image, which `main` puts in the settings
+            runner = RunnerSettings(**{**runner.__dict__, "default_image": configured})
+        return builders.job(REF, spec, runner=runner)["spec"]["template"]["spec"]["containers"][0]["image"]
 
-    monkeypatch.delenv(runner_images.IMAGE_ENV, raising=False)
-    monkeypatch.delenv(runner_images.VLLM_IMAGE_ENV, raising=False)
     vllm = parse_spec({"model": "vllm", "modelArgs": {"pretrained": "EleutherAI/pythia-160m"}, "tasks": ["arc_easy"]})
-    assert image(_spec()) == runner_images.DEFAULT_IMAGE
-    assert image(vllm) == runner_images.DEFAULT_VLLM_IMAGE
+    assert image(_spec(), _runner()) == runner_images.DEFAULT_IMAGE
+    assert image(vllm, _runner()) == runner_images.DEFAULT_VLLM_IMAGE
     # The chart's two settings reach the operator as environment variables.
-    monkeypatch.setenv(runner_images.IMAGE_ENV, "registry.local/runner:2")
-    monkeypatch.setenv(runner_images.VLLM_IMAGE_ENV, "registry.local/runner-vllm:2")
-    assert (
-        image(_spec()) == "registry.local/runner:2"
-        and image(_spec(), "registry.local/flag:3") == "registry.local/flag:3"
+    chart = _runner(
+        **{
+            runner_settings.IMAGE_ENV: "registry.local/runner:2",
+            runner_settings.VLLM_IMAGE_ENV: "registry.local/runner-vllm:2",
+        }
     )
-    assert image(vllm, "registry.local/flag:3") == "registry.local/runner-vllm:2"
+    assert (
+        image(_spec(), chart) == "registry.local/runner:2"
+        and image(_spec(), chart, "registry.local/flag:3") == "registry.local/flag:3"
+    )
+    assert image(vllm, chart, "registry.local/flag:3") == "registry.local/runner-vllm:2"
     mine = parse_spec(
         {"model": "vllm", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"], "image": "registry.local/mine:1"}
     )
-    assert image(mine) == "registry.local/mine:1"
+    assert image(mine, chart) == "registry.local/mine:1"
 
 
 @pytest.mark.parametrize("nodes", [1, 3])
@@ -357,35 +368,40 @@ def test_each_run_has_a_network_policy_that_admits_only_its_own_jobs_pods(nodes:
     assert other != JOB  # a same-named Evaluation made again is another run's pods
 
 
-def test_with_the_charts_egress_rules_a_runs_pods_reach_each_other_and_what_the_admin_allows(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_with_the_charts_egress_rules_a_runs_pods_reach_each_other_and_what_the_admin_allows() -> None:
     api_server = {"ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}]}
     dns = {
         "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
         "ports": [{"port": 53, "protocol": "UDP"}],
     }
-    monkeypatch.setenv(run_children.RUNNER_EGRESS_ENV, json.dumps([api_server, dns]))
-    policy = run_children.network_policy(REF, job=JOB)["spec"]
+    runner = _runner(**{runner_settings.RUNNER_EGRESS_ENV: json.dumps([api_server, dns])})
+    by_kind = {c["kind"]: c for c in run_children.children(REF, _spec(), runner=runner)}
+    policy = by_kind["NetworkPolicy"]["spec"]
     own = {"podSelector": {"matchLabels": {builders.LABEL_JOB: JOB}}}
     assert policy["policyTypes"] == ["Ingress", "Egress"]
     assert policy["egress"] == [{"to": [own]}, api_server, dns]
     assert policy["ingress"] == [{"from": [own]}]
-    monkeypatch.setenv(run_children.RUNNER_EGRESS_ENV, '{"to": []}')
     with pytest.raises(UserError, match="ASSAY_RUNNER_EGRESS is no JSON list"):
-        run_children.network_policy(REF, job=JOB)
+        _runner(**{runner_settings.RUNNER_EGRESS_ENV: '{"to": []}'})
 
 
-def test_runner_containers_get_a_memory_limit_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_runner_containers_get_a_memory_limit_by_default() -> None:
     from assay.operator.admission import placement_policy
 
-    def limits(spec: Any, placement: placement_policy.Placement | None = None) -> list[dict[str, Any]]:
-        pod = builders.job(REF, spec, placement=placement or placement_policy.Placement())["spec"]["template"]["spec"]
-        return [c["resources"] for c in [*pod.get("initContainers", ()), *pod["containers"]]]
+    def limits(
+        spec: Any, placement: placement_policy.Placement | None = None, runner: RunnerSettings | None = None
+    ) -> list[dict[str, Any]]:
+        pod = builders.job(REF, spec, runner=runner or _runner(), placement=placement or placement_policy.Placement())
+        return [
+            c["resources"]
+            for c in [
+                *pod["spec"]["template"]["spec"].get("initContainers", ()),
+                *pod["spec"]["template"]["spec"]["containers"],
+            ]
+        ]
 
-    monkeypatch.delenv(containers.DEFAULT_MEMORY_ENV, raising=False)
     (resources,) = limits(_spec())
-    assert containers.BUILT_IN_DEFAULT_MEMORY == "16Gi" and resources["limits"]["memory"] == "16Gi"
+    assert runner_settings.BUILT_IN_DEFAULT_MEMORY == "16Gi" and resources["limits"]["memory"] == "16Gi"
     assert resources["requests"] == {"cpu": "250m", "memory": "512Mi"}  # the admin's requests stay as they were
     # torchrun's --check container too.
     assert all(r["limits"]["memory"] == "16Gi" for r in limits(_spec(resources={"nodes": 2})))
@@ -397,16 +413,15 @@ def test_runner_containers_get_a_memory_limit_by_default(monkeypatch: pytest.Mon
     big = placement_policy.Placement(runner_requests=(("memory", "40Gi"),))
     assert limits(_spec(), big)[0]["limits"]["memory"] == "40Gi"
     # The chart's setting, and `none` for no default.
-    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, "24Gi")
-    assert limits(_spec())[0]["limits"]["memory"] == "24Gi"
-    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, "none")
-    assert "memory" not in limits(_spec())[0]["limits"]  # the GPU is all
+    given = _runner(**{runner_settings.DEFAULT_MEMORY_ENV: "24Gi"})
+    assert limits(_spec(), runner=given)[0]["limits"]["memory"] == "24Gi"
+    unlimited = _runner(**{runner_settings.DEFAULT_MEMORY_ENV: "none"})
+    assert "memory" not in limits(_spec(), runner=unlimited)[0]["limits"]  # the GPU is all
 
 
 @pytest.mark.parametrize("value", ["16 GiB", "lots", "-1Gi", "0"])
-def test_a_bad_default_memory_setting_is_named(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+def test_a_bad_default_memory_setting_is_named(value: str) -> None:
     from assay.errors import UserError
 
-    monkeypatch.setenv(containers.DEFAULT_MEMORY_ENV, value)
     with pytest.raises(UserError, match=f"ASSAY_RUNNER_DEFAULT_MEMORY='{re.escape(value)}' is no memory quantity"):
-        containers.default_memory_limit()
+        _runner(**{runner_settings.DEFAULT_MEMORY_ENV: value})

@@ -10,11 +10,10 @@ from typing import Any
 
 import pytest
 import yaml
-
 from assay.operator.runtime.metrics import EvaluationMetrics
+from tests.operator.helm_chart import CHART, HELM, needs_helm
 from tests.operator.local_prometheus import api, prometheus, query, wait  # noqa: F401  (fixture)
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
-from tests.operator.test_operator_metrics import _evaluation
+from tests.operator.metrics_scrape import scored_evaluation
 
 pytestmark = needs_helm
 ALERTS = {"AssayEvaluationRegressed", "AssayEvaluationFailed", "AssayEvaluationScoresUntrusted"}
@@ -98,18 +97,18 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
     rules = wait(lambda: (api(f"{url}/api/v1/rules") or {}).get("groups"), lambda: "no rule groups")
     loaded = {r["name"]: r for group in rules for r in group["rules"]}
     assert set(loaded) == ALERTS
-    candidate = _evaluation("candidate")
+    candidate = scored_evaluation("candidate")
     candidate["status"]["comparison"] = {
         "baseline": "base-eval",
         "verdict": "regressed",
         "message": "Worse.",
         "rows": [],
     }
-    failed = _evaluation("broken", phase="Failed")
+    failed = scored_evaluation("broken", phase="Failed")
     failed["status"]["reason"] = "OOMKilled"
-    untrusted = _evaluation("echoless")
+    untrusted = scored_evaluation("echoless")
     untrusted["status"]["sentinels"] = {"trusted": False, "message": "arc_easy: alike.", "failures": []}
-    trusted = _evaluation("fine")
+    trusted = scored_evaluation("fine")
     trusted["status"]["sentinels"] = {"trusted": True, "message": "Every sentinel check passed.", "failures": []}
     metrics.observe(candidate)
     metrics.observe(failed)
@@ -148,7 +147,7 @@ def test_a_strict_gates_inconclusive_comparison_fires_the_regressed_alert(
     url, metrics = prometheus
     wait(lambda: (api(f"{url}/api/v1/rules") or {}).get("groups"), lambda: "no rule groups")
     inconclusive = {"baseline": "base-eval", "verdict": "inconclusive", "message": "Too few.", "rows": []}
-    strict, lenient = _evaluation("strict"), _evaluation("lenient")
+    strict, lenient = scored_evaluation("strict"), scored_evaluation("lenient")
     for evaluation, gate in ((strict, {"strict": True}), (lenient, {})):
         evaluation["spec"].update(baseline={"evaluation": "base-eval"}, gate=gate)
         evaluation["status"]["comparison"] = dict(inconclusive)

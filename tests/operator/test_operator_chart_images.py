@@ -12,9 +12,8 @@ from typing import Any
 
 import pytest
 import yaml
-
 from assay.operator.admission.policy import AdminPolicy
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm
 
 pytestmark = needs_helm
 

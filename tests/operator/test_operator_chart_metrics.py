@@ -7,8 +7,7 @@ import subprocess
 from typing import Any
 
 import pytest
-
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm, operator_container, render_values
 
 pytestmark = needs_helm
 
@@ -19,16 +18,7 @@ RUNNER_PODS = {
 
 
 def _render(*values: str) -> list[dict[str, Any]]:
-    import yaml
-
-    args = [a for value in values for a in ("--set", value)]
-    out = subprocess.run(
-        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    documents = [d for d in yaml.safe_load_all(out) if d]
+    documents = render_values(*values)
     _validate(documents)
     return documents
 
@@ -52,18 +42,13 @@ def _named(documents: list[dict[str, Any]], kind: str, name: str) -> dict[str, A
     return found
 
 
-def _container(documents: list[dict[str, Any]]) -> dict[str, Any]:
-    deployment = next(d for d in documents if d["kind"] == "Deployment")
-    return dict(deployment["spec"]["template"]["spec"]["containers"][0])
-
-
 def test_secure_metrics_by_default_reviews_for_the_operator_a_reader_role_for_scrapers() -> None:
     documents = _render("metrics.serviceMonitor.enabled=true")
-    args = _container(documents)["args"]
+    args = operator_container(documents)["args"]
     # HTTPS with a certificate the operator makes at start: no Secret to mount.
     assert "--metrics-secure" in args and "--metrics-https" in args
     assert not [a for a in args if a.startswith("--metrics-cert-dir")]
-    env = {e["name"]: e.get("value") for e in _container(documents)["env"]}
+    env = {e["name"]: e.get("value") for e in operator_container(documents)["env"]}
     assert env["ASSAY_MAX_SERIES_PER_EVALUATION"] == "500"
     auth = _named(documents, "ClusterRole", "ev-assay-metrics-auth")
     assert auth["rules"] == [
@@ -94,7 +79,7 @@ def test_readers_tls_and_a_cap_from_values() -> None:
     binding = _named(documents, "ClusterRoleBinding", "ev-assay-metrics-reader")
     assert binding["roleRef"]["name"] == "ev-assay-metrics-reader"
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}]
-    container = _container(documents)
+    container = operator_container(documents)
     assert {"--metrics-https", "--metrics-cert-dir=/etc/assay/metrics-tls"} <= set(container["args"])
     assert {"name": "metrics-tls", "mountPath": "/etc/assay/metrics-tls", "readOnly": True} in container["volumeMounts"]
     volumes = next(d for d in documents if d["kind"] == "Deployment")["spec"]["template"]["spec"]["volumes"]
@@ -110,7 +95,7 @@ def test_readers_tls_and_a_cap_from_values() -> None:
 
 def test_plain_http_only_when_the_values_opt_out() -> None:
     documents = _render("metrics.tls.enabled=false", "metrics.serviceMonitor.enabled=true")
-    assert "--metrics-https" not in _container(documents)["args"]
+    assert "--metrics-https" not in operator_container(documents)["args"]
     (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
     assert "scheme" not in endpoint and "tlsConfig" not in endpoint
     result = subprocess.run(
@@ -123,7 +108,7 @@ def test_plain_http_only_when_the_values_opt_out() -> None:
 
 def test_metrics_secure_false_is_open_and_asks_for_no_cluster_rights() -> None:
     documents = _render("metrics.secure=false", "metrics.serviceMonitor.enabled=true")
-    assert "--metrics-secure" not in _container(documents)["args"]
+    assert "--metrics-secure" not in operator_container(documents)["args"]
     assert not [d for d in documents if d["metadata"]["name"] == "ev-assay-metrics-auth"]
     (endpoint,) = next(d for d in documents if d["kind"] == "ServiceMonitor")["spec"]["endpoints"]
     assert "bearerTokenFile" not in endpoint
@@ -144,7 +129,7 @@ def test_the_operator_network_policy_lets_in_metrics_only_and_out_to_the_api_ser
     # All namespaces watched and none listed: the chart cannot place runner policies itself; the
     # operator gets their egress rules for each runner Job's own (below).
     assert not [d for d in documents if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-runners")]
-    assert "ASSAY_RUNNER_EGRESS" in {e["name"] for e in _container(documents)["env"]}
+    assert "ASSAY_RUNNER_EGRESS" in {e["name"] for e in operator_container(documents)["env"]}
 
 
 def test_addresses_and_scrapers_from_values() -> None:
@@ -179,7 +164,7 @@ def test_runner_policies_in_each_watched_namespace() -> None:
 def _runner_egress(documents: list[dict[str, Any]]) -> Any:
     import json
 
-    return json.loads({e["name"]: e.get("value") for e in _container(documents)["env"]}["ASSAY_RUNNER_EGRESS"])
+    return json.loads({e["name"]: e.get("value") for e in operator_container(documents)["env"]}["ASSAY_RUNNER_EGRESS"])
 
 
 def test_runner_egress_goes_to_the_operator_by_default_and_not_without_network_policies() -> None:
@@ -190,7 +175,9 @@ def test_runner_egress_goes_to_the_operator_by_default_and_not_without_network_p
     assert _runner_egress(_render("policy.allowOnline=true"))[-1] == {}
     served = _runner_egress(_render("networkPolicy.runnerEgressCIDRs={10.20.0.0/16}"))
     assert served[-1] == {"to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}]}
-    assert "ASSAY_RUNNER_EGRESS" not in {e["name"] for e in _container(_render("networkPolicy.enabled=false"))["env"]}
+    assert "ASSAY_RUNNER_EGRESS" not in {
+        e["name"] for e in operator_container(_render("networkPolicy.enabled=false"))["env"]
+    }
 
 
 def test_runner_egress_to_model_servers_and_when_online_everywhere() -> None:

@@ -9,10 +9,10 @@ import subprocess
 import jsonschema
 import pytest
 import yaml
-
-from assay.operator.build import builders, containers, runner_identity
+from assay.operator.build import builders, runner_identity, runner_settings
+from assay.operator.settings import from_env
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import CHART, HELM, _render, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm, render
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 REF = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
@@ -44,30 +44,31 @@ def _env(documents: list[dict]) -> dict[str, str]:
 
 
 @needs_helm
-def test_pull_secrets_reach_the_operator_account_and_the_runner_account(monkeypatch: pytest.MonkeyPatch) -> None:
-    documents = _render(
+def test_pull_secrets_reach_the_operator_account_and_the_runner_account() -> None:
+    documents = render(
         "--set", "imagePullSecrets[0].name=regcred", "--set", "runner.imagePullSecrets={runner-reg,mirror}"
     )
     (account,) = [d for d in documents if d["kind"] == "ServiceAccount"]
     assert account["imagePullSecrets"] == [{"name": "regcred"}]
     env = _env(documents)
-    assert env[runner_identity.PULL_SECRETS_ENV] == "runner-reg,mirror"
+    assert env[runner_settings.PULL_SECRETS_ENV] == "runner-reg,mirror"
     # What the operator makes of that variable, for each namespace's runner account.
-    monkeypatch.setenv(runner_identity.PULL_SECRETS_ENV, env[runner_identity.PULL_SECRETS_ENV])
-    pulls = runner_identity.service_account("evals")["imagePullSecrets"]
+    secrets = from_env(env).runner.pull_secrets
+    pulls = runner_identity.service_account("evals", pull_secrets=secrets)["imagePullSecrets"]
     assert pulls == [{"name": "runner-reg"}, {"name": "mirror"}]
-    monkeypatch.delenv(runner_identity.PULL_SECRETS_ENV)
-    assert "imagePullSecrets" not in runner_identity.service_account("evals")
-    assert runner_identity.PULL_SECRETS_ENV not in _env(_render())
+    assert "imagePullSecrets" not in runner_identity.service_account(
+        "evals", pull_secrets=from_env(_env(render())).runner.pull_secrets
+    )
+    assert runner_settings.PULL_SECRETS_ENV not in _env(render())
 
 
 @needs_helm
 @pytest.mark.parametrize("name", ["nvidia.com/gpu", "amd.com/gpu", "gpu.intel.com/i915"])
-def test_the_gpu_resource_name_reaches_the_runner_pods(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+def test_the_gpu_resource_name_reaches_the_runner_pods(name: str) -> None:
     args = () if name == "nvidia.com/gpu" else ("--set", f"runner.gpuResourceName={name}")  # the default
-    env = _env(_render(*args))
-    assert env[containers.GPU_RESOURCE_ENV] == name
-    monkeypatch.setenv(containers.GPU_RESOURCE_ENV, env[containers.GPU_RESOURCE_ENV])
+    env = _env(render(*args))
+    assert env[runner_settings.GPU_RESOURCE_ENV] == name
     spec = parse_spec({"model": "dummy", "tasks": ["arc_easy"], "resources": {"gpusPerNode": 2}})
-    runner = builders.job(REF, spec)["spec"]["template"]["spec"]["containers"][0]
-    assert runner["resources"]["limits"] == {name: "2", "memory": containers.BUILT_IN_DEFAULT_MEMORY}
+    settings = from_env({k: v for k, v in env.items() if v is not None})
+    runner = builders.job(REF, spec, runner=settings.runner)["spec"]["template"]["spec"]["containers"][0]
+    assert runner["resources"]["limits"] == {name: "2", "memory": runner_settings.BUILT_IN_DEFAULT_MEMORY}

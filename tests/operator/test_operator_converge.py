@@ -13,10 +13,10 @@ import json
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions
 from assay.operator.kube import api_errors, kube
 from assay.operator.runtime import converge
@@ -104,13 +104,17 @@ def test_the_tracker_follows_watch_events() -> None:
 def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(monkeypatch)
     evaluation = _evaluation()
-    assert converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
+    assert converge.recreate(
+        evaluation, admin=AdminPolicy(), runner=RunnerSettings(default_image="runner:1"), emit=store.emit, now=T0
+    )
     job = store.objects[("Job", _job_name())]
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HF_HUB_OFFLINE"] == "1"  # the policy still holds for the Job made again
     assert store.events[0] == ("Warning", "JobLost") and ("Normal", "JobCreated") in store.events
     # Seen by both the DELETED event and the sweep: the second finds the Job and does nothing.
-    assert not converge.recreate(evaluation, admin=AdminPolicy(), default_image="runner:1", emit=store.emit, now=T0)
+    assert not converge.recreate(
+        evaluation, admin=AdminPolicy(), runner=RunnerSettings(default_image="runner:1"), emit=store.emit, now=T0
+    )
     assert [k for k in store.objects if k[0] == "Job"] == [("Job", _job_name())]
 
 
@@ -137,7 +141,7 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     sweeper = converge.LostJobSweeper(
         runs=runs,
         admin=AdminPolicy(),
-        default_image="runner:1",
+        runner=RunnerSettings(default_image="runner:1"),
         on_error=lambda *e: errors.append(e),
         emit=store.emit,
         interval=30,
@@ -172,9 +176,13 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
     evaluation = _evaluation(phase="Succeeded")
     first = _job_name()
     store.objects[("Job", first)] = {"kind": "Job", "metadata": {"name": first, "annotations": {}}}
-    assert converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit).is_noop
+    assert converge.carry_out(
+        evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
+    ).is_noop
     evaluation["metadata"]["annotations"] = {builders.ANNOTATION_RERUN: "sha-1234"}
-    steps = converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
+    steps = converge.carry_out(
+        evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
+    )
     rerun = builders.job_name(builders.EvaluationRef.from_body(evaluation))
     assert steps.new_run and rerun.startswith("tiny-g1-r") and rerun.endswith(first.removeprefix("tiny-g1"))
     assert [name for kind, name in store.objects if kind == "Job"] == [rerun]
@@ -196,13 +204,13 @@ def test_the_namespaces_runner_identity_is_made_once_and_each_job_once(monkeypat
     del evaluation["status"]  # never decided: nothing to list, everything to create
     created = []
     monkeypatch.setattr(kube, "create", lambda m: created.append((m["kind"], m["metadata"]["name"])) or store.create(m))
-    converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=store.emit)
+    converge.carry_out(evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit)
     job = builders.job_name(builders.EvaluationRef.from_body(evaluation))
     identity = [("ServiceAccount", "assay-runner"), ("Role", "assay-runner"), ("RoleBinding", "assay-runner")]
     assert created == [("NetworkPolicy", job), *identity, ("Job", job)] and store.patched == []
     assert store.objects[("Job", job)]["spec"]["template"]["spec"]["serviceAccountName"] == "assay-runner"
     created.clear()
-    converge.carry_out(_evaluation(), spec, now=T0, default_image="runner:1", emit=store.emit)
+    converge.carry_out(_evaluation(), spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit)
     assert created == [] and store.patched == [("NetworkPolicy", job)]
     assert [key for key in store.objects if key[0] == "Job"] == [("Job", job)]
     assert store.events.count(("Normal", "JobCreated")) == 1

@@ -10,11 +10,10 @@ import re
 from typing import Any
 
 import pytest
-
 from assay.operator.runtime.metrics import EvaluationMetrics
+from tests.operator.helm_chart import CHART, needs_helm
 from tests.operator.local_prometheus import prometheus, query, wait  # noqa: F401  (fixture)
-from tests.operator.test_operator_helm import CHART, needs_helm
-from tests.operator.test_operator_metrics import _evaluation
+from tests.operator.metrics_scrape import scored_evaluation
 
 pytestmark = [needs_helm, pytest.mark.slow]
 INTERVALS = "Scores with 95% confidence interval"
@@ -45,7 +44,7 @@ def _answers(url: str, panel: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
 
 def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: tuple[str, EvaluationMetrics]) -> None:  # noqa: F811
     url, metrics = prometheus
-    candidate = _evaluation("candidate")
+    candidate = scored_evaluation("candidate")
     candidate["status"]["comparison"] = {
         "baseline": "base-eval",
         "verdict": "regressed",
@@ -69,7 +68,7 @@ def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: t
             }
         ],
     }
-    metrics.observe(_evaluation("base-eval"))
+    metrics.observe(scored_evaluation("base-eval"))
     metrics.observe(candidate)
     panels = _panels()
     wanted = {INTERVALS: 3, REGRESSED: 1, DELTAS: 3, SCORE_BARS: 7, DELTA_BARS: 7}

@@ -16,13 +16,12 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-
 from assay.compare import comparison, outputs
 from assay.operator.decide import regression
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.runner.results import versus_baseline
 from tests.compare.crafted import write_run
-from tests.operator.test_operator_metrics import _evaluation, _scrape
+from tests.operator.metrics_scrape import scored_evaluation, scrape
 
 RULE = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "assay" / "templates" / "prometheusrule.yaml"
 
@@ -62,7 +61,7 @@ def _alert_expression() -> tuple[list[str], str]:
 def _firing(url: str) -> set[tuple[str, ...]]:
     labels, series = _alert_expression()
     maxima: dict[tuple[str, ...], float] = defaultdict(lambda: float("-inf"))
-    for (name, sample_labels), value in _scrape(url).items():
+    for (name, sample_labels), value in scrape(url).items():
         if name == series:
             key = tuple(dict(sample_labels).get(label, "") for label in labels)
             maxima[key] = max(maxima[key], value)
@@ -81,13 +80,13 @@ def test_strict_and_inconclusive_is_the_same_in_status_condition_gauge_and_alert
     condition = regression.regressed({"comparison": status}, spec, succeeded=True)["Regressed"]
     assert condition[:2] == ((True if strict else None), "Inconclusive")
 
-    evaluation = _evaluation("cand")
+    evaluation = scored_evaluation("cand")
     evaluation["spec"].update(spec)
     evaluation["status"]["comparison"] = status
     metrics.observe(evaluation)
     gauge = {
         dict(labels)["baseline"]: value
-        for (name, labels), value in _scrape(url).items()
+        for (name, labels), value in scrape(url).items()
         if name == "assay_evaluation_regressed"
     }
     assert gauge == {"base-eval": 1.0 if strict else 0.0}
@@ -96,7 +95,7 @@ def test_strict_and_inconclusive_is_the_same_in_status_condition_gauge_and_alert
 
 def test_a_regressed_verdict_fires_under_any_gate(served: tuple[EvaluationMetrics, str]) -> None:
     metrics, url = served
-    evaluation = _evaluation("cand")
+    evaluation = scored_evaluation("cand")
     evaluation["spec"]["baseline"] = {"evaluation": "base-eval"}
     evaluation["status"]["comparison"] = {"baseline": "base-eval", "verdict": "regressed", "message": "m.", "rows": []}
     metrics.observe(evaluation)

@@ -4,27 +4,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
-from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[2]
-CHART = REPO / "deploy" / "helm" / "assay"
-HELM = shutil.which("helm") or next(
-    (
-        str(p)
-        for p in [Path.home() / ".cache" / "assay" / "bin" / "helm", Path.home() / "go" / "bin" / "helm"]
-        if p.is_file()
-    ),
-    None,
-)
-needs_helm = pytest.mark.skipif(
-    HELM is None, reason="helm binary not installed (go install helm.sh/helm/v3/cmd/helm@v3.16.4)"
-)
+from tests.operator.helm_chart import CHART, HELM, REPO, needs_helm, render
 
 
 def test_chart_metadata_and_values() -> None:
@@ -77,16 +62,6 @@ def test_templates_are_balanced() -> None:
         assert opened == closed, path.name
 
 
-def _render(*args: str) -> list[dict[str, Any]]:
-    out = subprocess.run(
-        [HELM, "template", "ev", str(CHART), "--namespace", "assay-system", *args],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
-
-
 def _validate(documents: list[dict[str, Any]]) -> None:
     from kubernetes import client
 
@@ -112,7 +87,7 @@ def test_helm_lint() -> None:
 
 @needs_helm
 def test_cluster_wide_render() -> None:
-    documents = _render("--set", "metrics.serviceMonitor.enabled=true")
+    documents = render("--set", "metrics.serviceMonitor.enabled=true")
     _validate(documents)
     kinds = sorted(d["kind"] for d in documents)
     # ClusterRoles: the operator's, /metrics' reviews and readers (test_operator_chart_metrics).
@@ -178,7 +153,7 @@ def test_cluster_wide_render() -> None:
 
 @needs_helm
 def test_namespaced_render() -> None:
-    documents = _render("--set", "watchNamespaces={team-a,team-b}", "--set", "grafana.dashboard.enabled=false")
+    documents = render("--set", "watchNamespaces={team-a,team-b}", "--set", "grafana.dashboard.enabled=false")
     _validate(documents)
     roles = [d for d in documents if d["kind"] == "Role" and not d["metadata"]["name"].endswith("-leader")]
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["team-a", "team-b"]
@@ -196,7 +171,7 @@ def test_namespaced_render() -> None:
 
 @needs_helm
 def test_leader_election_holds_only_its_own_lease() -> None:
-    documents = _render("--set", "operator.replicas=2")
+    documents = render("--set", "operator.replicas=2")
     _validate(documents)
     (role,) = [d for d in documents if d["kind"] == "Role"]
     assert role["metadata"]["name"] == "ev-assay-leader" and role["metadata"]["namespace"] == "assay-system"

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from assay.errors import UsageError, UserError
 from assay.operator import local
 from assay.operator.admission import validation
@@ -148,18 +147,21 @@ def test_validation_hooks() -> None:
 
 
 def test_operator_command_line() -> None:
-    from assay.operator import main
+    from assay.operator import main, settings
 
     args = main.parse_args(["--namespace", "a", "--namespace", "b", "--metrics-port", "0", "--standalone"])
     assert main.scope(args) == (False, ["a", "b"]) and args.standalone and args.metrics_port == 0
     assert main.scope(main.parse_args(["--all-namespaces"])) == (True, [])
+    # without --namespace, those of ASSAY_NAMESPACES (the operator's settings); none: all
+    watched = settings.from_env({"ASSAY_NAMESPACES": "a, b,"})
+    assert main.scope(main.parse_args([], watched), watched) == (False, ["a", "b"])
+    assert main.scope(main.parse_args([], settings.OperatorSettings())) == (True, [])
     with pytest.raises(UsageError):
         main.parse_args(["--namespace", "a", "--all-namespaces"])
 
 
 def test_handlers_register_with_kopf() -> None:
     import kopf
-
     from assay.operator import handlers  # noqa: F401
 
     registry = kopf.get_default_registry()
@@ -168,12 +170,10 @@ def test_handlers_register_with_kopf() -> None:
     # No create/update/resume/delete handler: kopf then keeps no progress, no copy of a spec
     # (which could hold a refused literal token) and no finalizer on any object.
     assert list(registry._changing.get_all_handlers()) == []
-    assert sys.modules["assay.operator.handlers"].watched_namespaces({"ASSAY_NAMESPACES": "a, b,"}) == ["a", "b"]
 
 
 def test_operator_without_credentials_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from assay.operator import main
-
     from kubernetes.config import kube_config
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))

@@ -8,18 +8,14 @@ operator's own API client (`api_client.request` over `api_session`). The e2e sui
 
 from __future__ import annotations
 
-import http.server
-import json
 import ssl
 import subprocess
-import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime.metrics import EvaluationMetrics
@@ -33,65 +29,7 @@ from assay.operator.runtime.metrics_auth import (
     Verdict,
 )
 from assay.operator.runtime.metrics_tls import TlsFiles
-
-READER, STRANGER = "reader-token", "stranger-token"
-USERS = {READER: "system:serviceaccount:monitoring:prometheus", STRANGER: "system:serviceaccount:team:default"}
-
-
-class ReviewServer:
-    """Answers TokenReviews (the tokens in USERS) and SubjectAccessReviews (only the reader may get
-    /metrics) as the API server does; records each review it was sent."""
-
-    def __init__(self) -> None:
-        self.reviews: list[tuple[str, dict[str, Any]]] = []
-        self.failing = False
-        self.hold = threading.Event()
-        """Cleared: TokenReviews of tokens not in USERS wait until it is set (a slow API server)."""
-        self.hold.set()
-        self.held = 0
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server interface
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.reviews.append((self.path, body))
-                if self.path == TOKEN_REVIEWS and body["spec"]["token"] not in USERS and not outer.hold.is_set():
-                    outer.held += 1
-                    outer.hold.wait(30)
-                if outer.failing:
-                    self._send(503, {"kind": "Status", "message": "etcd is away"})
-                elif self.path == TOKEN_REVIEWS:
-                    user = USERS.get(body["spec"]["token"])
-                    status = (
-                        {"authenticated": True, "user": {"username": user, "uid": "u-1", "groups": ["g"]}}
-                        if user
-                        else {"authenticated": False}
-                    )
-                    self._send(201, {**body, "status": status})
-                elif self.path == ACCESS_REVIEWS:
-                    spec = body["spec"]
-                    allowed = spec["user"] == USERS[READER] and spec["nonResourceAttributes"] == {
-                        "path": "/metrics",
-                        "verb": "get",
-                    }
-                    self._send(201, {**body, "status": {"allowed": allowed}})
-                else:
-                    self._send(404, {})
-
-            def _send(self, code: int, answer: dict[str, Any]) -> None:
-                data = json.dumps(answer).encode()
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+from tests.operator.review_server import READER, STRANGER, USERS, ReviewServer, get, serve
 
 
 @pytest.fixture
@@ -114,26 +52,6 @@ class Clock:
         return self.now
 
 
-def _serve(metrics: EvaluationMetrics, **options: Any) -> Iterator[str]:
-    server, thread = metrics.start_server(0, addr="127.0.0.1", **options)
-    scheme = "https" if options.get("tls") else "http"
-    try:
-        yield f"{scheme}://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-
-
-def _get(url: str, token: str | None = None, context: ssl.SSLContext | None = None) -> tuple[int, str]:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=10, context=context) as response:
-            return response.status, response.read().decode()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read().decode()
-
-
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
@@ -143,15 +61,15 @@ def clock() -> Clock:
 def secured(api: ReviewServer, clock: Clock) -> Iterator[str]:
     metrics = EvaluationMetrics()
     metrics.record_completion("team", "succeeded")
-    yield from _serve(metrics, authorizer=TokenAuthorizer(clock=clock))
+    yield from serve(metrics, authorizer=TokenAuthorizer(clock=clock))
 
 
 def test_no_token_401_a_stranger_403_the_reader_200(secured: str, api: ReviewServer) -> None:
-    status, body = _get(f"{secured}/metrics")
+    status, body = get(f"{secured}/metrics")
     assert status == 401 and "bearer token" in body and not api.reviews  # nothing to ask the API server
-    assert _get(f"{secured}/metrics", "made-up")[0] == 401
-    assert _get(f"{secured}/metrics", STRANGER)[0] == 403
-    status, body = _get(f"{secured}/metrics", READER)
+    assert get(f"{secured}/metrics", "made-up")[0] == 401
+    assert get(f"{secured}/metrics", STRANGER)[0] == 403
+    status, body = get(f"{secured}/metrics", READER)
     assert status == 200 and 'assay_evaluations_completed_total{namespace="team",result="succeeded"} 1.0' in body
     # The reviews the operator sent, as controller-runtime's filter sends them.
     ((path, access),) = [r for r in api.reviews if r[0] == ACCESS_REVIEWS and r[1]["spec"]["user"] == USERS[READER]]
@@ -161,41 +79,41 @@ def test_no_token_401_a_stranger_403_the_reader_200(secured: str, api: ReviewSer
         "groups": ["g"],
         "nonResourceAttributes": {"path": "/metrics", "verb": "get"},
     }
-    assert _get(f"{secured}/other", READER)[0] == 404
+    assert get(f"{secured}/other", READER)[0] == 404
 
 
 def test_an_allowed_answer_is_kept_five_minutes_a_refusal_thirty_seconds(
     secured: str, api: ReviewServer, clock: Clock
 ) -> None:
     for _ in range(5):
-        assert _get(f"{secured}/metrics", READER)[0] == 200
-        assert _get(f"{secured}/metrics", STRANGER)[0] == 403
-        assert _get(f"{secured}/metrics", "made-up")[0] == 401
+        assert get(f"{secured}/metrics", READER)[0] == 200
+        assert get(f"{secured}/metrics", STRANGER)[0] == 403
+        assert get(f"{secured}/metrics", "made-up")[0] == 401
     assert [p for p, _ in api.reviews] == [TOKEN_REVIEWS, ACCESS_REVIEWS] * 2 + [TOKEN_REVIEWS]
     clock.now += DENIED_TTL  # the refusals are asked again; the reader is not
     for token in (READER, STRANGER, "made-up"):
-        _get(f"{secured}/metrics", token)
+        get(f"{secured}/metrics", token)
     assert [b["spec"].get("token") or b["spec"]["user"] for _, b in api.reviews[5:]] == [
         STRANGER,
         USERS[STRANGER],
         "made-up",
     ]
     clock.now += ALLOWED_TTL - DENIED_TTL  # five minutes after its review: the reader is asked again
-    assert _get(f"{secured}/metrics", READER)[0] == 200
+    assert get(f"{secured}/metrics", READER)[0] == 200
     assert len(api.reviews) == 10
 
 
 def test_an_api_server_that_cannot_answer_is_503_and_not_remembered(secured: str, api: ReviewServer) -> None:
     api.failing = True
-    status, body = _get(f"{secured}/metrics", READER)
+    status, body = get(f"{secured}/metrics", READER)
     assert status == 503 and "could not check" in body
     api.failing = False
-    assert _get(f"{secured}/metrics", READER)[0] == 200
+    assert get(f"{secured}/metrics", READER)[0] == 200
 
 
 def test_without_an_authorizer_metrics_are_open() -> None:
-    for url in _serve(EvaluationMetrics()):
-        assert _get(f"{url}/metrics")[0] == 200
+    for url in serve(EvaluationMetrics()):
+        assert get(f"{url}/metrics")[0] == 200
 
 
 def test_the_authorizer_keeps_no_token_and_a_flood_of_refusals_pushes_out_no_reader() -> None:
@@ -246,9 +164,9 @@ def certificate(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_https_with_the_mounted_certificate(certificate: Path, api: ReviewServer) -> None:
     trusted = ssl.create_default_context(cafile=str(certificate / "tls.crt"))
-    for url in _serve(EvaluationMetrics(), tls=TlsFiles(certificate), authorizer=TokenAuthorizer()):
-        assert _get(f"{url}/metrics", READER, context=trusted)[0] == 200
-        assert _get(f"{url}/metrics", context=trusted)[0] == 401
+    for url in serve(EvaluationMetrics(), tls=TlsFiles(certificate), authorizer=TokenAuthorizer()):
+        assert get(f"{url}/metrics", READER, context=trusted)[0] == 200
+        assert get(f"{url}/metrics", context=trusted)[0] == 401
         with pytest.raises(OSError):  # plain HTTP gets no answer
             urllib.request.urlopen(url.replace("https:", "http:") + "/metrics", timeout=10)
 

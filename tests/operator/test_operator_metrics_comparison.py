@@ -6,10 +6,9 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 import pytest
-
 from assay.operator.build.metric_labels import MAX_LENGTH, bounded
 from assay.operator.runtime.metrics import EvaluationMetrics
-from tests.operator.test_operator_metrics import SCORE, _evaluation, _labels, _scrape
+from tests.operator.metrics_scrape import SCORE, scored_evaluation, scrape, series_labels
 
 EV = dict(namespace="team", evaluation="ev")
 DELTA = dict(**EV, baseline="base-eval", task="arc_easy", metric="acc", filter="none")
@@ -41,7 +40,7 @@ def _compared(
     rows: list[dict[str, Any]] | None = None,
     name: str = "ev",
 ) -> dict[str, Any]:
-    evaluation = _evaluation(name)
+    evaluation = scored_evaluation(name)
     evaluation["status"]["comparison"] = {
         "baseline": baseline,
         "verdict": verdict,
@@ -65,19 +64,19 @@ def served() -> Iterator[tuple[EvaluationMetrics, str]]:
 
 
 def _named(url: str, name: str) -> dict[tuple[tuple[str, str], ...], float]:
-    return {labels: value for (sample, labels), value in _scrape(url).items() if sample == name}
+    return {labels: value for (sample, labels), value in scrape(url).items() if sample == name}
 
 
 def test_each_score_with_a_stderr_has_its_95_percent_interval(served: tuple[EvaluationMetrics, str]) -> None:
     metrics, url = served
-    evaluation = _evaluation()
+    evaluation = scored_evaluation()
     evaluation["status"]["results"]["piqa"] = {"acc,none": {"value": 0.7, "stderr": "N/A"}}  # lm-eval's "no stderr"
     metrics.observe(evaluation)
-    samples = _scrape(url)
-    assert samples[("assay_evaluation_score_ci_low", _labels(**SCORE))] == pytest.approx(0.61 - 1.96 * 0.01)
-    assert samples[("assay_evaluation_score_ci_high", _labels(**SCORE))] == pytest.approx(0.61 + 1.96 * 0.01)
+    samples = scrape(url)
+    assert samples[("assay_evaluation_score_ci_low", series_labels(**SCORE))] == pytest.approx(0.61 - 1.96 * 0.01)
+    assert samples[("assay_evaluation_score_ci_high", series_labels(**SCORE))] == pytest.approx(0.61 + 1.96 * 0.01)
     # No stderr (null, or "N/A"): the score alone.
-    for labels in (_labels(**{**SCORE, "metric": "acc_norm"}), _labels(**{**SCORE, "task": "piqa"})):
+    for labels in (series_labels(**{**SCORE, "metric": "acc_norm"}), series_labels(**{**SCORE, "task": "piqa"})):
         assert ("assay_evaluation_score", labels) in samples
         assert not [name for name, other in samples if other == labels and name != "assay_evaluation_score"]
     # The interval series carry exactly the score's labels (the dashboard joins them one to one).
@@ -85,8 +84,8 @@ def test_each_score_with_a_stderr_has_its_95_percent_interval(served: tuple[Eval
     # A stderr that goes away takes its interval with it.
     evaluation["status"]["results"]["arc_easy"]["acc,none"]["stderr"] = None
     metrics.observe(evaluation)
-    assert ("assay_evaluation_score_ci_low", _labels(**SCORE)) not in _scrape(url)
-    assert ("assay_evaluation_score_stderr", _labels(**SCORE)) not in _scrape(url)
+    assert ("assay_evaluation_score_ci_low", series_labels(**SCORE)) not in scrape(url)
+    assert ("assay_evaluation_score_stderr", series_labels(**SCORE)) not in scrape(url)
 
 
 def test_a_regressed_comparison_exports_deltas_their_intervals_and_the_verdict(
@@ -94,19 +93,19 @@ def test_a_regressed_comparison_exports_deltas_their_intervals_and_the_verdict(
 ) -> None:
     metrics, url = served
     metrics.observe(_compared())
-    samples = _scrape(url)
-    assert samples[("assay_evaluation_delta", _labels(**DELTA))] == pytest.approx(-0.06)
-    assert samples[("assay_evaluation_delta_ci_low", _labels(**DELTA))] == pytest.approx(-0.09)
-    assert samples[("assay_evaluation_delta_ci_high", _labels(**DELTA))] == pytest.approx(-0.03)
-    assert samples[("assay_evaluation_delta", _labels(**{**DELTA, "task": "piqa"}))] == pytest.approx(0.01)
-    assert _named(url, "assay_evaluation_regressed") == {_labels(**EV, baseline="base-eval"): 1.0}
+    samples = scrape(url)
+    assert samples[("assay_evaluation_delta", series_labels(**DELTA))] == pytest.approx(-0.06)
+    assert samples[("assay_evaluation_delta_ci_low", series_labels(**DELTA))] == pytest.approx(-0.09)
+    assert samples[("assay_evaluation_delta_ci_high", series_labels(**DELTA))] == pytest.approx(-0.03)
+    assert samples[("assay_evaluation_delta", series_labels(**{**DELTA, "task": "piqa"}))] == pytest.approx(0.01)
+    assert _named(url, "assay_evaluation_regressed") == {series_labels(**EV, baseline="base-eval"): 1.0}
 
 
 @pytest.mark.parametrize("verdict", ["improved", "equivalent", "unchanged", "inconclusive"])
 def test_every_other_verdict_is_0(served: tuple[EvaluationMetrics, str], verdict: str) -> None:
     metrics, url = served
     metrics.observe(_compared(verdict))
-    assert _named(url, "assay_evaluation_regressed") == {_labels(**EV, baseline="base-eval"): 0.0}
+    assert _named(url, "assay_evaluation_regressed") == {series_labels(**EV, baseline="base-eval"): 0.0}
 
 
 def test_comparison_series_follow_the_status(served: tuple[EvaluationMetrics, str]) -> None:
@@ -115,38 +114,36 @@ def test_comparison_series_follow_the_status(served: tuple[EvaluationMetrics, st
     # Compared again, with another baseline and one row: the old baseline's series go.
     metrics.observe(_compared("unchanged", baseline="path:/results/base", rows=[_row("arc_easy", -0.01, "unchanged")]))
     deltas = _named(url, "assay_evaluation_delta")
-    assert deltas == {_labels(**{**DELTA, "baseline": "path:/results/base"}): pytest.approx(-0.01)}
-    assert _named(url, "assay_evaluation_regressed") == {_labels(**EV, baseline="path:/results/base"): 0.0}
+    assert deltas == {series_labels(**{**DELTA, "baseline": "path:/results/base"}): pytest.approx(-0.01)}
+    assert _named(url, "assay_evaluation_regressed") == {series_labels(**EV, baseline="path:/results/base"): 0.0}
     # A row without an interval: the delta alone.
     metrics.observe(_compared(rows=[{**_row("arc_easy", -0.06, "regressed"), "ciLow": None, "ciHigh": None}]))
     assert len(_named(url, "assay_evaluation_delta")) == 1 and not _named(url, "assay_evaluation_delta_ci_low")
     # The baseline could not be used: no deltas, no verdict.
-    errored = _evaluation()
+    errored = scored_evaluation()
     errored["status"]["comparison"] = {"baseline": "base-eval", "error": "The baseline base-eval has not succeeded."}
     metrics.observe(errored)
-    assert not [
-        name for name, _ in _scrape(url) if name.startswith(("assay_evaluation_delta", "assay_evaluation_regr"))
-    ]
+    assert not [name for name, _ in scrape(url) if name.startswith(("assay_evaluation_delta", "assay_evaluation_regr"))]
     # Scores stay as they were.
-    assert _scrape(url)[("assay_evaluation_score", _labels(**SCORE))] == pytest.approx(0.61)
+    assert scrape(url)[("assay_evaluation_score", series_labels(**SCORE))] == pytest.approx(0.61)
 
 
 def test_a_new_run_without_comparison_and_a_deletion_remove_its_series(served: tuple[EvaluationMetrics, str]) -> None:
     metrics, url = served
     metrics.observe(_compared())
     metrics.observe(_compared(name="other"))
-    rerun = _evaluation(phase="Pending")
+    rerun = scored_evaluation(phase="Pending")
     for field in ("startTime", "completionTime", "progress", "results", "groups"):
         del rerun["status"][field]
     metrics.observe(rerun)
     evaluations = {
         dict(labels)["evaluation"]
-        for name, labels in _scrape(url)
+        for name, labels in scrape(url)
         if name.startswith(("assay_evaluation_delta", "assay_evaluation_regressed", "assay_evaluation_score"))
     }
     assert evaluations == {"other"}
     metrics.forget("team", "other")
-    assert not [labels for name, labels in _scrape(url) if dict(labels).get("evaluation") == "other"]
+    assert not [labels for name, labels in scrape(url) if dict(labels).get("evaluation") == "other"]
 
 
 def test_the_cap_keeps_the_worst_compared_metrics_first_and_counts_the_rest() -> None:

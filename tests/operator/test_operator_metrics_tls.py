@@ -21,7 +21,6 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime import metrics_tls
@@ -29,8 +28,8 @@ from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import MAX_IN_FLIGHT, TOKEN_REVIEWS, TokenAuthorizer
 from tests.e2e.cluster.control_plane import die_with_parent, free_port
 from tests.operator import local_prometheus
-from tests.operator.test_operator_helm import CHART, HELM
-from tests.operator.test_operator_metrics_auth import READER, ReviewServer, _get, _serve
+from tests.operator.helm_chart import CHART, HELM
+from tests.operator.review_server import READER, ReviewServer, get, serve
 
 needs_openssl = pytest.mark.skipif(shutil.which("openssl") is None, reason="the openssl command is not installed")
 
@@ -74,14 +73,14 @@ def test_a_self_signed_certificate_is_made_served_and_checked_by_a_real_client(
     trusting = ssl.create_default_context(cafile=str(made_at_start.cert))  # verifies the chain and 127.0.0.1
     metrics = EvaluationMetrics()
     metrics.record_completion("team", "succeeded")
-    for url in _serve(metrics, tls=made_at_start):
+    for url in serve(metrics, tls=made_at_start):
         assert url.startswith("https://")
-        status, body = _get(f"{url}/metrics", context=trusting)
+        status, body = get(f"{url}/metrics", context=trusting)
         assert status == 200 and 'assay_evaluations_completed_total{namespace="team",result="succeeded"}' in body
         # What the chart's ServiceMonitor does without a CA: TLS, the certificate not checked.
         skipping = ssl.create_default_context()
         skipping.check_hostname, skipping.verify_mode = False, ssl.CERT_NONE
-        assert _get(f"{url}/metrics", context=skipping)[0] == 200
+        assert get(f"{url}/metrics", context=skipping)[0] == 200
         # A client that checks certificates against the system's CAs refuses it: it is self-signed.
         with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
             urllib.request.urlopen(f"{url}/metrics", timeout=10, context=ssl.create_default_context())
@@ -123,13 +122,13 @@ def test_a_flood_of_made_up_tokens_neither_holds_up_the_reader_nor_spends_the_op
 ) -> None:
     reviews, operator_budget = api
     trusting = ssl.create_default_context(cafile=str(made_at_start.cert))
-    for url in _serve(EvaluationMetrics(), tls=made_at_start, authorizer=TokenAuthorizer()):
-        assert _get(f"{url}/metrics", READER, context=trusting)[0] == 200  # reviewed once, then kept
+    for url in serve(EvaluationMetrics(), tls=made_at_start, authorizer=TokenAuthorizer()):
+        assert get(f"{url}/metrics", READER, context=trusting)[0] == 200  # reviewed once, then kept
         reviews.hold.clear()  # the API server now sits on every made-up token's review
         answers: dict[int, int] = {}
 
         def junk(i: int) -> None:
-            answers[i] = _get(f"{url}/metrics", f"made-up-{i}", context=trusting)[0]
+            answers[i] = get(f"{url}/metrics", f"made-up-{i}", context=trusting)[0]
 
         callers = [threading.Thread(target=junk, args=(i,)) for i in range(200)]
         for caller in callers:
@@ -139,7 +138,7 @@ def test_a_flood_of_made_up_tokens_neither_holds_up_the_reader_nor_spends_the_op
         held = reviews.held
         # Meanwhile the reader is answered from the cache (a lock held during a review would keep
         # this waiting until the API server lets go, past urllib's 10 s).
-        status, body = _get(f"{url}/metrics", READER, context=trusting)
+        status, body = get(f"{url}/metrics", READER, context=trusting)
         assert status == 200 and "assay_" in body
         # The rest were turned away at once (429), not queued behind the held ones.
         assert 0 < held <= MAX_IN_FLIGHT and set(answers.values()) == {429}
@@ -153,11 +152,11 @@ def test_a_flood_of_made_up_tokens_neither_holds_up_the_reader_nor_spends_the_op
 
 def test_callers_with_one_token_share_its_review(api: tuple[ReviewServer, CountingBucket]) -> None:
     reviews, _ = api
-    for url in _serve(EvaluationMetrics(), authorizer=TokenAuthorizer()):
+    for url in serve(EvaluationMetrics(), authorizer=TokenAuthorizer()):
         reviews.hold.clear()
         answers: list[int] = []
         callers = [
-            threading.Thread(target=lambda: answers.append(_get(f"{url}/metrics", "the-same-guess")[0]))
+            threading.Thread(target=lambda: answers.append(get(f"{url}/metrics", "the-same-guess")[0]))
             for _ in range(10)
         ]
         for caller in callers:
@@ -170,6 +169,7 @@ def test_callers_with_one_token_share_its_review(api: tuple[ReviewServer, Counti
 
 
 @needs_openssl
+@pytest.mark.slow  # a real Prometheus started and waited for until it scrapes: about 6 s
 def test_a_real_prometheus_scrapes_the_self_signed_https_as_the_charts_service_monitor_says(
     api: tuple[ReviewServer, CountingBucket], made_at_start: metrics_tls.TlsFiles, tmp_path: Path
 ) -> None:
@@ -190,7 +190,7 @@ def test_a_real_prometheus_scrapes_the_self_signed_https_as_the_charts_service_m
     token.write_text(READER)
     metrics = EvaluationMetrics()
     metrics.record_completion("team", "succeeded")
-    for url in _serve(metrics, tls=made_at_start, authorizer=TokenAuthorizer()):
+    for url in serve(metrics, tls=made_at_start, authorizer=TokenAuthorizer()):
         config = tmp_path / "prometheus.yml"
         job = {
             "job_name": "assay-operator",

@@ -7,94 +7,21 @@ against a real API server and kubelet.
 
 from __future__ import annotations
 
-import datetime
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay.errors import UserError
-from assay.operator import handlers
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
 from assay.operator.runtime import namespace_identity, observe
 from assay.operator.runtime.state import OperatorState
-
-RECORDED = Path(__file__).parent / "recorded"
-T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
-
-
-def load(name: str) -> Any:
-    return json.loads((RECORDED / f"{name}.json").read_text())
-
-
-class FakeApi:
-    """Serves one Job, its pods and Events; records every write."""
-
-    def __init__(self, job: dict[str, Any], pods: list[dict[str, Any]], events: list[dict[str, Any]] = ()) -> None:
-        self.job, self.pods, self.events = job, pods, list(events)
-        self.reads: list[tuple[str, ...]] = []
-        self.status_patches: list[dict[str, Any]] = []
-        self.ended: list[str] = []
-        self.posted: list[tuple[str, str, str]] = []
-
-    def install(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        monkeypatch.setattr(kube, "get", self.get)
-        monkeypatch.setattr(kube, "list_objects", self.list_objects)
-        monkeypatch.setattr(kube, "list_events", self.list_events)
-        monkeypatch.setattr(kube, "patch_evaluation_status", self.patch_status)
-        monkeypatch.setattr(kube, "end_job", self.end_job)
-
-    def get(self, kind: str, api_version: str, *, namespace: str, name: str) -> Any:
-        self.reads.append(("get", kind, name))
-        return self.job if kind == "Job" and name == self.job["metadata"]["name"] else None
-
-    def list_objects(
-        self,
-        kind: str,
-        api_version: str,
-        *,
-        namespace: str,
-        label_selector: str | None = None,
-        field_selector: str | None = None,
-    ) -> list[Any]:
-        self.reads.append(("list", kind, label_selector or ""))
-        assert kind == "Pod" and label_selector == f"assay.dev/job={self.job['metadata']['name']}"
-        return self.pods
-
-    def list_events(self, *, namespace: str, kind: str, name: str) -> list[Any]:
-        self.reads.append(("events", kind, name))
-        return [e for e in self.events if e["involvedObject"]["kind"] == kind and e["involvedObject"]["name"] == name]
-
-    def patch_status(self, *, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self.status_patches.append(json.loads(json.dumps(status)))
-
-    def end_job(self, *, namespace: str, name: str) -> None:
-        self.ended.append(name)
-
-    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
-        self.posted.append((type, reason, message))
-
-
-def _evaluation(status: dict[str, Any] | None = None) -> dict[str, Any]:
-    accepted = conditions.accepted(None, job_name="tiny-g1", generation=1, now=T0, new_run=True)
-    return {
-        "apiVersion": "assay.dev/v1alpha1",
-        "kind": "Evaluation",
-        "metadata": {"name": "tiny", "namespace": "evals", "uid": "e1", "generation": 1},
-        "status": status or {k: v for k, v in accepted.items() if v is not None},
-    }
-
-
-def at(minutes: float) -> datetime.datetime:
-    return T0 + datetime.timedelta(minutes=minutes)
+from tests.operator.observed_cluster import FakeApi, accepted_evaluation, at, load
 
 
 def test_a_pull_back_off_is_reported_once_then_fails_and_ends_the_job(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_pods_pending"), [load("pod_image_pull_backoff")], load("events_pod_image_pull")["items"])
     api.install(monkeypatch)
-    evaluation = _evaluation()
+    evaluation = accepted_evaluation()
     patch = observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, now=at(2))
     assert patch["reason"] == "ImagePullBackOff" and "phase" not in patch  # still Pending
     assert ("events", "Pod", "tiny-g1-7xk2p") in api.reads and not api.ended
@@ -119,7 +46,7 @@ def test_a_pull_back_off_is_reported_once_then_fails_and_ends_the_job(monkeypatc
 def test_an_oom_killed_runner_fails_with_oom_killed(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_failed_backoff_limit"), [load("pod_oomkilled")])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=api.job, now=at(4))
+    patch = observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=api.emit, job=api.job, now=at(4))
     assert patch["phase"] == "Failed" and patch["reason"] == "OOMKilled" and "16Gi" in patch["message"]
     assert not api.ended  # the Job failed by itself
     assert api.posted == [("Warning", "Failed", patch["message"])]
@@ -129,7 +56,7 @@ def test_an_oom_killed_runner_fails_with_oom_killed(monkeypatch: pytest.MonkeyPa
 def test_quota_is_read_from_the_jobs_events(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_no_pods"), [], load("events_job_failed_create_quota")["items"])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
+    patch = observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
     assert patch["reason"] == "FailedCreate" and "exceeded quota: gpu-quota" in patch["message"]
     assert ("events", "Job", "tiny-g1") in api.reads
 
@@ -151,13 +78,13 @@ def test_a_deleted_runner_account_is_made_again_when_its_pods_cannot_be_created(
     known = namespace_identity.RunnerIdentities()
     monkeypatch.setattr(known, "ensure", ensured.append)
     monkeypatch.setattr(namespace_identity, "identities", known)
-    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
+    patch = observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=api.emit, now=at(7))
     assert patch["reason"] == "FailedCreate" and 'serviceaccount "assay-runner" not found' in patch["message"]
     assert ensured == ["evals"]
     # A pod refused for another reason (a quota) is not the identity's to mend.
     quota = FakeApi(load("job_no_pods"), [], load("events_job_failed_create_quota")["items"])
     quota.install(monkeypatch)
-    observe.observe_run(_evaluation(), state=OperatorState(), emit=quota.emit, now=at(7))
+    observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=quota.emit, now=at(7))
     assert ensured == ["evals"]
 
 
@@ -166,7 +93,7 @@ def test_a_healthy_running_job_lists_no_pods(monkeypatch: pytest.MonkeyPatch) ->
     job["status"]["ready"] = 1
     api = FakeApi(job, [load("pod_running")])
     api.install(monkeypatch)
-    patch = observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=job, now=at(1))
+    patch = observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=api.emit, job=job, now=at(1))
     assert patch["phase"] == "Running" and not api.reads
     assert api.posted == [("Normal", "Running", "1 runner pod(s) running.")]
 
@@ -176,9 +103,9 @@ def test_a_superseded_or_finished_run_is_left_alone(monkeypatch: pytest.MonkeyPa
     api.install(monkeypatch)
     other = load("job_pods_pending")
     other["metadata"]["name"] = "tiny-g0"
-    assert observe.observe_run(_evaluation(), state=OperatorState(), emit=api.emit, job=other, now=at(1)) == {}
-    done = {**_evaluation()["status"], "phase": "Succeeded", "reason": "JobComplete"}
-    assert observe.observe_run(_evaluation(done), state=OperatorState(), emit=api.emit, now=at(1)) == {}
+    assert observe.observe_run(accepted_evaluation(), state=OperatorState(), emit=api.emit, job=other, now=at(1)) == {}
+    done = {**accepted_evaluation()["status"], "phase": "Succeeded", "reason": "JobComplete"}
+    assert observe.observe_run(accepted_evaluation(done), state=OperatorState(), emit=api.emit, now=at(1)) == {}
     assert not api.reads and not api.status_patches
 
 
@@ -189,7 +116,7 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
     old = load("job_pods_pending")
     old["metadata"].setdefault("annotations", {})["evaluations.assay.dev/rerun"] = "a"
     old["status"] = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
-    evaluation = _evaluation()
+    evaluation = accepted_evaluation()
     evaluation["status"]["rerunToken"] = "b"  # same Job name: the tokens' hashes collide
     assert observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=old, now=at(1)) == {}
     evaluation["status"]["rerunToken"] = "a"
@@ -202,7 +129,7 @@ def test_the_job_of_an_earlier_rerun_token_is_left_alone(monkeypatch: pytest.Mon
 
 def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
     pending = observe.PendingEvaluations()
-    evaluation = _evaluation()
+    evaluation = accepted_evaluation()
     pending.observe(evaluation)
     pending.observe({"metadata": {"namespace": "evals", "name": "running"}, "status": {"phase": "Running"}})
     pending.observe(
@@ -220,11 +147,13 @@ def test_pending_evaluations_are_swept(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_pull_timeout_setting() -> None:
-    assert handlers.image_pull_timeout({}) == 300.0
-    assert handlers.image_pull_timeout({"ASSAY_IMAGE_PULL_TIMEOUT": "120"}) == 120.0
+    from assay.operator.settings import from_env
+
+    assert from_env({}).image_pull_timeout == 300.0
+    assert from_env({"ASSAY_IMAGE_PULL_TIMEOUT": "120"}).image_pull_timeout == 120.0
     for bad in ("0", "-5", "soon"):
         with pytest.raises(UserError, match="ASSAY_IMAGE_PULL_TIMEOUT"):
-            handlers.image_pull_timeout({"ASSAY_IMAGE_PULL_TIMEOUT": bad})
+            from_env({"ASSAY_IMAGE_PULL_TIMEOUT": bad})
     from assay.operator.main import parse_args
 
     assert parse_args(["--image-pull-timeout", "90"]).image_pull_timeout == 90.0
@@ -234,11 +163,14 @@ def test_the_pull_timeout_setting() -> None:
 def test_a_rejected_spec_is_not_overwritten_by_the_previous_runs_job(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(load("job_pods_pending"), [load("pod_running")])
     api.install(monkeypatch)
-    accepted = _evaluation()["status"]
+    accepted = accepted_evaluation()["status"]
     rejected = {**accepted, **conditions.rejected(accepted, message="Unknown task 'x'.", generation=2, now=at(1))}
     job = load("job_pods_pending")
     job["status"]["ready"] = 1
-    assert observe.observe_run(_evaluation(rejected), state=OperatorState(), emit=api.emit, job=job, now=at(2)) == {}
+    assert (
+        observe.observe_run(accepted_evaluation(rejected), state=OperatorState(), emit=api.emit, job=job, now=at(2))
+        == {}
+    )
     assert not api.status_patches
 
 
@@ -256,7 +188,7 @@ def test_a_complete_job_is_judged_by_the_status_as_it_is_now(monkeypatch: pytest
     Evaluation shows no scores is looked up again before the run is called failed."""
     api = FakeApi(_complete(load("job_pods_pending")), [])
     api.install(monkeypatch)
-    cached = _evaluation()
+    cached = accepted_evaluation()
     now = {**cached, "status": {**cached["status"], "results": {"arc_easy": {}}, "runnerMessage": "Evaluated 1 tasks."}}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: now)
     patch = observe.observe_run(cached, state=OperatorState(), emit=api.emit, job=api.job, now=at(9))
@@ -267,7 +199,7 @@ def test_a_complete_job_is_judged_by_the_status_as_it_is_now(monkeypatch: pytest
 def test_a_complete_job_without_scores_fails_the_run_with_a_warning(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(_complete(load("job_pods_pending")), [])
     api.install(monkeypatch)
-    evaluation = _evaluation()
+    evaluation = accepted_evaluation()
     reads: list[str] = []
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: reads.append(name) or evaluation)
     patch = observe.observe_run(evaluation, state=OperatorState(), emit=api.emit, job=api.job, now=at(9))

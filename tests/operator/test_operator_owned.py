@@ -14,14 +14,16 @@ import datetime
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.build import builders, runner_identity
 from assay.operator.build import children as run_children
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.kube import kube
 from assay.operator.runtime import converge, namespace_identity, owned
-from tests.operator.local_apiserver import LocalApiServer
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+)
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/gitlab"
@@ -46,11 +48,18 @@ def _evaluation(api: LocalApiServer) -> dict[str, Any]:
 
 def _carry_out(evaluation: dict[str, Any]) -> Any:
     spec = spec_module.parse_spec(evaluation["spec"])
-    return converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=kube.create_event)
+    return converge.carry_out(
+        evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=kube.create_event
+    )
 
 
 def _children() -> dict[str, dict[str, Any]]:
-    return {c["kind"]: c for c in run_children.children(REF, spec_module.parse_spec(SPEC), default_image="runner:1")}
+    return {
+        c["kind"]: c
+        for c in run_children.children(
+            REF, spec_module.parse_spec(SPEC), runner=RunnerSettings(default_image="runner:1")
+        )
+    }
 
 
 def _path(manifest: dict[str, Any]) -> str:

@@ -8,7 +8,6 @@ import copy
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.admission.placement_policy import Placement
 from assay.operator.admission.policy import AdminPolicy
@@ -18,7 +17,7 @@ from assay.operator.kube import kube
 from assay.operator.runtime import observe
 from assay.operator.runtime.state import OperatorState
 from assay.operator.runtime.watched import Watched
-from tests.operator.test_operator_observe import FakeApi, _evaluation, at, load
+from tests.operator.observed_cluster import FakeApi, accepted_evaluation, at, load
 
 
 def _stopped(index: int | None, *, exit_code: int = spec_module.PEER_FAILED_EXIT_CODE, n: int = 0) -> dict[str, Any]:
@@ -84,9 +83,11 @@ def _state(max_retries: int, *, watched: bool = False) -> OperatorState:
 def test_the_run_fails_and_its_job_ends_once_past_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     api = FakeApi(_job(), [_stopped(1, n=n) for n in range(3)] + [load("pod_running")])
     api.install(monkeypatch)
-    assert observe.observe_run(_evaluation(), state=_state(3), emit=api.emit, now=at(5)).get("phase") != "Failed"
+    assert (
+        observe.observe_run(accepted_evaluation(), state=_state(3), emit=api.emit, now=at(5)).get("phase") != "Failed"
+    )
     assert not api.ended
-    patch = observe.observe_run(_evaluation(), state=_state(2), emit=api.emit, now=at(5))
+    patch = observe.observe_run(accepted_evaluation(), state=_state(2), emit=api.emit, now=at(5))
     assert patch["phase"] == "Failed" and patch["reason"] == diagnosis.PEER_FAILURES_EXCEEDED
     assert api.ended == ["tiny-g1"] and api.posted[-1][:2] == ("Warning", "Failed")
 
@@ -98,13 +99,13 @@ def test_the_bound_holds_while_every_rank_runs_again(monkeypatch: pytest.MonkeyP
 
     def written(*, namespace: str, name: str, status: dict[str, Any]) -> dict[str, Any]:
         api.status_patches.append(status)
-        return {**_evaluation(), "status": status}  # the watches keep what a status write returns
+        return {**accepted_evaluation(), "status": status}  # the watches keep what a status write returns
 
     monkeypatch.setattr(kube, "patch_evaluation_status", written)
     state = _state(1, watched=True)
     for pod in [_stopped(0, n=n) for n in range(3)]:
         state.watched.pods.observe(pod)
-    patch = observe.observe_run(_evaluation(), state=state, job=api.job, emit=api.emit, now=at(5))
+    patch = observe.observe_run(accepted_evaluation(), state=state, job=api.job, emit=api.emit, now=at(5))
     assert patch["reason"] == diagnosis.PEER_FAILURES_EXCEEDED and api.ended == ["tiny-g1"]
     assert not [r for r in api.reads if r[0] == "list"]  # from the watch, not the API
 

@@ -7,15 +7,14 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes import client
-
 from assay.errors import UserError
 from assay.operator.admission import placement_policy, policy
 from assay.operator.admission.placement_policy import GPU_TOLERATION, Placement, Toleration
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import _render, needs_helm
+from kubernetes import client
+from tests.operator.helm_chart import needs_helm, render
 
 BASE: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 REF = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
@@ -189,20 +188,18 @@ def test_pod_defaults_change_no_spec_hash() -> None:
     assert hashes == {builders.spec_hash(spec)}
 
 
-def test_the_job_takes_the_defaults_from_the_operators_policy_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(
-        placement_policy.POLICY_ENV,
-        json.dumps(
-            {"runnerResources": {"requests": {"cpu": 2}}, "emptyDirSizeLimit": "1Gi", "defaultActiveDeadlineSeconds": 0}
-        ),
+def test_the_job_takes_the_defaults_from_the_operators_policy_env() -> None:
+    from assay.operator.settings import from_env
+
+    raw = json.dumps(
+        {"runnerResources": {"requests": {"cpu": 2}}, "emptyDirSizeLimit": "1Gi", "defaultActiveDeadlineSeconds": 0}
     )
-    job = builders.job(REF, parse_spec(dict(BASE)))
+    job = builders.job(REF, parse_spec(dict(BASE)), runner=from_env({placement_policy.POLICY_ENV: raw}).runner)
     # YAML's `cpu: 2` is the quantity "2"; the memory limit is every runner's default
     assert _pod(job)["containers"][0]["resources"] == {"requests": {"cpu": "2"}, "limits": {"memory": "16Gi"}}
     assert {v["emptyDir"]["sizeLimit"] for v in _pod(job)["volumes"] if "emptyDir" in v} == {"1Gi"}
     assert "activeDeadlineSeconds" not in job["spec"]
-    monkeypatch.delenv(placement_policy.POLICY_ENV)
-    job = builders.job(REF, parse_spec(dict(BASE)))  # no policy: the chart's defaults
+    job = builders.job(REF, parse_spec(dict(BASE)), runner=from_env({}).runner)  # no policy: the chart's defaults
     assert _pod(job)["containers"][0]["resources"] == {
         "requests": {"cpu": "250m", "memory": "512Mi"},
         "limits": {"memory": "16Gi"},
@@ -273,7 +270,7 @@ def test_placement_values_read_from_json() -> None:
 @needs_helm
 def test_the_charts_placement_values_reach_the_operator() -> None:
     def placement(*args: str) -> Placement:
-        deployment = next(d for d in _render(*args) if d["kind"] == "Deployment")
+        deployment = next(d for d in render(*args) if d["kind"] == "Deployment")
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         return AdminPolicy.from_json(env[policy.POLICY_ENV]).placement
 

@@ -12,14 +12,13 @@ import json
 from typing import Any
 
 import pytest
-
 from assay.errors import UserError
 from assay.operator.admission import placement_policy, policy
 from assay.operator.admission.placement_policy import Placement
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import _render, needs_helm
+from tests.operator.helm_chart import needs_helm, render
 
 BASE: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 REF = builders.EvaluationRef(name="tiny", namespace="evals", uid="u1", generation=1)
@@ -121,7 +120,7 @@ def test_patterns_match_exactly_or_by_prefix() -> None:
 @needs_helm
 def test_the_charts_lists_reach_the_operator() -> None:
     def placement(*args: str) -> Placement:
-        deployment = next(d for d in _render(*args) if d["kind"] == "Deployment")
+        deployment = next(d for d in render(*args) if d["kind"] == "Deployment")
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         return AdminPolicy.from_json(env[policy.POLICY_ENV]).placement
 

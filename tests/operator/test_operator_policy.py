@@ -7,13 +7,12 @@ from typing import Any
 
 import pytest
 import yaml
-
 from assay.errors import UserError
 from assay.operator.admission import policy
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import CHART, _render, needs_helm
+from tests.operator.helm_chart import CHART, needs_helm, render
 
 BASE: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
 
@@ -131,7 +130,7 @@ def test_the_chart_hands_its_policy_values_to_the_operator() -> None:
     defaults = yaml.safe_load((CHART / "values.yaml").read_text())["policy"]
 
     def operator_policy(*args: str) -> AdminPolicy:
-        deployment = next(d for d in _render(*args) if d["kind"] == "Deployment")
+        deployment = next(d for d in render(*args) if d["kind"] == "Deployment")
         env = {e["name"]: e.get("value") for e in deployment["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert json.loads(env[policy.POLICY_ENV]).keys() == defaults.keys() - {"allowAnyImage"}  # the chart's own
         return AdminPolicy.from_json(env[policy.POLICY_ENV])

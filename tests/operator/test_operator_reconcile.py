@@ -2,35 +2,14 @@
 
 from __future__ import annotations
 
-import datetime
-from typing import Any
-
-from assay.operator.build import builders, names
+from assay.operator.build import builders
 from assay.operator.decide import conditions, reconcile
 from assay.spec import parse_spec
-
-NOW = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
-SPEC = {"model": "hf", "modelArgs": {"pretrained": "m"}, "tasks": ["arc_easy"]}
-MARK = names.owner_mark("u1")
-"""What ends the names of the children of the Evaluation `_body` makes (its uid's)."""
-
-
-def _body(spec: dict[str, Any], *, generation: int, status: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "apiVersion": "assay.dev/v1alpha1",
-        "kind": "Evaluation",
-        "metadata": {"name": "ev", "namespace": "ns", "uid": "u1", "generation": generation},
-        "spec": spec,
-        "status": status or {},
-    }
-
-
-def _jobs(plan: reconcile.Plan) -> list[dict[str, Any]]:
-    return [m for m in plan.create if m["kind"] == "Job"]
+from tests.operator.reconcile_cases import MARK, NOW, SPEC, evaluation_body, jobs_of
 
 
 def test_first_reconcile_creates_everything_and_marks_pending() -> None:
-    body = _body(SPEC, generation=1)
+    body = evaluation_body(SPEC, generation=1)
     plan = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
     # A run's own objects only: its runner runs as the namespace's identity, its spec is in its pod.
     assert [m["kind"] for m in plan.create] == ["NetworkPolicy", "Job"]
@@ -40,12 +19,12 @@ def test_first_reconcile_creates_everything_and_marks_pending() -> None:
 
 
 def test_restart_with_the_job_present_creates_no_second_run() -> None:
-    body = _body(SPEC, generation=1)
+    body = evaluation_body(SPEC, generation=1)
     first = reconcile.plan(body, parse_spec(SPEC), jobs=[], now=NOW)
-    (job,) = _jobs(first)
+    (job,) = jobs_of(first)
     status = {k: v for k, v in first.status.items() if v is not None}
-    again = reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[job], now=NOW)
-    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs
+    again = reconcile.plan(evaluation_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[job], now=NOW)
+    assert jobs_of(again) == [] and not again.new_run and not again.delete_jobs
     # The run's fence is written again (a NetworkPolicy deleted or loosened by hand comes back), under the run's name.
     assert [(m["kind"], m["metadata"]["name"]) for m in again.create] == [("NetworkPolicy", f"ev-g1-{MARK}")]
     assert again.status == {}  # nothing to write either
@@ -53,18 +32,24 @@ def test_restart_with_the_job_present_creates_no_second_run() -> None:
 
 def test_finished_generation_is_left_alone() -> None:
     status = {"observedGeneration": 1, "phase": conditions.SUCCEEDED, "jobName": f"ev-g1-{MARK}"}
-    assert reconcile.plan(_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[], now=NOW).is_noop
+    assert reconcile.plan(
+        evaluation_body(SPEC, generation=1, status=status), parse_spec(SPEC), jobs=[], now=NOW
+    ).is_noop
 
 
 def test_spec_change_replaces_the_old_run() -> None:
-    old = _jobs(reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))[0]
+    old = jobs_of(reconcile.plan(evaluation_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))[0]
     old_service = {"metadata": {"name": f"ev-g1-{MARK}"}}
     changed = {**SPEC, "limit": 10}
     status = {"observedGeneration": 1, "phase": conditions.SUCCEEDED, "jobName": f"ev-g1-{MARK}", "results": {"x": {}}}
     plan = reconcile.plan(
-        _body(changed, generation=2, status=status), parse_spec(changed), jobs=[old], services=[old_service], now=NOW
+        evaluation_body(changed, generation=2, status=status),
+        parse_spec(changed),
+        jobs=[old],
+        services=[old_service],
+        now=NOW,
     )
-    assert [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g2-{MARK}"]
+    assert [j["metadata"]["name"] for j in jobs_of(plan)] == [f"ev-g2-{MARK}"]
     assert plan.delete_jobs == (f"ev-g1-{MARK}",) and plan.delete_services == (f"ev-g1-{MARK}",)
     # The superseded run's fence goes with its Job; the new run's is made before its Job.
     assert plan.delete_network_policies == (f"ev-g1-{MARK}",) and not plan.is_noop
@@ -74,18 +59,20 @@ def test_spec_change_replaces_the_old_run() -> None:
 
 
 def test_suspend_toggle_pauses_the_same_run() -> None:
-    first = reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW)
-    (job,) = _jobs(first)
+    first = reconcile.plan(evaluation_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW)
+    (job,) = jobs_of(first)
     status = {k: v for k, v in first.status.items() if v is not None}
     suspended = {**SPEC, "suspend": True}
-    plan = reconcile.plan(_body(suspended, generation=2, status=status), parse_spec(suspended), jobs=[job], now=NOW)
-    assert _jobs(plan) == [] and plan.delete_jobs == () and not plan.new_run
+    plan = reconcile.plan(
+        evaluation_body(suspended, generation=2, status=status), parse_spec(suspended), jobs=[job], now=NOW
+    )
+    assert jobs_of(plan) == [] and plan.delete_jobs == () and not plan.new_run
     assert plan.suspend_job == (f"ev-g1-{MARK}", True)
     assert plan.status["observedGeneration"] == 2 and "phase" not in plan.status
 
 
 def test_rejection_is_written_once() -> None:
-    body = _body(SPEC, generation=3)
+    body = evaluation_body(SPEC, generation=3)
     patch = reconcile.rejection(body, "Unknown task 'x'.", now=NOW)
     assert patch["phase"] == conditions.FAILED and patch["observedGeneration"] == 3
     body["status"] = patch
@@ -93,12 +80,12 @@ def test_rejection_is_written_once() -> None:
 
 
 def test_jobs_being_deleted_are_not_the_current_run() -> None:
-    (job,) = _jobs(reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))
+    (job,) = jobs_of(reconcile.plan(evaluation_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW))
     job["metadata"]["deletionTimestamp"] = "2025-05-01T11:00:00Z"
-    plan = reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[job], now=NOW)
+    plan = reconcile.plan(evaluation_body(SPEC, generation=1), parse_spec(SPEC), jobs=[job], now=NOW)
     assert (
         plan.new_run
-        and builders.job_name(builders.EvaluationRef.from_body(_body(SPEC, generation=1))) == f"ev-g1-{MARK}"
+        and builders.job_name(builders.EvaluationRef.from_body(evaluation_body(SPEC, generation=1))) == f"ev-g1-{MARK}"
     )
 
 
@@ -107,11 +94,11 @@ def test_a_running_multi_node_run_asks_for_no_service_it_has() -> None:
     Service listed as the Evaluation's already: a request for nothing, and one more read
     (whose is it?) since the operator checks what it finds under its names."""
     multi = {**SPEC, "resources": {"nodes": 2, "gpusPerNode": 1}}
-    first = reconcile.plan(_body(multi, generation=1), parse_spec(multi), jobs=[], now=NOW)
-    (job,) = _jobs(first)
+    first = reconcile.plan(evaluation_body(multi, generation=1), parse_spec(multi), jobs=[], now=NOW)
+    (job,) = jobs_of(first)
     (service,) = [m for m in first.create if m["kind"] == "Service"]
     status = {k: v for k, v in first.status.items() if v is not None}
-    body = _body(multi, generation=1, status=status)
+    body = evaluation_body(multi, generation=1, status=status)
     again = reconcile.plan(body, parse_spec(multi), jobs=[job], services=[service], now=NOW)
     assert [m["kind"] for m in again.create] == ["NetworkPolicy"]
     lost = reconcile.plan(body, parse_spec(multi), jobs=[job], services=[], now=NOW)

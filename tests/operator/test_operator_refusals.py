@@ -15,15 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions, trigger
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import converge
-from tests.operator.local_apiserver import LocalApiServer
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+)
 
 RECORDED = json.loads((Path(__file__).parent / "recorded" / "api_refusals.json").read_text())
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
@@ -56,7 +58,9 @@ def _events(api: LocalApiServer, reason: str) -> list[dict[str, Any]]:
 
 def _carry_out(evaluation: dict[str, Any]) -> Any:
     spec = spec_module.parse_spec(evaluation["spec"])
-    return converge.carry_out(evaluation, spec, now=T0, default_image="runner:1", emit=kube.create_event)
+    return converge.carry_out(
+        evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=kube.create_event
+    )
 
 
 @pytest.mark.parametrize(
@@ -173,7 +177,9 @@ def test_a_quota_is_noted_and_tried_again_and_its_job_is_not_called_lost(api: Lo
     )
     assert converge.awaits_job(stored)  # still the sweep's to try again
     _refuse_jobs(api, None)  # a finished Job deleted: the quota has room
-    assert converge.recreate(stored, admin=AdminPolicy(), default_image="runner:1", emit=kube.create_event, now=T0)
+    assert converge.recreate(
+        stored, admin=AdminPolicy(), runner=RunnerSettings(default_image="runner:1"), emit=kube.create_event, now=T0
+    )
     assert api.get(f"{JOBS}/{TINY}") is not None
     assert not _events(api, "JobLost") and len(_events(api, "JobCreated")) == 1
     assert api.get(EVALUATION)["status"]["reason"] == conditions.PODS_PENDING  # type: ignore[index]
@@ -186,7 +192,9 @@ def test_a_job_the_policy_no_longer_allows_fails_instead_of_being_retried(api: L
     api.objects.pop(f"{JOBS}/{TINY}")  # deleted by hand, and meanwhile the admin narrowed the images
     narrowed = AdminPolicy(allowed_image_prefixes=("registry.example/",))
     assert stored is not None
-    assert not converge.recreate(stored, admin=narrowed, default_image="runner:1", emit=kube.create_event, now=T0)
+    assert not converge.recreate(
+        stored, admin=narrowed, runner=RunnerSettings(default_image="runner:1"), emit=kube.create_event, now=T0
+    )
     status = api.get(EVALUATION)["status"]  # type: ignore[index]
     assert (status["phase"], status["reason"]) == ("Failed", "InvalidSpec") and "registry.example/" in status["message"]
     assert len(_events(api, "InvalidSpec")) == 1 and not _events(api, "JobLost")

@@ -12,13 +12,12 @@ import hashlib
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.build import builders
 from assay.operator.build.names import DNS1035_LABEL
 from assay.operator.decide import conditions, reconcile, trigger
 from assay.spec import parse_spec
-from tests.operator.test_operator_reconcile import MARK, NOW, SPEC, _body, _jobs
+from tests.operator.reconcile_cases import MARK, NOW, SPEC, evaluation_body, jobs_of
 
 DIGEST = hashlib.sha256(b"2026-12-01").hexdigest()[:6]
 
@@ -41,8 +40,8 @@ def _finished(status: dict[str, Any], plan: reconcile.Plan, phase: str = conditi
 
 def _first_run() -> tuple[dict[str, Any], dict[str, Any]]:
     """(the Job, the finished status) of a run with no token: what every Evaluation has today."""
-    first = reconcile.plan(_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW)
-    (job,) = _jobs(first)
+    first = reconcile.plan(evaluation_body(SPEC, generation=1), parse_spec(SPEC), jobs=[], now=NOW)
+    (job,) = jobs_of(first)
     return job, _finished({}, first)
 
 
@@ -56,9 +55,9 @@ def test_no_annotation_keeps_todays_names_and_status() -> None:
 
 def test_a_token_on_a_finished_run_starts_a_fresh_one_beside_it() -> None:
     old, status = _first_run()
-    body = _with_token(_body(SPEC, generation=1, status=status), "2026-12-01")
+    body = _with_token(evaluation_body(SPEC, generation=1, status=status), "2026-12-01")
     plan = reconcile.plan(body, parse_spec(SPEC), jobs=[old], now=NOW)
-    (job,) = _jobs(plan)
+    (job,) = jobs_of(plan)
     assert plan.new_run and job["metadata"]["name"] == f"ev-g1-r{DIGEST}-{MARK}"
     assert job["metadata"]["annotations"][builders.ANNOTATION_RERUN] == "2026-12-01"
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -75,43 +74,54 @@ def test_a_token_on_a_finished_run_starts_a_fresh_one_beside_it() -> None:
 def test_the_same_token_again_or_its_removal_changes_nothing() -> None:
     old, status = _first_run()
     rerun = reconcile.plan(
-        _with_token(_body(SPEC, generation=1, status=status), "2026-12-01"), parse_spec(SPEC), jobs=[old], now=NOW
+        _with_token(evaluation_body(SPEC, generation=1, status=status), "2026-12-01"),
+        parse_spec(SPEC),
+        jobs=[old],
+        now=NOW,
     )
-    (job,) = _jobs(rerun)
+    (job,) = jobs_of(rerun)
     for phase in conditions.TERMINAL_PHASES:
         done = _finished(status, rerun, phase)
-        same = _with_token(_body(SPEC, generation=1, status=done), "2026-12-01")
+        same = _with_token(evaluation_body(SPEC, generation=1, status=done), "2026-12-01")
         assert reconcile.plan(same, parse_spec(SPEC), jobs=[job], now=NOW).is_noop  # an operator restart
         # The annotation dropped from Git: neither a re-run nor a return to the first run's names.
-        assert reconcile.plan(_body(SPEC, generation=1, status=done), parse_spec(SPEC), jobs=[job], now=NOW).is_noop
+        assert reconcile.plan(
+            evaluation_body(SPEC, generation=1, status=done), parse_spec(SPEC), jobs=[job], now=NOW
+        ).is_noop
 
 
 def test_a_restart_during_a_rerun_adopts_its_job() -> None:
     old, status = _first_run()
-    body = _with_token(_body(SPEC, generation=1, status=status), "2026-12-01")
+    body = _with_token(evaluation_body(SPEC, generation=1, status=status), "2026-12-01")
     rerun = reconcile.plan(body, parse_spec(SPEC), jobs=[old], now=NOW)
-    (job,) = _jobs(rerun)
+    (job,) = jobs_of(rerun)
     running = _applied(status, rerun, phase=conditions.RUNNING)
     again = reconcile.plan(
-        _with_token(_body(SPEC, generation=1, status=running), "2026-12-01"), parse_spec(SPEC), jobs=[job], now=NOW
+        _with_token(evaluation_body(SPEC, generation=1, status=running), "2026-12-01"),
+        parse_spec(SPEC),
+        jobs=[job],
+        now=NOW,
     )
-    assert _jobs(again) == [] and not again.new_run and not again.delete_jobs and again.status == {}
+    assert jobs_of(again) == [] and not again.new_run and not again.delete_jobs and again.status == {}
 
 
 def test_a_changed_token_replaces_a_running_rerun() -> None:
     old, status = _first_run()
     first = reconcile.plan(
-        _with_token(_body(SPEC, generation=1, status=status), "a"), parse_spec(SPEC), jobs=[old], now=NOW
+        _with_token(evaluation_body(SPEC, generation=1, status=status), "a"), parse_spec(SPEC), jobs=[old], now=NOW
     )
-    (running_job,) = _jobs(first)
+    (running_job,) = jobs_of(first)
     running = _applied(status, first, phase=conditions.RUNNING)
     # The old ev-g1 is still being deleted: it must be neither the current run nor deleted twice.
     old["metadata"]["deletionTimestamp"] = "2025-05-01T11:00:00Z"
     plan = reconcile.plan(
-        _with_token(_body(SPEC, generation=1, status=running), "b"), parse_spec(SPEC), jobs=[old, running_job], now=NOW
+        _with_token(evaluation_body(SPEC, generation=1, status=running), "b"),
+        parse_spec(SPEC),
+        jobs=[old, running_job],
+        now=NOW,
     )
     digest_b = hashlib.sha256(b"b").hexdigest()[:6]
-    assert plan.new_run and [j["metadata"]["name"] for j in _jobs(plan)] == [f"ev-g1-r{digest_b}-{MARK}"]
+    assert plan.new_run and [j["metadata"]["name"] for j in jobs_of(plan)] == [f"ev-g1-r{digest_b}-{MARK}"]
     assert plan.delete_jobs == (f"ev-g1-r{hashlib.sha256(b'a').hexdigest()[:6]}-{MARK}",)
     assert plan.status["rerunToken"] == "b" and plan.status["phase"] == conditions.PENDING
 
@@ -119,15 +129,18 @@ def test_a_changed_token_replaces_a_running_rerun() -> None:
 def test_a_suspend_toggle_during_a_rerun_pauses_the_same_run() -> None:
     old, status = _first_run()
     rerun = reconcile.plan(
-        _with_token(_body(SPEC, generation=1, status=status), "t"), parse_spec(SPEC), jobs=[old], now=NOW
+        _with_token(evaluation_body(SPEC, generation=1, status=status), "t"), parse_spec(SPEC), jobs=[old], now=NOW
     )
-    (job,) = _jobs(rerun)
+    (job,) = jobs_of(rerun)
     suspended = {**SPEC, "suspend": True}
     running = _applied(status, rerun)
     plan = reconcile.plan(
-        _with_token(_body(suspended, generation=2, status=running), "t"), parse_spec(suspended), jobs=[job], now=NOW
+        _with_token(evaluation_body(suspended, generation=2, status=running), "t"),
+        parse_spec(suspended),
+        jobs=[job],
+        now=NOW,
     )
-    assert _jobs(plan) == [] and not plan.new_run and not plan.delete_jobs
+    assert jobs_of(plan) == [] and not plan.new_run and not plan.delete_jobs
     assert plan.suspend_job == (job["metadata"]["name"], True)
 
 
@@ -147,14 +160,17 @@ def test_rerun_names_are_valid_and_apart(name: str) -> None:
 def test_a_bumped_token_asks_for_a_decision_and_a_removed_one_does_not() -> None:
     """The trigger is a level (`trigger`): the token on the object against the one its status ran."""
     _, status = _first_run()
-    finished = _body(SPEC, generation=1, status={**status, "observedGeneration": 1})
+    finished = evaluation_body(SPEC, generation=1, status={**status, "observedGeneration": 1})
     assert not trigger.needs_decision(finished, first_sight=True)
-    bumped = _with_token(_body(SPEC, generation=1, status={**status, "observedGeneration": 1}), "2026-12-01")
+    bumped = _with_token(evaluation_body(SPEC, generation=1, status={**status, "observedGeneration": 1}), "2026-12-01")
     assert trigger.needs_decision(bumped, first_sight=False)
     ran = _with_token(
-        _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"}), "2026-12-01"
+        evaluation_body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"}),
+        "2026-12-01",
     )
     assert not trigger.needs_decision(ran, first_sight=True)
     # The annotation removed after that run: its token stays the one asked for; nothing to do.
-    removed = _body(SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"})
+    removed = evaluation_body(
+        SPEC, generation=1, status={**status, "observedGeneration": 1, "rerunToken": "2026-12-01"}
+    )
     assert builders.rerun_token(removed) == "2026-12-01" and not trigger.needs_decision(removed, first_sight=True)

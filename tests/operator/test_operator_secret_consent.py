@@ -17,7 +17,6 @@ from typing import Any, Iterator
 
 import pytest
 import yaml
-
 from assay.errors import UserError
 from assay.operator import handlers
 from assay.operator.admission import secret_consent, validation
@@ -26,7 +25,7 @@ from assay.operator.kube import api_client, credentials, kube
 from assay.operator.kube.api_session import Session
 from assay.operator.runtime.state import OperatorState
 from assay.spec import parse_spec
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm
 
 NAMESPACE = "team-a"
 CONSENT = {"assay.dev/evaluations": "allowed"}

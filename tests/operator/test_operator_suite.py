@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from assay.operator.admission import validation
-from assay.operator.build import builders
+from assay.operator.build import baseline_view, builders
 from assay.spec import ENV_BASELINE_EVALUATION, parse_spec
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -111,7 +111,7 @@ def test_the_gated_suite_compares_each_candidate_with_its_production_twin() -> N
         validation.validate(spec)
         ref = builders.EvaluationRef(name=name, namespace="team-a", uid="u", generation=1)
         # The runner reads no Evaluation: its Job carries what the operator read of the baseline.
-        shown = builders.baseline_view(evaluations[spec.baseline.evaluation])
+        shown = baseline_view.view(evaluations[spec.baseline.evaluation])
         (job,) = [c for c in children.children(ref, spec, baseline=shown) if c["kind"] == "Job"]
         env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
         assert json.loads(env[ENV_BASELINE_EVALUATION])["metadata"] == {"name": spec.baseline.evaluation}

@@ -15,15 +15,18 @@ import time
 from typing import Any, Callable
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions
 from assay.operator.kube import api_errors, kube
 from assay.operator.runtime import converge, periodic
-from tests.operator.local_apiserver import LocalApiServer, status
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+    status,
+)
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
@@ -44,7 +47,11 @@ def _accepted_run(api: LocalApiServer) -> dict[str, Any]:
     }
     api.put(evaluation, EVALUATION)
     converge.carry_out(
-        evaluation, spec_module.parse_spec(SPEC), now=T0, default_image="runner:1", emit=kube.create_event
+        evaluation,
+        spec_module.parse_spec(SPEC),
+        now=T0,
+        runner=RunnerSettings(default_image="runner:1"),
+        emit=kube.create_event,
     )
     stored = api.get(EVALUATION)
     assert stored is not None and api.get(JOB) is not None
@@ -72,7 +79,11 @@ def test_the_resync_outlives_an_outage_and_brings_back_a_job_deleted_meanwhile(
     runs.observe(_accepted_run(api))
     counted: list[tuple[str, str]] = []
     sweeper = converge.LostJobSweeper(
-        runs=runs, admin=AdminPolicy(), default_image="runner:1", on_error=lambda *e: counted.append(e), interval=0.05
+        runs=runs,
+        admin=AdminPolicy(),
+        runner=RunnerSettings(default_image="runner:1"),
+        on_error=lambda *e: counted.append(e),
+        interval=0.05,
     )
     sweeper.start()
     try:
@@ -116,7 +127,11 @@ def test_a_running_runs_ended_job_reaches_its_status_without_a_watch_event(api: 
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
     runs.observe(api.get(EVALUATION) or {})
     sweeper = converge.LostJobSweeper(
-        runs=runs, admin=AdminPolicy(), default_image="runner:1", on_error=lambda *e: pytest.fail(f"{e}"), interval=30
+        runs=runs,
+        admin=AdminPolicy(),
+        runner=RunnerSettings(default_image="runner:1"),
+        on_error=lambda *e: pytest.fail(f"{e}"),
+        interval=30,
     )
     now[0] = 30.0
     just = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -8,28 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay.errors import UserError
 from assay.operator.admission import task_sources, validation
 from assay.operator.build import builders
 from assay.runner.job import ENV_INCLUDE_PATH
 from assay.runner.tasks.index import TaskManager
 from assay.spec import parse_spec
-
-# A task of the suite's own: arc_easy's data with another prompt.
-ARC_QA = """\
-task: arc_easy_qa
-tag: [suite_qa]
-dataset_path: allenai/ai2_arc
-dataset_name: ARC-Easy
-output_type: multiple_choice
-test_split: test
-doc_to_text: "Q: {{question}}\\nA:"
-doc_to_target: "{{choices.label.index(answerKey)}}"
-doc_to_choice: "{{choices.text}}"
-metric_list:
-  - metric: acc
-"""
+from tests.operator.task_yaml import ARC_QA
 
 
 def _config_map(name: str, data: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
@@ -225,21 +210,19 @@ def test_the_unsafe_code_gate_follows_groups_as_the_engine_does() -> None:
     _validated({**SPEC, "tasks": ["suite_all"], "allowUnsafeCode": True}, {"suite": _config_map("suite", data)})
 
 
-def test_the_runner_is_told_whether_task_code_may_run(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_runner_is_told_whether_task_code_may_run() -> None:
+    from assay.operator.settings import from_env
+
     ref = builders.EvaluationRef(name="ev", namespace="team-a", uid="u1", generation=1)
     spec = parse_spec(SPEC)
 
-    def task_code() -> str | None:
-        env = {
-            e["name"]: e.get("value")
-            for e in builders.job(ref, spec)["spec"]["template"]["spec"]["containers"][0]["env"]
-        }
+    def task_code(operator_env: dict[str, str]) -> str | None:
+        job = builders.job(ref, spec, runner=from_env(operator_env).runner)
+        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
         return env.get("ASSAY_TASK_CODE")
 
-    monkeypatch.delenv("ASSAY_POLICY", raising=False)
-    assert task_code() == "refused"
-    monkeypatch.setenv("ASSAY_POLICY", '{"allowTaskCode": true}')
-    assert task_code() == "allowed"
+    assert task_code({}) == "refused"
+    assert task_code({"ASSAY_POLICY": '{"allowTaskCode": true}'}) == "allowed"
 
 
 def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(

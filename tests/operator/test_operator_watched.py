@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from assay import spec as spec_module
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions, diagnosis
 from assay.operator.kube import kube
 from assay.operator.runtime import converge, observe
@@ -189,11 +189,16 @@ def test_a_new_evaluation_lists_no_children_and_one_that_named_a_job_does(monkey
     spec = spec_module.parse_spec(evaluation["spec"])
     written: list[Any] = []
     steps = converge.carry_out(
-        evaluation, spec, now=T0, default_image="img", emit=lambda *a, **k: None, written=written.append
+        evaluation,
+        spec,
+        now=T0,
+        runner=RunnerSettings(default_image="img"),
+        emit=lambda *a, **k: None,
+        written=written.append,
     )
     assert steps.new_run and api.reads == []
     assert written and written[0]["status"]["jobName"] == steps.status["jobName"]
-    converge.carry_out(written[0], spec, now=T0, default_image="img", emit=lambda *a, **k: None)
+    converge.carry_out(written[0], spec, now=T0, runner=RunnerSettings(default_image="img"), emit=lambda *a, **k: None)
     assert api.reads == ["list_children", "list_children"]  # its Jobs and Services: a restart adopts them
 
 

@@ -9,16 +9,15 @@ from __future__ import annotations
 
 import importlib.util
 import re
-import tomllib
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from tests.project.image_locks import IMAGES, REPO, lock
 
-REPO = Path(__file__).resolve().parents[2]
-IMAGES = REPO / "deploy" / "images"
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 # The platform the locks are resolved for (lock.sh): the base images' CPython 3.11 on x86_64 Linux.
 TARGET = {
@@ -31,7 +30,6 @@ TARGET = {
     "implementation_name": "cpython",
     "platform_python_implementation": "CPython",
 }
-HASH = re.compile(r"--hash=sha256:[0-9a-f]{64}")
 
 
 def _requirements_py() -> ModuleType:
@@ -40,21 +38,6 @@ def _requirements_py() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-def lock(name: str) -> dict[str, tuple[str, int]]:
-    """A lock file as normalized name → (pinned version, number of sha256 hashes)."""
-    text = re.sub(r"\\\n", " ", (IMAGES / name).read_text())
-    pins: dict[str, tuple[str, int]] = {}
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#"):
-            continue
-        requirement = Requirement(line.split(" --hash", 1)[0])
-        specifiers = list(requirement.specifier)
-        assert len(specifiers) == 1 and specifiers[0].operator == "==", f"{name}: {line[:80]} is not pinned with =="
-        pins[canonicalize_name(requirement.name)] = (specifiers[0].version, len(HASH.findall(line)))
-    return pins
 
 
 def _assert_locked(wanted: list[str], name: str) -> None:

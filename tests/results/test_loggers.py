@@ -62,6 +62,7 @@ def test_metric_split_matches_lm_eval():
     assert metrics == lm_metrics
 
 
+@pytest.mark.slow  # wandb's import and its offline run: about 6 s
 def test_wandb_offline_run_logs_results_tables_and_artifacts(tmp_path, monkeypatch):
     wandb = pytest.importorskip("wandb", reason="wandb is an optional extra (assay[wandb])")
     monkeypatch.setenv("WANDB_MODE", "offline")

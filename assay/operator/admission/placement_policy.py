@@ -26,9 +26,6 @@ tainted node (control plane, reserved pool) is reached only with a toleration.
 from __future__ import annotations
 
 import dataclasses
-import functools
-import json
-import os
 from typing import Any, Mapping
 
 from assay.errors import UserError
@@ -241,22 +238,6 @@ def _tolerations(raw: Any) -> tuple[Toleration, ...]:
             raise UserError(f"{where} without a key must have operator Exists (it then tolerates every taint).")
         found.append(toleration)
     return tuple(found)
-
-
-@functools.lru_cache(maxsize=4)
-def _parse(raw: str) -> Placement:
-    data = json.loads(raw) if raw.strip() else {}
-    return Placement.from_data(data if isinstance(data, dict) else {})
-
-
-def from_env(env: Mapping[str, str] | None = None) -> Placement:
-    """The placement part of ASSAY_POLICY, which `main` has checked at start (`policy.AdminPolicy.from_env`).
-
-    Read where the Job is built, as the runner's pull secrets and GPU resource name are:
-    what the Job's pod gets by default is no part of the spec, so it changes no spec hash
-    and a new default never replaces a running Job."""
-    env = os.environ if env is None else env
-    return _parse(env.get(POLICY_ENV, ""))
 
 
 def check(spec: Evaluation, placement: Placement) -> None:

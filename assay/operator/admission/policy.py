@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 from typing import Any, Mapping
 
@@ -122,8 +121,8 @@ class AdminPolicy:
         )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "AdminPolicy":
-        env = os.environ if env is None else env
+    def from_env(cls, env: Mapping[str, str]) -> "AdminPolicy":
+        """The policy `env` (the operator's environment, read once by `assay.operator.settings`) names."""
         return cls.from_json(env.get(POLICY_ENV, ""))
 
     def allows_image(self, image: str) -> bool:

@@ -41,10 +41,11 @@ import json
 from typing import Any
 
 from assay import spec as spec_module
-from assay.operator.admission import placement_policy, policy, spec_size, task_sources
+from assay.operator.admission import placement_policy, spec_size, task_sources
 from assay.operator.build import containers, failure_policy, names, runner_identity
 from assay.operator.build.names import child_name, digest, label_value
 from assay.operator.build.runner_images import runner_image
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import Evaluation
 
 Manifest = dict[str, Any]
@@ -69,6 +70,7 @@ CHECK_CONTAINER = "check"
 ANNOTATION_EVALUATION = "assay.dev/evaluation-name"
 """The Evaluation's full name on its Jobs and pods (the label holds at most 63 characters)."""
 
+
 @dataclasses.dataclass(frozen=True)
 class EvaluationRef:
     """Who the children belong to: the Evaluation's identity at one generation."""
@@ -83,8 +85,13 @@ class EvaluationRef:
     @classmethod
     def from_body(cls, body: Any) -> "EvaluationRef":
         meta = body["metadata"]
-        return cls(name=meta["name"], namespace=meta["namespace"], uid=meta["uid"], generation=int(meta.get("generation", 1)),
-                   rerun=rerun_token(body))
+        return cls(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta["uid"],
+            generation=int(meta.get("generation", 1)),
+            rerun=rerun_token(body),
+        )
 
 
 def evaluation_name(obj: Any) -> str | None:
@@ -106,8 +113,9 @@ def rerun_token(body: Any) -> str | None:
     Removing the annotation so asks for nothing: no re-run, and no return to the first
     run's un-suffixed names, whose Job and output directory a fresh run would overwrite.
     """
-    token = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RERUN) \
-        or (body.get("status") or {}).get("rerunToken")
+    token = ((body.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_RERUN) or (
+        body.get("status") or {}
+    ).get("rerunToken")
     return str(token) if token else None
 
 
@@ -154,8 +162,11 @@ def response_cache(ref: EvaluationRef, spec: Evaluation) -> str:
     not its spec). The runner also refuses a cache written for another model
     (`assay.runner.models.caching`). Both parts are short and path-safe (49 and under 30 characters).
     """
-    uid = ref.uid if 0 < len(ref.uid) <= 36 and all(c in _UID_CHARS for c in ref.uid) \
+    uid = (
+        ref.uid
+        if 0 < len(ref.uid) <= 36 and all(c in _UID_CHARS for c in ref.uid)
         else hashlib.sha256(ref.uid.encode()).hexdigest()[:16]
+    )
     return f"{output_dir(ref, spec)}/.assay-cache/{uid}-{spec_hash(spec)[:12]}/{run_suffix(ref)}/responses"
 
 
@@ -234,14 +245,23 @@ def runner_command(spec: Evaluation, *, job: str) -> list[str]:
         ]
     # torchrun's launcher, keeping a worker's exit code for the podFailurePolicy (torchrun says 1).
     return [
-        "python", "-m", "assay.runner.launch", f"--nnodes={resources.nodes}", f"--nproc_per_node={nproc}", *rendezvous,
-        "--max_restarts=0", "-m", "assay.runner",
+        "python",
+        "-m",
+        "assay.runner.launch",
+        f"--nnodes={resources.nodes}",
+        f"--nproc_per_node={nproc}",
+        *rendezvous,
+        "--max_restarts=0",
+        "-m",
+        "assay.runner",
     ]
 
 
-def runner_env(ref: EvaluationRef, spec: Evaluation, *, baseline: Manifest | None = None) -> list[Manifest]:
+def runner_env(
+    ref: EvaluationRef, spec: Evaluation, *, allow_task_code: bool = False, baseline: Manifest | None = None
+) -> list[Manifest]:
     """The runner container's environment; `baseline` is what the baseline Evaluation the spec names
-    showed when the run was decided (`baseline_view`), which the runner may not read itself."""
+    showed when the run was decided (`baseline_view.view`), which the runner may not read itself."""
     env: list[Manifest] = [
         {"name": spec_module.ENV_SPEC_FILE, "value": containers.SPEC_FILE},
         {"name": spec_module.ENV_NAME, "value": ref.name},
@@ -276,59 +296,32 @@ def runner_env(ref: EvaluationRef, spec: Evaluation, *, baseline: Manifest | Non
     if spec.task_sources:
         env.append({"name": task_sources.ENV_INCLUDE_PATH, "value": task_sources.MOUNT})
         # The runner enforces it too: a ConfigMap edited after the operator's check reaches a retry's pod.
-        code = "allowed" if policy.AdminPolicy.from_env().allow_task_code else "refused"
+        code = "allowed" if allow_task_code else "refused"
         env.append({"name": spec_module.ENV_TASK_CODE, "value": code})
     return env
 
 
-def baseline_view(body: Any) -> Manifest:
-    """What the runner needs of its baseline Evaluation (`runner.results.versus_baseline`): its name,
-    phase, output volume and results folder; nothing else of its spec reaches another run's pod."""
-    meta, status = body.get("metadata") or {}, body.get("status") or {}
-    view: Manifest = {"metadata": {"name": meta.get("name")}, "status": {}, "spec": {"output": {}}}
-    for field in ("phase", "outputDir"):
-        if isinstance(status.get(field), str):
-            view["status"][field] = status[field]
-    pvc = ((body.get("spec") or {}).get("output") or {}).get("pvc")
-    if isinstance(pvc, str):
-        view["spec"]["output"]["pvc"] = pvc
-    return view
-
-
-def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, default_image: str | None = None,
-        placement: placement_policy.Placement | None = None, baseline: Manifest | None = None) -> Manifest:
-    """The run's Job; the admin's `placement` (by default ASSAY_POLICY's) fills in what the spec leaves unset."""
+def job(
+    ref: EvaluationRef,
+    spec: Evaluation,
+    *,
+    name: str | None = None,
+    runner: RunnerSettings = RunnerSettings(),
+    placement: placement_policy.Placement | None = None,
+    baseline: Manifest | None = None,
+) -> Manifest:
+    """The run's Job with the operator's `runner` settings; `placement` (by default its policy's) fills in the rest."""
     name = name or job_name(ref)
-    image = spec.image or runner_image(spec.model, default_image)
-    env = [*runner_env(ref, spec, baseline=baseline), {"name": spec_module.ENV_JOB_NAME, "value": name}]  # is my run still current?
+    image = spec.image or runner_image(spec.model, runner)
+    env = runner_env(ref, spec, allow_task_code=runner.policy.allow_task_code, baseline=baseline)
+    env.append({"name": spec_module.ENV_JOB_NAME, "value": name})  # is my run still current?
     template = spec.pod_template
     pod_labels = {**template.labels, **labels(ref), LABEL_JOB: name, LABEL_GENERATION: str(ref.generation)}
     job_labels = {LABEL_GENERATION: str(ref.generation)}
     if KUEUE_QUEUE_LABEL in template.labels:
         job_labels[KUEUE_QUEUE_LABEL] = template.labels[KUEUE_QUEUE_LABEL]
 
-    pod_spec: Manifest = {
-        "restartPolicy": "Never",
-        "serviceAccountName": runner_identity.ACCOUNT,
-        "automountServiceAccountToken": True,
-        "enableServiceLinks": False,
-        "securityContext": containers.pod_security(),
-        "containers": [
-            containers.container(RUNNER_CONTAINER, runner_command(spec, job=name), image=image, env=env,
-                                 resources=containers.resources(spec, gpus=True), spec=spec),
-        ],
-        "volumes": containers.volumes(spec, spec_annotation=ANNOTATION_SPEC),
-    }
-    if uses_torchrun(spec):
-        # A spec that cannot run fails here with 78, before the ranks wait for each other.
-        check = ["python", "-m", "assay.runner", "--check"]
-        pod_spec["initContainers"] = [
-            containers.container(CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=False),
-                                 spec=spec)
-        ]
-    if spec.resources.nodes > 1:
-        pod_spec["subdomain"] = name
-    pod_spec.update(containers.placement(template))
+    pod_spec = _pod_spec(spec, name=name, image=image, env=env, runner=runner)
 
     pod_metadata: Manifest = {
         "labels": pod_labels,
@@ -352,9 +345,46 @@ def job(ref: EvaluationRef, spec: Evaluation, *, name: str | None = None, defaul
     metadata = child_metadata(ref, name, **job_labels)
     metadata["annotations"] = _job_annotations(ref, spec)
     manifest = {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": job_spec}
-    placement_policy.fill_runner_pod(manifest, placement or placement_policy.from_env())
-    containers.limit_memory(pod_spec)  # after the admin's policy, whose limits come first
+    placement_policy.fill_runner_pod(manifest, placement or runner.policy.placement)
+    containers.limit_memory(pod_spec, runner.default_memory)  # after the admin's policy, whose limits come first
     return manifest
+
+
+def _pod_spec(spec: Evaluation, *, name: str, image: str, env: list[Manifest], runner: RunnerSettings) -> Manifest:
+    """The runner pod: its container (and a multi-rank run's check before it) as the namespace's runner."""
+    template = spec.pod_template
+    pod_spec: Manifest = {
+        "restartPolicy": "Never",
+        "serviceAccountName": runner_identity.ACCOUNT,
+        "automountServiceAccountToken": True,
+        "enableServiceLinks": False,
+        "securityContext": containers.pod_security(),
+        "containers": [
+            containers.container(
+                RUNNER_CONTAINER,
+                runner_command(spec, job=name),
+                image=image,
+                env=env,
+                resources=containers.resources(spec, gpus=runner.gpu_resource),
+                spec=spec,
+            ),
+        ],
+        "volumes": containers.volumes(spec, spec_annotation=ANNOTATION_SPEC),
+    }
+    if uses_torchrun(spec):
+        pod_spec["initContainers"] = [_check_container(spec, image=image, env=env)]
+    if spec.resources.nodes > 1:
+        pod_spec["subdomain"] = name
+    pod_spec.update(containers.placement(template))
+    return pod_spec
+
+
+def _check_container(spec: Evaluation, *, image: str, env: list[Manifest]) -> Manifest:
+    """Before the ranks wait for each other: a spec that cannot run fails here with 78."""
+    check = ["python", "-m", "assay.runner", "--check"]
+    return containers.container(
+        CHECK_CONTAINER, check, image=image, env=env, resources=containers.resources(spec, gpus=None), spec=spec
+    )
 
 
 def _job_annotations(ref: EvaluationRef, spec: Evaluation) -> dict[str, str]:

@@ -8,13 +8,11 @@ multi-node run its headless Service)."""
 
 from __future__ import annotations
 
-import json
-import os
 from typing import Any
 
-from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.operator.build import builders
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import Evaluation
 
 Manifest = builders.Manifest
@@ -33,7 +31,7 @@ older operator is tightened) and a run's NetworkPolicy. The Job and the headless
 are created once."""
 
 
-def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
+def network_policy(ref: builders.EvaluationRef, *, job: str, egress: tuple[Manifest, ...] | None = None) -> Manifest:
     """Who may reach the run's pods: the pods of the same Job, on any port, and nobody else.
 
     A multi-node run's rank 0 serves torch's c10d store (the rendezvous port), which
@@ -43,12 +41,11 @@ def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
     matches pods of the policy's own namespace only; the Job label is the operator's on
     each pod (a spec's pod labels cannot set it). Every run gets one, one pod or many: a
     single-node run listens for nobody either, and one rule for all is one to check.
-    Egress too where the chart gives the runners' egress rules (`RUNNER_EGRESS_ENV`): the
+    Egress too where the chart gives the runners' egress rules (`egress`, ASSAY_RUNNER_EGRESS): the
     Job's own pods, and what the admin allows (the API server, DNS, model servers), in every
     namespace, also those the chart cannot list to render a policy of its own."""
     pods = {"matchLabels": {builders.LABEL_JOB: job}}
     spec: Manifest = {"podSelector": pods, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": pods}]}]}
-    egress = runner_egress()
     if egress is not None:
         spec["policyTypes"] = ["Ingress", "Egress"]
         spec["egress"] = [{"to": [{"podSelector": pods}]}, *egress]
@@ -60,35 +57,16 @@ def network_policy(ref: builders.EvaluationRef, *, job: str) -> Manifest:
     }
 
 
-RUNNER_EGRESS_ENV = "ASSAY_RUNNER_EGRESS"
-"""A JSON list of NetworkPolicy egress rules for runner pods (the chart's `assay.runnerEgress`);
-unset: the run's policy leaves egress alone."""
-
-
-def runner_egress() -> list[Manifest] | None:
-    """The admin's egress rules for runner pods, or None; a value that is no list of rules is named."""
-    raw = os.environ.get(RUNNER_EGRESS_ENV, "").strip()
-    if not raw:
-        return None
-    try:
-        rules = json.loads(raw)
-    except json.JSONDecodeError:
-        rules = None
-    if not isinstance(rules, list) or not all(isinstance(rule, dict) for rule in rules):
-        raise UserError(f"{RUNNER_EGRESS_ENV} is no JSON list of NetworkPolicy egress rules; unset it or give one.")
-    return rules
-
-
 def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             default_image: str | None = None, placement: placement_policy.Placement | None = None,
+             runner: RunnerSettings = RunnerSettings(), placement: placement_policy.Placement | None = None,
              baseline: Manifest | None = None) -> list[Manifest]:
     """Every child, in the order to create them: the Job last, once the policy that fences its
     pods exists; those of `UPDATED_FIELDS` are also brought up to date. `baseline`: what the
-    baseline Evaluation the spec names shows now (`builders.baseline_view`)."""
+    baseline Evaluation the spec names shows now (`baseline_view.view`)."""
     name = job_name_override or builders.job_name(ref)
     out: list[Manifest] = []
     if spec.resources.nodes > 1:
         out.append(builders.headless_service(ref, job=name))
-    out.append(network_policy(ref, job=name))
-    out.append(builders.job(ref, spec, name=name, default_image=default_image, placement=placement, baseline=baseline))
+    out.append(network_policy(ref, job=name, egress=runner.egress))
+    out.append(builders.job(ref, spec, name=name, runner=runner, placement=placement, baseline=baseline))
     return out

@@ -6,20 +6,15 @@ mounts and may do, which volumes back those mounts, and where the pod may be sch
 
 from __future__ import annotations
 
-import os
-import re
 from typing import Any
 
-from assay.errors import UserError
 from assay.operator.admission import task_sources
+from assay.operator.build.runner_settings import QUANTITY, quantity_bytes
 from assay.spec import ENDPOINT_CA_MOUNT, Evaluation, PodTemplate
 
 Manifest = dict[str, Any]
 
 CACHE_MOUNT = "/cache"
-GPU_RESOURCE_ENV = "ASSAY_GPU_RESOURCE"
-"""The extended resource a GPU is requested as (the chart's runner.gpuResourceName)."""
-DEFAULT_GPU_RESOURCE = "nvidia.com/gpu"
 OUTPUT_MOUNT = "/output"
 SPEC_VOLUME = "spec"
 SPEC_MOUNT = "/etc/assay/spec"
@@ -28,7 +23,9 @@ SPEC_FILE = f"{SPEC_MOUNT}/{SPEC_KEY}"
 """Where the runner reads its spec (ASSAY_EVALUATION_FILE): its pod's spec annotation, as a downward API file."""
 
 
-def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
+def resources(spec: Evaluation, *, gpus: str | None) -> Manifest:
+    """The container's requests and limits: its GPUs requested as the resource `gpus` names
+    (`RunnerSettings.gpu_resource`); None: none (torchrun's --check container)."""
     limits: dict[str, Any] = {}
     if spec.resources.cpu:
         limits["cpu"] = spec.resources.cpu
@@ -36,8 +33,8 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
         limits["memory"] = spec.resources.memory
     requests = dict(limits)
     # a served model (spec.endpoint) runs elsewhere: its runner only sends requests
-    if gpus and spec.resources.gpus_per_node > 0 and spec.endpoint is None:
-        limits[os.environ.get(GPU_RESOURCE_ENV) or DEFAULT_GPU_RESOURCE] = str(spec.resources.gpus_per_node)
+    if gpus is not None and spec.resources.gpus_per_node > 0 and spec.endpoint is None:
+        limits[gpus] = str(spec.resources.gpus_per_node)
     out: Manifest = {}
     if requests:
         out["requests"] = requests
@@ -46,37 +43,14 @@ def resources(spec: Evaluation, *, gpus: bool) -> Manifest:
     return out
 
 
-DEFAULT_MEMORY_ENV = "ASSAY_RUNNER_DEFAULT_MEMORY"
-"""The memory limit of runner containers that nothing else gave one (an operator setting, for the chart to
-set); unset: 16Gi; `none`: no default limit."""
-BUILT_IN_DEFAULT_MEMORY = "16Gi"
-_QUANTITY = re.compile(r"(?P<number>[0-9]+(?:\.[0-9]+)?)(?P<unit>Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?")
-_UNITS = {"": 1, "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
-          "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def default_memory_limit() -> str | None:
-    """ASSAY_RUNNER_DEFAULT_MEMORY (unset: 16Gi; `none`: no default limit); a bad one is named."""
-    raw = os.environ.get(DEFAULT_MEMORY_ENV, "").strip()
-    if not raw:
-        return BUILT_IN_DEFAULT_MEMORY
-    if raw.lower() == "none":
-        return None
-    if not _QUANTITY.fullmatch(raw) or _bytes(raw) == 0:
-        raise UserError(
-            f"{DEFAULT_MEMORY_ENV}={raw!r} is no memory quantity; give one such as 16Gi, or none for no default limit."
-        )
-    return raw
-
-
-def limit_memory(pod: Manifest) -> None:
+def limit_memory(pod: Manifest, default: str | None) -> None:
     """A memory limit for each container of a runner pod that has none after the spec and the admin's policy.
 
     Without one a runner (a model too large, a tenant's template that grows without end)
     takes the node's memory from every other pod on it. A request above the default is
     never left above its limit (the API server refuses that): the limit is the request then.
-    Where no memory request is set either, Kubernetes requests the limit."""
-    default = default_memory_limit()
+    Where no memory request is set either, Kubernetes requests the limit. `default` is
+    `RunnerSettings.default_memory`: None for no default limit."""
     if default is None:
         return
     for container in [*pod.get("initContainers", ()), *pod["containers"]]:
@@ -84,14 +58,12 @@ def limit_memory(pod: Manifest) -> None:
         if "memory" in resources.get("limits", {}):
             continue
         requested = resources.get("requests", {}).get("memory")
-        bigger = requested is not None and _QUANTITY.fullmatch(str(requested)) and _bytes(str(requested)) > _bytes(default)
+        bigger = (
+            requested is not None
+            and QUANTITY.fullmatch(str(requested))
+            and quantity_bytes(str(requested)) > quantity_bytes(default)
+        )
         resources.setdefault("limits", {})["memory"] = requested if bigger else default
-
-
-def _bytes(quantity: str) -> float:
-    match = _QUANTITY.fullmatch(quantity)
-    assert match is not None
-    return float(match["number"]) * _UNITS[match["unit"] or ""]
 
 
 RUNNER_UID = 1000

@@ -22,7 +22,6 @@ naming it, and it is left as it is.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from assay import spec as spec_module
@@ -31,8 +30,6 @@ Manifest = dict[str, Any]
 
 ACCOUNT = "assay-runner"
 """The name of the ServiceAccount, Role and RoleBinding; the chart's admission policy matches it."""
-PULL_SECRETS_ENV = "ASSAY_RUNNER_IMAGE_PULL_SECRETS"
-"""Comma-separated Secret names (the chart's runner.imagePullSecrets) the runner account pulls with."""
 MANAGED_BY = "assay-operator"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 
@@ -45,12 +42,12 @@ def _metadata(namespace: str) -> Manifest:
     }
 
 
-def service_account(namespace: str) -> Manifest:
+def service_account(namespace: str, *, pull_secrets: tuple[str, ...] = ()) -> Manifest:
+    """The account; `pull_secrets`: the chart's runner.imagePullSecrets (`RunnerSettings.pull_secrets`)."""
     account: Manifest = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _metadata(namespace)}
     # Secrets live per namespace: each namespace that runs Evaluations needs its own copy of them.
-    secrets = [name.strip() for name in os.environ.get(PULL_SECRETS_ENV, "").split(",") if name.strip()]
-    if secrets:
-        account["imagePullSecrets"] = [{"name": name} for name in secrets]
+    if pull_secrets:
+        account["imagePullSecrets"] = [{"name": name} for name in pull_secrets]
     return account
 
 
@@ -76,6 +73,6 @@ def role_binding(namespace: str) -> Manifest:
     }
 
 
-def manifests(namespace: str) -> list[Manifest]:
+def manifests(namespace: str, *, pull_secrets: tuple[str, ...] = ()) -> list[Manifest]:
     """In the order to make them: the account, its Role, then the binding between them."""
-    return [service_account(namespace), role(namespace), role_binding(namespace)]
+    return [service_account(namespace, pull_secrets=pull_secrets), role(namespace), role_binding(namespace)]

@@ -26,6 +26,7 @@ from typing import Any, Mapping, Sequence
 
 from assay.operator import objects
 from assay.operator.build import builders, children
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions
 from assay.spec import Evaluation
 
@@ -82,7 +83,7 @@ def plan(
     jobs: Sequence[Mapping[str, Any]],
     services: Sequence[Mapping[str, Any]] = (),
     now: datetime.datetime,
-    default_image: str | None = None,
+    runner: RunnerSettings = RunnerSettings(),
     baseline: Manifest | None = None,
 ) -> Plan:
     ref = builders.EvaluationRef.from_body(body)  # `baseline`: `children.children`'s
@@ -94,7 +95,7 @@ def plan(
     current = _current_job(jobs, wanted_hash, ref.rerun)
     new_run = current is None
     job_name = builders.job_name(ref) if current is None else current["metadata"]["name"]
-    manifests = children.children(ref, spec, job_name_override=job_name, default_image=default_image, baseline=baseline)
+    manifests = children.children(ref, spec, job_name_override=job_name, runner=runner, baseline=baseline)
     if not new_run:
         # The run exists: make sure its helpers do, but never re-create its Job, nor a
         # headless Service listed as this Evaluation's already (no request for nothing).

@@ -105,21 +105,31 @@ def _retry_after(response: api_session.Response) -> float | None:
 
 
 _loaded: credentials.Credentials | None = None
+_limiter: rate_limit.TokenBucket | None = rate_limit.TokenBucket(
+    qps=rate_limit.DEFAULT_QPS, burst=rate_limit.DEFAULT_BURST
+)
 
 
-def load_config(kubeconfig: str | None = None) -> None:
-    """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config).
-    Raises credentials.ConfigError when there are none."""
-    global _loaded
+class _Kept:
+    """The rate limit set before (`load_config` called again, by kopf's startup handler)."""
+
+
+def load_config(kubeconfig: str | None = None, *, limiter: rate_limit.TokenBucket | None | _Kept = _Kept()) -> None:
+    """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config),
+    and the rate limit of the operator's settings (ASSAY_API_QPS and ASSAY_API_BURST; None: none;
+    not given: the one set before, else the default). Raises credentials.ConfigError when there are none."""
+    global _loaded, _limiter
     _loaded = credentials.load(kubeconfig)
+    if not isinstance(limiter, _Kept):
+        _limiter = limiter
     client.cache_clear()
 
 
 @functools.lru_cache(maxsize=1)
 def client() -> ApiClient:
     """The operator's client, on the credentials `load_config` read (the default ones if it was
-    not called) and the rate limit of ASSAY_API_QPS and ASSAY_API_BURST."""
-    return ApiClient(api_session.Session(_loaded or credentials.load()), limiter=rate_limit.from_env())
+    not called) and its rate limit (the default one if it was not called)."""
+    return ApiClient(api_session.Session(_loaded or credentials.load()), limiter=_limiter)
 
 
 def waited_seconds() -> float:

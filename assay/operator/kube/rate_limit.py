@@ -18,7 +18,6 @@ spent waiting here (`assay_operator_rate_limit_wait_seconds_total`).
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from typing import Callable, Mapping
@@ -84,9 +83,14 @@ class TokenBucket:
         return True
 
 
-def from_env(env: Mapping[str, str] | None = None) -> TokenBucket | None:
+def from_env(env: Mapping[str, str]) -> TokenBucket | None:
     """The bucket ASSAY_API_QPS and ASSAY_API_BURST ask for; None (no limit) when the rate is 0 or less."""
-    env = os.environ if env is None else env
+    qps, burst = rate_of(env)
+    return TokenBucket(qps=qps, burst=burst) if qps > 0 else None
+
+
+def rate_of(env: Mapping[str, str]) -> tuple[float, int]:
+    """(qps, burst) as ASSAY_API_QPS and ASSAY_API_BURST (in the operator's environment `env`) say; a bad one is named."""
     raw_qps, raw_burst = env.get(QPS_ENV, "").strip(), env.get(BURST_ENV, "").strip()
     try:
         qps = float(raw_qps) if raw_qps else DEFAULT_QPS
@@ -100,8 +104,6 @@ def from_env(env: Mapping[str, str] | None = None) -> TokenBucket | None:
         raise UserError(
             f"{BURST_ENV}={raw_burst!r} is not a whole number of requests; unset it for {DEFAULT_BURST}."
         ) from None
-    if qps <= 0:
-        return None
-    if burst < 1:
+    if qps > 0 and burst < 1:
         raise UserError(f"{BURST_ENV}={burst} must be at least 1 while {QPS_ENV} limits the rate.")
-    return TokenBucket(qps=qps, burst=burst)
+    return qps, burst

@@ -30,7 +30,8 @@ from assay import spec as spec_module
 from assay.errors import UserError
 from assay.operator import objects
 from assay.operator.admission import admit, policy
-from assay.operator.build import builders, names
+from assay.operator.build import baseline_view, builders, names
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions, job_status, progress_budget, reconcile
 from assay.operator.kube import api_errors, kube, refusals
 from assay.operator.runtime import namespace_identity, observe, owned
@@ -59,7 +60,7 @@ def carry_out(
     spec: spec_module.Evaluation,
     *,
     now: datetime.datetime,
-    default_image: str | None,
+    runner: RunnerSettings,
     emit: Emit,
     task_sources: list[dict[str, Any]] | None = None,
     written: Written = lambda _: None,
@@ -76,7 +77,7 @@ def carry_out(
         jobs=jobs,
         services=services,
         now=now,
-        default_image=default_image,
+        runner=runner,
         task_sources=task_sources,
         progress_interval=progress_interval,
     )
@@ -90,7 +91,7 @@ def carry_out(
         try:
             if manifest["kind"] == "Job":
                 # Its pods run as the namespace's runner identity: made once, then no request.
-                namespace_identity.identities.ensure(namespace)
+                namespace_identity.identities.ensure(namespace, pull_secrets=runner.pull_secrets)
             if owned.ensure(manifest, uid=meta["uid"], likely=not steps.new_run) and manifest["kind"] == "Job":
                 job_created = f"Created Job {manifest['metadata']['name']}."
                 emit(evaluation, type="Normal", reason="JobCreated", message=job_created)
@@ -129,19 +130,19 @@ def _planned(
     jobs: list[dict[str, Any]],
     services: list[dict[str, Any]],
     now: datetime.datetime,
-    default_image: str | None,
+    runner: RunnerSettings,
     task_sources: list[dict[str, Any]] | None,
     progress_interval: float | None,
 ) -> reconcile.Plan:
     """The plan, with what a new run carries: the baseline as it is now, where its tasks came
     from, and the progress interval its Job is given."""
-    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image)
+    steps = reconcile.plan(evaluation, spec, jobs=jobs, services=services, now=now, runner=runner)
     if not steps.new_run:
         return steps
     if spec.baseline is not None and spec.baseline.evaluation is not None:
         baseline = _baseline_view(evaluation["metadata"]["namespace"], spec.baseline.evaluation)
         steps = reconcile.plan(
-            evaluation, spec, jobs=jobs, services=services, now=now, default_image=default_image, baseline=baseline
+            evaluation, spec, jobs=jobs, services=services, now=now, runner=runner, baseline=baseline
         )
     # Where its tasks came from, as checked for this run (None clears an earlier run's).
     steps = dataclasses.replace(steps, status={**steps.status, "taskSources": task_sources or None})
@@ -154,7 +155,7 @@ def _baseline_view(namespace: str, name: str) -> dict[str, Any] | None:
     """What the baseline Evaluation shows now, for a new run's Job (None: there is none). The
     runner may read no Evaluation: one GET here, for the new runs that name one only."""
     found = kube.get_evaluation(namespace=namespace, name=name)
-    return builders.baseline_view(found) if found is not None else None
+    return baseline_view.view(found) if found is not None else None
 
 
 def _delete_superseded(steps: reconcile.Plan, evaluation: objects.Evaluation, *, emit: Emit) -> None:
@@ -240,7 +241,7 @@ def recreate(
     evaluation: objects.Evaluation,
     *,
     admin: policy.AdminPolicy,
-    default_image: str | None,
+    runner: RunnerSettings,
     emit: Emit,
     now: datetime.datetime,
     written: Written = lambda _: None,
@@ -273,7 +274,7 @@ def recreate(
             reason="JobLost",
             message=f"Job {job_name} was deleted before the run finished; creating it again.",
         )
-    steps = carry_out(evaluation, spec, now=now, default_image=default_image, emit=emit, written=written)
+    steps = carry_out(evaluation, spec, now=now, runner=runner, emit=emit, written=written)
     return steps.refused is None and any(m["kind"] == "Job" for m in steps.create)
 
 
@@ -341,7 +342,7 @@ class LostJobSweeper(PeriodicSweep):
         *,
         runs: UnfinishedRuns,
         admin: policy.AdminPolicy,
-        default_image: str | None,
+        runner: RunnerSettings,
         on_error: OnError,
         emit: Emit = kube.create_event,
         interval: float = LOST_JOB_SWEEP_INTERVAL,
@@ -356,7 +357,7 @@ class LostJobSweeper(PeriodicSweep):
             on_error=on_error,
             stop=self.state.stopping,
         )
-        self.runs, self.admin, self.default_image, self.emit = runs, admin, default_image, emit
+        self.runs, self.admin, self.runner, self.emit = runs, admin, runner, emit
 
     def sweep(self) -> None:
         runs = self.runs.snapshot(min_age=self.interval)
@@ -374,7 +375,7 @@ class LostJobSweeper(PeriodicSweep):
         if job is None:
             found = kube.get_evaluation(namespace=key[0], name=key[1])
             if found is not None and awaits_job(found, job_name):
-                recreate(found, admin=self.admin, default_image=self.default_image, emit=self.emit, now=now)
+                recreate(found, admin=self.admin, runner=self.runner, emit=self.emit, now=now)
             return
         state = job_status.job_state(job)
         ended = state.phase in conditions.TERMINAL_PHASES

@@ -2,7 +2,8 @@
 
 An Evaluation's status holds scores (per task or group, metric and filter: a value and its
 stderr) and, when it names a baseline, a comparison with that run (per task, metric and
-filter: the delta and its confidence interval). Each entry becomes one `Row`: the labels
+filter: the delta and its confidence interval), as `assay.spec.status` types and reads
+them. Each entry becomes one `Row`: the labels
 its series share and a value for each gauge that has one. Under the cap a row is kept or
 left out whole, so a score is never exported without its stderr and interval, nor a delta
 without its interval.
@@ -15,12 +16,12 @@ what a reader of score and stderr would draw; a delta's interval is the comparis
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Iterable, Mapping
 
 from assay import scores
-from assay.operator.decide import regression
 from assay.operator.build.metric_labels import bounded
+from assay.operator.decide import regression
+from assay.spec import status as schema
 
 SCORE = "assay_evaluation_score"
 STDERR = "assay_evaluation_score_stderr"
@@ -56,20 +57,19 @@ def score_rows(key: Labels, model: str, status: Mapping[str, Any], sections: Ite
     found: dict[Labels, Row] = {}
     trust = trusted_label(status)
     for section in sections:
-        for task, metrics in (status.get(section) or {}).items():
-            for metric_filter, entry in (metrics or {}).items():
+        for task, metrics in schema.metric_tables(status, section).items():
+            for metric_filter, entry in metrics.items():
                 metric, filter_name = scores.split_key(metric_filter)
                 labels = (*key, model, bounded(task), bounded(metric), bounded(filter_name or "none"), trust)
-                found[labels] = Row(labels, _score_values(entry if isinstance(entry, Mapping) else {}))
+                found[labels] = Row(labels, _score_values(entry))
     return [row for row in found.values() if row.values]
 
 
 def trusted_label(status: Mapping[str, Any]) -> str:
     """The `trusted` label of a run's score series: "true" or "false" as its sentinels found,
     "unknown" where the run made no checks (turned off, or a runner older than them)."""
-    found = status.get("sentinels")
-    trusted = found.get("trusted") if isinstance(found, Mapping) else None
-    return "unknown" if not isinstance(trusted, bool) else "true" if trusted else "false"
+    trusted = schema.trusted(status)
+    return "unknown" if trusted is None else "true" if trusted else "false"
 
 
 def scores_trusted(status: Mapping[str, Any]) -> float | None:
@@ -81,11 +81,11 @@ def scores_trusted(status: Mapping[str, Any]) -> float | None:
 def documents_saved(status: Mapping[str, Any]) -> float | None:
     """Documents a sequential run did not score (`status.savedWork.documents`); None for an ordinary run."""
     saved = status.get("savedWork")
-    return _number(saved.get("documents")) if isinstance(saved, Mapping) else None
+    return schema.finite_number(saved.get("documents")) if isinstance(saved, Mapping) else None
 
 
-def _score_values(entry: Mapping[str, Any]) -> dict[str, float]:
-    value, stderr = _number(entry.get("value")), _number(entry.get("stderr"))
+def _score_values(entry: schema.MetricEntry) -> dict[str, float]:
+    value, stderr = entry.get("value"), entry.get("stderr")
     values: dict[str, float] = {}
     if value is not None:
         values[SCORE] = value
@@ -119,7 +119,7 @@ def comparison_rows(key: Labels, comparison: Mapping[str, Any] | None) -> list[R
         values = {
             name: number
             for name, field in ((DELTA, "delta"), (DELTA_CI_LOW, "ciLow"), (DELTA_CI_HIGH, "ciHigh"))
-            if (number := _number(entry.get(field))) is not None
+            if (number := schema.finite_number(entry.get(field))) is not None
         }
         if values and labels not in found:
             found[labels] = Row(labels, values)
@@ -148,10 +148,3 @@ def capped(rows: Iterable[Row], limit: int) -> tuple[list[Row], set[Series]]:
         else:
             dropped |= {(name, row.labels) for name in row.values}
     return kept, dropped
-
-
-def _number(value: Any) -> float | None:
-    """A finite number as float; None for null, lm-eval's "N/A", NaN or anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return None
-    return float(value)

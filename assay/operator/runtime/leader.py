@@ -251,18 +251,19 @@ class LeaseLock:
             log.warning("Could not release Lease %s/%s: %s", self.namespace, self.name, error)
 
 
-def own_namespace() -> str:
-    """The operator's namespace: POD_NAMESPACE (the chart sets it), else the pod's service account's."""
-    if os.environ.get("POD_NAMESPACE"):
-        return os.environ["POD_NAMESPACE"]
+def own_namespace(pod_namespace: str | None) -> str:
+    """The operator's namespace: POD_NAMESPACE (the chart sets it; `OperatorSettings.pod_namespace`),
+    else the pod's service account's."""
+    if pod_namespace:
+        return pod_namespace
     if _SERVICE_ACCOUNT_NAMESPACE.is_file():
         return _SERVICE_ACCOUNT_NAMESPACE.read_text().strip()
     return "default"
 
 
-def own_identity() -> str:
-    """POD_NAME (the chart sets it): a restarted container of the same pod keeps its lead."""
-    return os.environ.get("POD_NAME") or socket.gethostname()
+def own_identity(pod_name: str | None) -> str:
+    """POD_NAME (the chart sets it; `OperatorSettings.pod_name`): a restarted container of the same pod keeps its lead."""
+    return pod_name or socket.gethostname()
 
 
 @contextlib.contextmanager

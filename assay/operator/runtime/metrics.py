@@ -28,7 +28,6 @@ value goes through `metric_labels.bounded` (no control characters, at most 128 c
 from __future__ import annotations
 
 import datetime
-import os
 import threading
 from typing import Any, Mapping
 
@@ -44,15 +43,12 @@ from assay.operator.runtime.controller_metrics import ControllerMetrics
 from assay.operator.runtime.metrics_auth import TokenAuthorizer
 from assay.operator.runtime.metrics_tls import TlsFiles
 from assay.operator.runtime.run_phase_metrics import RunPhaseMetrics
+from assay.operator.settings import DEFAULT_MAX_SERIES, MAX_SERIES_ENV, SCORE_SERIES_ENV
+from assay.operator.settings import max_series as _max_series
 from assay.spec import parse_spec
 
 _EVAL = ("namespace", "evaluation")
 SCORE_SERIES = ("all", "headline", "none")
-SCORE_SERIES_ENV = "ASSAY_SCORE_SERIES"
-MAX_SERIES_ENV = "ASSAY_MAX_SERIES_PER_EVALUATION"
-DEFAULT_MAX_SERIES = 500
-"""Per-metric series (scores, their stderr and interval, deltas) one Evaluation may have
-(the chart's metrics.maxSeriesPerEvaluation)."""
 _SCORE = (*_EVAL, "model", "task", "metric", "filter", "trusted")
 _DELTA = (*_EVAL, "baseline", "task", "metric", "filter")
 _INFO = (*_EVAL, "model", "revision", "suite")
@@ -323,17 +319,9 @@ class EvaluationMetrics:
         return metrics_server.serve(self.registry, port=port, addr=addr, authorizer=authorizer, tls=tls)
 
 
-def max_series_from_env(env: Mapping[str, str] | None = None) -> int:
-    """$ASSAY_MAX_SERIES_PER_EVALUATION (the chart's metrics.maxSeriesPerEvaluation), else DEFAULT_MAX_SERIES."""
-    raw = (os.environ if env is None else env).get(MAX_SERIES_ENV, "").strip()
-    if not raw:
-        return DEFAULT_MAX_SERIES
-    try:
-        return int(raw)
-    except ValueError:
-        raise UserError(
-            f"{MAX_SERIES_ENV}={raw!r} is not a whole number of series; unset it for {DEFAULT_MAX_SERIES}."
-        ) from None
+def max_series_from_env(env: Mapping[str, str]) -> int:
+    """$ASSAY_MAX_SERIES_PER_EVALUATION (the chart's metrics.maxSeriesPerEvaluation) in `env`, else DEFAULT_MAX_SERIES."""
+    return _max_series(env.get(MAX_SERIES_ENV, ""))
 
 
 def _key(namespace: object, name: object) -> tuple[str, str]:

@@ -39,12 +39,14 @@ class RunnerIdentities:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic, recheck: float = RECHECK_SECONDS) -> None:
         self._clock, self._recheck = clock, recheck
+        self._pull_secrets: dict[str, tuple[str, ...]] = {}
         self._ensured: dict[str, float] = {}
         self._locks: dict[str, threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def ensure(self, namespace: str) -> None:
-        """Make the namespace's runner identity hold, unless it was made or checked lately.
+    def ensure(self, namespace: str, *, pull_secrets: tuple[str, ...] | None = None) -> None:
+        """Make the namespace's runner identity hold, unless it was made or checked lately; its
+        account pulls with `pull_secrets` (None: those it was last made with).
 
         Raises owned.NotOwned when an object of its name is not the operator's (each decision
         in the namespace meets it again, until it is deleted or renamed), ApiError to try again."""
@@ -56,7 +58,10 @@ class RunnerIdentities:
             if self._fresh(namespace):  # made by the decision this one waited for
                 return
             known = namespace in self._ensured
-            for manifest in runner_identity.manifests(namespace):
+            if pull_secrets is not None:
+                self._pull_secrets[namespace] = pull_secrets
+            secrets = self._pull_secrets.get(namespace, ())
+            for manifest in runner_identity.manifests(namespace, pull_secrets=secrets):
                 # Known before (a recheck): it likely exists, so a patch goes first.
                 owned.ensure(manifest, uid=None, likely=known)
             with self._lock:

@@ -18,6 +18,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from assay.operator.admission.policy import AdminPolicy
+from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import diagnosis
 from assay.operator.runtime.metrics import EvaluationMetrics
 
@@ -35,8 +36,8 @@ class OperatorState:
     """The admin's policy (ASSAY_POLICY), read once by `main`."""
     metrics: EvaluationMetrics = dataclasses.field(default_factory=EvaluationMetrics)
     """The Prometheus series, the controller's own included."""
-    default_image: str | None = None
-    """The runner image of a spec that names none (--runner-image); None: `runner_images`' default."""
+    runner: RunnerSettings = RunnerSettings()
+    """What runner pods get from the operator's settings (images, GPU resource, memory, egress), read once by `main`."""
     image_pull_timeout: float = diagnosis.DEFAULT_IMAGE_PULL_TIMEOUT
     """Seconds a runner image may fail to pull before its Evaluation fails."""
     watched: Watched | None = None

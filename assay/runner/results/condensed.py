@@ -2,18 +2,19 @@
 
 Status lives in etcd beside every other object, so what goes there is condensed and
 bounded: per task the metric values and their stderr, groups, sample counts and task
-versions, never samples; full results go to the output volume. `status_sink` writes it.
+versions, never samples; full results go to the output volume. `status_sink` writes it; the fields are typed in
+`assay.spec.status`, which the operator's and the CLI's readers share.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from typing import Any, Mapping
 
 from assay import echoed_text, scores
 from assay.run_results import ABSENT, RunResults
 from assay.runner.results import stopped_early
+from assay.spec import status as schema
 
 MAX_STATUS_BYTES = 256 * 1024
 """Bound on the condensed results in status; etcd's object limit is 1.5 MiB."""
@@ -21,7 +22,7 @@ MAX_SENTINEL_FAILURES = 20
 SENTINEL_CHARS = 512
 
 
-def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> dict[str, Any]:
+def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> schema.RunnerResults:
     """The run's results → the `status` fields results, groups, nSamples, versions, message.
 
     Each task becomes `{"metric,filter": {"value": v, "stderr": s}}` (stderr None where
@@ -30,18 +31,14 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
     """
     tasks = {task.name: _condense_task(result) for task, result in run.rows()}
     groups = {task.name: _condense_task(result) for task, result in run.rows("groups")}
-    n_samples = {
-        task.name: {k: int(v) for k, v in task.n_samples.items() if k in ("original", "effective") and _is_number(v)}
-        for task in run.tasks.values()
-        if task.n_samples is not None
-    }
+    n_samples = {task.name: _sample_counts(task.n_samples) for task in run.tasks.values() if task.n_samples is not None}
     # lm-eval lists versions sorted by name
     versions = {
         task.name: str(task.version)
         for task in sorted(run.tasks.values(), key=lambda task: task.name)
         if task.version is not ABSENT and task.version is not None
     }
-    status: dict[str, Any] = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
+    status: schema.RunnerResults = {"results": tasks, "groups": groups, "nSamples": n_samples, "versions": versions}
     if run.sentinels() is not None:
         status["sentinels"] = condense_sentinels(run)
     saved = stopped_early.saved_work(run)
@@ -66,10 +63,10 @@ def condense_results(run: RunResults, *, max_bytes: int = MAX_STATUS_BYTES) -> d
     return status
 
 
-def condense_sentinels(run: RunResults) -> dict[str, Any]:
+def condense_sentinels(run: RunResults) -> schema.Sentinels:
     """status.sentinels: whether the run's scores passed their checks, and the failures, bounded."""
     failed = run.untrusted()
-    failures = [
+    failures: list[schema.SentinelFailure] = [
         {"task": echoed_text.bounded(task, SENTINEL_CHARS), "reason": echoed_text.bounded(reason, SENTINEL_CHARS)}
         for task, reason in failed[:MAX_SENTINEL_FAILURES]
     ]
@@ -81,15 +78,25 @@ def condense_sentinels(run: RunResults) -> dict[str, Any]:
     return {"trusted": not failed, "message": echoed_text.bounded(message, 1024), "failures": failures}
 
 
-def _condense_task(result: scores.TaskScores) -> dict[str, dict[str, float | None]]:
+def _condense_task(result: scores.TaskScores) -> dict[str, schema.MetricEntry]:
+    # JSON has no NaN/inf (they become None), and lm-eval writes "N/A" for a missing stderr.
     return {
-        score.key: {"value": _number_or_none(score.value), "stderr": _number_or_none(score.stderr)}
+        score.key: {"value": schema.finite_number(score.value), "stderr": schema.finite_number(score.stderr)}
         for score in result.values
         if _is_number(score.value)
     }
 
 
-def _headline(metrics: Mapping[str, Any]) -> dict[str, Any]:
+def _sample_counts(counts: Mapping[str, Any]) -> schema.SampleCounts:
+    kept: schema.SampleCounts = {}
+    if _is_number(counts.get("original")):
+        kept["original"] = int(counts["original"])
+    if _is_number(counts.get("effective")):
+        kept["effective"] = int(counts["effective"])
+    return kept
+
+
+def _headline(metrics: Mapping[str, schema.MetricEntry]) -> dict[str, schema.MetricEntry]:
     first = next(iter(metrics.items()), None)
     return dict([first]) if first else {}
 
@@ -98,23 +105,16 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _number_or_none(value: Any) -> float | None:
-    # JSON has no NaN/inf, and lm-eval writes "N/A" for a missing stderr.
-    if not _is_number(value) or not math.isfinite(value):
-        return None
-    return float(value)
-
-
 def _size(data: Any) -> int:
     return len(json.dumps(data, separators=(",", ":")).encode())
 
 
-def progress_status(done: int, total: int, *, updated: str | None = None) -> dict[str, Any]:
+def progress_status(done: int, total: int, *, updated: str | None = None) -> schema.Progress:
     """status.progress; `summary` is what `kubectl get evals` shows (Progress column), `updated`
     when it was true. No ETA: a reader computes it from status.timing.requestsStarted, the share
     done and `updated` (`assay.operator.decide.progress_eta`), so that it needs no write to stay current."""
     percent = int(100 * done / total) if total > 0 else 0
-    status: dict[str, Any] = {"requestsDone": int(done), "requestsTotal": int(total)}
+    status: schema.Progress = {"requestsDone": int(done), "requestsTotal": int(total)}
     status["summary"] = f"{int(done)}/{int(total)} ({percent}%)"
     if updated is not None:
         status["updated"] = updated

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import subprocess
 from typing import Any
 
@@ -19,11 +20,9 @@ def git_hash() -> str | None:
 def environment() -> dict[str, Any]:
     """Keys lm-eval writes (pretty_env_info, transformers_version, lm_eval_version, upper_git_hash)."""
     info: dict[str, Any] = {"pretty_env_info": _pretty_env_info(), "transformers_version": None}
-    try:
-        import transformers
-
-        info["transformers_version"] = transformers.__version__
-    except ImportError:
+    try:  # its installed version, without importing it (about 1 s a run that does not use it)
+        info["transformers_version"] = importlib.metadata.version("transformers")
+    except importlib.metadata.PackageNotFoundError:
         pass
     # lm-eval readers look for lm_eval_version; Assay records its own version there and by name.
     info["lm_eval_version"] = assay.__version__

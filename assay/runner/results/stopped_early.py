@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from assay.run_results import RunResults
+from assay.spec import status as schema
 
 STOP_MARK = "⏹"
 """Before the footnote on a sequential run's stops."""
@@ -60,7 +61,7 @@ def _signed(value: Any) -> str:
     return f"{value:+.4f}" if isinstance(value, (int, float)) else "n/a"
 
 
-def saved_work(run: RunResults) -> dict[str, Any] | None:
+def saved_work(run: RunResults) -> schema.SavedWork | None:
     """`status.savedWork`: documents not scored and the model-seconds that saved, over all tasks."""
     found = block(run)
     if found is None:
@@ -77,17 +78,17 @@ MAX_TASKS = 50
 """Tasks listed in `status.comparison.sequential` (status is bounded; the results JSON has them all)."""
 
 
-def status_block(run: RunResults) -> dict[str, Any] | None:
+def status_block(run: RunResults) -> schema.SequentialStops | None:
     """`status.comparison.sequential`: per task the documents scored of the total, why it stopped, the
     interval at the stop (of its first deciding metric); None for an ordinary run."""
     found = block(run)
     if found is None:
         return None
-    tasks = []
+    tasks: list[schema.SequentialStop] = []
     for task, entry in list(found["tasks"].items())[:MAX_TASKS]:
         if not isinstance(entry, Mapping):
             continue
-        row: dict[str, Any] = {
+        row: schema.SequentialStop = {
             "task": str(task),
             "documents": int(entry.get("documents") or 0),
             "total": int(entry.get("total") or 0),
@@ -95,7 +96,8 @@ def status_block(run: RunResults) -> dict[str, Any] | None:
         }
         looks = [look for look in entry.get("interval") or () if isinstance(look, Mapping)]
         if looks:
-            row.update(metric=str(looks[0].get("metric")), lower=looks[0].get("lower"), upper=looks[0].get("upper"))
+            first = looks[0]
+            row["metric"], row["lower"], row["upper"] = str(first.get("metric")), first.get("lower"), first.get("upper")
         tasks.append(row)
     seed = found.get("seed")
     return {

@@ -30,6 +30,7 @@ from assay.run_options import EvalOptions
 from assay.run_results import RunResults
 from assay.runner.results import stopped_early
 from assay.spec import ENV_OUTPUT_ROOT, Evaluation
+from assay.spec import status as schema
 
 log = logging.getLogger("assay.runner")
 
@@ -54,7 +55,7 @@ class BaselineUnavailable(Exception):
 
 def status_of(
     spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any, output_root: str | None
-) -> dict[str, Any] | None:
+) -> schema.Comparison | None:
     """`status.comparison` for this run, or None without a baseline."""
     if spec.baseline is None:
         return None
@@ -65,7 +66,7 @@ def status_of(
 
 def _status_of(
     spec: Evaluation, results: RunResults, records: Mapping[str, Any], *, sink: Any, output_root: str | None
-) -> dict[str, Any]:
+) -> schema.Comparison:
     assert spec.baseline is not None
     label = spec.baseline.label
     try:
@@ -191,10 +192,10 @@ def _first_line(error: Exception) -> str:
     return lines[0] if lines else type(error).__name__
 
 
-def as_status(result: comparison.Comparison, *, label: str, strict: bool) -> dict[str, Any]:
+def as_status(result: comparison.Comparison, *, label: str, strict: bool) -> schema.Comparison:
     """The comparison as status holds it: the verdict, one sentence, the rows worst first."""
     rows = sorted(result.rows, key=_badness)
-    status: dict[str, Any] = {
+    status: schema.Comparison = {
         "baseline": label,
         "baselineRun": os.fspath(result.baseline),
         "verdict": result.verdict,
@@ -217,24 +218,20 @@ def _badness(row: comparison.Row) -> tuple[int, float]:
     return _WORST_FIRST.get(row.verdict, 5), _gain(row)
 
 
-def _row(row: comparison.Row) -> dict[str, Any]:
-    test = row.result
-    values = {
-        "baseline": test.baseline,
-        "candidate": test.candidate,
-        "delta": test.delta,
-        "ciLow": test.ci_low,
-        "ciHigh": test.ci_high,
-        "pValue": row.p_holm,
-        "mde": test.mde,
-    }
-    numbers = {key: (float(value) if math.isfinite(value) else None) for key, value in values.items()}
+def _row(row: comparison.Row) -> schema.ComparisonRow:
+    test, number = row.result, schema.finite_number
     return {
         "task": row.task,
         "metric": row.metric,
         "filter": row.filter,
         "n": test.n,
-        **numbers,
+        "baseline": number(test.baseline),
+        "candidate": number(test.candidate),
+        "delta": number(test.delta),
+        "ciLow": number(test.ci_low),
+        "ciHigh": number(test.ci_high),
+        "pValue": number(row.p_holm),
+        "mde": number(test.mde),
         "test": test.test,
         "verdict": row.verdict,
     }
