@@ -179,7 +179,8 @@ def real_pair(baseline: Path, candidate: Path, metric: str) -> np.ndarray:
     ]
     paired = pairing.pair_task("task", sides[0], sides[1], configs=({}, {}), higher_is_better={metric: True})
     (pairs,) = [m for m in paired.metrics if m.metric == metric and m.filter == "none"]
-    return np.asarray(pairs.candidate, dtype=float) - np.asarray(pairs.baseline, dtype=float)
+    differences: np.ndarray = np.asarray(pairs.candidate, dtype=float) - np.asarray(pairs.baseline, dtype=float)
+    return differences
 
 
 def _per_task(folder: Path) -> dict[str, Path]:

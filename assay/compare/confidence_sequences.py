@@ -14,8 +14,7 @@ confidence sequence, holding at every t at once (any stopping rule, any number o
 
 The bets here are λ_i(m) = min(λ̃_i, c/m) (c/(1−m) below), λ̃_i built only from x_1..x_{i−1}
 and *not* from m. That choice makes every factor non-increasing in m (K⁻: non-decreasing),
-so the rejected values form a ray: the lower bound is a single number, found by refining a
-grid, and "the interval lies above m₀" is exactly "m₀ is rejected", one capital process.
+so the rejected values form a ray: the lower bound is a single number, found by bisection, and "the interval lies above m₀" is exactly "m₀ is rejected", one capital process.
 Two families of λ̃:
 
 - `boundary_bets`: tuned to one boundary m₀ (the gate's −maxDrop): the approximately
@@ -34,9 +33,8 @@ import numpy as np
 
 CAP = 0.75
 """c: the bet is at most c/m (resp. c/(1−m)), so a factor is at least 1 − c: one document costs at most log 4."""
-GRID = 8
-"""Points per refinement round of a bound; six rounds place it within 8⁻⁶ ≈ 4e-6 of the unit range."""
-ROUNDS = 6
+TOLERANCE = 2.0**-18
+"""How far inside the true bound (on the unit scale, about 4e-6) a reported bound may lie."""
 
 
 def predictable_moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,27 +98,22 @@ def rejects(x: np.ndarray, bets: np.ndarray, m: float, *, upward: bool, alpha: f
 
 def bound(x: np.ndarray, bets: np.ndarray, *, upward: bool, alpha: float, anchor: float | None = None) -> float:
     """The one-sided bound on the unit scale: the largest m ruled out below the mean (upward) or the
-    smallest above it; 0 (resp. 1) when nothing is. The true bound lies within 4e-6 inside it, so the
-    reported one is conservative. `anchor` (the decision boundary) is always among the points tried,
-    so the bound is on the far side of it exactly when `rejects` says so.
+    smallest above it; 0 (resp. 1) when nothing is. Found by bisection (the ruled-out values are a
+    ray), it lies within `TOLERANCE` of the true bound, on the safe side. `anchor` (the decision
+    boundary) is tried first, so the bound is past it exactly when `rejects` says so.
     """
-    threshold = math.log(1.0 / alpha)
-    low, high = 0.0, 1.0  # upward: `low` ruled out (or 0), `high` not; the reverse below
+    ruled_out_end, open_end = (0.0, 1.0) if upward else (1.0, 0.0)  # a trivial bound; a value never tried
     if x.size == 0:
-        return low if upward else high
-    for round_ in range(ROUNDS):
-        points = np.linspace(low, high, GRID + 1)[1:-1]
-        if round_ == 0 and anchor is not None and 0.0 < anchor < 1.0:
-            points = np.sort(np.append(points, anchor))
-        ruled_out = peak_log_capital(x[:, None], bets[:, None], points[None, :], upward=upward) >= threshold
-        if upward:  # ruled out on a prefix of the points: monotone in m
-            inside = np.flatnonzero(~ruled_out)
-            first = int(inside[0]) if inside.size else len(points)
-            low = float(points[first - 1]) if first > 0 else low
-            high = float(points[first]) if first < len(points) else high
+        return ruled_out_end
+    if anchor is not None and 0.0 < anchor < 1.0:
+        if rejects(x, bets, anchor, upward=upward, alpha=alpha):
+            ruled_out_end = anchor
         else:
-            outside = np.flatnonzero(ruled_out)
-            first = int(outside[0]) if outside.size else len(points)
-            high = float(points[first]) if first < len(points) else high
-            low = float(points[first - 1]) if first > 0 else low
-    return low if upward else high
+            open_end = anchor
+    while abs(open_end - ruled_out_end) > TOLERANCE:
+        middle = (open_end + ruled_out_end) / 2
+        if rejects(x, bets, middle, upward=upward, alpha=alpha):
+            ruled_out_end = middle
+        else:
+            open_end = middle
+    return ruled_out_end

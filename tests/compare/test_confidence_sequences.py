@@ -145,3 +145,16 @@ def test_the_predictable_estimates_use_only_earlier_values() -> None:
     changed = x.copy()
     changed[3] = 0.0  # the last value changes no estimate used to bet on it
     assert np.array_equal(cs.predictable_moments(changed)[0], means)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_bound_passes_the_decision_boundary_exactly_when_the_boundary_is_ruled_out(seed: int) -> None:
+    """The gate decides by where the bound lies; that must be the test of the boundary itself."""
+    rng = np.random.default_rng(seed)
+    anchor = 0.49
+    x = np.where(rng.random(300) < 0.3, (rng.random(300) < 0.2 + 0.12 * seed).astype(float), 0.5)
+    for upward in (True, False):
+        lam = cs.boundary_bets(x, anchor, upward=upward)
+        found = cs.bound(x, lam, upward=upward, alpha=ALPHA, anchor=anchor)
+        beyond = found >= anchor if upward else found <= anchor
+        assert beyond == cs.rejects(x, lam, anchor, upward=upward, alpha=ALPHA)
