@@ -16,12 +16,16 @@ whether every metric matched to 1e-6 relative (for generation, every generated t
 and Assay's achieved FLOP/s against a matmul peak measured in the same run. For the
 loglikelihood-type rows, "of floor" sets an ideal prefix cache's time (the distinct tokens of
 all the row's requests, priced per token by forwards timed right after Assay's run) against
-the time Assay spent answering those requests (`prefix_floor.py`); generation rows print "-".
+the time Assay spent answering those requests (`prefix_floor.py`); for generation rows the
+distinct prompt tokens and the generated ones at the same prices against the time inside
+generate_until (`generation_floor.py`).
 
 `--startup` times instead what a user waits for on the smallest run: each tool's own command
 line, `run --model hf --model_args pretrained=<model> --tasks arc_easy --limit 1 --device <device>`,
 as a fresh process (best of `--repeats`), with that process's peak RSS; for so small a run
-that is the import floor, the tokenizer and the model load, and one document.
+that is the import floor, the tokenizer and the model load, and one document. Beside them,
+interleaved, the floor: a process that imports torch and transformers' GPT-2 module, loads
+the model and tokenizer and runs one forward pass; "of floor" is its time over Assay's.
 
 FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head
 included), not the attention score products: a lower bound. Timings on a shared machine
@@ -266,6 +270,18 @@ def lmeval_cli(datasets: str, argv: list[str]) -> int:
     return 0
 
 
+# the start-up row's floor: what any harness on transformers pays before its first document
+STARTUP_FLOOR = """
+import torch
+from transformers import AutoTokenizer
+from transformers.models.gpt2 import modeling_gpt2
+model = modeling_gpt2.GPT2LMHeadModel.from_pretrained({model!r}).to({device!r}).eval()
+ids = AutoTokenizer.from_pretrained({model!r})("Question: one forward pass", return_tensors="pt").input_ids
+with torch.no_grad():
+    model(ids.to({device!r}))
+"""
+
+
 def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
     """The start-up row: both command lines on a one-document run, best wall time of `args.repeats`."""
     run = [
@@ -285,16 +301,21 @@ def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
     sides = {
         "assay": [sys.executable, "-m", "assay", *run],
         "lm-eval": [sys.executable, __file__, "--lmeval_cli", str(datasets), *run],
+        # the floor: import torch and transformers' model module, load the model and tokenizer, one forward
+        "floor": [sys.executable, "-c", STARTUP_FLOOR.format(model=str(model), device=args.device)],
     }
     best: dict[str, tuple[float, float]] = {}
     for _ in range(args.repeats):
         for side, cmd in sides.items():
             wall, rss = _timed(cmd, env)
             best[side] = min(best.get(side, (wall, rss)), (wall, rss))
-    (ours, our_rss), (theirs, their_rss) = best["assay"], best["lm-eval"]
-    print(f"{'row':<24}{'assay s':>8}{'lm-eval s':>10}{'ratio':>7}{'RSS MB':>8}{'lm-eval MB':>11}")
+    (ours, our_rss), (theirs, their_rss), (floor, floor_rss) = best["assay"], best["lm-eval"], best["floor"]
     print(
-        f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{our_rss:>8.0f}{their_rss:>11.0f}"
+        f"{'row':<24}{'assay s':>8}{'lm-eval s':>10}{'ratio':>7}{'floor s':>8}{'of floor':>9}{'RSS MB':>8}{'lm-eval MB':>11}{'floor MB':>9}"
+    )
+    print(
+        f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{floor:>8.2f}{floor / ours:>9.2f}"
+        f"{our_rss:>8.0f}{their_rss:>11.0f}{floor_rss:>9.0f}"
     )
 
 
@@ -386,7 +407,7 @@ def main() -> int:
         ours = _child(args, "assay", task, model, work / "datasets")
         theirs = _child(args, "lm-eval", task, model, work / "datasets")
         flops = ours["flops"] / ours["wall"]
-        floor = ours.get("floor")  # None on generation rows: see prefix_floor's docstring
+        floor = ours.get("floor")
         of_floor = f"{floor['floor_s'] / floor['lm_s']:.2f}" if floor else "-"
         print(
             f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"

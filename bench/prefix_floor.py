@@ -10,9 +10,12 @@ Assay's run on a batch of the row's batch size x the median model input length (
 (`loglikelihood`, `loglikelihood_rolling`: tokenizing, batching and the passes; not start-up,
 task building or metrics). 1.0 would be a perfect prefix cache at this batch shape's speed.
 
-Generation rows get no floor: a decode step runs one token per row, and what it costs (the
-per-step overhead, the full-vocabulary head for every token) is not the per-token cost of a
-batch x length pass, so a token count priced that way would not bound anything.
+Generation rows (`generation_floor`): the distinct prompt tokens (a trie of the prompts, cut as
+the generator cuts them) and the tokens generated run through the body once each, and the
+head once per generated token, at the same per-token prices; set against the time inside
+`generate_until`. A decode step's own costs (one token per row per forward, the per-step
+overhead) are not in that price, so the figure says how far a generator stays from
+prefill-speed work on the tokens it must compute, not how far from a reachable bound.
 """
 
 from __future__ import annotations
@@ -31,7 +34,8 @@ class Recorder:
 
     def __init__(self, lm: Any) -> None:
         self.seconds = self.body_seconds = 0.0
-        self.requests: dict[str, list[Any]] = {"loglikelihood": [], "loglikelihood_rolling": []}
+        self.requests: dict[str, list[Any]] = {"loglikelihood": [], "loglikelihood_rolling": [], "generate_until": []}
+        self.outputs: list[Any] = []  # generate_until's texts, to count the tokens generated
         for method in self.requests:
             self._wrap(lm, method)
         body = getattr(lm.model, lm.model.base_model_prefix)
@@ -53,7 +57,10 @@ class Recorder:
             self.requests[method].extend(requests)
             start = time.perf_counter()
             try:
-                return real(requests, *args, **kwargs)
+                out = real(requests, *args, **kwargs)
+                if method == "generate_until":
+                    self.outputs.extend(out)
+                return out
             finally:
                 self.seconds += time.perf_counter() - start
 
@@ -128,6 +135,10 @@ def per_token_seconds(lm: Any, batch: int, length: int, repeats: int = 5) -> tup
 def measure(lm: Any, recorder: Recorder, batch: int) -> dict[str, Any] | None:
     """The row's floor and what it is made of; None where the row has no loglikelihood requests."""
     lm_s, body_s_run = recorder.seconds, recorder.body_seconds  # before this function's own forwards
+    if recorder.requests["generate_until"]:
+        import generation_floor  # noqa: PLC0415 - bench/, this script's own folder, is on sys.path
+
+        return generation_floor.measure(lm, recorder, batch, per_token_seconds, trie_counts)
     pairs = token_pairs(lm, recorder)
     if not pairs:
         return None
@@ -150,6 +161,13 @@ def measure(lm: Any, recorder: Recorder, batch: int) -> dict[str, Any] | None:
 
 def describe(floor: dict[str, Any]) -> str:
     """One line under the row: the floor's counts and prices, and Assay's time they are set against."""
+    if "generated_tokens" in floor:
+        return (
+            f"floor: {floor['prompt_trie_tokens']} distinct prompt tokens of {floor['request_tokens'] - floor['generated_tokens']} "
+            f"prompted, {floor['generated_tokens']} generated, median prompt {floor['median_length']}; "
+            f"{floor['body_s_per_token'] * 1e6:.1f} + {floor['head_s_per_token'] * 1e6:.1f} us/token (body + head) "
+            f"= {floor['floor_s']:.3f} s; assay in generate_until {floor['lm_s']:.2f} s, of it in body forwards {floor['body_s']:.2f} s"
+        )
     return (
         f"floor: {floor['trie_tokens']} trie tokens of {floor['request_tokens']} requested, "
         f"{floor['scored_positions']} scored positions, median length {floor['median_length']}; "

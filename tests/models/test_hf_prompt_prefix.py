@@ -101,7 +101,10 @@ def test_left_truncated_prompts_and_sampling_kwargs_take_the_plain_path(
 def test_a_static_cache_never_switches_on_transformers_auto_compile(
     long_models: dict[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """On CUDA, transformers compiles the forward when it sees a static cache, unless told not to."""
+    """On CUDA, transformers compiles the forward when it sees a static cache, unless told not to.
+
+    Sampling, so that the batches go through generate (greedy decoding runs the refilling batch,
+    which calls the model's forward itself)."""
     import transformers
 
     ours = HFLM(pretrained=str(long_models["gpt2"]), device="cpu", batch_size=2)
@@ -113,10 +116,9 @@ def test_a_static_cache_never_switches_on_transformers_auto_compile(
         return real_generate(*args, **kwargs)
 
     monkeypatch.setattr(ours.model, "generate", spying_generate)
-    shared = [
-        GenerationRequest(SHOTS + f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[:2]
-    ]
-    plain = [GenerationRequest(f"Question: {q}\nAnswer:", {"until": [], "max_gen_toks": 3}) for q in QUESTIONS[2:4]]
+    sampled = {"until": [], "max_gen_toks": 3, "do_sample": True, "temperature": 0.7}
+    shared = [GenerationRequest(SHOTS + f"Question: {q}\nAnswer:", sampled) for q in QUESTIONS[:2]]
+    plain = [GenerationRequest(f"Question: {q}\nAnswer:", sampled) for q in QUESTIONS[2:4]]
     ours.generate_until(shared + plain, disable_tqdm=True)
     static = [c for c in calls if any(isinstance(v, transformers.StaticCache) for v in c.values())]
     assert len(static) == len(calls) == 2  # the shared-prefix batch and the plain one

@@ -14,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import pytest
 from assay.runner.models.caching import CachingLM, request_key
-from assay.runner.models.hf import generation, rolling, scoring, shared_context
+from assay.runner.models.hf import generation, refill, rolling, scoring, shared_context
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, RollingRequest
 from tests.models.hf_requests import LL_REQUESTS, sent_counter
@@ -46,12 +46,14 @@ GEN_REQUESTS = [
 ]
 CASES = {"loglikelihood": LL_REQUESTS, "loglikelihood_rolling": ROLLING_REQUESTS, "generate_until": GEN_REQUESTS}
 
-# the functions that run one forward batch (or, for generation, one generated batch)
+# the functions that run one forward batch (or, for generation, one generated batch, or the
+# prompt pass of the rows that join a refilling batch)
 BATCH_FUNCTIONS = [
     (scoring.Scorer, "_forward_chunk"),
     (shared_context.SharedContextScorer, "score_group"),
     (rolling.RollingScorer, "score"),
     (generation.Generator, "_generate"),
+    (refill.RefillDecoder, "_admit"),
 ]
 
 

@@ -29,7 +29,7 @@ import transformers
 from assay.errors import UserError
 from assay.runner.models import stops
 from assay.runner.models.encoding import Encoder
-from assay.runner.models.hf import prompt_prefix
+from assay.runner.models.hf import prompt_prefix, refill
 from assay.runner.models.hf.prompt_prefix import PrefixCache
 from assay.runner.models.hf.batching import BatchPlan, detect_batch_size, free_memory, is_oom
 from assay.runner.models.instance import GenerationRequest
@@ -87,14 +87,16 @@ class _RowStops(transformers.StoppingCriteria):
         for row, tokens in enumerate(generated):
             if bool(self.done[row]):
                 continue
-            text: str | None
-            if self.think_end is None:
-                text = self.encoder.decode(tokens[-self.lookback :], skip_special_tokens=False)
-            else:
-                text = self._after_thinking(tokens)
+            text = self.row_text(tokens)
             if text is not None and any(stop in text for stop in self.stops):
                 self.done[row] = True
         return self.done
+
+    def row_text(self, tokens: list[int]) -> str | None:
+        """The generated text a stop string is looked for in (its tail; past the thinking), or None."""
+        if self.think_end is None:
+            return self.encoder.decode(tokens[-self.lookback :], skip_special_tokens=False)
+        return self._after_thinking(tokens)
 
     def _after_thinking(self, tokens: list[int]) -> str | None:
         if isinstance(self.think_end, int):
@@ -216,6 +218,11 @@ class Generator:
                 batch_size = detect_batch_size(
                     self.device, plan.max_batch_size, lambda n: self._trial(longest, n, max_ctx, max_gen_toks)
                 )
+            if self._refills(hf_kwargs):
+                batch_size = self._run_refilling(
+                    requests, indices, until, max_gen_toks, max_ctx, hf_kwargs, plan, batch_size, on_done, results
+                )
+                continue
             pos = 0
             while pos < len(indices):
                 chunk = indices[pos : pos + batch_size]
@@ -238,6 +245,68 @@ class Generator:
                     results[i] = text
                 on_done(list(zip(chunk, texts)))
                 pos += len(chunk)
+
+    def _refills(self, hf_kwargs: dict[str, Any]) -> bool:
+        """Whether this group runs through a batch that refills (`refill`): causal, greedy, cache shareable."""
+        return (
+            self.backend == "causal"
+            and self.think_end_token is None
+            and self.prefix_blocker is None
+            and refill.refill_blocker(self.model, hf_kwargs) is None
+            and bool(prompt_prefix.static_cache_kwargs(self.model, 1))
+        )
+
+    def _run_refilling(
+        self,
+        requests: Sequence[GenerationRequest],
+        indices: list[int],
+        until: list[str],
+        max_gen_toks: int,
+        max_ctx: int,
+        hf_kwargs: dict[str, Any],
+        plan: BatchPlan,
+        batch_size: int,
+        on_done: Callable[[Sequence[tuple[int, str]]], None],
+        results: list[str | None],
+    ) -> int:
+        """One group through `batch_size` rows that refill as rows finish; the batch size it ended with."""
+        # prompts tokenized per lm-eval batch, as lm-eval does (special tokens follow a batch's first text)
+        prompts: list[tuple[int, list[int]]] = []
+        for start in range(0, len(indices), batch_size):
+            chunk = indices[start : start + batch_size]
+            ids, mask = self.encoder.batch_encode_left(
+                [requests[i].context for i in chunk], left_truncate_len=max_ctx, truncation=self.truncation
+            )
+            prompts += [(i, row[keep.bool()].tolist()) for i, row, keep in zip(chunk, ids, mask)]
+        stop_check = _RowStops(self.encoder, until, 0, None)
+
+        def stopped(tokens: list[int]) -> bool:
+            return bool(stop_check.stops) and any(s in (stop_check.row_text(tokens) or "") for s in stop_check.stops)
+
+        def on_row(index: int, tokens: list[int]) -> None:
+            results[index] = self._text(tokens, until)
+            on_done([(index, results[index] or "")])
+
+        decoder = refill.RefillDecoder(
+            self.model,
+            device=self.device,
+            autocast=self._autocast,
+            prefix_for=lambda rows, upcoming: self._prefix_for(rows, hf_kwargs, upcoming),
+        )
+        while True:
+            todo = [(i, p) for i, p in prompts if results[i] is None]
+            try:
+                decoder.run(todo, slots=batch_size, max_gen_toks=max_gen_toks, stopped=stopped, on_row=on_row)
+                return batch_size
+            except Exception as err:  # noqa: BLE001 - only OOM is handled
+                if not is_oom(err):
+                    raise
+                free_memory()
+                if not plan.auto or batch_size == 1:
+                    raise UserError(
+                        f"Out of GPU memory generating a batch of {batch_size}; use a smaller batch_size (or batch_size=auto)."
+                    ) from None
+                batch_size = max(1, batch_size // 2)
 
     def _trial(self, context: str, batch: int, max_ctx: int, max_gen_toks: int) -> None:
         ids, _ = self.encoder.batch_encode_left([context], left_truncate_len=max_ctx, truncation=self.truncation)
@@ -286,16 +355,16 @@ class Generator:
                 use_cache=True,
                 **kwargs,
             )
-        texts = []
-        for row in out.tolist():
-            tokens = row[ids.shape[1] :] if self.backend == "causal" else row
-            think_str = self.think_end_token if isinstance(self.think_end_token, str) else None
-            if isinstance(self.think_end_token, int) and self.think_end_token in tokens:
-                tokens = tokens[len(tokens) - tokens[::-1].index(self.think_end_token) :]
-                text = self.encoder.decode(tokens).lstrip()
-            else:
-                text = self.encoder.decode(tokens)
-                if isinstance(self.think_end_token, int):
-                    text = text.lstrip()
-            texts.append(stops.cut_at_stops(text, until, think_str))
-        return texts
+        return [self._text(row[ids.shape[1] :] if self.backend == "causal" else row, until) for row in out.tolist()]
+
+    def _text(self, tokens: list[int], until: list[str]) -> str:
+        """A row's generated tokens as the text lm-eval returns: decoded, past the thinking, cut at the stops."""
+        think_str = self.think_end_token if isinstance(self.think_end_token, str) else None
+        if isinstance(self.think_end_token, int) and self.think_end_token in tokens:
+            tokens = tokens[len(tokens) - tokens[::-1].index(self.think_end_token) :]
+            text = self.encoder.decode(tokens).lstrip()
+        else:
+            text = self.encoder.decode(tokens)
+            if isinstance(self.think_end_token, int):
+                text = text.lstrip()
+        return stops.cut_at_stops(text, until, think_str)
