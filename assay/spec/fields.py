@@ -61,6 +61,7 @@ FIELDS: tuple[SpecField, ...] = (
     SpecField("taskSources", "task_sources", "array"),
     SpecField("baseline", "baseline", "object"),
     SpecField("gate", "gate", "object"),
+    SpecField("stopAt", "stop_at", "object"),
     SpecField("sentinels", "sentinels", "object"),
 )
 """In the CRD's order."""

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from assay.errors import UserError
+from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders, names, runner_identity, runner_settings
 from assay.operator.build import children as run_children
 from assay.operator.build.runner_settings import RunnerSettings
@@ -89,9 +90,11 @@ def test_the_namespaces_runner_identity_may_only_patch_evaluation_status() -> No
     assert "imagePullSecrets" not in account
 
 
-def test_the_runner_account_pulls_with_the_charts_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(runner_identity.PULL_SECRETS_ENV, "regcred, other ,")
-    account = runner_identity.service_account("evals")
+def test_the_runner_account_pulls_with_the_charts_secrets() -> None:
+    secrets = runner_settings.from_env(
+        {runner_settings.PULL_SECRETS_ENV: "regcred, other ,"}, policy=AdminPolicy()
+    ).pull_secrets
+    account = runner_identity.service_account("evals", pull_secrets=secrets)
     assert account["imagePullSecrets"] == [{"name": "regcred"}, {"name": "other"}]
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.operator.test_operator_helm import _render, needs_helm
+from tests.operator.helm_chart import needs_helm
+from tests.operator.helm_chart import render as _render
 
 FLOWCONTROL = ("--api-versions", "flowcontrol.apiserver.k8s.io/v1/FlowSchema")
 LEASES = Path(__file__).resolve().parents[2] / "assay" / "operator" / "kube" / "leases.py"

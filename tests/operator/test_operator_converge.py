@@ -230,7 +230,13 @@ def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypat
     raw = {**SPEC, "output": {"pvc": "results"}, "baseline": {"evaluation": "base"}}
     evaluation = {**_evaluation(), "spec": raw}
     del evaluation["status"]
-    converge.carry_out(evaluation, spec_module.parse_spec(raw), now=T0, default_image="runner:1", emit=store.emit)
+    converge.carry_out(
+        evaluation,
+        spec_module.parse_spec(raw),
+        now=T0,
+        runner=RunnerSettings(default_image="runner:1"),
+        emit=store.emit,
+    )
     job = store.objects[("Job", _job_name())]
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert read == ["base"]
@@ -241,7 +247,9 @@ def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypat
     }
     plain = _evaluation("plain")
     del plain["status"]
-    converge.carry_out(plain, spec_module.parse_spec(SPEC), now=T0, default_image="runner:1", emit=store.emit)
+    converge.carry_out(
+        plain, spec_module.parse_spec(SPEC), now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
+    )
     assert read == ["base"] and ("Job", _job_name("plain")) in store.objects  # no baseline named: nothing read
     plain_env = store.objects[("Job", _job_name("plain"))]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert spec_module.ENV_BASELINE_EVALUATION not in {e["name"] for e in plain_env}

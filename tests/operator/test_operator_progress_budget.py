@@ -99,6 +99,7 @@ def test_a_new_run_made_with_300_in_flight_is_told_15_s(monkeypatch: pytest.Monk
     from assay import spec as spec_module
     from assay.operator import handlers
     from assay.operator.runtime import converge
+    from assay.operator.build.runner_settings import RunnerSettings
     from assay.operator.runtime.state import OperatorState
     from assay.runner.results import progress_gate
     from tests.operator.test_operator_converge import SPEC, T0 as NOW, Store, _evaluation
@@ -118,7 +119,7 @@ def test_a_new_run_made_with_300_in_flight_is_told_15_s(monkeypatch: pytest.Monk
         evaluation,
         spec_module.parse_spec(SPEC),
         now=NOW,
-        default_image="runner:1",
+        runner=RunnerSettings(default_image="runner:1"),
         emit=store.emit,
         progress_interval=interval,
     )

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from assay.operator.build import builders, runner_identity
-from tests.operator.test_operator_helm import CHART, HELM, needs_helm
+from tests.operator.helm_chart import CHART, HELM, needs_helm
 
 POD_NAME = "authentication.kubernetes.io/pod-name"
 

@@ -60,6 +60,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "taskSources": {"taskSources": [{"configMap": "my-tasks"}]},
     "baseline": {"baseline": {"path": "runs/v1"}},
     "gate": {"baseline": {"path": "runs/v1"}, "gate": {"alpha": 0.01}},
+    "stopAt": {"stopAt": {"ciHalfWidth": 0.02}},
     "sentinels": {"sentinels": {"strict": True}},
 }
 """Per field, a spec fragment that sets it to something other than its default."""
