@@ -157,7 +157,9 @@ def test_a_child_is_written_only_while_it_is_the_evaluations(api: None, control_
     }
     role["rules"] = rules
     assert owned.ensure(role, uid=uid) is True
-    policy = run_children.network_policy(ref, job=builders.job_name(ref))
+    # Under a generation the Evaluation never has: the session's operator makes generation 1's itself.
+    unused = builders.EvaluationRef(name="owner", namespace=NAMESPACE, uid=uid, generation=7)
+    policy = run_children.network_policy(unused, job=builders.job_name(unused))
     assert owned.ensure(policy, uid=uid) is True  # the manifest as kube-apiserver validates it
     assert owned.ensure(policy, uid=uid, likely=True) is False
 
