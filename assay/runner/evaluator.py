@@ -14,7 +14,8 @@ import logging
 import math
 import random
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -353,7 +354,7 @@ def evaluate(
     for task in loaded.tasks.values():
         chosen = task.selected_docs(limit=sample_size(task, options.limit), samples=samples.get(task.name))
         per_doc = doc_work.requests_for(task, chosen, settings, lm, options)
-        for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc)):
+        for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc, strict=False)):
             work.append(doc_work.DocWork(task, position, doc_id, doc, instances))
         if options.write_out and rank == 0 and per_doc:
             doc_work.print_example(task, per_doc[0])

@@ -56,14 +56,15 @@ import signal
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from assay import errors
 from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
-from assay.runner.spec_file import load_spec
 from assay.runner.results import recording, status_sink, versus_baseline
+from assay.runner.spec_file import load_spec
 
 if TYPE_CHECKING:
     from assay.run_results import RunResults
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"assay runner: {error}", file=sys.stderr)
         return EXIT_CONFIG
-    except Exception as error:  # noqa: BLE001 - e.g. the rendezvous with the other nodes failed
+    except Exception as error:
         traceback.print_exc()
         print(f"assay runner: could not join the other ranks: {failure_message(error)}", file=sys.stderr)
         return EXIT_FAILURE
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_STOPPED
-    except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
+    except BaseException as error:
         return _failed(error, sink, rank=rank, world=world)
     finally:
         # The run's alone: a caller in the same process (a test, a notebook) keeps its own, and
@@ -336,7 +337,7 @@ class ProgressReporter:
             log.info("progress: %d of %d requests", done, total)
         try:
             self.sink.progress(done, total)
-        except Exception as error:  # noqa: BLE001 - status is best effort; the run goes on
+        except Exception as error:
             log.warning("could not report progress: %s", error)
 
 

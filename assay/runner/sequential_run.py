@@ -20,7 +20,8 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.run_options import EvalOptions, SequentialSettings

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.errors import Problem, UsageError
 

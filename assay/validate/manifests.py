@@ -15,8 +15,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import TextIO
 
 from assay import spec as spec_module
 from assay.errors import Problem, UserError

@@ -48,7 +48,7 @@ def _status(server: ApiServer) -> dict[str, Any]:
 
 
 def test_a_sequential_gate_stops_regressed_and_non_inferior_and_status_says_so(
-    api_server: ApiServer,  # noqa: F811
+    api_server: ApiServer,
     task_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -85,7 +85,7 @@ def test_a_sequential_gate_stops_regressed_and_non_inferior_and_status_says_so(
 
 
 def test_a_baseline_that_cannot_be_found_scores_every_document(
-    api_server: ApiServer,  # noqa: F811
+    api_server: ApiServer,
     task_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

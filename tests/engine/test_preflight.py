@@ -16,8 +16,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import datasets
 import huggingface_hub.constants
@@ -70,7 +71,7 @@ def online(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+    def do_HEAD(self) -> None:
         self.send_response(200)
         self.end_headers()
 

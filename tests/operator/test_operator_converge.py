@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders

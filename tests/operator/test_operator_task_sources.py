@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.admission import task_sources, validation
 from assay.operator.build import builders

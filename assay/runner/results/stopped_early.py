@@ -7,7 +7,8 @@ in a footnote, status in `status.comparison.sequential` and a saved-work figure.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.run_results import RunResults
 from assay.spec import status as schema
