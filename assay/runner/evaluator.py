@@ -24,7 +24,8 @@ from assay.batch_size import BatchSize
 from assay.errors import UsageError, UserError
 from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
 from assay.run_results import RunResults
-from assay.runner import distributed, doc_work, preflight
+from assay.runner import distributed, doc_work
+from assay.runner.checks import preflight
 from assay.runner.doc_work import ProgressFn
 from assay.runner.models.lm import LM
 from assay.runner.results import assemble
@@ -361,7 +362,7 @@ def evaluate(
 
     keep = "full" if options.log_samples else "scores" if options.score_records else None
     if options.sequential is not None:
-        from assay.runner import sequential_run
+        from assay.runner.sequential import run as sequential_run
 
         return sequential_run.evaluate(lm, loaded, work, options, options.sequential, keep=keep, progress=progress)
     shards = distributed.balanced_shards([item.cost for item in work], world_size)

@@ -23,8 +23,8 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
   loads). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
   validation (spec, output directory, model name, what `assay validate` checks offline
-  through `assay.runner.offline_check`: model_args, task names and each task's YAML, then
-  `assay.runner.preflight`: model paths, and in offline mode the hub models and datasets in
+  through `assay.runner.checks.offline_check`: model_args, task names and each task's YAML, then
+  `assay.runner.checks.preflight`: model paths, and in offline mode the hub models and datasets in
   the caches) without loading the model or data; with several processes it runs first as an init
   container, before the ranks meet. A run does the same checks before its model loads.
 - 3: loading or running the model or reading the data failed (an error raised inside
@@ -244,7 +244,7 @@ def check_spec(
     """What `--check` validates without loading the model or data: the output directory, the model
     name, what `assay validate` checks offline (`offline_check`: model_args, task names, each task's
     config) and the run's preflight (model paths, offline models and datasets present)."""
-    from assay.runner import offline_check, preflight
+    from assay.runner.checks import offline_check, preflight
     from assay.runner.models import get_model
 
     if output_dir is not None:
@@ -290,7 +290,8 @@ def run_spec(
     on ranks other than 0. `sink` defaults to the environment's status sink on rank 0;
     `output_root` (where spec.baseline.path is read) to ASSAY_OUTPUT_ROOT, then /output.
     """
-    from assay.runner import evaluator, offline_check
+    from assay.runner import evaluator
+    from assay.runner.checks import offline_check
 
     if not isinstance(spec, spec_module.Evaluation):
         spec = spec_module.parse_spec(spec)

@@ -26,7 +26,8 @@ import pytest
 
 from assay import cli
 from assay.errors import UserError
-from assay.runner import evaluator, hub_reach, job, models, preflight
+from assay.runner import evaluator, job, models
+from assay.runner.checks import hub_reach, preflight
 from assay.runner.tasks.index import TaskManager
 
 HUB_DATASET, CONFIG = "assay-test/tiny_qa", "easy"

@@ -1,7 +1,7 @@
 """What a sequential run says about its stops, read from its results' `sequential` member.
 
 The results JSON keeps, per task, the documents scored of the total, why it stopped and the
-gate's interval at the stop (`assay.runner.sequential_run`); the printed table says the same
+gate's interval at the stop (`assay.runner.sequential.run`); the printed table says the same
 in a footnote, status in `status.comparison.sequential` and a saved-work figure.
 """
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from assay import endpoint_urls, errors
 from assay.errors import UserError
-from assay.runner import hub_reach, models
+from assay.runner import models
+from assay.runner.checks import hub_reach
 from assay.runner.models import model_location
 from assay.runner.tasks import config_check
 from assay.runner.tasks.index import TaskManager
