@@ -16,7 +16,7 @@ import torch
 from assay.runner.models.hf import refill
 from assay.runner.models.hf.model import HFLM
 from model_fixtures import long_models  # noqa: F401  (fixtures)
-from tests.models.test_hf_backend import gen_both, lm_eval_hf
+from tests.models.hf_parity import gen_both, lm_eval_hf
 
 pytestmark = pytest.mark.parity
 

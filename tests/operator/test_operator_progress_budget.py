@@ -102,8 +102,9 @@ def test_a_new_run_made_with_300_in_flight_is_told_15_s(monkeypatch: pytest.Monk
     from assay.operator.runtime import converge
     from assay.operator.runtime.state import OperatorState
     from assay.runner.results import progress_gate
-    from tests.operator.test_operator_converge import SPEC, Store, _evaluation
-    from tests.operator.test_operator_converge import T0 as NOW
+    from tests.operator.converge_store import SPEC, Store
+    from tests.operator.converge_store import T0 as NOW
+    from tests.operator.converge_store import tiny_evaluation as _evaluation
 
     unfinished = converge.UnfinishedRuns()
     for i in range(300):
