@@ -44,7 +44,7 @@ class BatchSize:
         return str(self.given)
 
     @classmethod
-    def parse(cls, value: object, *, source: str = "batch_size", error: type[UserError] = UserError) -> "BatchSize":
+    def parse(cls, value: object, *, source: str = "batch_size", error: type[UserError] = UserError) -> BatchSize:
         """`value` as a BatchSize; `error` names `source` (a flag, a spec field, a model_arg)."""
         if isinstance(value, BatchSize):
             return value

@@ -21,7 +21,8 @@ import logging
 import os
 import sys
 import textwrap
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from assay import check_command, data_command, run_logging, task_tables
 from assay.cli_cluster import commands as cluster_commands

@@ -13,8 +13,9 @@ import argparse
 import dataclasses
 import json
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max

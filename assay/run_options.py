@@ -15,7 +15,8 @@ without knowing the engine.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.batch_size import BatchSize
 from assay.errors import UsageError, UserError

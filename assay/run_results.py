@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from typing import Any, Final, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
 
 from assay import scores
 

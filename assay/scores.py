@@ -12,7 +12,8 @@ both read it.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any
 
 NOT_AVAILABLE = "N/A"
 """lm-eval's stderr where none could be computed."""

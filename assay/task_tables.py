@@ -28,7 +28,7 @@ def list_tables(task_manager: Any, *, groups: bool = True, tags: bool = True, su
 def _config_location(path: Path | None) -> str:
     if path is None:
         return "---"
-    from assay.runner.tasks.index import builtin_tasks_dir
+    from assay.runner.tasks.index_entries import builtin_tasks_dir
 
     try:
         return "tasks/" + Path(path).resolve().relative_to(builtin_tasks_dir().resolve()).as_posix()

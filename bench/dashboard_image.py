@@ -92,7 +92,7 @@ def run_evaluations(work: Path) -> list[dict[str, Any]]:
     if done.returncode != 0:
         raise SystemExit(f"assay apply --local failed:\n{done.stderr[-3000:]}")
     statuses = [document["status"] for document in yaml.safe_load_all(done.stdout) if document]
-    return [{**manifest, "status": status} for manifest, status in zip(manifests, statuses)]
+    return [{**manifest, "status": status} for manifest, status in zip(manifests, statuses, strict=False)]
 
 
 def prometheus_binary(given: str | None) -> str:
@@ -206,11 +206,11 @@ def leaderboard_panel(x: float, y: float, rows: list[dict[str, Any]]) -> str:
     h = 50 + 18 * (len(lines) + 1)
     columns = (x + 10, x + 150, x + 270, x + 360, x + w - 20)
     parts = [_panel(x, y, w, h, PANELS[1])]
-    for cx, name in zip(columns, header):
+    for cx, name in zip(columns, header, strict=False):
         parts.append(_text(cx, y + 44, name, 11, "end" if name == "score" else "start", "bold"))
     for i, line in enumerate(lines):
         ly = y + 62 + 18 * i
-        for cx, cell in zip(columns[:4], line[:4]):
+        for cx, cell in zip(columns[:4], line[:4], strict=False):
             parts.append(_text(cx, ly, str(cell), 11))
         parts.append(_text(columns[4], ly, f"{line[4]:.4f}", 11, "end"))
     return "".join(parts)

@@ -13,7 +13,8 @@ overhead, attention over the whole prompt per token) are not in that price.
 from __future__ import annotations
 
 import statistics
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.runner.models.hf.generation import DEFAULT_MAX_GEN_TOKS, normalize_gen_kwargs
 
@@ -30,7 +31,7 @@ def measure(
     lm_s, body_s_run = recorder.seconds, recorder.body_seconds  # before this function's own forwards
     prompts = lm.encoder.encode_many([r.context for r in requests])
     cut_prompts, generated = [], 0
-    for request, prompt, text in zip(requests, prompts, texts):
+    for request, prompt, text in zip(requests, prompts, texts, strict=False):
         _, max_gen_toks, _ = normalize_gen_kwargs(request.gen_kwargs, DEFAULT_MAX_GEN_TOKS)
         cut_prompts.append(prompt[-(lm.max_length - max_gen_toks) :])
         tokens = len(lm.encoder.encode(text, add_special_tokens=False))

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from assay.operator.decide.progress_budget import interval_seconds as progress_interval
 from assay.runner.results.status_sink import KubernetesStatusSink

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 #: (context tokens, continuation tokens), as Assay's encoder hands them to its scorers
 TokenPair = tuple[list[int], list[int]]
@@ -136,7 +137,7 @@ def measure(lm: Any, recorder: Recorder, batch: int) -> dict[str, Any] | None:
     """The row's floor and what it is made of; None where the row has no loglikelihood requests."""
     lm_s, body_s_run = recorder.seconds, recorder.body_seconds  # before this function's own forwards
     if recorder.requests["generate_until"]:
-        import generation_floor  # noqa: PLC0415 - bench/, this script's own folder, is on sys.path
+        import generation_floor
 
         return generation_floor.measure(lm, recorder, batch, per_token_seconds, trie_counts)
     pairs = token_pairs(lm, recorder)

@@ -16,13 +16,14 @@ import collections
 import datetime
 import json
 import os
-import statistics
 import re
+import statistics
 import time
 import urllib.request
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 RATE_LIMIT_WAIT = "assay_operator_rate_limit_wait_seconds_total"
 RERUN_ANNOTATION = "evaluations.assay.dev/rerun"
@@ -71,7 +72,7 @@ def storm(custom: Any, namespace: str, names: list[str], rounds: int, workers: i
 
     with ThreadPoolExecutor(workers) as pool:
         for k in range(rounds):
-            list(pool.map(lambda name: annotate(name, f"storm-{k}"), names))
+            list(pool.map(lambda name: annotate(name, f"storm-{k}"), names))  # noqa: B023 - called within this iteration
             time.sleep(2)
     return began
 

@@ -9,8 +9,9 @@ files.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tasks"
 

@@ -35,7 +35,7 @@ class ApiServer:
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            def do_GET(self) -> None:
                 server.requests.append(("GET", None))
                 name = self.path.rstrip("/").rsplit("/", 1)[-1]
                 if name == "ev":
@@ -45,7 +45,7 @@ class ApiServer:
                 else:
                     self._answer(404, _status_body(404, f'evaluations.assay.dev "{name}" not found'))
 
-            def do_PATCH(self) -> None:  # noqa: N802
+            def do_PATCH(self) -> None:
                 kind = self.headers["Content-Type"]
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append(("PATCH", kind))

@@ -7,7 +7,8 @@ numbers without their Comparison objects), so this lays them out in `assay compa
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text
 from assay.spec import status as schema
@@ -84,10 +85,16 @@ def _p(value: Any) -> str:
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
-    header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths)) + "|"
-    rule = "|" + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths)) + "|"
+    header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths, strict=False)) + "|"
+    rule = (
+        "|"
+        + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths, strict=False))
+        + "|"
+    )
     body = [
-        "|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|"
+        "|"
+        + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths, strict=False))
+        + "|"
         for r in rows
     ]
     return "\n".join([header, rule, *body])

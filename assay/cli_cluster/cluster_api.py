@@ -19,8 +19,9 @@ import dataclasses
 import json
 import os
 import re
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from assay import echoed_text
 from assay import spec as spec_module
@@ -73,7 +74,7 @@ def find_target(
                 config_file=joined, context=context, client_configuration=configuration, persist_config=False
             )
             contexts, current = config.list_kube_config_contexts(config_file=joined)
-        except Exception as error:  # noqa: BLE001 - the loader raises ConfigException, YAML, key and base64 errors alike
+        except Exception as error:
             raise ClusterError(f"The kubeconfig {joined} cannot be used: {_first_line(error)}.") from None
         chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
         return Target(configuration, ((chosen or {}).get("context") or {}).get("namespace") or "default", joined)
@@ -184,7 +185,7 @@ class Cluster:
             return request()
         except ApiException as error:
             raise _api_error(error, server=self.server) from None
-        except Exception as error:  # noqa: BLE001 - urllib3's connection, TLS and timeout errors have no common base with OSError
+        except Exception as error:
             if type(error).__module__.startswith(("urllib3", "ssl", "socket")) or isinstance(error, OSError):
                 raise ClusterError(f"Cannot reach the API server at {self.server}: {_reason(error)}.") from None
             raise

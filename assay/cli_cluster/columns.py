@@ -3,7 +3,7 @@ borders; its tabwriter's settings (padding 3, minimum width 6), so `awk` reads t
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.runner.results.table import text_width
 
@@ -19,6 +19,6 @@ def render(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     ]
     lines = []
     for cells in [list(headers), *rows]:
-        padded = [cell + " " * (width - text_width(cell)) for cell, width in zip(cells[:-1], widths)]
+        padded = [cell + " " * (width - text_width(cell)) for cell, width in zip(cells[:-1], widths, strict=False)]
         lines.append(("".join(padded) + cells[-1]).rstrip())
     return "\n".join(lines) + "\n"

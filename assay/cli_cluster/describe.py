@@ -10,7 +10,8 @@ bounded line each (`echoed_text`): a runner's or a server's message may carry an
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay import echoed_text
 from assay.cli_cluster import advice, ages, columns, listing

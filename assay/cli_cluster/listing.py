@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import datetime
 import json
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay import echoed_text
 from assay.cli_cluster import ages, columns

@@ -18,7 +18,8 @@ import codecs
 import dataclasses
 import sys
 import threading
-from typing import Any, Iterable, Mapping, Sequence, TextIO
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
 
 from assay.cli_cluster import cluster_api
 from assay.operator.build import builders

@@ -15,7 +15,8 @@ come back as floats: the runner stores every value as one, and the API server re
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text, scores
 from assay.cli_cluster import baseline_rows, listing

@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except UserError:
         raise
-    except Exception as error:  # noqa: BLE001 - any failure of the comparison is one sentence, exit 2
+    except Exception as error:
         from assay.compare import failures
 
         raise UsageError(failures.sentence(error, runs="The runs")) from None

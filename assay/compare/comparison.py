@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -336,7 +337,7 @@ def _decided(rows: list[Row], settings: Settings) -> list[Row]:
                 p_value=p,
             ),
         )
-        for row, p in zip(rows, adjusted)
+        for row, p in zip(rows, adjusted, strict=False)
     ]
 
 

@@ -16,8 +16,8 @@ mean of a per-document quantity, so it becomes that quantity and a paired t-test
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -91,7 +91,7 @@ def _sacrebleu_inputs(items: Sequence[Any]) -> tuple[list[tuple[str, ...]], list
         refs = [[ref] for ref in refs]
     if _is_non_str_iterable(preds[0]):
         preds = [pred[0] for pred in preds]
-    return list(zip(*refs)), preds
+    return list(zip(*refs, strict=False)), preds
 
 
 def _is_non_str_iterable(value: Any) -> bool:

@@ -11,7 +11,8 @@ these names is refused with a note: guessing "higher" would turn a regression ar
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 REGISTERED: Mapping[str, bool] = {
     "acc": True,

@@ -175,7 +175,7 @@ def png(comparison: Comparison, path: Path) -> None:
         ) from None
     rows = [ForestRow.of(row) for row in comparison.rows]
     figure, axes = pyplot.subplots(len(rows), 1, figsize=(9, 0.45 * len(rows) + 1), squeeze=False)
-    for row, (ax,) in zip(rows, axes):
+    for row, (ax,) in zip(rows, axes, strict=False):
         ax.set_yticks([])
         ax.set_ylabel(row.label, rotation=0, ha="right", va="center", fontsize=8)
         if all(math.isfinite(v) for v in (row.gain, row.low, row.high)):

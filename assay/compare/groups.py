@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.compare import clustered, pairing, statistics
 from assay.run_results import RunResults
@@ -153,7 +154,7 @@ def _weightings(results: RunResults, group: str, metric: str, filter_name: str, 
 
 
 def _weighted(values: list[float], sizes: list[int]) -> float:
-    return float(sum(v * n for v, n in zip(values, sizes)) / sum(sizes))
+    return float(sum(v * n for v, n in zip(values, sizes, strict=False)) / sum(sizes))
 
 
 def _close(reported: Any, computed: float) -> bool:
@@ -177,7 +178,7 @@ def compare_group(
 ) -> statistics.PairedTest | None:
     """The group's paired comparison (clustered.stratified_z), or None with a note saying why not."""
     parts = [pairs.get((task, spec.metric, spec.filter)) for task in spec.subtasks]
-    missing = [task for task, part in zip(spec.subtasks, parts) if part is None]
+    missing = [task for task, part in zip(spec.subtasks, parts, strict=False) if part is None]
     name = f"{spec.group} {spec.metric} ({spec.filter})"
     if missing:
         notes.append(f"{name}: not compared as a group; no paired documents in {', '.join(missing)}.")

@@ -28,8 +28,9 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from assay.errors import UsageError
 from assay.run_results import RunResults

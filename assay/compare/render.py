@@ -94,10 +94,16 @@ def _table(comparison: Comparison, *, markdown: bool) -> str:
         ]
         return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in rows])
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(HEADERS)]
-    header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths)) + "|"
-    rule = "|" + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths)) + "|"
+    header = "|" + "|".join(h.center(w) for h, w in zip(HEADERS, widths, strict=False)) + "|"
+    rule = (
+        "|"
+        + "|".join("-" * (w - 1) + (":" if h in _NUMERIC else "-") for h, w in zip(HEADERS, widths, strict=False))
+        + "|"
+    )
     body = [
-        "|" + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths)) + "|"
+        "|"
+        + "|".join(c.rjust(w) if h in _NUMERIC else c.ljust(w) for c, h, w in zip(r, HEADERS, widths, strict=False))
+        + "|"
         for r in rows
     ]
     return "\n".join([header, rule, *body])

@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 

@@ -31,7 +31,8 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-from typing import Any, Callable, Iterator, Mapping, cast
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, cast
 
 import kopf
 

@@ -17,8 +17,9 @@ import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 import yaml
 

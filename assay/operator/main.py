@@ -27,7 +27,8 @@ import logging
 import os
 import re
 import sys
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from assay.errors import UsageError, UserError
 from assay.extras import require_installed
@@ -261,7 +262,7 @@ def _load_credentials(settings: OperatorSettings) -> None:
 
     try:
         api_client.load_config(limiter=settings.api_limiter())
-    except Exception as error:  # noqa: BLE001 - ConfigError, or a kubeconfig file that cannot be read
+    except Exception as error:
         raise UserError(
             f"No Kubernetes credentials ({error}): run the operator in a cluster or point KUBECONFIG at a kubeconfig."
         ) from None

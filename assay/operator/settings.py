@@ -13,7 +13,7 @@ value is named in one sentence before the operator talks to the API server.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
+from collections.abc import Mapping
 
 from assay.errors import UserError
 from assay.operator.admission.policy import AdminPolicy

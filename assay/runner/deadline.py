@@ -19,8 +19,9 @@ import importlib
 import signal
 import threading
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 _SIGNAL = getattr(signal, "SIGALRM", None)
 # The C module's getsignal: `signal.getsignal` looks the handler up in an enum first, through a
@@ -47,7 +48,7 @@ def _on_alarm(signum: int, frame: FrameType | None) -> None:
     signal.raise_signal(signum)
 
 
-class deadline:  # noqa: N801 - used as a `with` statement, like contextlib's lower-case managers
+class deadline:
     """Raise DeadlineExceeded inside the block once it has run `seconds` (main thread only).
 
     Inside another bound this one adds nothing: the outer bound already holds the work. A

@@ -31,7 +31,8 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -267,13 +268,13 @@ class _Peers:
         # A store client of its own: the main thread's client may be inside a blocking call.
         try:
             store = _connect_store(self.timeout)
-        except Exception:  # noqa: BLE001 - without a store the peers just cannot see us beat
+        except Exception:
             return
         key = f"{self.prefix}heartbeat/{self.rank}"
         while not self._stop.is_set():
             try:
                 store.add(key, 1)
-            except Exception:  # noqa: BLE001 - the store went away with rank 0's node; nothing to tell
+            except Exception:
                 return
             self._stop.wait(HEARTBEAT_INTERVAL_S)
 
@@ -282,7 +283,7 @@ class _Peers:
     def _call(self, what: str, *args: Any) -> Any:
         try:
             return getattr(self.store, what)(*args)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             raise PeerFailure(
                 f"lost the rendezvous store at {self.where} (it lives with rank 0's node): "
                 f"rank 0 stopped responding; see its log ({error})",
@@ -293,7 +294,7 @@ class _Peers:
         try:
             self.store.set(f"{self.prefix}failed/{self.rank}", message[:2000])
             self.store.add(f"{self.prefix}failures", 1)
-        except Exception:  # noqa: BLE001 - best effort: we are failing anyway
+        except Exception:
             pass
 
     def _failed_peer(self) -> PeerFailure | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 from collections import defaultdict
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from assay.compare import outputs
 from assay.run_options import EvalOptions
@@ -122,7 +123,7 @@ def run_requests(lm: LM, instances: list[Instance], progress: ProgressFn | None,
                 raise RuntimeError(
                     f"{type(lm).__name__}.{request_type} returned {len(responses)} results for {len(chunk)} requests"
                 )
-            for inst, response in zip(chunk, responses):
+            for inst, response in zip(chunk, responses, strict=False):
                 inst.resps.append(response)
             done += len(chunk)
             reached(done)

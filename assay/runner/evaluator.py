@@ -14,7 +14,8 @@ import logging
 import math
 import random
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,7 +24,8 @@ from assay.batch_size import BatchSize
 from assay.errors import UsageError, UserError
 from assay.run_options import DEFAULT_BOOTSTRAP_ITERS, DEFAULT_OTHER_SEED, DEFAULT_RANDOM_SEED, EvalOptions
 from assay.run_results import RunResults
-from assay.runner import distributed, doc_work, preflight
+from assay.runner import distributed, doc_work
+from assay.runner.checks import preflight
 from assay.runner.doc_work import ProgressFn
 from assay.runner.models.lm import LM
 from assay.runner.results import assemble
@@ -353,14 +355,14 @@ def evaluate(
     for task in loaded.tasks.values():
         chosen = task.selected_docs(limit=sample_size(task, options.limit), samples=samples.get(task.name))
         per_doc = doc_work.requests_for(task, chosen, settings, lm, options)
-        for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc)):
+        for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc, strict=False)):
             work.append(doc_work.DocWork(task, position, doc_id, doc, instances))
         if options.write_out and rank == 0 and per_doc:
             doc_work.print_example(task, per_doc[0])
 
     keep = "full" if options.log_samples else "scores" if options.score_records else None
     if options.sequential is not None:
-        from assay.runner import sequential_run
+        from assay.runner.sequential import run as sequential_run
 
         return sequential_run.evaluate(lm, loaded, work, options, options.sequential, keep=keep, progress=progress)
     shards = distributed.balanced_shards([item.cost for item in work], world_size)

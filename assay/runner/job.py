@@ -23,8 +23,8 @@ Exit codes (the Job's podFailurePolicy and `kubectl logs` readers rely on them):
   loads). The message is one sentence naming the input and the fix; the
   podFailurePolicy fails the Job at once instead of retrying. `--check` does only this
   validation (spec, output directory, model name, what `assay validate` checks offline
-  through `assay.runner.offline_check`: model_args, task names and each task's YAML, then
-  `assay.runner.preflight`: model paths, and in offline mode the hub models and datasets in
+  through `assay.runner.checks.offline_check`: model_args, task names and each task's YAML, then
+  `assay.runner.checks.preflight`: model paths, and in offline mode the hub models and datasets in
   the caches) without loading the model or data; with several processes it runs first as an init
   container, before the ranks meet. A run does the same checks before its model loads.
 - 3: loading or running the model or reading the data failed (an error raised inside
@@ -56,14 +56,15 @@ import signal
 import sys
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from assay import errors
 from assay import spec as spec_module
 from assay.errors import DataError, UserError
 from assay.runner import distributed
-from assay.runner.spec_file import load_spec
 from assay.runner.results import recording, status_sink, versus_baseline
+from assay.runner.spec_file import load_spec
 
 if TYPE_CHECKING:
     from assay.run_results import RunResults
@@ -120,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as error:
         print(f"assay runner: {error}", file=sys.stderr)
         return EXIT_CONFIG
-    except Exception as error:  # noqa: BLE001 - e.g. the rendezvous with the other nodes failed
+    except Exception as error:
         traceback.print_exc()
         print(f"assay runner: could not join the other ranks: {failure_message(error)}", file=sys.stderr)
         return EXIT_FAILURE
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return EXIT_STOPPED
-    except BaseException as error:  # noqa: BLE001 - every failure becomes an exit code and a message
+    except BaseException as error:
         return _failed(error, sink, rank=rank, world=world)
     finally:
         # The run's alone: a caller in the same process (a test, a notebook) keeps its own, and
@@ -243,7 +244,7 @@ def check_spec(
     """What `--check` validates without loading the model or data: the output directory, the model
     name, what `assay validate` checks offline (`offline_check`: model_args, task names, each task's
     config) and the run's preflight (model paths, offline models and datasets present)."""
-    from assay.runner import offline_check, preflight
+    from assay.runner.checks import offline_check, preflight
     from assay.runner.models import get_model
 
     if output_dir is not None:
@@ -289,7 +290,8 @@ def run_spec(
     on ranks other than 0. `sink` defaults to the environment's status sink on rank 0;
     `output_root` (where spec.baseline.path is read) to ASSAY_OUTPUT_ROOT, then /output.
     """
-    from assay.runner import evaluator, offline_check
+    from assay.runner import evaluator
+    from assay.runner.checks import offline_check
 
     if not isinstance(spec, spec_module.Evaluation):
         spec = spec_module.parse_spec(spec)
@@ -336,7 +338,7 @@ class ProgressReporter:
             log.info("progress: %d of %d requests", done, total)
         try:
             self.sink.progress(done, total)
-        except Exception as error:  # noqa: BLE001 - status is best effort; the run goes on
+        except Exception as error:
             log.warning("could not report progress: %s", error)
 
 

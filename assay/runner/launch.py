@@ -22,7 +22,8 @@ from __future__ import annotations
 import importlib
 import sys
 import time
-from typing import Any, Mapping, Protocol, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 from assay import spec as spec_module
 

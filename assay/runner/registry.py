@@ -6,7 +6,8 @@ defines it; lookups of unknown names raise a UserError that suggests near names.
 
 from __future__ import annotations
 
-from typing import Callable, Generic, Iterator, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
 
 from assay.errors import UserError, suggest
 

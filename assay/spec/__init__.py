@@ -61,10 +61,10 @@ model or meeting the other ranks.
 """
 
 from assay.spec.model import (
+    API_MODELS,
     API_VERSION,
     CONFIG_ERROR_EXIT_CODE,
-    PEER_FAILED_EXIT_CODE,
-    RESULTS_NOT_RECORDED_EXIT_CODE,
+    ENDPOINT_CA_MOUNT,
     ENV_BASELINE_EVALUATION,
     ENV_GENERATION,
     ENV_JOB_NAME,
@@ -81,13 +81,13 @@ from assay.spec.model import (
     GROUP,
     JSON,
     KIND,
+    PEER_FAILED_EXIT_CODE,
     PLURAL,
     QUANTITY_RE,
+    RESULTS_NOT_RECORDED_EXIT_CODE,
     SEED_STRING_RE,
     VERSION,
     Cache,
-    API_MODELS,
-    ENDPOINT_CA_MOUNT,
     ConfigMapKey,
     Endpoint,
     Evaluation,

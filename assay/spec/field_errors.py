@@ -11,7 +11,8 @@ as spec.resources) the first error is the one kept.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from assay.errors import UserError
 

@@ -21,8 +21,7 @@ statistics of `assay compare`; the gate's fields are that command's flags.
 from __future__ import annotations
 
 import dataclasses
-from typing import Mapping
-
+from collections.abc import Mapping
 
 DEFAULT_ALPHA = 0.05
 DEFAULT_ITERATIONS = 1000

@@ -10,7 +10,7 @@ Python's `re.match` would.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from collections.abc import Mapping
 
 from assay.errors import UserError
 

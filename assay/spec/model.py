@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay import endpoint_urls, run_rules
 from assay.batch_size import BatchSize
@@ -228,7 +229,7 @@ class Evaluation:
     """The plausibility checks of the run's scores (the condition ScoresTrusted); strict fails the run."""
 
     @classmethod
-    def from_dict(cls, spec: Mapping[str, JSON]) -> "Evaluation":
+    def from_dict(cls, spec: Mapping[str, JSON]) -> Evaluation:
         from assay.spec.parsing import parse_spec
 
         return parse_spec(spec)

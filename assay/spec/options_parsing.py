@@ -6,7 +6,7 @@ reads the whole spec with them.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from assay import batch_size, run_rules
 from assay.errors import UserError

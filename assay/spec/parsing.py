@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay import batch_size, run_rules
 from assay.errors import UserError
@@ -33,7 +34,6 @@ from assay.spec.model import (
     Seed,
 )
 from assay.spec.reader import Reader, kind, unknown_field
-
 
 _TOP_FIELDS = set(fields.KEYS)
 """The spec's keys, as the table of fields (`assay.spec.fields`) names them."""

@@ -7,7 +7,7 @@ reads the whole spec with them.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from assay.errors import UserError
 from assay.spec import kube_names, scheduling

@@ -9,7 +9,7 @@ than when its Job is. The bounds here are the CRD's; they are far above any real
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from assay.errors import UserError
 from assay.spec import kube_names

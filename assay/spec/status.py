@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Any, Mapping, TypedDict, cast
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
 
 RESULTS = "results"
 GROUPS = "groups"

@@ -3,6 +3,6 @@
 `command` is the subcommand (flags, output, exit code); `manifests` checks Evaluation
 manifest files with the parser and checks the operator and the runner pod use. The checks
 themselves live where the programs that stop at the first error find them: `assay.spec`
-(the spec), `assay.runner.offline_check` (model, model_args, tasks and task YAML) and
+(the spec), `assay.runner.checks.offline_check` (model, model_args, tasks and task YAML) and
 `assay.operator.admission.validation` (what a spec must grant its model and tasks).
 """

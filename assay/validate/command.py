@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import textwrap
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.errors import Problem, UsageError
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _check_tasks(names: Sequence[str], include_path: str | None) -> list[Problem]:
-    from assay.runner import offline_check
+    from assay.runner.checks import offline_check
 
     print(f"Validating tasks: {list(names)}")
     manager = offline_check.task_index(include_path)

@@ -3,7 +3,7 @@
 A manifest goes through what the operator and the runner pod would do with it, minus what
 needs a cluster or the run's machine: the spec parser (`assay.spec.read_manifest`, every
 field read on its own so that all field errors come out of one pass), the engine's offline
-checks (`assay.runner.offline_check`: model name, model_args, task names, task YAML), then
+checks (`assay.runner.checks.offline_check`: model name, model_args, task names, task YAML), then
 the admission rules that need no cluster (remote code, unsafe task code). Each error is
 placed on the line of the field it names, found in the YAML's node tree; a task YAML's
 problem is placed in that YAML instead. ConfigMaps named in spec.taskSources cannot be read
@@ -15,13 +15,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, TextIO
+from typing import TextIO
 
 from assay import spec as spec_module
 from assay.errors import Problem, UserError
 from assay.operator.admission import validation
-from assay.runner import offline_check
+from assay.runner.checks import offline_check
 from assay.spec import manifest_file
 
 

@@ -105,7 +105,7 @@ def test_the_control_is_valid_and_runs(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_every_task_in_the_library_passes_the_check_run_now_makes() -> None:
     # `run` refuses on these problems before the model loads: none may be a false alarm on the library.
-    from assay.runner import offline_check
+    from assay.runner.checks import offline_check
     from assay.runner.tasks.index import TaskManager
 
     manager = TaskManager()

@@ -13,8 +13,9 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -250,7 +251,7 @@ def test_a_bar_names_the_tasks_its_requests_come_from() -> None:
     )  # outside a run: lm-eval's words
 
 
-def test_the_hf_backend_bar_names_the_tasks(imported: Path, gpt2_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+def test_the_hf_backend_bar_names_the_tasks(imported: Path, gpt2_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(
         [
             "run",

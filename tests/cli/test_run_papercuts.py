@@ -68,8 +68,8 @@ def test_a_limit_is_a_whole_count_or_a_fraction_below_one() -> None:
     # the CRD refuse it too (tests/cli/test_validator_corpus.py holds the three to one answer).
     from assay.errors import UsageError
 
-    assert getattr(_flags("--limit", "2.0"), "limit") == 2.0
-    assert getattr(_flags("--limit", "0.5"), "limit") == 0.5
+    assert _flags("--limit", "2.0").limit == 2.0
+    assert _flags("--limit", "0.5").limit == 0.5
     with pytest.raises(UsageError) as refused:
         _flags("--limit", "1.5")
     assert str(refused.value) == (

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -69,7 +70,7 @@ def test_a_local_data_run_imports_no_datasets_metric_library_or_cluster_client(c
 @pytest.mark.model
 def test_an_hf_run_on_local_data_imports_its_model_module_and_nothing_it_does_not_use(
     converted: Path,
-    gpt2_dir: Path,  # noqa: F811
+    gpt2_dir: Path,
 ) -> None:
     modules = _modules_after_run(
         [

@@ -8,8 +8,9 @@ stdout, stderr and the exit code.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import kubernetes.config  # noqa: F401 - read $KUBECONFIG now, before a test points it at its local server
 import pytest

@@ -75,7 +75,7 @@ def _rows(out: str) -> list[list[str]]:
     """The table's lines split at its column starts (cells may be empty)."""
     header, *lines = out.splitlines()
     starts = [i for i, char in enumerate(header) if char != " " and (i == 0 or header[i - 1] == " ")]
-    bounds = list(zip(starts, [*starts[1:], None]))
+    bounds = list(zip(starts, [*starts[1:], None], strict=False))
     return [[line[a:b].strip() for a, b in bounds] for line in [header, *lines]]
 
 

@@ -40,7 +40,7 @@ def _loop_se(differences: list[float], clusters: list[str]) -> float:
     """Miller's appendix A written out: Σ over clusters of (Σ residuals)², then the C/(C−1) factor."""
     mean = sum(differences) / len(differences)
     totals: dict[str, float] = {}
-    for value, cluster in zip(differences, clusters):
+    for value, cluster in zip(differences, clusters, strict=False):
         totals[cluster] = totals.get(cluster, 0.0) + (value - mean)
     count = len(totals)
     return math.sqrt(count / (count - 1) * sum(total * total for total in totals.values())) / len(differences)
@@ -140,9 +140,11 @@ def test_stratified_z_is_the_weighted_mean_with_independent_subtasks(weight_by_s
     parts = _strata(5)
     sizes = [len(base) for base, _ in parts]
     weights = [n / sum(sizes) if weight_by_size else 1 / len(parts) for n in sizes]
-    result = clustered.stratified_z([clustered.Stratum(b, c, w) for (b, c), w in zip(parts, weights)], alpha=ALPHA)
+    result = clustered.stratified_z(
+        [clustered.Stratum(b, c, w) for (b, c), w in zip(parts, weights, strict=False)], alpha=ALPHA
+    )
     # Independently: each subtask's mean difference has variance s²/n (ddof 1); independent subtasks add.
-    variance = sum(w * w * np.var(c - b, ddof=1) / len(b) for (b, c), w in zip(parts, weights))
+    variance = sum(w * w * np.var(c - b, ddof=1) / len(b) for (b, c), w in zip(parts, weights, strict=False))
     assert result.se == pytest.approx(math.sqrt(variance), rel=1e-12)
     if weight_by_size:  # every paired document counts once: the mean over all of them
         everything = np.concatenate([c - b for b, c in parts])

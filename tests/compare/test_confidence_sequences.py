@@ -88,7 +88,7 @@ def test_the_interval_shrinks_as_documents_arrive() -> None:
         (look,) = gate.decide().looks
         widths.append(look.upper - look.lower)
         assert look.lower < 0.6 < look.upper
-    assert all(later < earlier for earlier, later in zip(widths, widths[1:]))
+    assert all(later < earlier for earlier, later in zip(widths, widths[1:], strict=False))
     assert widths[-1] < widths[0] / 2  # about 1/√n: eight times the documents, a third of the width
 
 
@@ -119,7 +119,7 @@ def test_the_bound_is_the_root_of_the_running_peak_of_the_capital(upward: bool) 
 
     def peak_minus_threshold(m: float) -> float:
         capital, peak = 0.0, 0.0
-        for value, bet in zip(x, lam):
+        for value, bet in zip(x, lam, strict=False):
             if upward:
                 capital += math.log(1 + min(bet, cs.CAP / m) * (value - m))
             else:

@@ -12,9 +12,9 @@ from assay.runner.scoring.aggregations import AGGREGATIONS
 
 RNG = np.random.default_rng(11)
 LOGLIKS = list(-RNG.random(40) * 5)
-WEIGHTED = [[ll, int(w)] for ll, w in zip(LOGLIKS, RNG.integers(1, 30, 40))]
-BINARY = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 2, 40), RNG.integers(0, 2, 40))]
-MULTICLASS = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 4, 40), RNG.integers(0, 4, 40))]
+WEIGHTED = [[ll, int(w)] for ll, w in zip(LOGLIKS, RNG.integers(1, 30, 40), strict=False)]
+BINARY = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 2, 40), RNG.integers(0, 2, 40), strict=False)]
+MULTICLASS = [[int(g), int(p)] for g, p in zip(RNG.integers(0, 4, 40), RNG.integers(0, 4, 40), strict=False)]
 SENTENCES = [
     ["the cat sat on the mat", "the cat sat on a mat"],
     ["a quick brown fox", "the quick brown fox"],
@@ -46,7 +46,7 @@ def test_each_corpus_aggregation_matches_the_engine(name: str, items: list) -> N
 
 
 def test_brier_score_is_the_mean_of_its_per_document_values() -> None:
-    items = [(int(g), list(p / p.sum())) for g, p in zip(RNG.integers(0, 4, 30), RNG.random((30, 4)))]
+    items = [(int(g), list(p / p.sum())) for g, p in zip(RNG.integers(0, 4, 30), RNG.random((30, 4)), strict=False)]
     per_document = [corpus.brier_per_document(item) for item in items]
     assert np.mean(per_document) == pytest.approx(float(AGGREGATIONS.get("brier_score")(items)))
 

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from assay.cli import main
-from assay.extras import install_command
 from assay.compare import directions
+from assay.extras import install_command
 from assay.runner.scoring.metrics import METRICS
 from tests.compare.crafted import write_run
 

@@ -52,7 +52,7 @@ def _acc_by_doc(folder: str, task: str) -> dict[str, tuple[float, str]]:
 def _se_by_loops(differences: list[float], clusters: list[str]) -> float:
     mean = sum(differences) / len(differences)
     sums: dict[str, float] = defaultdict(float)
-    for value, cluster in zip(differences, clusters):
+    for value, cluster in zip(differences, clusters, strict=False):
         sums[cluster] += value - mean
     count = len(sums)
     return math.sqrt(count / (count - 1) * sum(s * s for s in sums.values())) / len(differences)
@@ -136,7 +136,9 @@ def test_cluster_ids_are_the_same_from_samples_scores_lines_and_memory(tmp_path:
     clusters = [s.cluster for s in from_samples]
     assert len(set(clusters)) == 10 and None not in clusters
     assert [s.cluster for s in from_scores] == clusters == [s.cluster for s in in_memory]
-    assert all(s.values == {"acc": r["acc"]} for s, r in zip(from_scores, records))  # `cluster` is not a metric
+    assert all(
+        s.values == {"acc": r["acc"]} for s, r in zip(from_scores, records, strict=False)
+    )  # `cluster` is not a metric
     assert (
         "cluster" not in outputs.score_line(records[0])
         and outputs.read_samples(sample_file, label="b")[0].cluster is None

@@ -14,7 +14,7 @@ from tests.compare.crafted import write_run
 def _samples(values: list[int], *, ids: list[int] | None = None, docs: list[str] | None = None) -> list[dict]:
     ids = ids if ids is not None else list(range(len(values)))
     docs = docs if docs is not None else [f"d{i}" for i in range(len(values))]
-    return [{"doc_id": i, "doc": d, "acc": v} for i, d, v in zip(ids, docs, values)]
+    return [{"doc_id": i, "doc": d, "acc": v} for i, d, v in zip(ids, docs, values, strict=False)]
 
 
 def _report(capsys: pytest.CaptureFixture[str], baseline: Path, candidate: Path, *flags: str) -> tuple[int, dict]:

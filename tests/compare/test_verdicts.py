@@ -78,7 +78,7 @@ def test_holm_keeps_one_marginal_metric_among_many_from_failing_the_comparison()
     overall = verdicts.overall(
         [
             verdicts.verdict(r, higher_is_better=True, alpha=0.05, max_drop=0.0, margin=None, p_value=p)
-            for r, p in zip(rows, adjusted)
+            for r, p in zip(rows, adjusted, strict=False)
         ]
     )
     assert per_metric[0] == "regressed" and overall == "inconclusive"

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from assay.errors import UserError
-from assay.runner import evaluator, job, offline_check
+from assay.runner import evaluator, job
+from assay.runner.checks import offline_check
 from assay.runner.data import tenant_data
 from assay.runner.tasks.index import TaskManager
 

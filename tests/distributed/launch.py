@@ -22,10 +22,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from assay.runner import distributed  # noqa: E402
-from assay.runner.models.caching import request_key  # noqa: E402
-from assay.runner.models import register_model  # noqa: E402
-from tests.engine.fake_lm import AssayFakeLM  # noqa: E402
+from assay.runner import distributed
+from assay.runner.models import register_model
+from assay.runner.models.caching import request_key
+from tests.engine.fake_lm import AssayFakeLM
 
 MODEL_NAME = "assay-test"
 

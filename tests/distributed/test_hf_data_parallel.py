@@ -27,7 +27,7 @@ def _close(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
     if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=False))
     return a == b
 
 
@@ -68,7 +68,7 @@ def test_hf_gpt2_two_ranks_match_one_rank(shared_data: Path, task_dir: Path, tmp
     assert one_samples.keys() == two_samples.keys()
     for task, rows in one_samples.items():
         assert len(rows) == len(two_samples[task])
-        for mine, theirs in zip(rows, two_samples[task]):
+        for mine, theirs in zip(rows, two_samples[task], strict=False):
             for key in ("doc_id", "arguments", "prompt_hash", "target", "filter", "metrics"):
                 assert mine[key] == theirs[key], (task, key)
             for metric in mine["metrics"]:

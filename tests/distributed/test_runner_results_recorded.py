@@ -10,8 +10,9 @@ cannot be written fails the run before the model is asked anything.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -20,11 +20,11 @@ import tests.distributed.launch  # noqa: F401 - registers the test LM as "assay-
 from assay import spec as spec_module
 from assay.operator.decide import regression
 from tests.distributed import harness
-from tests.distributed.test_runner_versus_baseline import (  # noqa: F401 - fixtures
-    _comparison,
-    _plain_environment,
-    _scores_file,
+from tests.distributed.baseline_runs import (  # noqa: F401 - fixtures
     api_server,
+    comparison_status,
+    plain_environment,
+    scores_file,
 )
 from tests.status_api import ApiServer
 
@@ -48,20 +48,20 @@ def _status(server: ApiServer) -> dict[str, Any]:
 
 
 def test_a_sequential_gate_stops_regressed_and_non_inferior_and_status_says_so(
-    api_server: ApiServer,  # noqa: F811
+    api_server: ApiServer,
     task_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     assert _run(task_dir, tmp_path, "base", monkeypatch) == 0
     shutil.copytree(tmp_path / "volume" / "base", tmp_path / "volume" / "perfect")
-    path = _scores_file(tmp_path / "volume" / "perfect")
+    path = scores_file(tmp_path / "volume" / "perfect")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({**line, "acc": 1}) + "\n" for line in lines))
 
     gate = {"sequential": True, "maxDrop": 0.05}
     assert _run(task_dir, tmp_path, "worse", monkeypatch, baseline={"path": "perfect"}, gate=gate) == 0
-    comparison = _comparison(api_server)
+    comparison = comparison_status(api_server)
     [stop] = comparison["sequential"]["tasks"]
     assert stop["task"] == TASK and stop["stopped"] == "regressed" and stop["total"] == LIMIT
     assert stop["documents"] < LIMIT and stop["documents"] % CHUNK == 0 and stop["upper"] < -0.05
@@ -77,7 +77,7 @@ def test_a_sequential_gate_stops_regressed_and_non_inferior_and_status_says_so(
     assert regression.regressed(status, spec, succeeded=True)["Regressed"][:2] == (True, "Regressed")
 
     assert _run(task_dir, tmp_path, "same", monkeypatch, baseline={"path": "base"}, gate=gate) == 0
-    comparison = _comparison(api_server)
+    comparison = comparison_status(api_server)
     [stop] = comparison["sequential"]["tasks"]
     assert stop["stopped"] == "non_inferior" and stop["documents"] < LIMIT and stop["lower"] >= -0.05
     spec = {"baseline": {"path": "base"}, "gate": gate}
@@ -85,7 +85,7 @@ def test_a_sequential_gate_stops_regressed_and_non_inferior_and_status_says_so(
 
 
 def test_a_baseline_that_cannot_be_found_scores_every_document(
-    api_server: ApiServer,  # noqa: F811
+    api_server: ApiServer,
     task_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

@@ -13,52 +13,25 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-import yaml
 
 import tests.distributed.launch  # noqa: F401 - registers the test LM as "assay-test"
 from assay import spec as spec_module
 from assay.operator.decide import regression
 from assay.runner import job
-from assay.runner.results import status_sink
 from tests.distributed import harness
+from tests.distributed.baseline_runs import (  # noqa: F401 - fixtures
+    TASK,
+    api_server,
+    comparison_status,
+    plain_environment,
+    scores_file,
+)
 from tests.status_api import ApiServer
 
-TASK = "d_lambada"
 LIMIT = 40
-
-
-@pytest.fixture(autouse=True)
-def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in (
-        "RANK",
-        "WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        spec_module.ENV_SPEC_FILE,
-        spec_module.ENV_STATUS_FILE,
-        spec_module.ENV_GENERATION,
-    ):
-        monkeypatch.delenv(name, raising=False)
-
-
-@pytest.fixture()
-def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiServer]:
-    """The runner pod's environment for Evaluation team/ev, its output volume at tmp_path/volume."""
-    server = ApiServer(job_name="ev-g1")
-    monkeypatch.setattr(status_sink, "_custom_objects_api", server.api)
-    for name, value in (
-        (spec_module.ENV_NAME, "ev"),
-        (spec_module.ENV_NAMESPACE, "team"),
-        (spec_module.ENV_JOB_NAME, "ev-g1"),
-        (spec_module.ENV_OUTPUT_ROOT, str(tmp_path / "volume")),
-        ("ASSAY_PROGRESS_INTERVAL", "0"),
-    ):
-        monkeypatch.setenv(name, value)
-    yield server
-    server.httpd.shutdown()
 
 
 def _run(task_dir: Path, tmp_path: Path, folder: str, monkeypatch: pytest.MonkeyPatch, **fields: Any) -> int:
@@ -74,41 +47,17 @@ def _run(task_dir: Path, tmp_path: Path, folder: str, monkeypatch: pytest.Monkey
     return job.main(["--spec", str(spec), "--include_path", str(task_dir)])
 
 
-def _scores_file(folder: Path) -> Path:
-    (path,) = folder.glob(f"**/scores_{TASK}_*.jsonl")
-    return path
-
-
-def _comparison(server: ApiServer) -> dict[str, Any]:
-    """status.comparison, checked against the CRD's schema: the API server prunes what it does not declare."""
-    comparison = dict(server.object["status"]["comparison"])
-    declared = _crd_comparison_schema()
-    assert set(comparison) <= set(declared["properties"]), set(comparison) - set(declared["properties"])
-    row_fields = declared["properties"]["rows"]["items"]["properties"]
-    for row in comparison.get("rows", ()):
-        assert set(row) == set(row_fields), set(row) ^ set(row_fields)
-    return comparison
-
-
-def _crd_comparison_schema() -> dict[str, Any]:
-    crd = yaml.safe_load(
-        (Path(__file__).resolve().parents[2] / "deploy" / "crds" / "evaluations.assay.dev.yaml").read_text()
-    )
-    status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
-    return dict(status["properties"]["comparison"])
-
-
 def test_every_run_writes_scores_and_a_run_against_itself_is_unchanged(
     api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _run(task_dir, tmp_path, "base", monkeypatch) == 0
-    lines = [json.loads(line) for line in _scores_file(tmp_path / "volume" / "base").read_text().splitlines()]
+    lines = [json.loads(line) for line in scores_file(tmp_path / "volume" / "base").read_text().splitlines()]
     assert len(lines) == LIMIT and not list((tmp_path / "volume" / "base").glob("**/samples_*.jsonl"))
     assert set(lines[0]) == {"doc_id", "doc_hash", "prompt_hash", "filter", "metrics", *lines[0]["metrics"]}
     assert "comparison" not in api_server.object["status"]  # no baseline, no comparison
 
     assert _run(task_dir, tmp_path, "again", monkeypatch, baseline={"path": "base"}) == 0
-    comparison = _comparison(api_server)
+    comparison = comparison_status(api_server)
     assert comparison["baseline"] == "path:base" and comparison["verdict"] == "unchanged", comparison
     assert "notes" not in comparison  # the same prompts: the in-memory run carries the facts its file will
     acc = next(row for row in comparison["rows"] if row["metric"] == "acc")
@@ -126,14 +75,14 @@ def test_a_crafted_better_baseline_is_a_regression_and_a_strict_gate_fails_an_in
     assert _run(task_dir, tmp_path, "base", monkeypatch) == 0
     # The same documents, every one answered right: a baseline this run must fall short of.
     shutil.copytree(tmp_path / "volume" / "base", tmp_path / "volume" / "perfect")
-    path = _scores_file(tmp_path / "volume" / "perfect")
+    path = scores_file(tmp_path / "volume" / "perfect")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({**line, "acc": 1}) + "\n" for line in lines))
     wrong = sum(1 for line in lines if line["acc"] == 0)
     assert wrong >= 10, "the test LM must miss enough documents for McNemar to tell"
 
     assert _run(task_dir, tmp_path, "worse", monkeypatch, baseline={"path": "perfect"}) == 0
-    comparison = _comparison(api_server)
+    comparison = comparison_status(api_server)
     assert comparison["verdict"] == "regressed", comparison
     worst = comparison["rows"][0]
     assert (worst["task"], worst["metric"], worst["verdict"]) == (TASK, "acc", "regressed")
@@ -155,7 +104,7 @@ def test_a_crafted_better_baseline_is_a_regression_and_a_strict_gate_fails_an_in
         )
         == 0
     )
-    assert _comparison(api_server)["verdict"] in ("unchanged", "inconclusive")
+    assert comparison_status(api_server)["verdict"] in ("unchanged", "inconclusive")
 
 
 def test_a_baseline_evaluation_is_read_through_the_api(
@@ -169,7 +118,7 @@ def test_a_baseline_evaluation_is_read_through_the_api(
     }
     api_server.others["base"] = base
     assert _run(task_dir, tmp_path, "cand", monkeypatch, baseline={"evaluation": "base"}) == 0
-    comparison = _comparison(api_server)
+    comparison = comparison_status(api_server)
     assert comparison["baseline"] == "base" and comparison["verdict"] == "unchanged", comparison
     assert comparison["baselineRun"].startswith(str(tmp_path / "volume" / "base" / "g1"))
 
@@ -219,7 +168,7 @@ def test_a_missing_baseline_path_is_one_sentence(
     api_server: ApiServer, task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _run(task_dir, tmp_path, "cand", monkeypatch, baseline={"path": "runs/none"}) == 0
-    assert _comparison(api_server) == {
+    assert comparison_status(api_server) == {
         "baseline": "path:runs/none",
         "error": "spec.baseline.path runs/none does not exist on this run's output volume.",
     }
@@ -231,7 +180,7 @@ def test_a_comparison_that_fails_is_one_sentence_and_the_scores_still_land(
     assert _run(task_dir, tmp_path, "base", monkeypatch) == 0
     # A baseline whose every log-likelihood is -1000: its perplexity, exp(1000), overflows a float.
     shutil.copytree(tmp_path / "volume" / "base", tmp_path / "volume" / "huge")
-    path = _scores_file(tmp_path / "volume" / "huge")
+    path = scores_file(tmp_path / "volume" / "huge")
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert all(isinstance(line["perplexity"], float) for line in lines)
     path.write_text("".join(json.dumps({**line, "perplexity": -1000.0}) + "\n" for line in lines))
@@ -242,7 +191,7 @@ def test_a_comparison_that_fails_is_one_sentence_and_the_scores_still_land(
         "This run and the baseline path:huge could not be compared: the statistics failed on extreme values "
         "(OverflowError); a score is probably infinite or huge (a -inf log-likelihood?)."
     )
-    assert _comparison(api_server) == {"baseline": "path:huge", "error": sentence}
+    assert comparison_status(api_server) == {"baseline": "path:huge", "error": sentence}
     assert status["results"][TASK]["acc,none"]["value"] is not None  # the run's own scores landed
     assert status["results"][TASK]["perplexity,none"]["value"] is not None
     condition = regression.regressed(status, {"baseline": {"path": "huge"}}, succeeded=True)

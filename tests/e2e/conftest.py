@@ -28,8 +28,9 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml

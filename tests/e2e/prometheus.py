@@ -12,8 +12,9 @@ import re
 import subprocess
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
@@ -123,7 +124,7 @@ def get(url: str) -> bytes | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as response:
             return response.read()
-    except Exception:  # noqa: BLE001 - not up yet
+    except Exception:
         return None
 
 

@@ -52,7 +52,7 @@ def _panel_series(base: str, panel: dict[str, Any], namespace: str) -> list[dict
 def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
     cluster: Cluster,
     prometheus: str,
-    second_model: Path,  # noqa: F811
+    second_model: Path,
 ) -> None:
     dashboard = json.loads(DASHBOARD.read_text())
     panels = {panel["title"]: panel for panel in dashboard["panels"]}

@@ -13,7 +13,8 @@ import pytest
 from assay.operator.decide import run_phases
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, MODEL_IN_POD, condensed, dummy_spec, hf_spec
-from tests.e2e.prometheus import get as _get, prometheus, query as _query  # noqa: F401  (fixture)
+from tests.e2e.prometheus import get as _get
+from tests.e2e.prometheus import query as _query
 
 pytestmark = pytest.mark.e2e
 
@@ -88,7 +89,7 @@ def _printed_row(table: str) -> dict[str, str]:
     """The one row of `kubectl get` output, by column (cells may be empty)."""
     header, line = table.splitlines()[:2]
     starts = [m.start() for m in re.finditer(r"\S+", header)]
-    bounds = zip(starts, starts[1:] + [None])
+    bounds = zip(starts, starts[1:] + [None], strict=False)
     return {header[a:b].strip(): line[a:b].strip() for a, b in bounds}
 
 

@@ -8,8 +8,9 @@ is checked here, where a wrong path or verb would show (the unit tests replace t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

@@ -10,7 +10,8 @@ import json
 import threading
 import time
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -80,9 +81,9 @@ def test_a_released_lease_is_taken_at_once_and_a_race_has_one_winner(api: leases
         won: list[str] = []
 
         def race(lock: LeaseLock) -> None:
-            barrier.wait()
+            barrier.wait()  # noqa: B023 - called within this iteration
             if lock.try_acquire():
-                won.append(lock.identity)
+                won.append(lock.identity)  # noqa: B023 - called within this iteration
 
         threads = [threading.Thread(target=race, args=(r,)) for r in racers]
         for thread in threads:

@@ -113,7 +113,7 @@ def test_a_runner_writes_its_own_runs_status_and_reads_nothing(
     for name in ("mine", "other"):
         cluster.apply(evaluation_manifest(name, **dummy_spec(suspend=True)))
     for name in ("mine", "other"):
-        cluster.wait_for(f"the Job of {name}", lambda: cluster.items("jobs", f"assay.dev/evaluation={name}"))
+        cluster.wait_for(f"the Job of {name}", lambda: cluster.items("jobs", f"assay.dev/evaluation={name}"))  # noqa: B023 - called within this iteration
     cluster.wait_for(
         "the runner identity", lambda: cluster.items("rolebindings", "app.kubernetes.io/name=assay-runner")
     )

@@ -70,7 +70,7 @@ def test_a_running_evaluation_shows_progress_written_on_change_and_the_readers_e
     assert shares == sorted(set(shares)), shares  # each report a new whole percent
     moments = [_moment(r["progress"]["updated"]) for r in reports]
     # At most one write per interval (the runner's clock stamps `updated`).
-    assert all((b - a).total_seconds() >= 5 for a, b in zip(moments, moments[1:])), moments
+    assert all((b - a).total_seconds() >= 5 for a, b in zip(moments, moments[1:], strict=False)), moments
     assert got.returncode == 0, got.stderr
     (row,) = got.stdout.splitlines()[1:]
     assert re.search(r"\d+/\d+ \(\d+%\) ETA \d+(h\d\dm|m\d\ds|s)", row), row  # computed by `assay get`

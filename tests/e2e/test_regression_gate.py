@@ -53,7 +53,7 @@ def _crafted_perfect_baseline(cluster: Cluster) -> str:
 def test_candidates_are_compared_with_their_baseline_and_a_regression_alerts(
     cluster: Cluster,
     prometheus: str,
-    second_model: Path,  # noqa: F811
+    second_model: Path,
 ) -> None:
     cluster.apply(evaluation_manifest("gate-base", **_spec()))
     cluster.wait("gate-base", "Succeeded", timeout=300)

@@ -4,8 +4,9 @@ cluster, reached by the runner pod at the bridge's gateway, gives the scores of 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

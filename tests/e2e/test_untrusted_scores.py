@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,7 @@ class _EqualLogprobs(BaseHTTPRequestHandler):
     """/v1/completions with echo: every prompt token at logprob 0, so every choice, whatever its
     length, sums alike."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         prompts = body["prompt"] if isinstance(body["prompt"], list) else [body["prompt"]]
         choices = []

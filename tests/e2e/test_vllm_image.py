@@ -19,15 +19,15 @@ import json
 import math
 import os
 import subprocess
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
+import tomllib
 
+from tests.conftest import REPO_ROOT
 from tests.e2e.cluster import images as image_builds
 from tests.e2e.conftest import give_to_runner, skip_or_fail
-from tests.conftest import REPO_ROOT
 from tests.e2e.helpers import HF_TASKS, LIMIT, SEED
 from tests.model_fixtures import N_POSITIONS
 from tests.served.vllm_server import vllm_python

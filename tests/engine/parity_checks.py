@@ -32,7 +32,7 @@ def _jsonish(value):
 def assert_samples_equal(ours: dict, theirs: dict) -> None:
     for task, rows in theirs["samples"].items():
         assert len(ours["samples"][task]) == len(rows)
-        for mine, ref in zip(ours["samples"][task], rows):
+        for mine, ref in zip(ours["samples"][task], rows, strict=False):
             for key in ("doc_id", "target", "arguments", "filter", "metrics", "doc_hash", "prompt_hash", "target_hash"):
                 assert _jsonish(mine[key]) == _jsonish(ref[key]), (task, key)
             for key in ("resps", "filtered_resps"):

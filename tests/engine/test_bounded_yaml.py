@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from assay.runner.tasks import bounded_yaml
 from assay.runner.tasks.file_check import check_task_file
 from assay.runner.tasks.yaml_loader import TaskYamlError, check_text, load_yaml

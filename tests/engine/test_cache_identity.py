@@ -12,8 +12,9 @@ import pickle
 import shutil
 import sqlite3
 import struct
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
 
@@ -71,7 +72,7 @@ def bits(value: Any) -> Any:
     return value
 
 
-def test_answers_from_the_cache_are_bit_identical_to_fresh_ones(gpt2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_answers_from_the_cache_are_bit_identical_to_fresh_ones(gpt2_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     writer = cached_hf(gpt2_dir, path)
     fresh = {
@@ -132,7 +133,7 @@ def refusal(call: Any) -> str:
     return message
 
 
-def test_a_cache_written_for_another_model_is_refused(gpt2_dir: Path, other_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_cache_written_for_another_model_is_refused(gpt2_dir: Path, other_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     cached_hf(gpt2_dir, path).loglikelihood(LL)
     message = refusal(lambda: cached_hf(other_dir, path))
@@ -147,7 +148,7 @@ def test_a_cache_written_for_another_model_is_refused(gpt2_dir: Path, other_dir:
     assert again.loglikelihood(LL)
 
 
-def test_a_checkpoint_replaced_in_place_is_another_model(gpt2_dir: Path, other_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_a_checkpoint_replaced_in_place_is_another_model(gpt2_dir: Path, other_dir: Path, tmp_path: Path) -> None:
     model, path = tmp_path / "model", tmp_path / "c.db"
     shutil.copytree(gpt2_dir, model)
     cached_hf(model, path).loglikelihood(LL)
@@ -174,7 +175,7 @@ def test_large_weight_files_are_sampled_and_still_told_apart(tmp_path: Path) -> 
     assert fingerprint(first) == fingerprint(first)
 
 
-def test_secrets_and_placement_are_never_written_to_the_file(gpt2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_secrets_and_placement_are_never_written_to_the_file(gpt2_dir: Path, tmp_path: Path) -> None:
     identity = identify(HFLM(**hf_args(gpt2_dir)), hf_args(gpt2_dir, token="hf_secret", max_memory_per_gpu="10GB"))
     assert set(identity.args) == {"pretrained", "dtype"}
     CachingLM(ModelMustNotRun(), tmp_path / "c.db", identity=identity)
@@ -261,7 +262,7 @@ def test_a_value_that_is_not_json_is_computed_again_never_unpickled(tmp_path: Pa
 def test_assay_run_refuses_model_b_on_model_a_cache(
     gpt2_dir: Path,
     other_dir: Path,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     rows = [{"q": f"{i}+{i}", "choices": [str(2 * i), str(2 * i + 1)], "label": i % 2} for i in range(4)]

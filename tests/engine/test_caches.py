@@ -6,6 +6,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.models.caching import CachingLM, RequestCache, delete_request_cache, request_key
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from assay.runner import chunk_order
+from assay.runner.sequential import order as chunk_order
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -30,7 +30,7 @@ def test_the_seed_and_the_task_each_change_the_order() -> None:
 @pytest.mark.parametrize("hash_seed", ["1", "2"])
 def test_the_order_does_not_depend_on_pythons_hash_seed(hash_seed: str) -> None:
     """Each rank is its own interpreter, with its own string-hash salt: the draw must not use it."""
-    code = "from assay.runner import chunk_order; print(chunk_order.document_order(50, seed=0, task='t'))"
+    code = "from assay.runner.sequential import order as chunk_order; print(chunk_order.document_order(50, seed=0, task='t'))"
     env = {**os.environ, "PYTHONHASHSEED": hash_seed, "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == str(chunk_order.document_order(50, seed=0, task="t"))

@@ -94,7 +94,7 @@ def _assert_equal(ours: dict, theirs: dict) -> None:
 
 @pytest.mark.parity
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_gpt2_all_output_types_and_group(task_dir: Path, gpt2_dir: Path, batch_size: int) -> None:  # noqa: F811
+def test_gpt2_all_output_types_and_group(task_dir: Path, gpt2_dir: Path, batch_size: int) -> None:
     ours, theirs = _run(
         task_dir,
         gpt2_dir,
@@ -109,13 +109,13 @@ def test_gpt2_all_output_types_and_group(task_dir: Path, gpt2_dir: Path, batch_s
 
 
 @pytest.mark.parity
-def test_gpt2_five_shot(task_dir: Path, gpt2_dir: Path) -> None:  # noqa: F811
+def test_gpt2_five_shot(task_dir: Path, gpt2_dir: Path) -> None:
     ours, theirs = _run(task_dir, gpt2_dir, ["p_arc", "p_lambada"], 4, num_fewshot=5, limit=5, bootstrap_iters=500)
     _assert_equal(ours, theirs)
 
 
 @pytest.mark.parity
-def test_llama_bos_and_chat_template(task_dir: Path, llama_dir: Path) -> None:  # noqa: F811
+def test_llama_bos_and_chat_template(task_dir: Path, llama_dir: Path) -> None:
     ours, theirs = _run(
         task_dir,
         llama_dir,
@@ -140,7 +140,7 @@ def test_generations_from_a_shared_fewshot_prefix_equal_lm_evals(
     long_models: dict[str, Path],
     model: str,
     batch_size: int,
-    monkeypatch: pytest.MonkeyPatch,  # noqa: F811
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Every prompt of p_gsm_first starts with the same shots: Assay runs them once per run of batches."""
     from assay.runner.models.hf import prompt_prefix

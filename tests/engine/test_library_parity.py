@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.runner.data import importer as data_import
 from assay.runner.data import local as datasets_local
 from assay.runner.evaluator import simple_evaluate

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.runner.data import local as datasets_local
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
@@ -50,8 +51,8 @@ def _untrusted(results: dict[str, Any]) -> dict[str, Any]:
 def test_every_library_task_passes_its_sentinels_with_a_tiny_random_model(
     model: str,
     datasets_dir: None,
-    gpt2_dir: Path,  # noqa: F811
-    llama_dir: Path,  # noqa: F811
+    gpt2_dir: Path,
+    llama_dir: Path,
 ) -> None:
     directory = {"gpt2": gpt2_dir, "llama": llama_dir}[model]
     results = simple_evaluate(

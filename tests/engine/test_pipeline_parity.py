@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.tasks.index import TaskManager
 from tests.engine.fake_lm import AssayFakeLM, lmeval_fake_lm
@@ -17,6 +18,7 @@ from tests.helpers import copy_tasks, write_parity_tasks
 
 lm_eval = pytest.importorskip("lm_eval")
 import lm_eval.tasks  # noqa: E402  (submodule used below; not imported by the package)
+
 from tests.engine.parity_checks import assert_rows_equal, assert_samples_equal  # noqa: E402
 
 pytestmark = pytest.mark.parity

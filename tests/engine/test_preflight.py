@@ -16,8 +16,9 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import datasets
 import huggingface_hub.constants
@@ -25,7 +26,8 @@ import pytest
 
 from assay import cli
 from assay.errors import UserError
-from assay.runner import evaluator, hub_reach, job, models, preflight
+from assay.runner import evaluator, job, models
+from assay.runner.checks import hub_reach, preflight
 from assay.runner.tasks.index import TaskManager
 
 HUB_DATASET, CONFIG = "assay-test/tiny_qa", "easy"
@@ -70,7 +72,7 @@ def online(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 class _Hub(http.server.BaseHTTPRequestHandler):
-    def do_HEAD(self) -> None:  # noqa: N802 - http.server's name
+    def do_HEAD(self) -> None:
         self.send_response(200)
         self.end_headers()
 

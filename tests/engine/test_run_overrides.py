@@ -17,7 +17,7 @@ from assay.runner.tasks.prompt_builder import PromptSettings
 
 
 @pytest.fixture
-def loaded(tmp_path: Path):  # noqa: ANN201 - LoadedTasks
+def loaded(tmp_path: Path):
     data = tmp_path / "d.jsonl"
     data.write_text("".join(f'{{"q": "q{i}", "a": "a{i}"}}\n' for i in range(6)))
     common = (
@@ -33,7 +33,7 @@ def loaded(tmp_path: Path):  # noqa: ANN201 - LoadedTasks
     return TaskManager(str(tmp_path), include_defaults=False).load(["gen", "zero"])
 
 
-def test_overrides_leave_the_configs_as_loaded(loaded) -> None:  # noqa: ANN001
+def test_overrides_leave_the_configs_as_loaded(loaded) -> None:
     before = {name: copy.deepcopy(dataclasses.asdict(task.config)) for name, task in loaded.tasks.items()}
     options = EvalOptions(
         tasks=("gen", "zero"),
@@ -59,7 +59,7 @@ def test_overrides_leave_the_configs_as_loaded(loaded) -> None:  # noqa: ANN001
     assert set(gen.metrics.fns) == {"bypass"} and gen.prompts.fewshot_seed == 7
 
 
-def test_a_task_no_run_configured_dumps_its_own_config(loaded) -> None:  # noqa: ANN001
+def test_a_task_no_run_configured_dumps_its_own_config(loaded) -> None:
     gen = loaded.tasks["gen"]
     assert gen.dump_config() == gen.config.to_dict() and "num_fewshot" not in gen.dump_config()
     assert gen.num_fewshot == 0

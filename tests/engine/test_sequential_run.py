@@ -77,7 +77,7 @@ def _outputs(out: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
 
 @pytest.fixture(scope="module")
-def labelled(gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:  # noqa: F811
+def labelled(gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> Path:
     """The task, labelled with the baseline model's preferred choice of each question."""
     questions = []
     for line in (shared_data / "arc/ARC-Easy-Test.jsonl").read_text().splitlines()[:DOCUMENTS]:
@@ -116,7 +116,7 @@ def worse_model(tmp_path_factory: pytest.TempPathFactory, shared_data: Path) -> 
 
 
 @pytest.fixture(scope="module")
-def baseline(labelled: Path, gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:  # noqa: F811
+def baseline(labelled: Path, gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("baseline")
     code = cli.main(
         [
@@ -177,7 +177,7 @@ def test_the_same_model_against_itself_stops_non_inferior(
     labelled: Path,
     baseline: Path,
     gpt2_dir: Path,
-    tmp_path: Path,  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     out = tmp_path / "same"
     _run(capsys, gpt2_dir, labelled, out, "--stop-early", "--baseline", str(baseline), "--max-drop", "0.05")

@@ -20,7 +20,8 @@ import yaml
 
 from assay.errors import UserError
 from assay.runner.tasks import bounded_jinja, templates
-from assay.runner.tasks.index import TaskManager, builtin_tasks_dir
+from assay.runner.tasks.index import TaskManager
+from assay.runner.tasks.index_entries import builtin_tasks_dir
 
 DOC = {"question": "Is water wet?", "text": "OPENAI_API_KEY=sk-test-0123456789abcdef"}
 BOUND = "make the template's loops and repetitions finite and small"
@@ -133,7 +134,7 @@ def test_on_a_users_own_machine_the_error_keeps_jinjas_words(tmp_path: Path, mon
 def _library_templates() -> list[str]:
     found: set[str] = set()
     for path in builtin_tasks_dir().rglob("*.yaml"):
-        config = yaml.load(path.read_text(), Loader=_AnyTagLoader)  # noqa: S506 - tags kept as text
+        config = yaml.load(path.read_text(), Loader=_AnyTagLoader)
         for key in ("doc_to_text", "doc_to_target", "doc_to_choice", "description", "gen_prefix"):
             value = config.get(key) if isinstance(config, dict) else None
             if isinstance(value, str) and "{" in value:
@@ -171,10 +172,10 @@ def test_library_templates_render_exactly_as_plain_jinja_renders_them(template: 
         doc = _doc_for(template, variant)
         try:
             expected: Any = plain.from_string(template).render(**doc)
-        except Exception as error:  # noqa: BLE001 - the same failure is what is compared
+        except Exception as error:
             expected = type(error)
         try:
             got: Any = templates.render(template, doc)
-        except Exception as error:  # noqa: BLE001
+        except Exception as error:
             got = type(error)
         assert got == expected

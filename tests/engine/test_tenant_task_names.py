@@ -83,7 +83,7 @@ def test_a_library_group_s_own_overrides_still_apply_in_a_tenant_index(tmp_path:
 def test_a_runner_pod_s_index_refuses_the_change(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The index a runner pod builds from its environment (ASSAY_TASK_CODE marks a tenant's folder)."""
     from assay import spec as spec_module
-    from assay.runner import offline_check
+    from assay.runner.checks import offline_check
 
     (tmp_path / "suite.yaml").write_text(CHANGING["group-level key"])
     monkeypatch.setenv(spec_module.ENV_TASK_CODE, "refused")

@@ -13,6 +13,6 @@ def nested(levels: int) -> str:
 def alias_bomb() -> str:
     """Nine anchors, each a list of nine aliases of the one before: 9**9 strings once expanded."""
     lines = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
-    for previous, name in zip("abcdefgh", "bcdefghi"):
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=False):
         lines.append(f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]")
     return HEADER + "metadata:\n" + "".join(f"  {line}\n" for line in lines)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest
 
@@ -19,7 +20,7 @@ def lm_eval_hf() -> Any:
     return pytest.importorskip("lm_eval.models.huggingface")
 
 
-def Instance(*args: Any) -> Any:  # noqa: N802 - stands in for lm-eval's class of that name
+def Instance(*args: Any) -> Any:
     return pytest.importorskip("lm_eval.api.instance").Instance(*args)
 
 
@@ -60,7 +61,7 @@ def ll_both(ours: HFLM, theirs: Any, reqs: list[tuple[str, str]]) -> tuple[list[
 
 def assert_ll_equal(mine: list[Any], ref: list[Any]) -> None:
     assert len(mine) == len(ref)
-    for index, (m, r) in enumerate(zip(mine, ref)):
+    for index, (m, r) in enumerate(zip(mine, ref, strict=False)):
         assert math.isclose(m.logprob, r[0], abs_tol=TOL, rel_tol=0), (index, m, r)
         assert m.is_greedy == r[1], (index, m, r)
 

@@ -4,9 +4,11 @@ counters of what reached the model.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
+
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import LoglikelihoodRequest
 from tests.models.hf_parity import ll_both

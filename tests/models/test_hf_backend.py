@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
-from tests.models.hf_parity import TOL, Instance, assert_ll_equal, gen_both, ll_both, pair
-
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
+from tests.models.hf_parity import TOL, Instance, assert_ll_equal, gen_both, ll_both, pair
 
 pytestmark = pytest.mark.parity
 KINDS = ["gpt2", "llama", "t5"]
@@ -110,7 +110,7 @@ def test_rolling_matches_lm_eval(model_dirs: dict[str, Path], kind: str, batch_s
         [Instance("loglikelihood_rolling", {}, (t,), i) for i, t in enumerate(ROLLING_TEXTS)], disable_tqdm=True
     )
     assert len(mine) == len(ref)
-    for m, r in zip(mine, ref):
+    for m, r in zip(mine, ref, strict=False):
         assert math.isclose(m, r, abs_tol=TOL * 10, rel_tol=1e-7), (m, r)
 
 
@@ -208,7 +208,7 @@ def test_hub_id_without_network(monkeypatch: pytest.MonkeyPatch) -> None:
         HFLM(pretrained="assay-tests/no-such-model-xyz", device="cpu")
 
 
-def test_unknown_model_arg_is_named(gpt2_dir: Path) -> None:  # noqa: F811
+def test_unknown_model_arg_is_named(gpt2_dir: Path) -> None:
     with pytest.raises(UserError, match="'dtyp'.*Did you mean dtype"):
         HFLM(pretrained=str(gpt2_dir), dtyp="float32")
 
@@ -226,7 +226,7 @@ def test_unknown_model_arg_is_named(gpt2_dir: Path) -> None:  # noqa: F811
         ({"enable_thinking": True}, "think_end_token"),
     ],
 )
-def test_bad_model_args(gpt2_dir: Path, args: dict[str, Any], message: str) -> None:  # noqa: F811
+def test_bad_model_args(gpt2_dir: Path, args: dict[str, Any], message: str) -> None:
     if args.get("device") == "cuda:7":
         import torch
 
@@ -242,7 +242,7 @@ def test_max_gen_toks_beyond_max_length(model_dirs: dict[str, Path]) -> None:
         ours.generate_until([GenerationRequest("Hi", {"until": [], "max_gen_toks": 500})], disable_tqdm=True)
 
 
-def test_dtype_and_device_args(gpt2_dir: Path) -> None:  # noqa: F811
+def test_dtype_and_device_args(gpt2_dir: Path) -> None:
     import torch
 
     lm = HFLM(pretrained=str(gpt2_dir), dtype="bfloat16", device=None)
@@ -257,8 +257,9 @@ def test_dtype_and_device_args(gpt2_dir: Path) -> None:  # noqa: F811
 
 @pytest.mark.parametrize("n_tokens", [0, 1, 5, 8, 9, 16, 17, 30])
 def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
-    from assay.runner.models.token_pairs import rolling_windows
     from lm_eval import utils as lm_utils
+
+    from assay.runner.models.token_pairs import rolling_windows
 
     tokens = list(range(100, 100 + n_tokens))
     ref = [
@@ -268,7 +269,7 @@ def test_rolling_windows_match_lm_eval(n_tokens: int) -> None:
     assert rolling_windows(tokens, prefix_token=7, max_seq_len=8) == [tuple(w) for w in ref]
 
 
-def test_create_from_arg_string_and_passthrough(gpt2_dir: Path) -> None:  # noqa: F811
+def test_create_from_arg_string_and_passthrough(gpt2_dir: Path) -> None:
     lm = HFLM.create_from_arg_string(
         f"pretrained={gpt2_dir},dtype=float32,attn_implementation=eager",
         {"batch_size": "auto:2", "device": "cpu", "max_batch_size": None},

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 import torch
-from tests.models.hf_parity import assert_ll_equal, model_dirs, pair  # noqa: F401  (fixture)
-from tests.models.hf_requests import MC_REQUESTS, PREFIX_REQUESTS, scored_counting_body_passes
 
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
+from tests.models.hf_parity import assert_ll_equal, model_dirs, pair  # noqa: F401  (fixture)
+from tests.models.hf_requests import MC_REQUESTS, PREFIX_REQUESTS, scored_counting_body_passes
 
 pytestmark = pytest.mark.parity
 

@@ -7,10 +7,12 @@ A real tiny GPT-2 and a real sqlite response cache.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pytest
+
 from assay.runner import doc_work
 from assay.runner.evaluator import simple_evaluate
 from assay.runner.models import caching
@@ -18,15 +20,14 @@ from assay.runner.models.caching import CachingLM
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import LoglikelihoodResult
 from assay.runner.tasks.index import TaskManager
+from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 from tests.engine.fake_lm import AssayFakeLM
 from tests.models.hf_requests import LL_REQUESTS, sent_counter
-
-from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 
 BATCH = 2
 
 
-def hf(gpt2_dir: Path) -> HFLM:  # noqa: F811
+def hf(gpt2_dir: Path) -> HFLM:
     return HFLM(pretrained=str(gpt2_dir), device="cpu", batch_size=BATCH)
 
 
@@ -43,7 +44,7 @@ class Heard:
         return [i for report in self.reports for i, _ in report]
 
 
-def test_the_cache_reports_each_answer_once_the_cached_ones_first(gpt2_dir: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_the_cache_reports_each_answer_once_the_cached_ones_first(gpt2_dir: Path, tmp_path: Path) -> None:
     path = tmp_path / "c.db"
     first = CachingLM(hf(gpt2_dir), path).loglikelihood(LL_REQUESTS[:5], disable_tqdm=True)
 
@@ -75,7 +76,7 @@ def test_a_backend_that_does_not_stream_is_reported_per_chunk_behind_the_cache(
 
 
 def test_a_run_that_reports_progress_sends_the_model_what_a_silent_run_does(
-    gpt2_dir: Path,  # noqa: F811
+    gpt2_dir: Path,
     parity_task_dir: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 import torch
+
 from assay.runner.models.hf import prompt_prefix
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.prompt_prefix import common_prefix, kwargs_allow_prefix, starts_all
 from assay.runner.models.instance import GenerationRequest
+from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
 from tests.helpers import count_prompt_prefixes
 from tests.models.hf_parity import gen_both, lm_eval_hf
-
-from model_fixtures import long_models, t5_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.parity
 
@@ -40,7 +40,7 @@ def test_common_prefix_leaves_each_row_a_token_of_its_own() -> None:
     assert not starts_all([1, 2], [[1, 2, 3], [2, 1, 3]])
 
 
-def test_only_kwargs_that_keep_one_row_per_prompt_allow_a_prefix(t5_dir: Path) -> None:  # noqa: F811
+def test_only_kwargs_that_keep_one_row_per_prompt_allow_a_prefix(t5_dir: Path) -> None:
     assert kwargs_allow_prefix({"do_sample": False}) and kwargs_allow_prefix({"do_sample": True, "temperature": 0.7})
     assert not kwargs_allow_prefix({"num_beams": 4}) and not kwargs_allow_prefix({"cache_implementation": "static"})
     t5 = HFLM(pretrained=str(t5_dir), device="cpu")

@@ -18,7 +18,7 @@ from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_an_hf_multiple_choice_run_logs_no_deprecation(gpt2_dir: Path, converted: Path) -> None:  # noqa: F811
+def test_an_hf_multiple_choice_run_logs_no_deprecation(gpt2_dir: Path, converted: Path) -> None:
     env = {**os.environ, "ASSAY_DATASETS_DIR": str(converted), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     argv = ["run", "--model", "hf", "--model_args", f"pretrained={gpt2_dir}", "--tasks", "arc_easy", "--limit", "4"]
     done = subprocess.run(

@@ -16,7 +16,7 @@ import torch
 from assay.runner.models.hf import refill
 from assay.runner.models.hf.model import HFLM
 from model_fixtures import long_models  # noqa: F401  (fixtures)
-from tests.models.test_hf_backend import gen_both, lm_eval_hf
+from tests.models.hf_parity import gen_both, lm_eval_hf
 
 pytestmark = pytest.mark.parity
 
@@ -54,7 +54,7 @@ def _record_runs(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 3])
 def test_rows_that_stop_early_are_refilled_and_generations_equal_lm_evals(
-    long_models: dict[str, Path],  # noqa: F811
+    long_models: dict[str, Path],
     kind: str,
     batch_size: int,
     monkeypatch: pytest.MonkeyPatch,
@@ -77,7 +77,7 @@ def test_rows_that_stop_early_are_refilled_and_generations_equal_lm_evals(
 
 
 def test_prompts_in_any_order_and_a_cache_that_moves_give_generates_tokens(
-    long_models: dict[str, Path],  # noqa: F811
+    long_models: dict[str, Path],
 ) -> None:
     """Short prompts first, for enough steps that the rows reach the cache's end and move back to
     its start, then a long one (longer than the rows' span by then: they move right to make room
@@ -119,7 +119,7 @@ def test_prompts_in_any_order_and_a_cache_that_moves_give_generates_tokens(
     assert any(step > 0 for step in moves) and any(step < 0 for step in moves), moves
 
 
-def test_only_plain_greedy_decoding_refills(long_models: dict[str, Path]) -> None:  # noqa: F811
+def test_only_plain_greedy_decoding_refills(long_models: dict[str, Path]) -> None:
     lm = HFLM(pretrained=str(long_models["gpt2"]), device="cpu", batch_size=2)
     assert refill.refill_blocker(lm.model, {"do_sample": False}) is None
     assert refill.refill_blocker(lm.model, {"do_sample": True, "temperature": 0.7}) == "not greedy decoding"

@@ -33,7 +33,7 @@ class MarkedGPT2(GPT2LMHeadModel):
 
 
 @pytest.fixture
-def remote_code_model(tmp_path: Path, gpt2_dir: Path) -> tuple[Path, Path]:  # noqa: F811
+def remote_code_model(tmp_path: Path, gpt2_dir: Path) -> tuple[Path, Path]:
     """(model directory with its own modeling code, the file that code writes when it runs)."""
     model = tmp_path / "model-with-code"
     shutil.copytree(gpt2_dir, model)

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import pytest
+
 from assay.runner.models.caching import CachingLM, request_key
 from assay.runner.models.hf import generation, refill, rolling, scoring, shared_context
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, RollingRequest
-from tests.models.hf_requests import LL_REQUESTS, sent_counter
-
 from model_fixtures import gpt2_dir  # noqa: F401  (session fixture)
+from tests.models.hf_requests import LL_REQUESTS, sent_counter
 
 BATCH = 2
 
@@ -81,7 +82,7 @@ class BatchCounter:
         return counted
 
 
-def hf(gpt2_dir: Path) -> HFLM:  # noqa: F811
+def hf(gpt2_dir: Path) -> HFLM:
     return HFLM(pretrained=str(gpt2_dir), device="cpu", batch_size=BATCH)
 
 
@@ -95,7 +96,7 @@ def keys(method: str, requests: Sequence[Any]) -> list[str]:
 
 
 @pytest.mark.parametrize("method", list(CASES))
-def test_cached_run_equals_uncached_run_exactly(gpt2_dir: Path, tmp_path: Path, method: str) -> None:  # noqa: F811
+def test_cached_run_equals_uncached_run_exactly(gpt2_dir: Path, tmp_path: Path, method: str) -> None:
     requests = CASES[method]
     uncached = getattr(hf(gpt2_dir), method)(requests, disable_tqdm=True)
     lm = hf(gpt2_dir)
@@ -114,7 +115,7 @@ def test_killed_run_keeps_its_finished_batches_and_resumes(
     gpt2_dir: Path,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
-    caplog: pytest.LogCaptureFixture,  # noqa: F811
+    caplog: pytest.LogCaptureFixture,
     method: str,
     k: int,
 ) -> None:
@@ -169,7 +170,7 @@ def test_killed_run_keeps_its_finished_batches_and_resumes(
 def assert_close(got: Sequence[Any], want: Sequence[Any]) -> None:
     """Equal texts and greedy flags; log-likelihoods within the parity tolerance (1e-5)."""
     assert len(got) == len(want)
-    for g, w in zip(got, want):
+    for g, w in zip(got, want, strict=False):
         if isinstance(w, str):
             assert g == w
         else:

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 import torch
 import transformers
+
 from assay.runner.models.hf import rolling
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.shared_context import sharing_blocker
 from assay.runner.models.instance import RollingRequest
+from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
 from tests.models.hf_parity import assert_ll_equal, ll_both, model_dirs, pair  # noqa: F401  (fixture)
 from tests.models.hf_requests import MC_REQUESTS, PREFIX_REQUESTS, _count_forwards, scored_counting_body_passes
-
-from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.parity
 
@@ -115,7 +115,7 @@ def test_a_long_choice_tail_runs_apart_from_the_short_ones(model_dirs: dict[str,
     mine, ref, shapes = scored_counting_body_passes(ours, theirs, SPREAD_REQUESTS)
     # the long choice sums 27 tokens to about -290 on these random weights: the keys' order on a
     # cache moves that sum in its 7th significant digit (the same before tails were split)
-    for m, r in zip(mine, ref):
+    for m, r in zip(mine, ref, strict=False):
         assert math.isclose(m.logprob, r[0], rel_tol=1e-6, abs_tol=1e-5) and m.is_greedy == r[1], (m, r)
     tails = [len(theirs._encode_pair(context, choice)[1]) - 1 for context, choice in SPREAD_REQUESTS]
     assert tails[0] > 20 and max(tails[1:]) <= 3

@@ -23,7 +23,8 @@ import json
 import re
 import threading
 import urllib.parse
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 

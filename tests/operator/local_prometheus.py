@@ -14,11 +14,13 @@ import subprocess
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, TypeVar
 
 import pytest
 import yaml
+
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.e2e.cluster.control_plane import cache_dir, die_with_parent, free_port, k8s_version
 from tests.operator.helm_chart import CHART, HELM

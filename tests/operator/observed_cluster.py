@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.operator.decide import conditions
 from assay.operator.kube import kube
 

@@ -10,7 +10,8 @@ import ssl
 import threading
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import (
@@ -38,7 +39,7 @@ class ReviewServer:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - the http.server interface
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.reviews.append((self.path, body))
                 if self.path == TOKEN_REVIEWS and body["spec"]["token"] not in USERS and not outer.hold.is_set():

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from assay import endpoint_urls
 from assay.errors import UserError
 from assay.operator.admission import policy

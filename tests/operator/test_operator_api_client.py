@@ -5,9 +5,10 @@ and leader election's Lease calls on the same session."""
 from __future__ import annotations
 
 import datetime
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_errors, kube, leases, rate_limit
 from tests.operator.helm_chart import needs_helm

@@ -14,8 +14,9 @@ import socketserver
 import ssl
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 

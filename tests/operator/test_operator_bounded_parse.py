@@ -17,7 +17,8 @@ from assay.spec import parse_spec
 
 DEEP = "task: deep\nmetadata: " + "[" * 30_000 + "]" * 30_000 + "\n"
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
-    f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]\n" for previous, name in zip("abcdefgh", "bcdefghi")
+    f"{name}: &{name} [" + ",".join([f"*{previous}"] * 9) + "]\n"
+    for previous, name in zip("abcdefgh", "bcdefghi", strict=False)
 )
 
 

@@ -11,13 +11,14 @@ import re
 from typing import Any
 
 import pytest
+from kubernetes import client
+
 from assay.errors import UserError
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders, names, runner_identity, runner_settings
 from assay.operator.build import children as run_children
 from assay.operator.build.runner_settings import RunnerSettings
 from assay.spec import CONFIG_ERROR_EXIT_CODE, parse_spec
-from kubernetes import client
 
 REF = builders.EvaluationRef(name="pythia-core", namespace="evals", uid="0b5c-uid", generation=3)
 MARK = names.owner_mark("0b5c-uid")

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.operator.helm_chart import CHART, HELM, needs_helm
 from tests.operator.local_prometheus import api, prometheus, query, wait  # noqa: F401  (fixture)
@@ -92,7 +93,7 @@ def _firing(url: str) -> set[tuple[str, str]]:
 
 
 @pytest.mark.slow
-def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, EvaluationMetrics]) -> None:  # noqa: F811
+def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, EvaluationMetrics]) -> None:
     url, metrics = prometheus
     rules = wait(lambda: (api(f"{url}/api/v1/rules") or {}).get("groups"), lambda: "no rule groups")
     loaded = {r["name"]: r for group in rules for r in group["rules"]}
@@ -142,7 +143,7 @@ def test_the_alerts_fire_and_end_on_a_real_prometheus(prometheus: tuple[str, Eva
 
 @pytest.mark.slow
 def test_a_strict_gates_inconclusive_comparison_fires_the_regressed_alert(
-    prometheus: tuple[str, EvaluationMetrics],  # noqa: F811
+    prometheus: tuple[str, EvaluationMetrics],
 ) -> None:
     url, metrics = prometheus
     wait(lambda: (api(f"{url}/api/v1/rules") or {}).get("groups"), lambda: "no rule groups")

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from assay.operator.admission.policy import AdminPolicy
 from tests.operator.helm_chart import CHART, HELM, needs_helm
 

@@ -7,6 +7,7 @@ import subprocess
 from typing import Any
 
 import pytest
+
 from tests.operator.helm_chart import CHART, HELM, needs_helm, operator_container, render_values
 
 pytestmark = needs_helm

@@ -9,6 +9,7 @@ import subprocess
 import jsonschema
 import pytest
 import yaml
+
 from assay.operator.build import builders, runner_identity, runner_settings
 from assay.operator.settings import from_env
 from assay.spec import parse_spec

@@ -8,85 +8,31 @@ the real node.
 
 from __future__ import annotations
 
-import datetime
 import json
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions
-from assay.operator.kube import api_errors, kube
+from assay.operator.kube import kube
 from assay.operator.runtime import converge
-from tests.operator.local_apiserver import PatchFailed, json_patch
-
-T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
-SPEC = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}
-
-
-def _job_name(name: str = "tiny") -> str:
-    return builders.job_name(builders.EvaluationRef(name=name, namespace="evals", uid=f"uid-{name}", generation=1))
-
-
-def _evaluation(name: str = "tiny", **status: Any) -> dict[str, Any]:
-    accepted = conditions.accepted(None, job_name=_job_name(name), generation=1, now=T0, new_run=True)
-    return {
-        "apiVersion": "assay.dev/v1alpha1",
-        "kind": "Evaluation",
-        "metadata": {"name": name, "namespace": "evals", "uid": f"uid-{name}", "generation": 1},
-        "spec": dict(SPEC),
-        "status": {**{k: v for k, v in accepted.items() if v is not None}, **status},
-    }
-
-
-class Store:
-    """The objects `kube.create` made, by (kind, name)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
-        self.objects: dict[tuple[str, str], dict[str, Any]] = {}
-        self.events: list[tuple[str, str]] = []
-        self.patched: list[tuple[str, str]] = []
-        monkeypatch.setattr(kube, "create", self.create)
-        monkeypatch.setattr(kube, "json_patch", self.json_patch)
-        monkeypatch.setattr(kube, "get", lambda kind, v, *, namespace, name: self.objects.get((kind, name)))
-        monkeypatch.setattr(kube, "list_children", self.list_children)
-        monkeypatch.setattr(kube, "patch_evaluation_status", lambda **_: None)
-
-    def create(self, manifest: dict[str, Any]) -> bool:
-        key = (manifest["kind"], manifest["metadata"]["name"])
-        if key in self.objects:
-            return False
-        self.objects[key] = manifest
-        return True
-
-    def json_patch(self, manifest: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
-        key = (manifest["kind"], manifest["metadata"]["name"])
-        if key not in self.objects:
-            raise api_errors.ApiError(code=404, reason="NotFound")
-        try:
-            self.objects[key] = json_patch(self.objects[key], operations)
-        except PatchFailed as failed:
-            raise api_errors.ApiError(code=422, reason="Invalid", message=str(failed)) from None
-        self.patched.append(key)
-        return self.objects[key]
-
-    def list_children(self, kind: str, api_version: str, **_: Any) -> list[dict[str, Any]]:
-        return [o for (k, _name), o in self.objects.items() if k == kind]
-
-    def emit(self, obj: Any, *, type: str, reason: str, message: str) -> None:
-        self.events.append((type, reason))
+from tests.operator.converge_store import SPEC, T0, Store, tiny_evaluation, tiny_job_name
 
 
 def test_which_runs_await_their_job() -> None:
-    assert converge.awaits_job(_evaluation())
-    assert converge.awaits_job(_evaluation(), _job_name()) and not converge.awaits_job(_evaluation(), "tiny-g0")
-    assert not converge.awaits_job(_evaluation(phase="Succeeded"))
-    deleting = _evaluation()
+    assert converge.awaits_job(tiny_evaluation())
+    assert converge.awaits_job(tiny_evaluation(), tiny_job_name()) and not converge.awaits_job(
+        tiny_evaluation(), "tiny-g0"
+    )
+    assert not converge.awaits_job(tiny_evaluation(phase="Succeeded"))
+    deleting = tiny_evaluation()
     deleting["metadata"]["deletionTimestamp"] = "2025-05-01T12:00:00Z"
     assert not converge.awaits_job(deleting)
-    rejected = _evaluation()
+    rejected = tiny_evaluation()
     rejected["status"].update(conditions.rejected(rejected["status"], message="No.", generation=1, now=T0))
     assert not converge.awaits_job(rejected)
 
@@ -94,20 +40,20 @@ def test_which_runs_await_their_job() -> None:
 def test_the_tracker_follows_watch_events() -> None:
     runs = converge.UnfinishedRuns(clock=lambda: 100.0)
     for name in ("a", "b", "c"):
-        runs.observe(_evaluation(name))
-    runs.observe(_evaluation("c", phase="Failed"))
-    assert runs.snapshot() == {("evals", "a"): _job_name("a"), ("evals", "b"): _job_name("b")}
-    runs.observe(_evaluation("b"), deleted=True)
-    assert runs.snapshot() == {("evals", "a"): _job_name("a")}
+        runs.observe(tiny_evaluation(name))
+    runs.observe(tiny_evaluation("c", phase="Failed"))
+    assert runs.snapshot() == {("evals", "a"): tiny_job_name("a"), ("evals", "b"): tiny_job_name("b")}
+    runs.observe(tiny_evaluation("b"), deleted=True)
+    assert runs.snapshot() == {("evals", "a"): tiny_job_name("a")}
 
 
 def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(monkeypatch)
-    evaluation = _evaluation()
+    evaluation = tiny_evaluation()
     assert converge.recreate(
         evaluation, admin=AdminPolicy(), runner=RunnerSettings(default_image="runner:1"), emit=store.emit, now=T0
     )
-    job = store.objects[("Job", _job_name())]
+    job = store.objects[("Job", tiny_job_name())]
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env["HF_HUB_OFFLINE"] == "1"  # the policy still holds for the Job made again
     assert store.events[0] == ("Warning", "JobLost") and ("Normal", "JobCreated") in store.events
@@ -115,7 +61,7 @@ def test_recreate_makes_the_same_job_once(monkeypatch: pytest.MonkeyPatch) -> No
     assert not converge.recreate(
         evaluation, admin=AdminPolicy(), runner=RunnerSettings(default_image="runner:1"), emit=store.emit, now=T0
     )
-    assert [k for k in store.objects if k[0] == "Job"] == [("Job", _job_name())]
+    assert [k for k in store.objects if k[0] == "Job"] == [("Job", tiny_job_name())]
 
 
 def _job(name: str, **status: Any) -> dict[str, Any]:
@@ -132,8 +78,10 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     store = Store(monkeypatch)
     calls: list[str] = []
     # Listed Jobs of a namespace: one list for all its runs, not one read per run.
-    monkeypatch.setattr(converge, "runner_jobs", lambda ns: calls.append(ns) or {_job_name("a"): _job(_job_name("a"))})
-    evaluations = {name: _evaluation(name) for name in ("a", "b")}
+    monkeypatch.setattr(
+        converge, "runner_jobs", lambda ns: calls.append(ns) or {tiny_job_name("a"): _job(tiny_job_name("a"))}
+    )
+    evaluations = {name: tiny_evaluation(name) for name in ("a", "b")}
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: evaluations[name])
     now = [0.0]
     runs = converge.UnfinishedRuns(clock=lambda: now[0])
@@ -157,7 +105,7 @@ def test_the_sweep_recreates_only_lost_jobs_and_reads_nothing_when_idle(monkeypa
     runs.observe(evaluations["a"])  # a later event of the same run keeps its first sighting
     sweeper.sweep()
     assert calls == ["evals"] and list(store.objects) and not errors
-    assert {name for kind, name in store.objects if kind == "Job"} == {_job_name("b")}
+    assert {name for kind, name in store.objects if kind == "Job"} == {tiny_job_name("b")}
     assert store.events.count(("Warning", "JobLost")) == 1  # through the poster it was given
 
 
@@ -173,8 +121,8 @@ def test_a_rerun_token_on_a_finished_run_replaces_its_job(monkeypatch: pytest.Mo
         lambda kind, v, *, namespace, name: deleted.append((kind, name)) or store.objects.pop((kind, name), None),
     )
     spec = spec_module.parse_spec(SPEC)
-    evaluation = _evaluation(phase="Succeeded")
-    first = _job_name()
+    evaluation = tiny_evaluation(phase="Succeeded")
+    first = tiny_job_name()
     store.objects[("Job", first)] = {"kind": "Job", "metadata": {"name": first, "annotations": {}}}
     assert converge.carry_out(
         evaluation, spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
@@ -200,7 +148,7 @@ def test_the_namespaces_runner_identity_is_made_once_and_each_job_once(monkeypat
     request): the identity is known, the Job is created once."""
     store = Store(monkeypatch)
     spec = spec_module.parse_spec(SPEC)
-    evaluation = _evaluation()
+    evaluation = tiny_evaluation()
     del evaluation["status"]  # never decided: nothing to list, everything to create
     created = []
     monkeypatch.setattr(kube, "create", lambda m: created.append((m["kind"], m["metadata"]["name"])) or store.create(m))
@@ -210,7 +158,9 @@ def test_the_namespaces_runner_identity_is_made_once_and_each_job_once(monkeypat
     assert created == [("NetworkPolicy", job), *identity, ("Job", job)] and store.patched == []
     assert store.objects[("Job", job)]["spec"]["template"]["spec"]["serviceAccountName"] == "assay-runner"
     created.clear()
-    converge.carry_out(_evaluation(), spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit)
+    converge.carry_out(
+        tiny_evaluation(), spec, now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
+    )
     assert created == [] and store.patched == [("NetworkPolicy", job)]
     assert [key for key in store.objects if key[0] == "Job"] == [("Job", job)]
     assert store.events.count(("Normal", "JobCreated")) == 1
@@ -228,7 +178,7 @@ def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypat
     }
     monkeypatch.setattr(kube, "get_evaluation", lambda *, namespace, name: read.append(name) or base)
     raw = {**SPEC, "output": {"pvc": "results"}, "baseline": {"evaluation": "base"}}
-    evaluation = {**_evaluation(), "spec": raw}
+    evaluation = {**tiny_evaluation(), "spec": raw}
     del evaluation["status"]
     converge.carry_out(
         evaluation,
@@ -237,7 +187,7 @@ def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypat
         runner=RunnerSettings(default_image="runner:1"),
         emit=store.emit,
     )
-    job = store.objects[("Job", _job_name())]
+    job = store.objects[("Job", tiny_job_name())]
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert read == ["base"]
     assert json.loads(env[spec_module.ENV_BASELINE_EVALUATION]) == {
@@ -245,11 +195,11 @@ def test_a_new_run_naming_a_baseline_evaluation_carries_what_it_showed(monkeypat
         "spec": {"output": {"pvc": "results"}},
         "status": {"outputDir": "/output/base/g1", "phase": "Succeeded"},
     }
-    plain = _evaluation("plain")
+    plain = tiny_evaluation("plain")
     del plain["status"]
     converge.carry_out(
         plain, spec_module.parse_spec(SPEC), now=T0, runner=RunnerSettings(default_image="runner:1"), emit=store.emit
     )
-    assert read == ["base"] and ("Job", _job_name("plain")) in store.objects  # no baseline named: nothing read
-    plain_env = store.objects[("Job", _job_name("plain"))]["spec"]["template"]["spec"]["containers"][0]["env"]
+    assert read == ["base"] and ("Job", tiny_job_name("plain")) in store.objects  # no baseline named: nothing read
+    plain_env = store.objects[("Job", tiny_job_name("plain"))]["spec"]["template"]["spec"]["containers"][0]["env"]
     assert spec_module.ENV_BASELINE_EVALUATION not in {e["name"] for e in plain_env}

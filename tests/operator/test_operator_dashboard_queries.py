@@ -10,6 +10,7 @@ import re
 from typing import Any
 
 import pytest
+
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.operator.helm_chart import CHART, needs_helm
 from tests.operator.local_prometheus import prometheus, query, wait  # noqa: F401  (fixture)
@@ -42,7 +43,7 @@ def _answers(url: str, panel: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
     return answers
 
 
-def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: tuple[str, EvaluationMetrics]) -> None:  # noqa: F811
+def test_intervals_and_versus_baseline_panels_on_a_real_prometheus(prometheus: tuple[str, EvaluationMetrics]) -> None:
     url, metrics = prometheus
     candidate = scored_evaluation("candidate")
     candidate["status"]["comparison"] = {

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay.operator.runtime import events
-from tests.operator.local_apiserver import LocalApiServer
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+)
 
 EVALUATION = {
     "apiVersion": "assay.dev/v1alpha1",
@@ -95,7 +98,7 @@ def _until(condition: Callable[[], bool]) -> None:
         time.sleep(0.01)
 
 
-def test_repeats_raise_the_count_of_one_event_on_the_api_server(api: LocalApiServer) -> None:  # noqa: F811
+def test_repeats_raise_the_count_of_one_event_on_the_api_server(api: LocalApiServer) -> None:
     def stored() -> list[dict[str, Any]]:
         return [o for p, o in api.objects.items() if "/events/" in p]
 

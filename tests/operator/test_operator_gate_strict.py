@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
+
 from assay.compare import comparison, outputs
 from assay.operator.decide import regression
 from assay.operator.runtime.metrics import EvaluationMetrics

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from tests.operator.helm_chart import CHART, HELM, REPO, needs_helm, render
 
 

@@ -19,8 +19,10 @@ from assay.operator.decide import large_specs
 from assay.operator.runtime import observe
 from assay.operator.runtime.state import OperatorState
 from assay.operator.runtime.watched import Watched
-from tests.operator.local_apiserver import LocalApiServer
-from tests.operator.local_apiserver import api  # noqa: F401  (fixture)
+from tests.operator.local_apiserver import (
+    LocalApiServer,
+    api,  # noqa: F401  (fixture)
+)
 
 EVALUATIONS = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations"
 SAMPLES = list(range(100_000, 200_000))  # the CRD's most for one task: 0.7 MB of JSON

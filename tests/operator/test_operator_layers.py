@@ -9,8 +9,8 @@ two standard-library modules are checked here by name.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 OPERATOR = Path(__file__).resolve().parents[2] / "assay" / "operator"
 CLIENT_MODULES = ("http.client", "ssl")

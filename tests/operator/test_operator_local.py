@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from assay.errors import UsageError, UserError
 from assay.operator import local
 from assay.operator.admission import validation
@@ -162,6 +163,7 @@ def test_operator_command_line() -> None:
 
 def test_handlers_register_with_kopf() -> None:
     import kopf
+
     from assay.operator import handlers  # noqa: F401
 
     registry = kopf.get_default_registry()
@@ -173,8 +175,9 @@ def test_handlers_register_with_kopf() -> None:
 
 
 def test_operator_without_credentials_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from assay.operator import main
     from kubernetes.config import kube_config
+
+    from assay.operator import main
 
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
     # The client reads $KUBECONFIG once, when first imported: a test that imported it under

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import datetime
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
+
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.operator.metrics_scrape import SCORE, scored_evaluation, scrape, series_labels
 

@@ -12,10 +12,12 @@ import ssl
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime.metrics import EvaluationMetrics

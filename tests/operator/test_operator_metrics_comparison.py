@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
 from assay.operator.build.metric_labels import MAX_LENGTH, bounded
 from assay.operator.runtime.metrics import EvaluationMetrics
 from tests.operator.metrics_scrape import SCORE, scored_evaluation, scrape, series_labels

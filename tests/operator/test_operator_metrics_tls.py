@@ -16,11 +16,13 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import yaml
+
 from assay.errors import UserError
 from assay.operator.kube import api_client, api_session, credentials, rate_limit
 from assay.operator.runtime import metrics_tls
@@ -128,13 +130,13 @@ def test_a_flood_of_made_up_tokens_neither_holds_up_the_reader_nor_spends_the_op
         answers: dict[int, int] = {}
 
         def junk(i: int) -> None:
-            answers[i] = get(f"{url}/metrics", f"made-up-{i}", context=trusting)[0]
+            answers[i] = get(f"{url}/metrics", f"made-up-{i}", context=trusting)[0]  # noqa: B023 - called within this iteration
 
         callers = [threading.Thread(target=junk, args=(i,)) for i in range(200)]
         for caller in callers:
             caller.start()
         # Each of the 200 is answered, or its review sits in the API server.
-        _until(lambda: len(answers) + reviews.held >= 200)
+        _until(lambda: len(answers) + reviews.held >= 200)  # noqa: B023 - called within this iteration
         held = reviews.held
         # Meanwhile the reader is answered from the cache (a lock held during a review would keep
         # this waiting until the API server lets go, past urllib's 10 s).
@@ -156,7 +158,7 @@ def test_callers_with_one_token_share_its_review(api: tuple[ReviewServer, Counti
         reviews.hold.clear()
         answers: list[int] = []
         callers = [
-            threading.Thread(target=lambda: answers.append(get(f"{url}/metrics", "the-same-guess")[0]))
+            threading.Thread(target=lambda: answers.append(get(f"{url}/metrics", "the-same-guess")[0]))  # noqa: B023 - called within this iteration
             for _ in range(10)
         ]
         for caller in callers:
@@ -219,8 +221,8 @@ def test_a_real_prometheus_scrapes_the_self_signed_https_as_the_charts_service_m
             try:
                 base = f"http://127.0.0.1:{port}"
                 series = local_prometheus.wait(
-                    lambda: local_prometheus.query(base, 'assay_evaluations_completed_total{namespace="team"}'),
-                    lambda: f"Prometheus scraped nothing: {log.read_text()[-2000:]}",
+                    lambda: local_prometheus.query(base, 'assay_evaluations_completed_total{namespace="team"}'),  # noqa: B023 - called within this iteration
+                    lambda: f"Prometheus scraped nothing: {log.read_text()[-2000:]}",  # noqa: B023 - called within this iteration
                     timeout=60,
                 )
                 assert float(series[0]["value"][1]) == 1.0

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.decide import conditions
 from assay.operator.kube import kube

@@ -14,6 +14,7 @@ import datetime
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.build import builders, runner_identity
 from assay.operator.build import children as run_children

@@ -8,6 +8,7 @@ import copy
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.admission.placement_policy import Placement
 from assay.operator.admission.policy import AdminPolicy

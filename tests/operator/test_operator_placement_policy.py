@@ -7,13 +7,14 @@ import json
 from typing import Any
 
 import pytest
+from kubernetes import client
+
 from assay.errors import UserError
 from assay.operator.admission import placement_policy, policy
 from assay.operator.admission.placement_policy import GPU_TOLERATION, Placement, Toleration
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.spec import parse_spec
-from kubernetes import client
 from tests.operator.helm_chart import needs_helm, render
 
 BASE: dict[str, Any] = {"model": "dummy", "tasks": ["arc_easy"], "resources": {"nodes": 1, "gpusPerNode": 0}}

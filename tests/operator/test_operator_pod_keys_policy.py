@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.admission import placement_policy, policy
 from assay.operator.admission.placement_policy import Placement

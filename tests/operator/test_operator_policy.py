@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 import yaml
+
 from assay.errors import UserError
 from assay.operator.admission import policy
 from assay.operator.admission.policy import AdminPolicy

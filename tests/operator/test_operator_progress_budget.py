@@ -34,7 +34,7 @@ def test_the_interval_reaches_every_container_of_the_job_and_nothing_else() -> N
     spec = parse_spec({"model": "hf", "tasks": ["arc_easy"], "resources": {"nodes": 2, "gpusPerNode": 1}})
     made = children.children(ref, spec)
     changed = progress_budget.with_interval(made, 15.0)
-    for before, after in zip(made, changed):
+    for before, after in zip(made, changed, strict=False):
         if before["kind"] != "Job":
             assert after is before
             continue
@@ -98,11 +98,13 @@ def test_a_new_run_made_with_300_in_flight_is_told_15_s(monkeypatch: pytest.Monk
     the interval on the Job it creates: what the runner reads (`progress_gate.interval_from_env`)."""
     from assay import spec as spec_module
     from assay.operator import handlers
-    from assay.operator.runtime import converge
     from assay.operator.build.runner_settings import RunnerSettings
+    from assay.operator.runtime import converge
     from assay.operator.runtime.state import OperatorState
     from assay.runner.results import progress_gate
-    from tests.operator.test_operator_converge import SPEC, T0 as NOW, Store, _evaluation
+    from tests.operator.converge_store import SPEC, Store
+    from tests.operator.converge_store import T0 as NOW
+    from tests.operator.converge_store import tiny_evaluation as _evaluation
 
     unfinished = converge.UnfinishedRuns()
     for i in range(300):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders

@@ -12,6 +12,7 @@ import hashlib
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.build import builders
 from assay.operator.build.names import DNS1035_LABEL

@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry
 
 from assay.operator.decide import run_phases
 from assay.operator.runtime.run_phase_metrics import RunPhaseMetrics
+from assay.run_results import RunResults
 from assay.runner import doc_work
 from assay.runner.results import run_timing
 from assay.runner.results.status_sink import FileStatusSink
-from assay.run_results import RunResults
 
 RESULTS = RunResults.from_lmeval_dict(
     {

@@ -13,10 +13,12 @@ import json
 import re
 import subprocess
 import threading
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
+
 from assay.errors import UserError
 from assay.operator import handlers
 from assay.operator.admission import secret_consent, validation

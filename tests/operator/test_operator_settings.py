@@ -12,6 +12,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator import main, settings
 from assay.operator.build import builders, runner_settings

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from assay.run_results import RunResults
 from assay.runner.results import status_sink
 from assay.runner.results.status_sink import (
     FileStatusSink,
@@ -25,7 +26,6 @@ from assay.runner.results.status_sink import (
     condense_results,
     sink_from_env,
 )
-from assay.run_results import RunResults
 from tests.status_api import ApiServer
 
 LM_EVAL_RESULTS = {
@@ -69,7 +69,7 @@ class RecordingCustomObjectsApi:
         self.patches: list[dict[str, Any]] = []
         self.generation = generation
 
-    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kwargs):  # noqa: ANN001
+    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kwargs):
         assert (group, version, plural) == ("assay.dev", "v1alpha1", "evaluations")
         self.patches.append(
             {
@@ -80,7 +80,7 @@ class RecordingCustomObjectsApi:
             }
         )
 
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name):  # noqa: ANN001
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
         return {"metadata": {"name": name, "generation": self.generation}}
 
 
@@ -185,7 +185,7 @@ class FlakyApiServer:
         server = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_PATCH(self) -> None:  # noqa: N802 - http.server's naming
+            def do_PATCH(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.bodies.append(body)
                 code = status if len(server.bodies) <= failures else 200
@@ -395,7 +395,7 @@ def test_over_http_only_visible_changes_reach_the_status(api_server: ApiServer) 
     patches = [b for b in api_server.patches if isinstance(b, list)]
     written = [next(op["value"]["requestsDone"] for op in b if op["path"] == "/status/progress") for b in patches]
     assert written[0] == 0 and written[-1] == 1_000
-    assert all(b - a >= 30 for a, b in zip(written, written[1:-1]))  # 15 s at 2 a second
+    assert all(b - a >= 30 for a, b in zip(written, written[1:-1], strict=False))  # 15 s at 2 a second
     assert len(written) == 1 + 500 // 15 + 1
     assert api_server.object["status"]["progress"]["summary"] == "1000/1000 (100%)"
     assert "etaSeconds" not in api_server.object["status"]["progress"]

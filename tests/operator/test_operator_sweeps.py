@@ -12,9 +12,11 @@ import datetime
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay.errors import UserError
 from assay.operator.admission import task_sources, validation
 from assay.operator.build import builders
@@ -229,7 +230,7 @@ def test_a_runner_pod_refuses_task_code_its_operator_did_not_allow(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A ConfigMap edited after the operator's check reaches a retry's pod unchecked: the runner holds the line.
-    from assay.runner import offline_check
+    from assay.runner.checks import offline_check
 
     (tmp_path / "utils.py").write_text(
         f"open({str(tmp_path / 'ran')!r}, 'w').write('x')\ndef text(doc):\n    return ''\n"

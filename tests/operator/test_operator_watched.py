@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from assay import spec as spec_module
 from assay.operator.build import builders
 from assay.operator.build.runner_settings import RunnerSettings

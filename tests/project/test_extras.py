@@ -155,7 +155,7 @@ def test_data_runs_the_dummy_model_on_a_local_json_task(data: Path, task: Path, 
 class _OpenAIStandIn(BaseHTTPRequestHandler):
     """Answers /v1/completions and /v1/chat/completions with "4" for every prompt."""
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path.endswith("/chat/completions"):
             answer: dict[str, Any] = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "4"}}]}

@@ -16,6 +16,7 @@ import pytest
 import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
 from tests.project.image_locks import IMAGES, REPO, lock
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())

@@ -15,8 +15,7 @@ import pytest
 
 from assay.errors import UsageError, UserError
 from assay.extras import install_command
-from assay.runner.results import loggers
-from assay.runner.results import output
+from assay.runner.results import loggers, output
 
 RESULTS = {
     "results": {

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -95,7 +96,7 @@ def server() -> Iterator[Callable[[Answer], str]]:
         lock = threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with lock:
                     number = next(count)

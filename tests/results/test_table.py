@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import random
 
-import pytest
 import pytablewriter
+import pytest
 from lm_eval.utils import make_table as lm_make_table
 
 from assay.run_results import RunResults

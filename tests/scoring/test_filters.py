@@ -11,8 +11,8 @@ from lm_eval.api.instance import Instance as LmInstance
 from lm_eval.api.registry import get_filter as lm_get_filter
 
 from assay.errors import UserError
-from assay.runner.scoring import filters
 from assay.runner.models.instance import GenerationRequest, Instance
+from assay.runner.scoring import filters
 
 # GSM8K-style generations, with the awkward cases: several answers, "$" and ",", none,
 # a trailing period, a negative number, an empty string and a non-string response.
@@ -160,7 +160,7 @@ def test_map_rejects_non_dict() -> None:
 
 def test_custom_filter_gets_resps_and_docs() -> None:
     def first_with_doc_id(resps: Any, docs: Any) -> Any:
-        return [f"{doc['id']}:{r[0]}" for r, doc in zip(resps, docs)]
+        return [f"{doc['id']}:{r[0]}" for r, doc in zip(resps, docs, strict=False)]
 
     resps = [["a"], ["b"]]
     docs = [{"id": 1}, {"id": 2}]
@@ -179,7 +179,7 @@ def make_ours(resps: list[list[Any]], docs: list[dict[str, Any]]) -> list[Instan
             task_name="t",
             resps=list(copy.deepcopy(r)),
         )
-        for i, (r, doc) in enumerate(zip(resps, docs))
+        for i, (r, doc) in enumerate(zip(resps, docs, strict=False))
     ]
 
 
@@ -192,7 +192,7 @@ def run_ours(ensemble: filters.FilterEnsemble, resps: list[list[Any]], docs: lis
 def run_theirs(ensemble: Any, resps: list[list[Any]], docs: list[dict[str, Any]]) -> list[Any]:
     instances = [
         LmInstance("generate_until", doc, ("Q", {}), 0, ("t", i, 1), resps=list(copy.deepcopy(r)))
-        for i, (r, doc) in enumerate(zip(resps, docs))
+        for i, (r, doc) in enumerate(zip(resps, docs, strict=False))
     ]
     ensemble.apply(instances)
     return [inst.filtered_resps[ensemble.name] for inst in instances]

@@ -11,7 +11,8 @@ import math
 import random
 import re
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import lm_eval.api.metrics as lm
 import numpy as np

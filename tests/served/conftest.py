@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -13,7 +13,7 @@ from tests.served.vllm_server import VENV_SCRIPT, VLLMServer
 
 
 @pytest.fixture(scope="session")
-def vllm_server(gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:  # noqa: F811
+def vllm_server(gpt2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
     if (
         not VENV_SCRIPT.is_file()
         or os.environ.get("ASSAY_SKIP_VLLM") == "1"

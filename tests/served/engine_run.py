@@ -32,9 +32,8 @@ def main(which: str, model_dir: str, task_dir: str, out: str, max_len: str) -> N
     else:
         _alias_vllm_metadata()
         import lm_eval
-        import lm_eval.tasks
-
         import lm_eval.api.registry
+        import lm_eval.tasks
 
         # Built here as simple_evaluate would build it from the name, so that its engine can be
         # shut down afterwards: lm-eval leaves that to interpreter exit, where the engine core

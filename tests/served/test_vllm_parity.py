@@ -45,7 +45,7 @@ def _run(which: str, model_dir: Path, task_dir: Path, out: Path) -> dict:
     return json.loads(out.read_text())
 
 
-def test_vllm_in_process_matches_lm_eval_vllm(gpt2_dir: Path, shared_data: Path, tmp_path: Path) -> None:  # noqa: F811
+def test_vllm_in_process_matches_lm_eval_vllm(gpt2_dir: Path, shared_data: Path, tmp_path: Path) -> None:
     task_dir = write_parity_tasks(tmp_path / "tasks", shared_data, tmp_path / "work")
     ours = _run("assay", gpt2_dir, task_dir, tmp_path / "assay.json")
     assert ours["sentinels"]["trusted"] is True, ours["sentinels"]  # no false alarm on a real engine

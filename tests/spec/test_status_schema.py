@@ -14,8 +14,9 @@ import json
 import math
 import types
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 import yaml

@@ -8,7 +8,8 @@ first); then the policy's defaults filled in, and the spec's size as its runner'
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import spec as spec_module
 from assay.operator.admission import policy, secret_consent, spec_size, task_sources, validation

@@ -24,7 +24,8 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from assay.errors import UserError
 
@@ -72,7 +73,7 @@ def run(target: str, args: Sequence[JSON], *, limits: Limits = LIMITS) -> JSON:
         "args": list(args),
         "limits": dataclasses.asdict(limits),
     }
-    process = subprocess.Popen(  # noqa: S603 - this interpreter, our own bootstrap
+    process = subprocess.Popen(
         [sys.executable, "-E", "-s", "-c", _BOOTSTRAP],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -130,7 +131,7 @@ def child(request: dict[str, Any]) -> None:
         os._exit(MEMORY_EXIT)
     except UserError as error:
         answer = {"refused": str(error)}
-    except Exception as error:  # noqa: BLE001 - named to the parent by type only: its text may quote the input
+    except Exception as error:
         answer = {"error": type(error).__name__}
     sys.stdout.write(json.dumps(answer))
     sys.stdout.flush()

@@ -26,7 +26,8 @@ tainted node (control plane, reserved pool) is reached only with a toleration.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.spec import QUANTITY_RE, Evaluation
@@ -80,7 +81,7 @@ class Toleration:
     effect: str = ""
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Toleration":
+    def from_dict(cls, data: Mapping[str, Any]) -> Toleration:
         # tolerationSeconds is left out: it only shortens how long a NoExecute taint is tolerated.
         return cls(
             key=str(data.get("key") or ""),
@@ -89,7 +90,7 @@ class Toleration:
             effect=str(data.get("effect") or ""),
         )
 
-    def covers(self, other: "Toleration") -> bool:
+    def covers(self, other: Toleration) -> bool:
         """Whether every taint `other` tolerates, this one tolerates too (so `other` grants no more)."""
         if self.key and other.key != self.key:
             return False  # an empty `other.key` (with Exists) tolerates every key
@@ -138,7 +139,7 @@ class Placement:
     """PersistentVolumeClaims spec.cache.pvc and spec.output.pvc may name; empty: none (emptyDirs only)."""
 
     @classmethod
-    def from_data(cls, data: Mapping[str, Any]) -> "Placement":
+    def from_data(cls, data: Mapping[str, Any]) -> Placement:
         """This module's keys of the chart's `policy` values (others are `policy`'s to check)."""
         defaults = cls()
         classes = data.get("allowedPriorityClasses") or []

@@ -23,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import endpoint_urls
 from assay.errors import UserError
@@ -93,7 +94,7 @@ class AdminPolicy:
     """Priority, tolerations, Kueue queue and the runner pod's defaults (`placement_policy`)."""
 
     @classmethod
-    def from_json(cls, raw: str) -> "AdminPolicy":
+    def from_json(cls, raw: str) -> AdminPolicy:
         """The chart's `policy` values as JSON; raises UserError naming the bad key."""
         try:
             data = json.loads(raw) if raw.strip() else {}
@@ -121,7 +122,7 @@ class AdminPolicy:
         )
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "AdminPolicy":
+    def from_env(cls, env: Mapping[str, str]) -> AdminPolicy:
         """The policy `env` (the operator's environment, read once by `assay.operator.settings`) names."""
         return cls.from_json(env.get(POLICY_ENV, ""))
 

@@ -14,7 +14,8 @@ policy cannot make it: a ValidatingAdmissionPolicy sees the Evaluation, not othe
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.spec import Evaluation

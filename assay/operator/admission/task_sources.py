@@ -24,8 +24,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.operator.admission import bounded_parse

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from assay.errors import UserError, suggest
 from assay.operator.admission import task_sources

@@ -83,7 +83,7 @@ class EvaluationRef:
     """The rerun token: with the generation, it tells one run from another."""
 
     @classmethod
-    def from_body(cls, body: Any) -> "EvaluationRef":
+    def from_body(cls, body: Any) -> EvaluationRef:
         meta = body["metadata"]
         return cls(
             name=meta["name"],

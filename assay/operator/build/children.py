@@ -57,9 +57,15 @@ def network_policy(ref: builders.EvaluationRef, *, job: str, egress: tuple[Manif
     }
 
 
-def children(ref: builders.EvaluationRef, spec: Evaluation, *, job_name_override: str | None = None,
-             runner: RunnerSettings = RunnerSettings(), placement: placement_policy.Placement | None = None,
-             baseline: Manifest | None = None) -> list[Manifest]:
+def children(
+    ref: builders.EvaluationRef,
+    spec: Evaluation,
+    *,
+    job_name_override: str | None = None,
+    runner: RunnerSettings = RunnerSettings(),
+    placement: placement_policy.Placement | None = None,
+    baseline: Manifest | None = None,
+) -> list[Manifest]:
     """Every child, in the order to create them: the Job last, once the policy that fences its
     pods exists; those of `UPDATED_FIELDS` are also brought up to date. `baseline`: what the
     baseline Evaluation the spec names shows now (`baseline_view.view`)."""

@@ -71,8 +71,13 @@ RUNNER_UID = 1000
 
 def pod_security() -> Manifest:
     """The runner pod's securityContext: the runner image's non-root user, seccomp's default profile."""
-    return {"runAsNonRoot": True, "runAsUser": RUNNER_UID, "runAsGroup": RUNNER_UID, "fsGroup": RUNNER_UID,
-            "seccompProfile": {"type": "RuntimeDefault"}}
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": RUNNER_UID,
+        "runAsGroup": RUNNER_UID,
+        "fsGroup": RUNNER_UID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 _CONTAINER_SECURITY = {
@@ -84,7 +89,13 @@ _CONTAINER_SECURITY = {
 
 
 def container(
-    name: str, command: list[str], *, image: str, env: list[Manifest], resources: Manifest, spec: Evaluation | None = None
+    name: str,
+    command: list[str],
+    *,
+    image: str,
+    env: list[Manifest],
+    resources: Manifest,
+    spec: Evaluation | None = None,
 ) -> Manifest:
     container: Manifest = {
         "name": name,
@@ -134,7 +145,12 @@ def volumes(spec: Evaluation, *, spec_annotation: str) -> list[Manifest]:
     ]
     if spec.endpoint is not None and spec.endpoint.ca_bundle is not None:
         bundle = spec.endpoint.ca_bundle
-        out.append({"name": "endpoint-ca", "configMap": {"name": bundle.name, "items": [{"key": bundle.key, "path": bundle.key}]}})
+        out.append(
+            {
+                "name": "endpoint-ca",
+                "configMap": {"name": bundle.name, "items": [{"key": bundle.key, "path": bundle.key}]},
+            }
+        )
     return out
 
 

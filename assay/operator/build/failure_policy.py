@@ -25,6 +25,9 @@ def pod_failure_policy() -> Manifest:
             # Scores computed but refused by the API server (or it stayed away): a retry would
             # redo the whole evaluation to meet the same refusal; the operator says
             # ResultsNotRecorded. After the disruption rule: a preempted pod still retries.
-            {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [spec_module.RESULTS_NOT_RECORDED_EXIT_CODE]}},
+            {
+                "action": "FailJob",
+                "onExitCodes": {"operator": "In", "values": [spec_module.RESULTS_NOT_RECORDED_EXIT_CODE]},
+            },
         ]
     }

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.operator.admission.policy import AdminPolicy

@@ -32,7 +32,8 @@ the API, and takes `now` so tests need no clock. The patch mirroring the runner 
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.operator.decide import outcome, regression, trust
 

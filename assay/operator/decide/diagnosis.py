@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.operator import objects
 from assay.operator.decide import object_reading as read

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text
 from assay.operator import objects

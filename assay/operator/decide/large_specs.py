@@ -17,7 +17,8 @@ from the API server first (`whole`), one GET per decision for such Evaluations o
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay.operator import objects
 

@@ -8,7 +8,8 @@ the field-level reading, kept apart from the rules that decide what a run's prob
 from __future__ import annotations
 
 import datetime
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from assay.operator import objects
 

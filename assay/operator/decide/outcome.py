@@ -18,7 +18,8 @@ status and the run succeeded. OutputWritten is absent until the runner reports.
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text
 from assay.operator.build import containers

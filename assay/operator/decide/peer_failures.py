@@ -16,7 +16,7 @@ at least 1 absorbs a real failure seen before the Job counted it.
 from __future__ import annotations
 
 import collections
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay.operator import objects
 from assay.operator.decide.diagnosis import PEER_FAILURES_EXCEEDED, Problem

@@ -27,7 +27,7 @@ Each function returns (reason, message), or None; `diagnosis` makes the `Problem
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from assay import echoed_text
 from assay.operator import objects

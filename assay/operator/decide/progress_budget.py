@@ -21,7 +21,8 @@ until it ends, which bounds its share at 100 writes whatever the interval.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from assay import spec as spec_module
 

@@ -12,7 +12,8 @@ rest takes `elapsed × (total − done) / done` from `updated`, less the time si
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.operator.decide.conditions import RUNNING
 

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.operator import objects
 from assay.operator.build import builders, children

@@ -23,7 +23,8 @@ failure in all three.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text
 

@@ -20,7 +20,8 @@ less than zero: skew between them is reported as a zero, not as negative time.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 PHASES = ("pending", "startup", "evaluating", "finishing")
 
@@ -50,4 +51,7 @@ def phase_seconds(status: Mapping[str, Any]) -> dict[str, float] | None:
     known = [moment for moment in moments if moment is not None]
     if len(known) < len(moments):
         return None
-    return {phase: max(0.0, (end - start).total_seconds()) for phase, start, end in zip(PHASES, known, known[1:])}
+    return {
+        phase: max(0.0, (end - start).total_seconds())
+        for phase, start, end in zip(PHASES, known, known[1:], strict=False)
+    }

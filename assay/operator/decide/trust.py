@@ -17,7 +17,8 @@ older than the checks) and until a run has ended.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text
 

@@ -16,7 +16,8 @@ import functools
 import json
 import time
 import urllib.parse
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.operator.kube import api_errors, api_session, credentials, rate_limit
 
@@ -114,7 +115,10 @@ class _Kept:
     """The rate limit set before (`load_config` called again, by kopf's startup handler)."""
 
 
-def load_config(kubeconfig: str | None = None, *, limiter: rate_limit.TokenBucket | None | _Kept = _Kept()) -> None:
+_KEPT = _Kept()
+
+
+def load_config(kubeconfig: str | None = None, *, limiter: rate_limit.TokenBucket | None | _Kept = _KEPT) -> None:
     """The pod's service account in a cluster, else `kubeconfig` or $KUBECONFIG (~/.kube/config),
     and the rate limit of the operator's settings (ASSAY_API_QPS and ASSAY_API_BURST; None: none;
     not given: the one set before, else the default). Raises credentials.ConfigError when there are none."""

@@ -25,8 +25,9 @@ import os
 import subprocess
 import threading
 import urllib.request
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 

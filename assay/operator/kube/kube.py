@@ -9,7 +9,8 @@ the client sits below everything that decides.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from assay import spec as spec_module
 from assay.operator import objects
@@ -258,7 +259,7 @@ def send_event(event: Mapping[str, Any], *, update: bool = False) -> None:
                 if error.reason != api_errors.NOT_FOUND:
                     raise
         api_client.request("POST", path("v1", "Event", namespace=namespace), body=event)
-    except Exception as error:  # noqa: BLE001 - an Event is a courtesy; status already says it
+    except Exception as error:
         logger.warning("Could not post Event %s on %s/%s: %s", event["reason"], namespace, obj["name"], error)
 
 

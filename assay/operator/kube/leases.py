@@ -10,7 +10,8 @@ protocol, its clocks and threads; this module only the requests.
 from __future__ import annotations
 
 import datetime
-from typing import Callable, cast
+from collections.abc import Callable
+from typing import cast
 
 from assay.operator import objects
 from assay.operator.kube import api_client

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from assay.errors import UserError
 

@@ -24,7 +24,8 @@ import datetime
 import logging
 import threading
 import time
-from typing import Any, Callable, Mapping, cast
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 from assay import spec as spec_module
 from assay.errors import UserError
@@ -219,7 +220,7 @@ def _not_created(
     }
     try:
         written(kube.patch_evaluation_status(namespace=meta["namespace"], name=meta["name"], status=note))
-    except Exception as failed:  # noqa: BLE001 - the create's own error is the one reported
+    except Exception as failed:
         logger.debug("Could not note %s %s not created in the status: %s", kind, child, failed)
     return None
 

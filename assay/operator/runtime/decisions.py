@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from assay.operator.decide import trigger
 
@@ -98,14 +98,14 @@ class RunDecisions:
             loop = asyncio.get_running_loop()
             try:
                 await loop.run_in_executor(self._executor, self._decide, body)
-            except Exception as error:  # noqa: BLE001 - reported, then tried again or ended as a fault
+            except Exception as error:
                 self._on_error(key, error)
                 if self._on_fault is None or self._transient(error):
                     self._schedule_retry(key)
                     return
                 try:
                     await loop.run_in_executor(self._executor, self._on_fault, body, error)
-                except Exception as recording:  # noqa: BLE001 - its status write failed: decide again later
+                except Exception as recording:
                     self._on_error(key, recording)
                     self._schedule_retry(key)
                     return

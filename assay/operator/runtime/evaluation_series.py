@@ -16,7 +16,8 @@ what a reader of score and stderr would draw; a delta's interval is the comparis
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from assay import scores
 from assay.operator.build.metric_labels import bounded

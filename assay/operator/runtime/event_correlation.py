@@ -26,7 +26,8 @@ import dataclasses
 import hashlib
 import threading
 import time
-from typing import Any, Callable, Generic, Hashable, Mapping, TypeVar
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Generic, TypeVar
 
 CACHE_SIZE = 4096
 BURST = 25

@@ -16,7 +16,8 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from assay.operator.kube import kube
 from assay.operator.runtime import event_correlation
@@ -98,5 +99,5 @@ class EventPoster:
         while (correlated := self._queue.get()) is not None:
             try:
                 self._send(correlated.event, update=correlated.update)
-            except Exception as error:  # noqa: BLE001 - one Event's trouble must not stop the rest
+            except Exception as error:
                 logger.warning("Could not post Event %s: %s", correlated.event.get("reason"), error)

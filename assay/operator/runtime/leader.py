@@ -31,8 +31,9 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from assay.operator import objects
 from assay.operator.kube import api_errors, leases
@@ -180,7 +181,7 @@ class LeaseLock:
             try:
                 if self.try_acquire():
                     return True
-            except Exception as error:  # noqa: BLE001 - the API server may be briefly away; keep trying
+            except Exception as error:
                 log.warning("Could not read or write Lease %s/%s: %s", self.namespace, self.name, error)
             if not waiting_logged:
                 log.info("Standing by: another replica holds Lease %s/%s.", self.namespace, self.name)
@@ -217,7 +218,7 @@ class LeaseLock:
                     if not self.try_acquire():
                         lose(f"another replica holds Lease {self.namespace}/{self.name}")
                         return
-                except Exception as error:  # noqa: BLE001 - retried until the renew deadline
+                except Exception as error:
                     log.warning("Could not renew Lease %s/%s: %s", self.namespace, self.name, error)
 
         def fence() -> None:
@@ -247,7 +248,7 @@ class LeaseLock:
             spec["renewTime"] = leases.micro_time(_now())
             self.api.update(lease, timeout=self.request_timeout)
             log.info("Released Lease %s/%s.", self.namespace, self.name)
-        except Exception as error:  # noqa: BLE001 - best effort: the lease expires anyway
+        except Exception as error:
             log.warning("Could not release Lease %s/%s: %s", self.namespace, self.name, error)
 
 
@@ -301,7 +302,7 @@ def _exit_on_lost_lead(why: str) -> None:
 
 
 class _StandbyHealth(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+    def do_GET(self) -> None:
         body = b"standby: waiting for the leader Lease\n"
         self.send_response(200 if self.path.startswith("/healthz") else 404)
         self.send_header("Content-Type", "text/plain")

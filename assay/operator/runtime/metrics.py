@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import datetime
 import threading
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
@@ -345,5 +346,5 @@ def _revision(spec: Mapping[str, Any]) -> str:
 def _model_label(spec: Mapping[str, Any]) -> str:
     try:
         return parse_spec(spec).model_label
-    except Exception:  # noqa: BLE001 - an invalid spec still gets its phase gauges
+    except Exception:
         return str(spec.get("model", ""))

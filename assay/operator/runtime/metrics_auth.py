@@ -30,7 +30,8 @@ import enum
 import hashlib
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from assay.operator.kube import api_client, rate_limit
 

@@ -16,7 +16,8 @@ import socketserver
 import ssl
 import threading
 import wsgiref.simple_server
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import prometheus_client
 from prometheus_client import CollectorRegistry
@@ -92,7 +93,7 @@ def _refusal(authorizer: TokenAuthorizer, environ: dict[str, Any]) -> tuple[int,
         verdict = authorizer.verdict(token)
     except ReviewsBusy:  # a flood of tokens: turned away at once, and not logged one by one
         return 429, "Too many tokens to check at once; try again.\n"
-    except Exception as error:  # noqa: BLE001 - the API server is away or refuses the review: say so, keep serving
+    except Exception as error:
         logger.warning("Could not check a /metrics caller's token with the API server: %s", error)
         return 503, "The API server could not check the token; try again.\n"
     if verdict is Verdict.UNAUTHENTICATED:

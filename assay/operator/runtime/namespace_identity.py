@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from assay.operator.build import runner_identity
 from assay.operator.runtime import owned
@@ -93,6 +93,6 @@ def restore_if_missing(namespace: str, problem: str) -> bool:
     identities.forget(namespace)
     try:
         identities.ensure(namespace)
-    except Exception as error:  # noqa: BLE001 - the run stays Pending with its reason; tried at the next look
+    except Exception as error:
         logger.warning("Could not make the runner identity of namespace %s again: %s", namespace, error)
     return True

@@ -14,7 +14,8 @@ import collections.abc
 import datetime
 import logging
 import threading
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay.operator import objects
 from assay.operator.build import builders

@@ -27,7 +27,8 @@ Each object costs one request on the path a decision usually takes:
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.operator.build import builders, children
 from assay.operator.kube import api_errors, kube

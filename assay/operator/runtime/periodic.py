@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from assay.operator.kube import api_errors
 
@@ -109,7 +109,7 @@ class PeriodicSweep:
         """One pass; what it raises is counted and logged (`SweepErrors`), never the end of the thread."""
         try:
             self.sweep()
-        except Exception as error:  # noqa: BLE001 - a sweep outlives any one failure
+        except Exception as error:
             self.errors.failed(error, what="a pass")
         self.errors.pass_over()
 
@@ -118,7 +118,7 @@ class PeriodicSweep:
         """One item of a pass (an Evaluation, a namespace): its failure is counted and the pass goes on."""
         try:
             yield
-        except Exception as error:  # noqa: BLE001 - one item's trouble must not stop the pass
+        except Exception as error:
             self.errors.failed(error, what=what)
 
     def _loop(self) -> None:

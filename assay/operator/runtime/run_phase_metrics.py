@@ -9,7 +9,8 @@ at all, as it was counted by the process that saw it finish.
 from __future__ import annotations
 
 import datetime
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Histogram
 

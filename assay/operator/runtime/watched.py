@@ -20,7 +20,8 @@ of it twice over. What is kept of a Job or pod is a copy without it (nothing her
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Generic, Mapping, TypeVar, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Generic, TypeVar, cast
 
 from assay.operator import objects
 from assay.operator.build import builders

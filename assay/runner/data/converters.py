@@ -14,8 +14,9 @@ import dataclasses
 import fnmatch
 import json
 import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 from assay.errors import UserError
 
@@ -137,7 +138,10 @@ def _piqa(src: Path, dst: Path) -> list[Path]:
         raise UserError(
             f"PIQA has {len(docs)} questions but {len(labels)} labels; the source files do not belong together."
         )
-    records = ({"goal": d["goal"], "sol1": d["sol1"], "sol2": d["sol2"], "label": y} for d, y in zip(docs, labels))
+    records = (
+        {"goal": d["goal"], "sol1": d["sol1"], "sol2": d["sol2"], "label": y}
+        for d, y in zip(docs, labels, strict=False)
+    )
     return [_write_jsonl(dst / "baber/piqa/default/validation.jsonl", records)]
 
 

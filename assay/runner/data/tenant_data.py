@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.extras import needs_extra

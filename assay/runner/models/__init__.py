@@ -7,7 +7,7 @@ Third-party code can add a backend with `register_model("name")(cls)`.
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from collections.abc import Callable
 
 from assay.errors import UserError, suggest
 from assay.extras import needs_extra, require_installed

@@ -8,7 +8,8 @@ does. A model registered by other code is left to its own constructor.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.spec import API_MODELS

@@ -30,8 +30,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # model_args that do not change an answer: where and how fast it is computed, not what.
 NOT_ANSWERS = frozenset(
@@ -111,7 +112,7 @@ class ModelIdentity:
         return json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
 
     @classmethod
-    def from_json(cls, text: str) -> "ModelIdentity":
+    def from_json(cls, text: str) -> ModelIdentity:
         data = json.loads(text)
         return cls(backend=str(data["backend"]), args=dict(data["args"]), checkpoints=dict(data["checkpoints"]))
 
@@ -200,7 +201,7 @@ def _hub_commit(repo: str, revision: Any, cache_dir: Any) -> str:
             cache_dir=cache_dir if isinstance(cache_dir, str) else None,
             revision=revision if isinstance(revision, str) else None,
         )
-    except Exception:  # noqa: BLE001 - not a repository id (a served model's name): nothing to resolve
+    except Exception:
         return ""
     # <cache>/models--org--name/snapshots/<commit>/config.json
     return Path(found).parent.name if isinstance(found, str) else ""

@@ -37,8 +37,9 @@ import logging
 import os
 import pickle
 import sqlite3
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.runner.models.cache_identity import ModelIdentity, identify
@@ -139,8 +140,8 @@ class CachingLM(LM):
             for start in range(0, len(missing), _CHUNK):
                 chunk = missing[start : start + _CHUNK]
                 answers = getattr(self.lm, method)([requests[i] for i in chunk], **kwargs)
-                self._store(list(zip(chunk, answers)), requests, keys, results)
-                report(list(zip(chunk, answers)))
+                self._store(list(zip(chunk, answers, strict=False)), requests, keys, results)
+                report(list(zip(chunk, answers, strict=False)))
         return [shape(answer) for answer in results]
 
     def _call_streaming(
@@ -172,10 +173,10 @@ class CachingLM(LM):
         finally:
             self.lm.answer_sink = previous
         # the returned answers are authoritative; any the backend did not report get stored now
-        unreported = [(i, a) for i, a in zip(missing, answers) if i not in stored]
+        unreported = [(i, a) for i, a in zip(missing, answers, strict=False) if i not in stored]
         self._store(unreported, requests, keys, results)
         report(unreported)
-        for i, answer in zip(missing, answers):
+        for i, answer in zip(missing, answers, strict=False):
             results[i] = answer
 
     def _store(
@@ -337,7 +338,7 @@ class RequestCache:
         multiturn: bool,
         system_instruction: str | None,
         tokenizer_name: str,
-    ) -> "RequestCache":
+    ) -> RequestCache:
         # Assay's prompts do not depend on rank or world size, so neither is in the key.
         key = f"requests-{task.name}-{num_fewshot}shot"
         key += "-chat_template" if chat else ""

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM

@@ -11,7 +11,8 @@ token; a text that already starts with the BOS string is encoded without special
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from assay.runner.models.token_pairs import TokenPair
 
@@ -67,7 +68,7 @@ class Encoder:
             by_kwargs.setdefault(key, []).append(text)
         for key, group in by_kwargs.items():
             ids = self.tokenizer(group, **dict(key))["input_ids"]
-            for text, row in zip(group, ids):
+            for text, row in zip(group, ids, strict=False):
                 encoded[text] = list(row)
         return [list(encoded[text]) for text in texts]
 

@@ -7,7 +7,8 @@ a frozen dataclass, and lm-eval's tuple shape (`args`) exists only for the sampl
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, Mapping, NamedTuple, Union
+from collections.abc import Mapping
+from typing import Any, Literal, NamedTuple
 
 OutputType = Literal["loglikelihood", "loglikelihood_rolling", "multiple_choice", "generate_until"]
 RequestType = Literal["loglikelihood", "loglikelihood_rolling", "generate_until"]
@@ -51,7 +52,7 @@ class GenerationRequest:
         return (self.context, self.gen_kwargs)
 
 
-Request = Union[LoglikelihoodRequest, RollingRequest, GenerationRequest]
+Request = LoglikelihoodRequest | RollingRequest | GenerationRequest
 
 
 class LoglikelihoodResult(NamedTuple):

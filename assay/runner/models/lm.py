@@ -11,7 +11,8 @@ the response cache commits each batch at once, so a killed run loses one batch o
 from __future__ import annotations
 
 import abc
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from assay.batch_size import BatchSize
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
@@ -58,7 +59,7 @@ class LM(abc.ABC):
     @classmethod
     def create_from_arg_string(
         cls, arg_string: str | Mapping[str, Any], additional_config: Mapping[str, Any] | None = None
-    ) -> "LM":
+    ) -> LM:
         """Build from `--model_args` (string or parsed mapping) plus CLI-level settings.
 
         `additional_config` carries batch_size, max_batch_size and device; entries that are
@@ -78,7 +79,7 @@ class LM(abc.ABC):
         batch_size: BatchSize | None,
         max_batch_size: int | None,
         device: str | None,
-    ) -> "LM":
+    ) -> LM:
         """Build for one run: parsed model_args plus the run's batch size and device.
 
         A backend that takes typed settings overrides this (see `HFLM`); the default hands
@@ -112,7 +113,7 @@ class LM(abc.ABC):
         """Top-level results keys: tokenizer_pad_token, tokenizer_eos_token, ..., max_length."""
         return {}
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - a no-op by default: only backends holding processes override it
         """Releases what the backend holds outside Python objects (engine processes, their
         threads). The evaluator calls it once for a model it built from a name; a caller's own
         instance stays open. Leaving it to interpreter exit is not safe for every engine:

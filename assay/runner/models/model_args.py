@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import ast
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from assay.errors import UsageError
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 _SHOWN = 3  # task names a bar shows before "and N more"
 _TASKS: contextvars.ContextVar[tuple[str, ...]] = contextvars.ContextVar("assay_progress_tasks", default=())

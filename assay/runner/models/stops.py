@@ -9,7 +9,8 @@ engine it drives (HF generate, vLLM's SamplingParams, an HTTP payload).
 
 from __future__ import annotations
 
-from typing import Any, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
+from typing import Any
 
 from assay.errors import UserError
 

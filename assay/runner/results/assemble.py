@@ -9,7 +9,8 @@ record (`assay.run_results`), its `metric,filter` keys by `assay.scores`.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from assay import scores
 from assay.run_options import SentinelSettings

@@ -9,7 +9,8 @@ versions, never samples; full results go to the output volume. `status_sink` wri
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import echoed_text, scores
 from assay.run_results import ABSENT, RunResults

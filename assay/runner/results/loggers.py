@@ -23,13 +23,14 @@ import dataclasses
 import functools
 import json
 import os
+from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import Any, Collection, Mapping
+from typing import Any
 
 from assay import scores
-from assay.run_results import ABSENT, RunResults
 from assay.errors import UsageError, UserError
 from assay.extras import needs_extra
+from assay.run_results import ABSENT, RunResults
 from assay.runner.results.output import SavedRun, json_default
 from assay.spec.booleans import strict_bool
 
@@ -138,7 +139,7 @@ def wandb_table_rows(run: RunResults, key: str, *, skip: Collection[str] = ()) -
         n_shot = None if task.n_shot is ABSENT else task.n_shot
         for score in scores.read_row(run.row(task.name), skip={"alias"}):
             stderr = (
-                "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else "%.4f" % score.stderr
+                "" if not score.has_stderr else scores.NOT_AVAILABLE if score.stderr is None else f"{score.stderr:.4f}"
             )
             rows.append([task.name, version, score.filter, n_shot, score.metric, str(score.value), stderr])
     return rows

@@ -20,14 +20,15 @@ import datetime
 import hashlib
 import json
 import logging
+import os
 import random
 import re
-import os
 import string
 import tempfile
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from assay.errors import UserError
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Callable, Mapping
+from collections.abc import Callable, Mapping
 
 from assay import spec as spec_module
 

@@ -12,8 +12,9 @@ are kept.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from assay.compare import outputs
 from assay.errors import UsageError

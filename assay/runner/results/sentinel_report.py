@@ -12,7 +12,8 @@ on an untrusted run (see `RunResults.untrusted`), and `assay check`. Its shape:
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.run_options import SentinelSettings
 from assay.run_results import TaskResult

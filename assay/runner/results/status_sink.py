@@ -30,15 +30,16 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.run_results import RunResults
 from assay.runner.results import progress_gate, run_timing
-from assay.runner.results.progress_gate import DEFAULT_PROGRESS_INTERVAL
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
+from assay.runner.results.progress_gate import DEFAULT_PROGRESS_INTERVAL
 
 __all__ = [
     "MAX_STATUS_BYTES",
@@ -229,7 +230,7 @@ class KubernetesStatusSink(_ThrottledSink):
                     spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name, body, **kind
                 )
                 return WRITTEN
-            except Exception as error:  # noqa: BLE001 - the caller decides what a lost write means
+            except Exception as error:
                 # 422: the identity test failed (or the status was invalid); 409: a conflict.
                 if getattr(error, "status", None) in (409, 422) and self._superseded():
                     logger.warning(
@@ -290,7 +291,7 @@ class KubernetesStatusSink(_ThrottledSink):
             current = self.api.get_namespaced_custom_object(
                 spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
             )
-        except Exception as error:  # noqa: BLE001 - unknown: the write counts as lost, not superseded
+        except Exception as error:
             logger.warning("Could not read Evaluation %s/%s: %s", self.namespace, self.name, _first_line(error))
             return False
         if self.job_name is not None:
@@ -357,7 +358,7 @@ def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:
                 generation=int(generation) if generation else None,
                 job_name=env.get(spec_module.ENV_JOB_NAME) or None,
             )
-        except Exception as error:  # noqa: BLE001 - no credentials: run anyway, results go to disk
+        except Exception as error:
             logger.warning(
                 "No Kubernetes credentials to report status of %s/%s (%s); the run will write its files "
                 "but fail, as its scores cannot reach status.",

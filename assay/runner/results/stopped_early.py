@@ -1,13 +1,14 @@
 """What a sequential run says about its stops, read from its results' `sequential` member.
 
 The results JSON keeps, per task, the documents scored of the total, why it stopped and the
-gate's interval at the stop (`assay.runner.sequential_run`); the printed table says the same
+gate's interval at the stop (`assay.runner.sequential.run`); the printed table says the same
 in a footnote, status in `status.comparison.sequential` and a saved-work figure.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.run_results import RunResults
 from assay.spec import status as schema

@@ -17,7 +17,8 @@ import enum
 import math
 import re
 import unicodedata
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.run_results import ABSENT, RunResults
 from assay.runner.results import stopped_early

@@ -20,8 +20,9 @@ import json
 import logging
 import math
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from assay import echoed_text
 from assay import spec as spec_module
@@ -87,7 +88,7 @@ def _status_of(
     except BaselineUnavailable as error:
         log.warning("no comparison with the baseline %s: %s", label, error)
         return {"baseline": label, "error": echoed_text.bounded(str(error), MESSAGE_CHARS)}
-    except Exception as error:  # noqa: BLE001 - whatever fails, the run's scores must still land
+    except Exception as error:
         note = failures.sentence(error, runs=f"This run and the baseline {label}")
         log.warning("%s", note, exc_info=True)  # the pod's log keeps the traceback for whoever debugs it
         return {"baseline": label, "error": echoed_text.bounded(note, MESSAGE_CHARS)}
@@ -145,7 +146,7 @@ def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, An
         )
     try:
         body = read_evaluation(name)
-    except Exception as error:  # noqa: BLE001 - any failure to read is one sentence in status
+    except Exception as error:
         status = getattr(error, "status", None)
         why = "it does not exist" if status == 404 else f"reading it failed ({_first_line(error)})"
         raise BaselineUnavailable(f"The baseline Evaluation {name} cannot be used: {why}.") from None

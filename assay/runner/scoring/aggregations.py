@@ -10,8 +10,8 @@ only when such a metric is used.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -55,7 +55,7 @@ def perplexity(items: Sequence[float]) -> float:
 
 def weighted_mean(items: Sequence[tuple[float, float]]) -> float:
     """Σ value / Σ weight over (value, weight) pairs."""
-    values, weights = zip(*items)
+    values, weights = zip(*items, strict=False)
     mean: float = sum(values) / sum(weights)
     return mean
 
@@ -72,7 +72,7 @@ def bits_per_byte(items: Sequence[tuple[float, float]]) -> float:
 
 
 def _golds_preds(items: Sequence[tuple[Any, Any]]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
-    columns = list(zip(*items))
+    columns = list(zip(*items, strict=False))
     return columns[0], columns[1]
 
 
@@ -115,7 +115,7 @@ def sacrebleu_inputs(items: Sequence[tuple[Any, Any]]) -> tuple[list[tuple[str, 
     preds: list[Any] = [item[1] for item in items]
     if not is_non_str_iterable(refs[0]):
         refs = [[ref] for ref in refs]
-    streams = list(zip(*refs))
+    streams = list(zip(*refs, strict=False))
     if is_non_str_iterable(preds[0]):
         if len(preds[0]) != 1:
             raise ValueError(f"Pred must be a str, was {preds[0]}")
@@ -158,7 +158,7 @@ def ter(items: Sequence[tuple[Any, Any]]) -> float:
 @AGGREGATIONS.register("brier_score")
 def brier_score(items: Sequence[tuple[Any, Any]]) -> Any:
     """Mean over documents of Σ (softmax probability − one-hot gold)²."""
-    golds, probs = zip(*items)
+    golds, probs = zip(*items, strict=False)
     matrix = np.array(probs)
     n_classes = matrix.shape[1]
     one_hot = np.eye(n_classes)[list(golds)]

@@ -11,7 +11,7 @@ response's).
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from assay.errors import UserError
 from assay.runner.deadline import DeadlineExceeded, deadline

@@ -18,7 +18,8 @@ import functools
 import re
 import sys
 import unicodedata
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from assay.errors import UserError
 from assay.runner.models.instance import Instance
@@ -166,7 +167,7 @@ class MultiChoiceRegexFilter(RegexFilter):
     def _filter_doc(self, inst: Sequence[Any], doc: Mapping[str, Any]) -> list[Any]:
         letters = [chr(ord("A") + i) for i in range(len(doc["choices"]))]
         texts = [self._normalise(choice.strip()) for choice in doc["choices"]]
-        text_to_letter = {text: f"({letter})" for text, letter in zip(texts, letters)}
+        text_to_letter = {text: f"({letter})" for text, letter in zip(texts, letters, strict=False)}
         # Longest first, so a choice that prefixes another cannot shadow it (stable sort,
         # by escaped length, as lm-eval).
         by_text = re.compile("|".join(sorted((re.escape(t) for t in texts), key=len, reverse=True)))
@@ -187,7 +188,7 @@ class MultiChoiceRegexFilter(RegexFilter):
     def apply(self, resps: Sequence[Any], docs: Docs) -> list[Any]:
         if len(resps) != len(docs):
             raise ValueError(f"multi_choice_regex got {len(resps)} responses for {len(docs)} docs")
-        return [self._filter_doc(inst, doc) for inst, doc in zip(resps, docs)]
+        return [self._filter_doc(inst, doc) for inst, doc in zip(resps, docs, strict=False)]
 
 
 class TakeFirstFilter:
@@ -339,7 +340,7 @@ class FilterEnsemble:
         except RegexTooSlow as slow:
             raise RegexTooSlow(slow.pattern, f"Task {instances[0].task_name!r}, filter {self.name!r}: ") from None
         # zip, as lm-eval: a step returning fewer items leaves later instances unset.
-        for inst, resp in zip(instances, resps):
+        for inst, resp in zip(instances, resps, strict=False):
             inst.filtered_resps[self.name] = resp
 
 

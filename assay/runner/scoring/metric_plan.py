@@ -10,7 +10,8 @@ lookup, so every rank (and rank 0 aggregating for all) sees the same plan.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.runner.scoring.aggregations import AGGREGATIONS
@@ -32,7 +33,7 @@ class MetricPlan:
     @classmethod
     def for_metric_list(
         cls, entries: Sequence[Mapping[str, Any]] | None, *, output_type: str, custom_process_results: bool, task: str
-    ) -> "MetricPlan":
+    ) -> MetricPlan:
         if entries is None:
             entries = [{"metric": m} for m in DEFAULT_METRICS[output_type]]  # type: ignore[index]
         fns: dict[str, tuple[MetricFn | None, Mapping[str, Any]]] = {}
@@ -55,7 +56,7 @@ class MetricPlan:
         return cls(fns, aggregations, higher, lends)
 
     @classmethod
-    def bypass(cls) -> "MetricPlan":
+    def bypass(cls) -> MetricPlan:
         """lm-eval's --predict_only: every metric replaced by `bypass`."""
         spec = METRICS.get("bypass")
         return cls(

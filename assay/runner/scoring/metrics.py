@@ -12,7 +12,8 @@ from __future__ import annotations
 import dataclasses
 import re
 import string
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

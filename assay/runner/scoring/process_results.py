@@ -7,7 +7,8 @@ which keys a document produces; the values are what the aggregations then consum
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

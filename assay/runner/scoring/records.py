@@ -7,7 +7,8 @@ filter, and aggregates (see `results.assemble`).
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.runner.scoring.sentinels import DocEvidence
 

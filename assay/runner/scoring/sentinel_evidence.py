@@ -8,7 +8,8 @@ where a log-likelihood may be written as a string ("-4.5", "False").
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.runner.scoring.sentinels import DocEvidence
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from assay.run_options import SentinelSettings
 

@@ -21,12 +21,12 @@ import math
 import random
 import sys
 import warnings
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
-from assay.runner.scoring import aggregations
-from assay.runner.scoring import metrics
+from assay.runner.scoring import aggregations, metrics
 from assay.runner.scoring.aggregations import AGGREGATIONS, Aggregation
 
 #: Aggregations whose stderr lm-eval bootstraps.
@@ -205,7 +205,7 @@ def _perplexity_replicates(values: np.ndarray, idx: np.ndarray) -> list[Any]:
 
 def _prepare_pairs(items: Sequence[Any]) -> tuple[np.ndarray, np.ndarray] | None:
     try:
-        golds, preds = zip(*items)
+        golds, preds = zip(*items, strict=False)
     except (TypeError, ValueError):
         return None
     gold_arr, pred_arr = _numeric_array(golds), _numeric_array(preds)
@@ -353,14 +353,14 @@ def aggregate_group_metric(values: Sequence[float], sizes: Sequence[int], *, wei
     weights = list(sizes) if weight_by_size else [1] * len(sizes)
     if len(values) != len(weights):
         raise ValueError("one size per value is needed")
-    return sum([value * weight for value, weight in zip(values, weights)]) / sum(weights)
+    return sum([value * weight for value, weight in zip(values, weights, strict=False)]) / sum(weights)
 
 
 def pooled_group_stderr(stderrs: Sequence[float], sizes: Sequence[int]) -> float:
     """Stderr of a size-weighted group mean from pooled subtask variances."""
     if len(stderrs) != len(sizes):
         raise ValueError("one size per stderr is needed")
-    pooled_variance = sum([(size - 1) * stderr**2 * size for size, stderr in zip(sizes, stderrs)]) / (
+    pooled_variance = sum([(size - 1) * stderr**2 * size for size, stderr in zip(sizes, stderrs, strict=False)]) / (
         sum(sizes) - len(sizes)
     )
     return float(np.sqrt(pooled_variance / sum(sizes)))

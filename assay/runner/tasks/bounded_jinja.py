@@ -15,7 +15,8 @@ document stop too). Within these bounds a rendering is exactly Jinja's `Template
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import jinja2
 import jinja2.sandbox
@@ -86,7 +87,7 @@ class BoundedSandbox(jinja2.sandbox.ImmutableSandboxedEnvironment):
         (_checked_repeat if operator == "*" else _checked_power)(left, right)
         return super().call_binop(context, operator, left, right)
 
-    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - Jinja's signature
+    def call(__self, __context: Context, __obj: Any, *args: Any, **kwargs: Any) -> Any:
         if getattr(__obj, "__name__", None) in _WIDTH_METHODS and isinstance(getattr(__obj, "__self__", None), str):
             _checked_width(*args, **kwargs)
         return super().call(__context, __obj, *args, **kwargs)
@@ -144,6 +145,6 @@ def _joined(compiled: jinja2.Template, doc: Mapping[str, Any]) -> str:
             parts.append(part)
     except TemplateRefused:
         raise
-    except Exception:  # noqa: BLE001 - as Template.render: Jinja rewrites the traceback to the template's lines
+    except Exception:
         compiled.environment.handle_exception()
     return "".join(parts)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from assay.errors import Problem, UserError
 from assay.runner.tasks.yaml_loader import TaskYamlError

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from assay.errors import UserError, suggest
 
@@ -75,7 +76,7 @@ class TaskConfig:
     metadata: dict[str, Any] | None = None
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any]) -> "TaskConfig":
+    def from_dict(cls, raw: Mapping[str, Any]) -> TaskConfig:
         known = {field.name for field in dataclasses.fields(cls)}
         name = raw.get("task", "<unnamed>")
         unknown = [key for key in raw if key not in known]
@@ -98,7 +99,9 @@ class TaskConfig:
         if self.use_prompt is not None:
             raise UserError(f"Task {self.task!r} uses use_prompt (promptsource), which Assay does not support.")
         if self.doc_to_image is not None or self.doc_to_audio is not None:
-            raise UserError(f"Task {self.task!r} is multimodal (doc_to_image/doc_to_audio), which Assay does not support yet.")
+            raise UserError(
+                f"Task {self.task!r} is multimodal (doc_to_image/doc_to_audio), which Assay does not support yet."
+            )
         if self.generation_kwargs is not None:
             self.generation_kwargs = dict(self.generation_kwargs)
             if "temperature" in self.generation_kwargs:
@@ -130,7 +133,9 @@ class TaskConfig:
         known = {field.name for field in dataclasses.fields(FewshotConfig)}
         unknown = [key for key in merged if key not in known]
         if unknown:
-            raise UserError(f"Task {self.task!r}: fewshot_config has unknown key {unknown[0]!r}.{suggest(unknown[0], known)}")
+            raise UserError(
+                f"Task {self.task!r}: fewshot_config has unknown key {unknown[0]!r}.{suggest(unknown[0], known)}"
+            )
         return FewshotConfig(**merged)
 
     @property

@@ -14,8 +14,9 @@ admin allows them) nothing is imported, and the reference is reported as refused
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import yaml
 
@@ -43,7 +44,10 @@ def _messages(name: str, config: Mapping[str, Any]) -> Iterator[tuple[str, str]]
     if "class" not in config:  # a Python task's class takes its own keys
         for key in config:
             if key not in _KNOWN:
-                yield key, f"Task {name!r} has unknown key {key!r}.{suggest(key, _KNOWN)} Remove it or fix its spelling."
+                yield (
+                    key,
+                    f"Task {name!r} has unknown key {key!r}.{suggest(key, _KNOWN)} Remove it or fix its spelling.",
+                )
         yield from _field_rules(name, config)
     yield from _template_errors(name, config)
     seen: set[tuple[str, Path]] = set()
@@ -75,9 +79,12 @@ def _build_rules(name: str, config: TaskConfig) -> Iterator[tuple[str, str]]:
     if config.test_split is None and config.validation_split is None:
         yield "task", f"Task {name!r} has neither test_split nor validation_split; set one of them."
     if config.output_type == "multiple_choice" and config.doc_to_choice is None:
-        yield "output_type", (
-            f"Task {name!r} is multiple_choice but has no doc_to_choice; add doc_to_choice, the list of answer "
-            "options (e.g. \"{{choices.text}}\" or ['yes', 'no'])."
+        yield (
+            "output_type",
+            (
+                f"Task {name!r} is multiple_choice but has no doc_to_choice; add doc_to_choice, the list of answer "
+                "options (e.g. \"{{choices.text}}\" or ['yes', 'no'])."
+            ),
         )
     from assay.runner.tasks import scorer
 
@@ -109,13 +116,15 @@ def function_problem(name: str, key: str, ref: FunctionRef) -> str | None:
     if not path.is_file():
         return f"{said}, and there is no {path.name} in {path.parent}; put the helper file beside the YAML."
     if not ref.allowed:
-        return (f"{said}, which exists as a reference to {path.name} but was not imported: task code from {ref.base_dir} "
-                "is refused here; use YAML fields and templates only, or ask the cluster admin to set policy.allowTaskCode.")
+        return (
+            f"{said}, which exists as a reference to {path.name} but was not imported: task code from {ref.base_dir} "
+            "is refused here; use YAML fields and templates only, or ask the cluster admin to set policy.allowTaskCode."
+        )
     try:
         ref.resolve()
     except UserError as error:  # the module has no such function
         return f"Task {name!r}: {key}: {error}"
-    except Exception as error:  # noqa: BLE001 - the helper's own import failed, whatever it raised
+    except Exception as error:
         first = (str(error).strip().splitlines() or [""])[0]
         return f"{said}, and importing {path} failed ({type(error).__name__}: {first}); fix the helper or install what it imports."
     return None
@@ -131,4 +140,6 @@ def _key_line(path: Path, key: str) -> int | None:
         return None
     if not key or not isinstance(node, yaml.MappingNode):
         return None
-    return next((k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None)
+    return next(
+        (k.start_mark.line + 1 for k, _ in node.value if isinstance(k, yaml.ScalarNode) and k.value == key), None
+    )

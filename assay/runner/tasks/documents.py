@@ -6,7 +6,8 @@ Loaded once when the task is built; requests and scores only read them.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.runner.tasks.config import FewshotConfig, TaskConfig
@@ -22,7 +23,11 @@ def _load_dataset(config: TaskConfig, *, tenant: bool) -> Any:
             return config.custom_dataset(**(config.metadata or {}), **(config.dataset_kwargs or {}))
     kwargs = dict(config.dataset_kwargs or {})
     # datasets >= 4 dropped dataset scripts; lm-eval removes the flag the same way.
-    trust = bool(optional_bool(kwargs.pop("trust_remote_code", False), name=f"Task {config.task!r} dataset_kwargs.trust_remote_code"))
+    trust = bool(
+        optional_bool(
+            kwargs.pop("trust_remote_code", False), name=f"Task {config.task!r} dataset_kwargs.trust_remote_code"
+        )
+    )
     if config.dataset_path is None:
         raise UserError(f"Task {config.task!r} sets no dataset_path; add one (or a custom_dataset function).")
     if tenant:  # before anything is read: a tenant's data is the hub's or the datasets directory's
@@ -31,7 +36,9 @@ def _load_dataset(config: TaskConfig, *, tenant: bool) -> Any:
         kwargs = tenant_data.confine(config.task, config.dataset_path, config.dataset_name, kwargs)
     # process_docs functions take a `datasets.Dataset` (they call .map); without one, plain rows will do.
     plain = config.process_docs is None and (config.fewshot_config or {}).get("process_docs") is None
-    return _local().load_task_dataset(config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust, plain=plain)
+    return _local().load_task_dataset(
+        config.dataset_path, config.dataset_name, kwargs, trust_remote_code=trust, plain=plain
+    )
 
 
 def _source(config: TaskConfig) -> str:
@@ -108,7 +115,9 @@ class TaskDocuments:
         if cfg.samples is not None:
             samples = cfg.samples() if callable(cfg.samples) else cfg.samples
             if not isinstance(samples, list):
-                raise UserError(f"Task {self.name!r}: fewshot_config.samples must be a list of docs or a function returning one.")
+                raise UserError(
+                    f"Task {self.name!r}: fewshot_config.samples must be a list of docs or a function returning one."
+                )
             return samples
         for split in (self.config.training_split, self.config.validation_split, self.config.test_split):
             if split is not None:

@@ -9,13 +9,16 @@ in that order on every rank, so prompts never depend on rank or world size (lm-e
 from __future__ import annotations
 
 import random
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from assay.errors import UserError
 
 
 class DefaultSampler:
-    def __init__(self, pool: Sequence[dict[str, Any]], *, seed: int | None = None, fewshot_indices: list[int] | None = None) -> None:
+    def __init__(
+        self, pool: Sequence[dict[str, Any]], *, seed: int | None = None, fewshot_indices: list[int] | None = None
+    ) -> None:
         docs = list(pool)
         self.pool = [docs[i] for i in fewshot_indices] if fewshot_indices else docs
         self.rng = random.Random(seed)
@@ -27,7 +30,9 @@ class DefaultSampler:
         if n <= 0:
             return []
         if not self.pool:
-            raise UserError("The task asks for few-shot examples but its few-shot split is empty; set num_fewshot 0 or a fewshot_split.")
+            raise UserError(
+                "The task asks for few-shot examples but its few-shot split is empty; set num_fewshot 0 or a fewshot_split."
+            )
         if eval_doc is None:
             return self.rng.sample(self.pool, n)
         drawn = [doc for doc in self.rng.sample(self.pool, n + 1) if doc != eval_doc][:n]
@@ -48,7 +53,9 @@ class FirstNSampler(DefaultSampler):
 SAMPLERS: dict[str, type[DefaultSampler]] = {"default": DefaultSampler, "first_n": FirstNSampler}
 
 
-def make_sampler(kind: Any, pool: Sequence[dict[str, Any]], *, seed: int | None, fewshot_indices: list[int] | None) -> DefaultSampler:
+def make_sampler(
+    kind: Any, pool: Sequence[dict[str, Any]], *, seed: int | None, fewshot_indices: list[int] | None
+) -> DefaultSampler:
     if isinstance(kind, type) and issubclass(kind, DefaultSampler):
         cls = kind
     elif kind in SAMPLERS:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from assay.errors import UserError
 from assay.runner.tasks.config import TaskConfig
-from assay.runner.tasks.index import _kind_of
+from assay.runner.tasks.index_entries import kind_of
 from assay.runner.tasks.yaml_loader import function_refs, load_yaml
 
 # Keys the index reads and drops before a task is built (as TaskManager._build_task does).
@@ -36,7 +36,7 @@ def check_task_file(path: str | Path, *, root: str | Path | None = None, allow_c
     for ref in refs:
         ref.module_path()  # a helper outside the task folder is refused now, not when the task is built
     try:
-        kind = _kind_of(config)
+        kind = kind_of(config)
     except ValueError:
         raise UserError(f"Task YAML {path} has neither a 'task' nor a 'group' key; add the task's name.") from None
     if kind == "python_task":

@@ -8,7 +8,8 @@ only nests its children in the table. Tags never aggregate: they expand to tasks
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Iterator, Mapping, Union
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
 from assay import scores
 from assay.errors import UserError
@@ -25,7 +26,7 @@ class AggregateMetric:
     weight_by_size: bool = True
 
     @classmethod
-    def from_yaml(cls, raw: dict[str, Any], group: str) -> "AggregateMetric":
+    def from_yaml(cls, raw: dict[str, Any], group: str) -> AggregateMetric:
         if "metric" not in raw:
             raise UserError(f"Group {group!r}: every aggregate_metric_list entry needs a 'metric' key.")
         aggregation = raw.get("aggregation", "mean")
@@ -54,7 +55,7 @@ class Group:
     aggregate_metric_list: list[AggregateMetric] = dataclasses.field(default_factory=list)
     metadata: dict[str, Any] | None = None
     raw_config: dict[str, Any] = dataclasses.field(default_factory=dict)
-    children: dict[str, Union["Group", Any]] = dataclasses.field(default_factory=dict)
+    children: dict[str, Group | Any] = dataclasses.field(default_factory=dict)
 
     def add(self, child: Any) -> None:
         self.children[child.name] = child
@@ -80,7 +81,7 @@ class Group:
             leaves.extend(child.leaf_tasks() if isinstance(child, Group) else [child])
         return leaves
 
-    def subgroups(self, recursive: bool = True) -> list["Group"]:
+    def subgroups(self, recursive: bool = True) -> list[Group]:
         found: list[Group] = []
         for child in self.children.values():
             if isinstance(child, Group):
@@ -114,7 +115,9 @@ class Group:
         return scores.TaskScores(self.name, self.alias or self.name, tuple(values), sample_len)
 
 
-def _aggregate_one(agg: AggregateMetric, filter_name: str, leaves: list[scores.TaskScores]) -> scores.MetricValue | None:
+def _aggregate_one(
+    agg: AggregateMetric, filter_name: str, leaves: list[scores.TaskScores]
+) -> scores.MetricValue | None:
     from assay.runner.scoring.stderr import aggregate_group_metric, group_stderr
 
     found = [(leaf, value) for leaf in leaves if (value := leaf.find(agg.metric, filter_name)) is not None]

@@ -12,54 +12,17 @@ import dataclasses
 import fnmatch
 import logging
 import threading
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence
+from typing import Any
 
 from assay.errors import UserError, suggest
 from assay.runner.tasks import broken_files, tenant_names
 from assay.runner.tasks.groups import GROUP_KEYS, AggregateMetric, Group
+from assay.runner.tasks.index_entries import IndexEntry, builtin_tasks_dir, kind_of, skipped
 from assay.runner.tasks.yaml_loader import load_yaml, resolve_functions
 
 log = logging.getLogger(__name__)
-
-Kind = Literal["task", "group", "tag", "python_task"]
-_SKIP_DIRS = {"__pycache__", ".ipynb_checkpoints"}
-
-
-def _skipped(part: str) -> bool:
-    # A Kubernetes ConfigMap volume holds each key thrice: KEY → ..data/KEY → ..<timestamp>/KEY.
-    return part in _SKIP_DIRS or part.startswith("..")
-
-
-def builtin_tasks_dir() -> Path:
-    """The shipped library: `tasks/` at the repository root, installed as `assay/tasks`."""
-    package = Path(__file__).resolve().parents[2]  # assay/ (this file is assay/runner/tasks/index.py)
-    checkout, installed = package.parent / "tasks", package / "tasks"
-    for candidate in (checkout, installed):
-        if candidate.is_dir():
-            return candidate
-    return checkout
-
-
-@dataclasses.dataclass
-class IndexEntry:
-    name: str
-    kind: Kind
-    path: Path | None
-    config: dict[str, Any] | None = None
-    members: set[str] = dataclasses.field(default_factory=set)
-    """For a tag: the tasks that carry it."""
-    root: Path | None = None
-    """The folder `path` was found under: its includes and helpers are read from there only."""
-    code_allowed: bool = True
-    """Whether its `!function` helpers may run (not for a tenant's task files unless the admin allows)."""
-
-    @property
-    def output_type(self) -> str | None:
-        if self.kind in ("task", "python_task") and self.config is not None:
-            output_type: str = self.config.get("output_type", "generate_until")
-            return output_type
-        return None
 
 
 @dataclasses.dataclass
@@ -76,16 +39,6 @@ class _TaskConfigOnly:
 
     name: str
     config: dict[str, Any]
-
-
-def _kind_of(config: dict[str, Any]) -> Kind:
-    if "class" in config:
-        return "python_task"
-    if "group" in config:
-        return "group"
-    if "task" in config:
-        return "task"
-    raise ValueError("neither task nor group")
 
 
 class TaskManager:
@@ -132,13 +85,13 @@ class TaskManager:
     def _index_root(self, root: Path, *, code_allowed: bool = True) -> dict[str, IndexEntry]:
         found: dict[str, IndexEntry] = {}
         files = sorted(
-            (p for p in root.glob("**/*.yaml") if not any(_skipped(part) for part in p.relative_to(root).parts)),
+            (p for p in root.glob("**/*.yaml") if not any(skipped(part) for part in p.relative_to(root).parts)),
             key=lambda p: p.as_posix(),
         )
         for path in files:
             try:
                 config = load_yaml(path, resolve_functions=False, root=root, allow_code=code_allowed)
-                kind = _kind_of(config)
+                kind = kind_of(config)
             except UserError as err:
                 self.broken.append(broken_files.broken_file(path, err))
                 continue
@@ -190,8 +143,11 @@ class TaskManager:
         if unknown:
             hints = "".join(suggest(name, self.index.keys()) for name in unknown[:3])
             listed = ", ".join(repr(n) for n in unknown)
-            sentences.insert(0, f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, "
-                                "or add --include_path for your own YAMLs.")
+            sentences.insert(
+                0,
+                f"Unknown task {listed}.{hints} Run `assay ls tasks` to see the names, "
+                "or add --include_path for your own YAMLs.",
+            )
         return " ".join(sentences)
 
     def match_tasks(self, names: Iterable[str]) -> list[str]:
@@ -278,18 +234,26 @@ class TaskManager:
             entry = self.index.get(spec)
             if entry is None and Path(spec).is_file():
                 config = load_yaml(spec, resolve_functions=False)
-                kind = _kind_of(config)
+                kind = kind_of(config)
                 entry = IndexEntry(config.get("group") or config["task"], kind, Path(spec).resolve(), config)
             if entry is None:
                 raise UserError(self._unknown_message([spec]))
             return self._build_entry(entry, {})
-        raise UserError(f"Cannot load task spec of type {type(spec).__name__}; pass a name, a YAML path or a config dict.")
+        raise UserError(
+            f"Cannot load task spec of type {type(spec).__name__}; pass a name, a YAML path or a config dict."
+        )
 
     def _build_entry(self, entry: IndexEntry, overrides: dict[str, Any]) -> Any:
         if entry.kind == "tag":
-            return [self._build_task(self.index[name], overrides=overrides) for name in sorted(entry.members) if name in self.index]
+            return [
+                self._build_task(self.index[name], overrides=overrides)
+                for name in sorted(entry.members)
+                if name in self.index
+            ]
         if entry.kind == "group":
-            return self._build_group(entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry))
+            return self._build_group(
+                entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry)
+            )
         return self._build_task(entry, overrides=overrides)
 
     @property
@@ -311,15 +275,21 @@ class TaskManager:
         return resolved
 
     def _build_task(self, entry: IndexEntry | None, *, overrides: dict[str, Any]) -> Any:
-        from assay.runner.tasks.task import Task
         from assay.runner.tasks.config import TaskConfig
+        from assay.runner.tasks.task import Task
 
         config = {**self._full_config(entry), **self._resolved(copy.deepcopy(overrides))}
         for key in ("tag", "group", "task_list"):
             config.pop(key, None)
         metadata = config.get("metadata")
-        metadata = dict(metadata) if isinstance(metadata, dict) else ({"_metadata": metadata} if metadata is not None else {})
-        config["metadata"] = {**metadata, **self.metadata, "config_source": str(entry.path) if entry and entry.path else "inline"}
+        metadata = (
+            dict(metadata) if isinstance(metadata, dict) else ({"_metadata": metadata} if metadata is not None else {})
+        )
+        config["metadata"] = {
+            **metadata,
+            **self.metadata,
+            "config_source": str(entry.path) if entry and entry.path else "inline",
+        }
         if self._configs_only:
             return _TaskConfigOnly(name=str(config.get("task")), config=config)
         if "class" in config:
@@ -362,7 +332,15 @@ class TaskManager:
                 indexed, extra = self.index[sub], {k: v for k, v in item.items() if k != "group"}
                 if tenant and not self._tenants(indexed):
                     tenant_names.refuse_override(group_name, sub, {**inherited, **extra})
-                return [self._build_group(sub, self._full_config(indexed), {**inherited, **extra}, indexed.path, tenant=self._tenants(indexed))]
+                return [
+                    self._build_group(
+                        sub,
+                        self._full_config(indexed),
+                        {**inherited, **extra},
+                        indexed.path,
+                        tenant=self._tenants(indexed),
+                    )
+                ]
             return [self._build_group(f"{group_name}::{sub}", item, inherited, None, tenant=tenant)]
         if isinstance(item, dict):
             if "task" not in item:
@@ -383,7 +361,18 @@ class TaskManager:
         if tenant and not self._tenants(entry):
             tenant_names.refuse_override(group_name, base, {k: v for k, v in overrides.items() if k != "task"})
         if entry.kind == "group":
-            return [self._build_group(entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry))]
+            return [
+                self._build_group(
+                    entry.name, self._full_config(entry), overrides, entry.path, tenant=self._tenants(entry)
+                )
+            ]
         if entry.kind == "tag":
-            return [self._build_task(self.index[name], overrides={"task": name, **overrides}) for name in sorted(entry.members)]
-        return [self._build_task(entry, overrides={**overrides, "task": base} if isinstance(item, str) else {"task": base, **overrides})]
+            return [
+                self._build_task(self.index[name], overrides={"task": name, **overrides})
+                for name in sorted(entry.members)
+            ]
+        return [
+            self._build_task(
+                entry, overrides={**overrides, "task": base} if isinstance(item, str) else {"task": base, **overrides}
+            )
+        ]

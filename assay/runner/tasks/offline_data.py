@@ -9,8 +9,9 @@ names the tasks whose data must come from elsewhere (the Hugging Face hub).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from assay.runner.data import converters, local
 from assay.runner.tasks.index import TaskManager
@@ -19,7 +20,9 @@ from assay.runner.tasks.index import TaskManager
 def hub_datasets(task_manager: TaskManager) -> dict[str, Mapping[str, Any]]:
     """Every task of the index whose data is a hub dataset, with its config."""
     configs = task_manager.leaf_configs(task_manager.all_subtasks)
-    return {name: config for name, config in configs.items() if local.is_hub_dataset(str(config.get("dataset_path") or "."))}
+    return {
+        name: config for name, config in configs.items() if local.is_hub_dataset(str(config.get("dataset_path") or "."))
+    }
 
 
 def folder_of(config: Mapping[str, Any]) -> str:
@@ -40,8 +43,11 @@ def served(root: Path, configs: Mapping[str, Mapping[str, Any]]) -> list[str]:
 
 def unbuildable(configs: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """Task -> hub dataset, for the tasks whose dataset no benchmark import writes."""
-    return {name: str(config["dataset_path"]) for name, config in sorted(configs.items())
-            if converters.benchmark_writing(folder_of(config)) is None}
+    return {
+        name: str(config["dataset_path"])
+        for name, config in sorted(configs.items())
+        if converters.benchmark_writing(folder_of(config)) is None
+    }
 
 
 def import_report(written: Mapping[str, list[Path]], dst: Path, task_manager: TaskManager) -> str:
@@ -51,8 +57,9 @@ def import_report(written: Mapping[str, list[Path]], dst: Path, task_manager: Ta
     for name, paths in written.items():
         folders = sorted({path.parent.relative_to(dst).as_posix() for path in paths})
         tasks = served(dst, {task: c for task, c in configs.items() if folder_of(c) in folders})
-        lines.append(f"{name}: {converters.BENCHMARKS[name].sources} -> {_folders(folders)}; "
-                     f"tasks: {', '.join(tasks) or 'none'}")
+        lines.append(
+            f"{name}: {converters.BENCHMARKS[name].sources} -> {_folders(folders)}; tasks: {', '.join(tasks) or 'none'}"
+        )
     missing = unbuildable(configs)
     if missing:
         listed = ", ".join(f"{task} ({dataset})" for task, dataset in missing.items())

@@ -10,7 +10,8 @@ hold, for the results JSON's `configs`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.runner.tasks.config import TaskConfig
 
@@ -43,7 +44,10 @@ class RunOverrides:
 
     def effective_config(self, config: TaskConfig) -> TaskConfig:
         """A copy of `config` with the overrides written in, as lm-eval's config ends up."""
-        changes: dict[str, Any] = {"num_fewshot": self.num_fewshot_for(config), "generation_kwargs": self.generation_kwargs_for(config)}
+        changes: dict[str, Any] = {
+            "num_fewshot": self.num_fewshot_for(config),
+            "generation_kwargs": self.generation_kwargs_for(config),
+        }
         if self.predict_only:
             changes.update(metric_list=[dict(entry) for entry in BYPASS_METRICS], process_results=None)
         return dataclasses.replace(config, **changes)

@@ -8,7 +8,8 @@ training split.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from assay.runner.models.instance import GenerationRequest, Instance, LoglikelihoodRequest, RequestType, RollingRequest
 from assay.runner.tasks import templates
@@ -35,7 +36,9 @@ class PromptSettings:
 class PromptBuilder:
     """Prompts and requests for one task's documents, in lm-eval 0.4.13's layout."""
 
-    def __init__(self, config: TaskConfig, documents: TaskDocuments, *, unconditioned: bool, tenant: bool = False) -> None:
+    def __init__(
+        self, config: TaskConfig, documents: TaskDocuments, *, unconditioned: bool, tenant: bool = False
+    ) -> None:
         """`tenant`: the task came from a tenant's task source; its template failures are told in a fixed sentence."""
         self.config = config
         self.tenant = tenant
@@ -46,12 +49,16 @@ class PromptBuilder:
         features = documents.features
         self.features = features
         has_choices = config.doc_to_choice is not None
-        self.doc_to_text = self._guard(templates.compile_text(config.doc_to_text, features, has_choices=has_choices), "doc_to_text")
+        self.doc_to_text = self._guard(
+            templates.compile_text(config.doc_to_text, features, has_choices=has_choices), "doc_to_text"
+        )
         self.doc_to_target = self._guard(
             templates.compile_target(config.doc_to_target, features, has_choices=has_choices), "doc_to_target"
         )
         self.doc_to_choice = (
-            self._guard(templates.compile_choice(config.doc_to_choice, features), "doc_to_choice") if has_choices else None
+            self._guard(templates.compile_choice(config.doc_to_choice, features), "doc_to_choice")
+            if has_choices
+            else None
         )
         self.description = self._guard(templates.compile_field(config.description, features), "description")
         self.gen_prefix = self._guard(templates.compile_field(config.gen_prefix, features), "gen_prefix")
@@ -87,7 +94,10 @@ class PromptBuilder:
         if self._sampler is None:
             cfg = self.fewshot_cfg
             self._sampler = make_sampler(
-                cfg.sampler, self.documents.fewshot_pool(cfg), seed=self.fewshot_seed, fewshot_indices=cfg.fewshot_indices
+                cfg.sampler,
+                self.documents.fewshot_pool(cfg),
+                seed=self.fewshot_seed,
+                fewshot_indices=cfg.fewshot_indices,
             )
         return self._sampler
 
@@ -96,22 +106,30 @@ class PromptBuilder:
         # lm-eval passes the eval doc for exclusion when the few-shot split "equals" the
         # test split — which includes both being unset.
         exclude = doc if cfg.split == self.config.test_split else None
-        text_fn = self._override(cfg.doc_to_text, self.config.doc_to_text, templates.compile_text, self.doc_to_text, "doc_to_text")
+        text_fn = self._override(
+            cfg.doc_to_text, self.config.doc_to_text, templates.compile_text, self.doc_to_text, "doc_to_text"
+        )
         target_fn = self._override(
             cfg.doc_to_target, self.config.doc_to_target, templates.compile_target, self.doc_to_target, "doc_to_target"
         )
         choice_fn = self._choice_override(cfg.doc_to_choice) if cfg.doc_to_choice else None
         prefix_fn = self._guard(templates.compile_field(cfg.gen_prefix, self.features), "fewshot_config.gen_prefix")
         target_delimiter = cfg.target_delimiter if cfg.target_delimiter is not None else self.config.target_delimiter
-        fewshot_delimiter = cfg.fewshot_delimiter if cfg.fewshot_delimiter is not None else self.config.fewshot_delimiter
+        fewshot_delimiter = (
+            cfg.fewshot_delimiter if cfg.fewshot_delimiter is not None else self.config.fewshot_delimiter
+        )
         turns: list[Message] = []
         for shot in self.sampler.sample(num_fewshot, exclude):
             question, choices, answer = text_fn(shot), choice_fn(shot) if choice_fn else None, target_fn(shot)
             if self.multiple_input:
                 question, choices = choices[question], None  # type: ignore[index]  # multiple_input tasks have choices
             turns += qa_turn(
-                question=question, choices=choices, answer=answer, gen_prefix=prefix_fn(shot),
-                target_delimiter=target_delimiter, fewshot_delimiter=fewshot_delimiter,
+                question=question,
+                choices=choices,
+                answer=answer,
+                gen_prefix=prefix_fn(shot),
+                target_delimiter=target_delimiter,
+                fewshot_delimiter=fewshot_delimiter,
             )
         return turns
 
@@ -140,7 +158,9 @@ class PromptBuilder:
                 return chat_template(messages, add_generation_prompt=not gen_prefix)
 
         messages: list[Message] = []
-        system = join_with_space(settings.system_instruction, self.description(doc) or "", self.config.fewshot_delimiter)
+        system = join_with_space(
+            settings.system_instruction, self.description(doc) or "", self.config.fewshot_delimiter
+        )
         if system:
             messages.append(Message("system", system))
         if num_fewshot > 0:
@@ -150,21 +170,32 @@ class PromptBuilder:
         multiturn = settings.fewshot_as_multiturn
         if self.multiple_input:
             return [
-                render_messages(messages + qa_turn(question=context, gen_prefix=gen_prefix, target_delimiter=""),
-                                chat_template=template, fewshot_as_multiturn=multiturn)
+                render_messages(
+                    messages + qa_turn(question=context, gen_prefix=gen_prefix, target_delimiter=""),
+                    chat_template=template,
+                    fewshot_as_multiturn=multiturn,
+                )
                 for context in choices or []
             ]
         messages += qa_turn(
-            question=question, choices=choices, gen_prefix=gen_prefix, target_delimiter=self.config.target_delimiter, fewshot_delimiter=""
+            question=question,
+            choices=choices,
+            gen_prefix=gen_prefix,
+            target_delimiter=self.config.target_delimiter,
+            fewshot_delimiter="",
         )
         return render_messages(messages, chat_template=template, fewshot_as_multiturn=multiturn)
 
     # -- requests -------------------------------------------------------------------------
 
-    def build_requests(self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings) -> list[list[Instance]]:
+    def build_requests(
+        self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings
+    ) -> list[list[Instance]]:
         """Every document's requests, in document order (so few-shot draws match lm-eval)."""
         return [
-            self.construct_requests(doc_id, doc, self.fewshot_context(doc, num_fewshot, settings), chat=settings.chat_template is not None)
+            self.construct_requests(
+                doc_id, doc, self.fewshot_context(doc, num_fewshot, settings), chat=settings.chat_template is not None
+            )
             for doc_id, doc in docs
         ]
 
@@ -180,7 +211,10 @@ class PromptBuilder:
             return [instance("loglikelihood_rolling", RollingRequest(self.doc_to_target(doc)))]
         if output_type == "generate_until":
             return [instance("generate_until", GenerationRequest(str(context), dict(self.generation_kwargs or {})))]
-        return [instance("loglikelihood", LoglikelihoodRequest(ctx, cont), i) for i, (ctx, cont) in enumerate(self._choice_pairs(doc, context, chat=chat))]
+        return [
+            instance("loglikelihood", LoglikelihoodRequest(ctx, cont), i)
+            for i, (ctx, cont) in enumerate(self._choice_pairs(doc, context, chat=chat))
+        ]
 
     def _choice_pairs(self, doc: Doc, context: Context, *, chat: bool) -> list[tuple[str, str]]:
         """multiple_choice: (context, continuation) per choice, then the unconditioned ones."""

@@ -8,7 +8,8 @@ examples are not sent as separate turns.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 @dataclasses.dataclass

@@ -6,7 +6,8 @@ sets them aside before any request); scoring a document reads them and writes no
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.errors import UserError
 from assay.runner.scoring import process_results as builtin
@@ -29,7 +30,9 @@ def build_filters(config: TaskConfig) -> list[FilterEnsemble]:
 
 def metric_plan(config: TaskConfig) -> MetricPlan:
     return MetricPlan.for_metric_list(
-        config.metric_list, output_type=config.output_type, custom_process_results=config.process_results is not None,
+        config.metric_list,
+        output_type=config.output_type,
+        custom_process_results=config.process_results is not None,
         task=config.task,
     )
 
@@ -63,7 +66,11 @@ class TaskScorer:
         if output_type == "multiple_choice":
             gold = prompts.doc_to_text(doc) if prompts.multiple_input else prompts.doc_to_target(doc)
             return builtin.score_multiple_choice(
-                results, choices=prompts.choices(doc), gold=gold, metrics=names, multiple_target=bool(prompts.multiple_target)
+                results,
+                choices=prompts.choices(doc),
+                gold=gold,
+                metrics=names,
+                multiple_target=bool(prompts.multiple_target),
             )
         gold = prompts.doc_to_target(doc)
         if prompts.doc_to_choice is not None:

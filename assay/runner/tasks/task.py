@@ -8,7 +8,8 @@ under lm-eval's names, which the evaluator, the request cache and tests use.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay.runner.models.instance import Instance
 from assay.runner.scoring.filters import FilterEnsemble
@@ -82,7 +83,9 @@ class Task:
     def fewshot_context(self, doc: Doc, num_fewshot: int, settings: PromptSettings) -> Context:
         return self.prompts.fewshot_context(doc, num_fewshot, settings)
 
-    def build_requests(self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings) -> list[list[Instance]]:
+    def build_requests(
+        self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings
+    ) -> list[list[Instance]]:
         return self.prompts.build_requests(docs=docs, num_fewshot=num_fewshot, settings=settings)
 
     def construct_requests(self, doc_id: int, doc: Doc, context: Context, *, chat: bool = False) -> list[Instance]:

@@ -8,7 +8,8 @@ the document; the lm-eval rules it follows are noted where they are surprising.
 from __future__ import annotations
 
 import ast
-from typing import Any, Callable, Iterable, Mapping, cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
 import jinja2
 

@@ -14,7 +14,8 @@ folder overrides an earlier one): only the tenant index applies these rules.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from assay.errors import UserError
 

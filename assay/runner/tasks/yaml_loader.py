@@ -16,8 +16,9 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
 
@@ -121,7 +122,11 @@ def _loader_for(base_dir: Path, root: Path, resolve: bool, allow_code: bool) -> 
 
 
 def load_yaml(
-    path: str | Path, *, resolve_functions: bool = True, root: str | Path | None = None, allow_code: bool = True,
+    path: str | Path,
+    *,
+    resolve_functions: bool = True,
+    root: str | Path | None = None,
+    allow_code: bool = True,
     _seen: frozenset[Path] = frozenset(),
 ) -> dict[str, Any]:
     """Load one task/group YAML with its includes merged (the file's own keys win).
@@ -138,7 +143,9 @@ def load_yaml(
     try:
         text = bounded_yaml.read(path, source=source)
         # Depth, size and aliases are checked on the event stream before anything is composed.
-        config = bounded_yaml.load(text, source=source, loader=_loader_for(path.parent, tree, resolve_functions, allow_code))
+        config = bounded_yaml.load(
+            text, source=source, loader=_loader_for(path.parent, tree, resolve_functions, allow_code)
+        )
     except FileNotFoundError:
         raise UserError(f"Task YAML {path} does not exist; check the path or the include.") from None
     except bounded_yaml.YamlBoundsError as err:
@@ -153,8 +160,11 @@ def load_yaml(
     merged: dict[str, Any] = {}
     for include in includes if isinstance(includes, list) else [includes]:
         included = load_yaml(
-            _include_path(path, str(include), tree), resolve_functions=resolve_functions, root=tree,
-            allow_code=allow_code, _seen=_seen | {path},
+            _include_path(path, str(include), tree),
+            resolve_functions=resolve_functions,
+            root=tree,
+            allow_code=allow_code,
+            _seen=_seen | {path},
         )
         included.pop("task_list", None)
         merged.update(included)

@@ -27,8 +27,9 @@ import ssl
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 import yaml
 
@@ -320,7 +321,7 @@ class ControlPlane:
             token=self.admin_token,
         )
 
-    def start(self, *, timeout: float = 90.0) -> "ControlPlane":
+    def start(self, *, timeout: float = 90.0) -> ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         _write_pki(self.pki, addresses=(self.address,))
         (self.workdir / "tokens.csv").write_text(
@@ -449,7 +450,7 @@ class ControlPlane:
                     if ok(body):
                         return
                     last = body.decode(errors="replace")
-            except Exception as error:  # noqa: BLE001 - not up yet
+            except Exception as error:
                 last = str(error)
             time.sleep(0.2)
         raise ClusterError(f"{process.name} not ready at {url} ({last}):\n{process.tail()}")

@@ -30,8 +30,8 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 logger = logging.getLogger(__name__)
 

@@ -97,7 +97,7 @@ class Kueue:
     def url(self) -> str:
         return f"https://127.0.0.1:{self.webhook_port}"
 
-    def start(self, *, timeout: float = 120) -> "Kueue":
+    def start(self, *, timeout: float = 120) -> Kueue:
         deadline = time.monotonic() + timeout
         try:
             self.workdir.mkdir(parents=True, exist_ok=True)
@@ -232,7 +232,7 @@ class Kueue:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.health_port}/readyz", timeout=2) as response:
                     if response.read().strip() == b"ok":
                         return
-            except Exception as error:  # noqa: BLE001 - not up yet
+            except Exception as error:
                 last = str(error)
             time.sleep(0.3)
         raise ClusterError(f"kueue not ready ({last}):\n{self._process.tail(40)}")

@@ -244,7 +244,7 @@ class Node:
         save_sysctls(root)
         network.create_bridge()
 
-    def start(self, *, timeout: float = 120) -> "Node":
+    def start(self, *, timeout: float = 120) -> Node:
         deadline = time.monotonic() + timeout
         try:
             self._start_containerd(deadline)

@@ -8,7 +8,8 @@ lm-eval works here. The API key is never a model_arg: it comes from OPENAI_API_K
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay import endpoint_urls
 from assay.batch_size import BatchSize
@@ -55,7 +56,7 @@ class APIArgs:
         return self.kind.endswith("chat-completions")
 
     @classmethod
-    def from_model_args(cls, kind: str, model_args: Mapping[str, Any]) -> "APIArgs":
+    def from_model_args(cls, kind: str, model_args: Mapping[str, Any]) -> APIArgs:
         """lm-eval's keyword arguments → APIArgs; a bad or unknown one is a UserError naming it."""
         args = {k: v for k, v in model_args.items() if k not in _IGNORED}
         if "api_key" in args:

@@ -22,8 +22,9 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from assay import echoed_text, endpoint_urls
 from assay.errors import DataError, UserError

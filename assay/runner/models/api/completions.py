@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
@@ -52,7 +53,7 @@ class CompletionsLM(LM):
         batch_size: BatchSize | None,
         max_batch_size: int | None,
         device: str | None,
-    ) -> "CompletionsLM":
+    ) -> CompletionsLM:
         lm = cls.__new__(cls)
         lm._setup(APIArgs.from_model_args(cls.kind, with_run_settings(model_args, batch_size=batch_size)))
         return lm
@@ -121,9 +122,11 @@ class CompletionsLM(LM):
         results: list[LoglikelihoodResult | None] = [None] * len(pairs)
         with _bar(len(pairs), desc, disable_tqdm or self.rank != 0) as update:
             answers = self.client.post_all(payloads, on_done=lambda b: update(len(batches[b])))
-        for batch, answer in zip(batches, answers):
+        for batch, answer in zip(batches, answers, strict=False):
             for i, parsed in zip(
-                batch, self._parse_logprobs(answer, [ctxlens[i] for i in batch], [len(inputs[i]) for i in batch])
+                batch,
+                self._parse_logprobs(answer, [ctxlens[i] for i in batch], [len(inputs[i]) for i in batch]),
+                strict=False,
             ):
                 results[i] = parsed
         return [r for r in results if r is not None]
@@ -148,13 +151,13 @@ class CompletionsLM(LM):
     def _parse_logprobs(self, answer: Any, ctxlens: list[int], lengths: list[int]) -> list[LoglikelihoodResult]:
         choices = sorted(_choices(answer, self.args.base_url), key=lambda c: int(c.get("index", 0)))
         out = []
-        for choice, ctxlen, length in zip(choices, ctxlens, lengths):
+        for choice, ctxlen, length in zip(choices, ctxlens, lengths, strict=False):
             logprobs = choice.get("logprobs") or {}
             tokens, tops = logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
             if not tokens or not tops or len(tokens) < length:
                 raise UserError(NO_PROMPT_LOGPROBS.format(url=self.args.base_url))
             scored, top = tokens[ctxlen:-1], tops[ctxlen:-1]
-            greedy = all(t == max(options.values()) for t, options in zip(scored, top))
+            greedy = all(t == max(options.values()) for t, options in zip(scored, top, strict=False))
             out.append(LoglikelihoodResult(float(sum(scored)), greedy))
         return out
 
@@ -174,6 +177,7 @@ class CompletionsLM(LM):
             self.score_tokens(
                 windows, desc=progress_label.bar_label("loglikelihood_rolling"), disable_tqdm=disable_tqdm
             ),
+            strict=False,
         ):
             totals[owner] += result.logprob
         return totals
@@ -194,8 +198,8 @@ class CompletionsLM(LM):
         out: list[str] = [""] * len(requests)
         with _bar(len(requests), progress_label.bar_label("generate_until"), disable_tqdm or self.rank != 0) as update:
             answers = self.client.post_all([payload for _, payload in plan], on_done=lambda b: update(len(plan[b][0])))
-        for (batch, _), answer in zip(plan, answers):
-            for i, text in zip(batch, self.parse_generations(answer)):
+        for (batch, _), answer in zip(plan, answers, strict=False):
+            for i, text in zip(batch, self.parse_generations(answer), strict=False):
                 out[i] = text
             self._count_finish_reasons(answer)
         return out

@@ -7,7 +7,8 @@ rule differs from HFLM's: no special tokens unless add_bos_token=True.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.extras import needs_extra

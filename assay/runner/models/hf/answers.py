@@ -9,7 +9,7 @@ Whoever listens (progress bars, answer sinks) hears each pass's answers once, as
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -38,7 +38,7 @@ class Answers:
     def from_log_probs(self, reps: Sequence[int], scored: Sequence[Scored]) -> None:
         """Each representative's members from its log-probs at its continuation's positions."""
         done: list[tuple[int, LoglikelihoodResult]] = []
-        for rep, (logprobs, greedy) in zip(reps, scored):
+        for rep, (logprobs, greedy) in zip(reps, scored, strict=False):
             for member in self.members_of[rep]:
                 cont = self.pairs[member][1]
                 n = len(cont)
@@ -52,13 +52,17 @@ class Answers:
         of its representative's rows, as many as its own continuation's tokens."""
         members = [
             (rows, member)
-            for group, rows_of in zip(groups, scores.rows_of)
-            for rep, rows in zip(group, rows_of)
+            for group, rows_of in zip(groups, scores.rows_of, strict=False)
+            for rep, rows in zip(group, rows_of, strict=False)
             for member in self.members_of[rep]
         ]
         conts = [self.pairs[member][1] for _, member in members]
-        answers = scores.answers([(rows[len(rows) - len(cont) :], cont) for (rows, _), cont in zip(members, conts)])
-        self._finish([(member, LoglikelihoodResult(*answer)) for (_, member), answer in zip(members, answers)])
+        answers = scores.answers(
+            [(rows[len(rows) - len(cont) :], cont) for (rows, _), cont in zip(members, conts, strict=False)]
+        )
+        self._finish(
+            [(member, LoglikelihoodResult(*answer)) for (_, member), answer in zip(members, answers, strict=False)]
+        )
 
     def _finish(self, done: list[tuple[int, LoglikelihoodResult]]) -> None:
         for member, result in done:

@@ -8,7 +8,8 @@ all end up here. Names and defaults are HFLM's, so existing model_args keep work
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError, suggest
@@ -97,7 +98,7 @@ class HFArgs:
     """model_args passed through to `from_pretrained` (see PASSTHROUGH)."""
 
     @classmethod
-    def from_model_args(cls, model_args: Mapping[str, Any]) -> "HFArgs":
+    def from_model_args(cls, model_args: Mapping[str, Any]) -> HFArgs:
         """HFLM's keyword arguments → HFArgs; raises UserError naming a bad or unknown one."""
         args = dict(model_args)
         known = {f.name for f in dataclasses.fields(cls)} - {"extra"}

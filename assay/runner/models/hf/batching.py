@@ -4,7 +4,7 @@ on out-of-memory, and the out-of-memory test itself (shared by scoring and gener
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -24,7 +24,7 @@ class BatchPlan:
     found: dict[int, int] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def of(cls, size: BatchSize | None, max_batch_size: int | None) -> "BatchPlan":
+    def of(cls, size: BatchSize | None, max_batch_size: int | None) -> BatchPlan:
         return cls(size if size is not None else BatchSize(1), int(max_batch_size) if max_batch_size else 64)
 
     @property
@@ -68,7 +68,7 @@ def detect_batch_size(device: torch.device, max_batch_size: int, trial: Callable
             trial(size)
             free_memory()
             return size
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
+        except Exception as err:
             if not is_oom(err):
                 raise
             free_memory()

@@ -11,7 +11,7 @@ together (a short prefix is not worth running them apart: `on_prefix`), longest 
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from assay.runner.models.token_pairs import TokenPair
 
@@ -49,7 +49,7 @@ def plan_shared(
 def common_length(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading tokens `a` and `b` share."""
     length = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         length += 1

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 import transformers
@@ -30,8 +31,8 @@ from assay.errors import UserError
 from assay.runner.models import stops
 from assay.runner.models.encoding import Encoder
 from assay.runner.models.hf import prompt_prefix, refill
-from assay.runner.models.hf.prompt_prefix import PrefixCache
 from assay.runner.models.hf.batching import BatchPlan, detect_batch_size, free_memory, is_oom
+from assay.runner.models.hf.prompt_prefix import PrefixCache
 from assay.runner.models.instance import GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -216,7 +217,9 @@ class Generator:
             if batch_size is None:
                 longest = requests[indices[0]].context
                 batch_size = detect_batch_size(
-                    self.device, plan.max_batch_size, lambda n: self._trial(longest, n, max_ctx, max_gen_toks)
+                    self.device,
+                    plan.max_batch_size,
+                    lambda n: self._trial(longest, n, max_ctx, max_gen_toks),  # noqa: B023 - called within this iteration
                 )
             if self._refills(hf_kwargs):
                 batch_size = self._run_refilling(
@@ -231,7 +234,7 @@ class Generator:
                     texts = self._generate(
                         [requests[i].context for i in chunk], until, max_gen_toks, max_ctx, hf_kwargs, upcoming
                     )
-                except Exception as err:  # noqa: BLE001 - only OOM is handled
+                except Exception as err:
                     if not is_oom(err):
                         raise
                     free_memory()
@@ -241,9 +244,9 @@ class Generator:
                         ) from None
                     batch_size = max(1, batch_size // 2)
                     continue
-                for i, text in zip(chunk, texts):
+                for i, text in zip(chunk, texts, strict=False):
                     results[i] = text
-                on_done(list(zip(chunk, texts)))
+                on_done(list(zip(chunk, texts, strict=False)))
                 pos += len(chunk)
 
     def _refills(self, hf_kwargs: dict[str, Any]) -> bool:
@@ -277,7 +280,7 @@ class Generator:
             ids, mask = self.encoder.batch_encode_left(
                 [requests[i].context for i in chunk], left_truncate_len=max_ctx, truncation=self.truncation
             )
-            prompts += [(i, row[keep.bool()].tolist()) for i, row, keep in zip(chunk, ids, mask)]
+            prompts += [(i, row[keep.bool()].tolist()) for i, row, keep in zip(chunk, ids, mask, strict=False)]
         stop_check = _RowStops(self.encoder, until, 0, None)
 
         def stopped(tokens: list[int]) -> bool:
@@ -298,7 +301,7 @@ class Generator:
             try:
                 decoder.run(todo, slots=batch_size, max_gen_toks=max_gen_toks, stopped=stopped, on_row=on_row)
                 return batch_size
-            except Exception as err:  # noqa: BLE001 - only OOM is handled
+            except Exception as err:
                 if not is_oom(err):
                     raise
                 free_memory()
@@ -333,7 +336,7 @@ class Generator:
         # lm-eval passes max_length = prompt width + max_gen_toks for both backends (for
         # seq2seq that bounds the decoder side: a quirk kept so outputs are the same)
         max_length = kwargs.pop("max_length", ids.shape[1] + max_gen_toks)
-        rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask)]
+        rows = [row[keep.bool()].tolist() for row, keep in zip(ids, mask, strict=False)]
         prefix = self._prefix_for(rows, hf_kwargs, upcoming)
         if prefix is not None:
             # same width as the left-padded batch, so generated tokens start at the same index

@@ -10,7 +10,8 @@ by name; an unknown one is a `UserError` that names it.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import jinja2
 import torch
@@ -22,9 +23,9 @@ from assay.errors import UserError
 from assay.runner.models import encoding, progress_label
 from assay.runner.models.hf import loading
 from assay.runner.models.hf.args import HFArgs
+from assay.runner.models.hf.batching import BatchPlan, detect_batch_size
 from assay.runner.models.hf.generation import Generator
 from assay.runner.models.hf.rolling import RollingScorer, split_model
-from assay.runner.models.hf.batching import BatchPlan, detect_batch_size
 from assay.runner.models.hf.scoring import Scorer
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, LoglikelihoodResult, RollingRequest
 from assay.runner.models.lm import LM, with_run_settings
@@ -43,7 +44,7 @@ class HFLM(LM):
         self._setup(HFArgs.from_model_args(model_args))
 
     @classmethod
-    def from_args(cls, args: HFArgs) -> "HFLM":
+    def from_args(cls, args: HFArgs) -> HFLM:
         """Build from an already checked record (the evaluator's typed path)."""
         lm = cls.__new__(cls)
         lm._setup(args)
@@ -57,7 +58,7 @@ class HFLM(LM):
         batch_size: BatchSize | None,
         max_batch_size: int | None,
         device: str | None,
-    ) -> "HFLM":
+    ) -> HFLM:
         given = with_run_settings(model_args, batch_size=batch_size, max_batch_size=max_batch_size, device=device)
         return cls.from_args(HFArgs.from_model_args(given))
 
@@ -284,7 +285,7 @@ class HFLM(LM):
                         on_done=lambda done: update(len(done)),
                     )
                     logprobs = [result.logprob for result in scored]
-                for (index, _), logprob in zip(chunk, logprobs):
+                for (index, _), logprob in zip(chunk, logprobs, strict=False):
                     totals[index] += logprob
                 ended = range(start, start + len(chunk))
                 report([(windows[p][0], totals[windows[p][0]]) for p in ended if last_window[windows[p][0]] == p])

@@ -25,7 +25,8 @@ from __future__ import annotations
 import copy
 import inspect
 import logging
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 import transformers

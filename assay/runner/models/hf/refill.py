@@ -24,7 +24,8 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import transformers
@@ -147,7 +148,7 @@ class RefillDecoder:
                         batch.move_to(needed)
                     upcoming = [p for _, p in pending[:slots]]
                     first = self._admit(batch.cache, batch.mask, batch.cur, free, newcomers, upcoming, len(batch.rows))
-                    for slot, (index, prompt), token in zip(free, newcomers, first):
+                    for slot, (index, prompt), token in zip(free, newcomers, first, strict=False):
                         batch.rows[slot] = _Row(index, len(prompt), [token])
                         batch.last[slot] = token
                         settle(slot)
@@ -160,7 +161,7 @@ class RefillDecoder:
                 for slot in range(len(batch.rows)):
                     settle(slot)
 
-    def _step(self, batch: "_Batch") -> None:
+    def _step(self, batch: _Batch) -> None:
         """One decode step: every row's last token in at column `cur`, its next token chosen."""
         positions = torch.tensor([[r.length if r else 0] for r in batch.rows], device=self.device)
         batch.mask[:, batch.cur] = 1
@@ -176,7 +177,7 @@ class RefillDecoder:
         )
         batch.cur += 1
         batch.last = out.logits[:, -1].argmax(-1)
-        for row, token in zip(batch.rows, batch.last.tolist()):
+        for row, token in zip(batch.rows, batch.last.tolist(), strict=False):
             assert row is not None
             row.length += 1
             row.generated.append(int(token))
@@ -227,14 +228,14 @@ class RefillDecoder:
                 layer.lazy_initialization(
                     keys.new_zeros(*shape, keys.shape[-1]), values.new_zeros(*shape, values.shape[-1])
                 )
-            for b, (slot, prompt) in enumerate(zip(free, prompts)):
+            for b, (slot, prompt) in enumerate(zip(free, prompts, strict=False)):
                 own = len(prompt) - shared
                 start = cur - len(prompt)
                 layer.keys[slot, :, start : start + shared] = keys[b, :, :shared]
                 layer.values[slot, :, start : start + shared] = values[b, :, :shared]
                 layer.keys[slot, :, cur - own : cur] = keys[b, :, width - own : width]
                 layer.values[slot, :, cur - own : cur] = values[b, :, width - own : width]
-        for slot, prompt in zip(free, prompts):
+        for slot, prompt in zip(free, prompts, strict=False):
             mask[slot] = 0
             mask[slot, cur - len(prompt) : cur] = 1
         return [int(t) for t in out.logits[:, -1].argmax(-1).tolist()]
@@ -273,7 +274,7 @@ class _Batch:
         if live and len(live) < len(self.rows):
             keep = torch.tensor(live, device=self.mask.device)
             smaller: Any = transformers.StaticCache(config=self.config, max_cache_len=self.capacity)
-            for old, new in zip(self.cache.layers, smaller.layers):
+            for old, new in zip(self.cache.layers, smaller.layers, strict=False):
                 new.lazy_initialization(old.keys[keep][:, :, :1], old.values[keep][:, :, :1])
                 new.keys.copy_(old.keys.index_select(0, keep))
                 new.values.copy_(old.values.index_select(0, keep))

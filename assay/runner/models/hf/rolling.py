@@ -17,7 +17,8 @@ head's logits are not the model's; the scorer then keeps the full-logits path.
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -39,7 +40,7 @@ def split_model(model: Any, device: torch.device) -> tuple[Any, Any] | None:
         with torch.no_grad():
             full = model(probe).logits
             split = head(body(probe).last_hidden_state)
-    except Exception:  # noqa: BLE001 - any model the split does not fit keeps the full path
+    except Exception:
         return None
     if split.shape != full.shape or not torch.allclose(split.float(), full.float(), rtol=1e-4, atol=1e-5):
         return None
@@ -75,7 +76,8 @@ class RollingScorer:
         with torch.no_grad(), self.autocast():
             hidden = self.body(inputs.to(self.device, non_blocking=True)).last_hidden_state
             per_window = [
-                self._window(hidden[b], len(row), cont) for b, (row, (_, cont)) in enumerate(zip(rows, windows))
+                self._window(hidden[b], len(row), cont)
+                for b, (row, (_, cont)) in enumerate(zip(rows, windows, strict=False))
             ]
         # one device → host copy for the whole batch
         return [float(v) for v in torch.stack(per_window).tolist()]

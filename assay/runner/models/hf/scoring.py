@@ -15,11 +15,11 @@ share a whole context (a multiple-choice document's choices) run it once, on a K
 
 from __future__ import annotations
 
-import functools
-
 import contextlib
+import functools
 import inspect
-from typing import Any, Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -127,7 +127,7 @@ class Scorer:
             on_done(empty)
         # one representative per group: the first with the longest continuation
         reps = [max(members, key=lambda i: len(pairs[i][1])) for members in groups.values()]
-        members_of = {rep: members for rep, members in zip(reps, groups.values())}
+        members_of = {rep: members for rep, members in zip(reps, groups.values(), strict=False)}
         reps.sort(key=lambda i: (-(len(pairs[i][0]) + len(pairs[i][1])), tuple(pairs[i][0] + pairs[i][1])))
 
         answers = Answers(pairs, members_of, results, on_done)
@@ -207,7 +207,7 @@ class Scorer:
     ) -> None:
         try:
             scored = self._forward_chunk(chunk, answers.pairs)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
+        except Exception as err:
             if not is_oom(err):
                 raise
             free_memory()
@@ -231,7 +231,7 @@ class Scorer:
         assert self.shared is not None
         try:
             scored = self.shared.score_group(group, answers.pairs, prefix)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
+        except Exception as err:
             if not is_oom(err):
                 raise
             free_memory()  # the choices repeated the context's cache: one full row each uses less
@@ -249,7 +249,7 @@ class Scorer:
         assert self.shared is not None
         try:
             scored = self.shared.score_groups(items, answers.pairs)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
+        except Exception as err:
             if not is_oom(err):
                 raise
             free_memory()
@@ -268,7 +268,7 @@ class Scorer:
         assert self.shared is not None
         try:
             scored = self.shared.score_rows(chunk, answers.pairs, prefix)
-        except Exception as err:  # noqa: BLE001 - only OOM is handled
+        except Exception as err:
             if not is_oom(err):
                 raise
             free_memory()  # the prefix's cache once per row did not fit: one document at a time
@@ -285,7 +285,7 @@ class Scorer:
             inputs = torch.zeros((len(rows), width), dtype=torch.long)
             for b, row in enumerate(rows):
                 inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
-            spans = [(len(row) - len(pairs[i][1]), len(row)) for i, row in zip(chunk, rows)]
+            spans = [(len(row) - len(pairs[i][1]), len(row)) for i, row in zip(chunk, rows, strict=False)]
             keep = width - min(start for start, _ in spans)
             logits = self.causal_logits(inputs.to(self.device), keep=keep)
             offset = width - keep
@@ -300,7 +300,7 @@ class Scorer:
         inputs = torch.zeros((len(chunk), enc_width), dtype=torch.long)
         mask = torch.zeros((len(chunk), enc_width), dtype=torch.long)
         labels = torch.zeros((len(chunk), dec_width), dtype=torch.long)
-        for b, (ctx, cont) in enumerate(zip(ctxs, conts)):
+        for b, (ctx, cont) in enumerate(zip(ctxs, conts, strict=False)):
             inputs[b, : len(ctx)] = torch.tensor(ctx, dtype=torch.long)
             mask[b, : len(ctx)] = 1
             labels[b, : len(cont)] = torch.tensor(cont, dtype=torch.long)

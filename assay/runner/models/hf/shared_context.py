@@ -35,7 +35,8 @@ import contextlib
 import copy
 import dataclasses
 import inspect
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -181,7 +182,7 @@ class SharedContextScorer:
         with torch.no_grad(), self.autocast():
             if len(together) > 1:
                 found = self._documents_together([groups[k][0] for k in together], pairs)
-                for k, document in zip(together, found):
+                for k, document in zip(together, found, strict=False):
                     hidden[k] = document
             rows: list[torch.Tensor] = []
             rows_of: list[list[list[int]]] = []  # per group, per member: the row of each continuation token
@@ -284,7 +285,7 @@ class SharedContextScorer:
     def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
         """Requests sharing `prefix`, each one row of its own tokens, as one batch on the prefix's cache."""
         rows = [pairs[i][0][len(prefix) :] + pairs[i][1][:-1] for i in members]
-        spans = [(len(pairs[i][0]) - len(prefix) - 1, len(row)) for i, row in zip(members, rows)]
+        spans = [(len(pairs[i][0]) - len(prefix) - 1, len(row)) for i, row in zip(members, rows, strict=False)]
         inputs = torch.zeros((len(rows), max(len(row) for row in rows)), dtype=torch.long)
         for b, row in enumerate(rows):
             inputs[b, : len(row)] = torch.tensor(row, dtype=torch.long)
@@ -349,4 +350,4 @@ class PassScores:
         lengths = [len(cont) for _, cont in requests]
         picked = torch.split(self.logprobs[rows, targets], lengths)
         greedy = torch.split(self.logprobs.argmax(dim=-1)[rows] == targets, lengths)
-        return [(float(values.sum()), bool(hits.all())) for values, hits in zip(picked, greedy)]
+        return [(float(values.sum()), bool(hits.all())) for values, hits in zip(picked, greedy, strict=False)]

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from assay.batch_size import BatchSize, parse_max
 from assay.errors import UserError
-from assay.spec.booleans import optional_bool
 from assay.runner.models import stops
+from assay.spec.booleans import optional_bool
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
 ENGINE_PASSTHROUGH = frozenset(
@@ -72,7 +73,7 @@ class VLLMArgs:
     engine_extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     @classmethod
-    def from_model_args(cls, model_args: Mapping[str, Any]) -> "VLLMArgs":
+    def from_model_args(cls, model_args: Mapping[str, Any]) -> VLLMArgs:
         args = {k: v for k, v in model_args.items() if k not in _IGNORED}
         if not args.get("pretrained"):
             raise UserError("The vllm model needs model_args pretrained=<model directory or hub id>.")

@@ -19,7 +19,8 @@ since vLLM returns no logprobs for cached prompt tokens.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tqdm import tqdm
 
@@ -60,7 +61,7 @@ class VLLMLM(LM):
         batch_size: BatchSize | None,
         max_batch_size: int | None,
         device: str | None,
-    ) -> "VLLMLM":
+    ) -> VLLMLM:
         given = with_run_settings(model_args, batch_size=batch_size)
         if max_batch_size is not None:
             given.setdefault("max_batch_size", max_batch_size)
@@ -112,7 +113,7 @@ class VLLMLM(LM):
             for start in range(0, len(inputs), step):
                 chunk = list(range(start, min(len(inputs), start + step)))
                 outputs = self._generate([inputs[i] for i in chunk], params)
-                for i, output in zip(chunk, outputs):
+                for i, output in zip(chunk, outputs, strict=False):
                     results.append(_parse_prompt_logprobs(inputs[i], output.prompt_logprobs, ctxlens[i]))
                 bar.update(len(chunk))
         finally:
@@ -135,7 +136,9 @@ class VLLMLM(LM):
                 windows.append(window)
         totals = [0.0] * len(requests)
         for owner, result in zip(
-            owners, self.score_tokens(windows, progress_label.bar_label("loglikelihood_rolling"), disable_tqdm)
+            owners,
+            self.score_tokens(windows, progress_label.bar_label("loglikelihood_rolling"), disable_tqdm),
+            strict=False,
         ):
             totals[owner] += result.logprob
         return totals
@@ -146,7 +149,7 @@ class VLLMLM(LM):
         eos = str(self.tokenizer.decode(self.eot_token_id)) or str(getattr(self.tokenizer, "eos_token", "") or "")
         encoded = self.encoder.encode_many([r.context for r in requests])
         prompts, params, untils = [], [], []
-        for tokens, request in zip(encoded, requests):
+        for tokens, request in zip(encoded, requests, strict=False):
             until, budget, kwargs = normalize_gen_kwargs(request.gen_kwargs, self.args.max_gen_toks)
             until = stops.with_eos(until, eos or None)  # an empty EOS text is no stop string
             if len(tokens) + budget > self.max_length:
@@ -165,7 +168,7 @@ class VLLMLM(LM):
             bar.close()
         return [
             stops.cut_at_stops(out.outputs[0].text, until, self.args.think_end_token)
-            for out, until in zip(outputs, untils)
+            for out, until in zip(outputs, untils, strict=False)
         ]
 
     # -- identity ---------------------------------------------------------------------------
@@ -217,7 +220,7 @@ class VLLMLM(LM):
 
 def _parse_prompt_logprobs(tokens: list[int], prompt_logprobs: Any, ctxlen: int) -> LoglikelihoodResult:
     total, greedy = 0.0, True
-    for token, options in zip(tokens[ctxlen:], list(prompt_logprobs)[ctxlen:]):
+    for token, options in zip(tokens[ctxlen:], list(prompt_logprobs)[ctxlen:], strict=False):
         values = {t: float(getattr(v, "logprob", v)) for t, v in options.items()}
         total += values[token]
         if greedy and max(values, key=lambda t: values[t]) != token:

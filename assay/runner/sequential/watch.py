@@ -19,7 +19,8 @@ import json
 import logging
 import math
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from assay.compare import outputs, verdicts
 from assay.compare.sequential import GateDecision, MetricBounds, SequentialGate, known_bounds

@@ -32,7 +32,7 @@ def unreachable(url: str | None = None, timeout: float = TIMEOUT_S) -> str | Non
     return _probe(url or endpoint(), timeout)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _probe(url: str, timeout: float) -> str | None:
     # In a thread, so that the bound holds for the name lookup too, which no HTTP client times out.
     outcome: list[str | None] = []
@@ -43,7 +43,7 @@ def _probe(url: str, timeout: float) -> str | None:
 
             get_session().head(url, timeout=timeout)
             outcome.append(None)
-        except Exception as error:  # noqa: BLE001 - whatever stops the request (DNS, TCP, TLS, proxy) is the answer
+        except Exception as error:
             outcome.append(f"{type(error).__name__}: {error}")
 
     worker = threading.Thread(target=attempt, name="assay-hub-probe", daemon=True)

@@ -20,17 +20,19 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from assay.errors import UserError
 from assay.run_options import EvalOptions, SequentialSettings
 from assay.run_results import RunResults
-from assay.runner import chunk_order, distributed, doc_work
+from assay.runner import distributed, doc_work
 from assay.runner.doc_work import DocWork, ProgressFn
 from assay.runner.models.lm import LM
 from assay.runner.results import assemble
 from assay.runner.scoring.records import DocScores
-from assay.runner.sequential_watch import Baseline, TaskWatch
+from assay.runner.sequential import order as chunk_order
+from assay.runner.sequential.watch import Baseline, TaskWatch
 from assay.runner.tasks.index import LoadedTasks
 from assay.runner.tasks.task import Task
 

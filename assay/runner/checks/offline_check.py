@@ -12,7 +12,8 @@ laptop is run in a pod.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from assay import spec as spec_module
 from assay.errors import Problem, UserError

@@ -14,12 +14,13 @@ reports what slips through.
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
-from assay import endpoint_urls
-from assay import errors
+from assay import endpoint_urls, errors
 from assay.errors import UserError
-from assay.runner import hub_reach, models
+from assay.runner import models
+from assay.runner.checks import hub_reach
 from assay.runner.models import model_location
 from assay.runner.tasks import config_check
 from assay.runner.tasks.index import TaskManager
