@@ -71,10 +71,14 @@ class Baseline:
 
 
 def deciding_metrics(task: Task) -> dict[str, tuple[str, int, MetricBounds]]:
-    """`metric,filter` → (metric, filter index, bounds) for each metric that may stop `task`."""
+    """`metric,filter` → (metric, filter index, bounds) for each metric that may stop `task`.
+    Empty for a task scored by cluster (`cluster_key`): the sequence's guarantee assumes
+    independent documents, so such a task runs to its end and is compared as today."""
+    found: dict[str, tuple[str, int, MetricBounds]] = {}
+    if outputs.cluster_key(task.dump_config()) is not None:
+        return found
     mean = AGGREGATIONS.get("mean")
     higher = task.metrics.higher_is_better
-    found = {}
     for metric in task.metrics.fns:
         bounds = known_bounds(metric, bool(higher.get(metric, True)))
         if bounds is None or task.metrics.aggregation_for(metric) is not mean:
