@@ -12,9 +12,9 @@ import json
 import textwrap
 from typing import Any
 
+from assay.booleans import strict_bool
 from assay.errors import UserError
 from assay.run_flags import DEFAULT_SEED
-from assay.spec.booleans import strict_bool
 
 
 class MergeDict(argparse.Action):

@@ -19,9 +19,9 @@ from typing import Any
 
 from assay import run_rules
 from assay.batch_size import BatchSize, parse_max
+from assay.booleans import optional_bool, strict_bool
 from assay.errors import UsageError, UserError
 from assay.run_options import EvalOptions, SentinelSettings, SequentialSettings
-from assay.spec.booleans import optional_bool, strict_bool
 
 DEFAULT_SEED: list[int | None] = [0, 1234, 1234, 1234]
 # Keys lm-eval's config accepts as `k=v` strings or mappings.

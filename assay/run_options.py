@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assay.batch_size import BatchSize
+from assay.booleans import strict_bool
 from assay.errors import UsageError, UserError
 
 DEFAULT_RANDOM_SEED = 0
@@ -93,11 +94,7 @@ class SentinelSettings:
 
 def _sentinel_value(name: str, value: Any, default: Any, *, source: str, error: type[UserError]) -> Any:
     if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "false", "1", "0", "yes", "no"):
-            return value.lower() in ("true", "1", "yes")
-        raise error(f"{source}: {name} must be true or false, not {str(value)[:40]!r}.")
+        return strict_bool(value, name=f"{source}: {name}", error=error)
     try:
         number = float(value)
     except (TypeError, ValueError):

@@ -2,7 +2,7 @@
 
 `bool("no")` is true, so a backend that converted text that way loaded a model repository's
 code for `trust_remote_code=no` (and `on`, `y`, `enabled`) while a gate reading the words
-another way let it through. These hold each backend's record to `assay.spec.booleans`.
+another way let it through. These hold each backend's record to `assay.booleans`.
 """
 
 from __future__ import annotations

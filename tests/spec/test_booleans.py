@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from assay.booleans import SPELLINGS, optional_bool, strict_bool
 from assay.errors import UsageError, UserError
-from assay.spec.booleans import SPELLINGS, optional_bool, strict_bool
 
 TRUE = [True, 1, "true", "True", "TRUE", " true ", "1", "yes", "Yes", "YES"]
 FALSE = [False, 0, "false", "False", "FALSE", "0", "no", "No", "NO", " no"]

@@ -27,10 +27,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from assay import endpoint_urls
+from assay.booleans import optional_bool
 from assay.errors import UserError
 from assay.operator.admission import placement_policy
 from assay.spec import API_MODELS, Evaluation
-from assay.spec.booleans import optional_bool
 
 POLICY_ENV = placement_policy.POLICY_ENV
 _FIX = "ask the cluster admin to change the operator's Helm value"

@@ -17,11 +17,11 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from assay.booleans import optional_bool
 from assay.errors import UserError, suggest
 from assay.operator.admission import task_sources
 from assay.runner import api as engine
 from assay.spec import Evaluation
-from assay.spec.booleans import optional_bool
 
 logger = logging.getLogger(__name__)
 

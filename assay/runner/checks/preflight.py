@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from assay import endpoint_urls, errors
+from assay.booleans import optional_bool
 from assay.errors import UserError
 from assay.runner import models
 from assay.runner.checks import hub_reach
@@ -25,7 +26,6 @@ from assay.runner.models import model_location
 from assay.runner.tasks import config_check
 from assay.runner.tasks.index import TaskManager
 from assay.spec import API_MODELS
-from assay.spec.booleans import optional_bool
 
 # Per backend, the model_args that name a model, tokenizer or adapter, and the argument
 # giving their revision; `None` marks a name that must be a local directory.

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from assay import scores
+from assay.booleans import strict_bool
 from assay.errors import UsageError, UserError
 from assay.extras import needs_extra
 from assay.run_results import ABSENT, RunResults
 from assay.runner.results.output import SavedRun, json_default
-from assay.spec.booleans import strict_bool
 
 # --- Weights & Biases -----------------------------------------------------------------
 

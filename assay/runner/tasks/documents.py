@@ -9,9 +9,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from assay.booleans import optional_bool
 from assay.errors import UserError
 from assay.runner.tasks.config import FewshotConfig, TaskConfig
-from assay.spec.booleans import optional_bool
 
 Doc = dict[str, Any]
 log = logging.getLogger(__name__)

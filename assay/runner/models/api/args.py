@@ -13,8 +13,8 @@ from typing import Any
 
 from assay import endpoint_urls
 from assay.batch_size import BatchSize
+from assay.booleans import strict_bool
 from assay.errors import UserError, suggest
-from assay.spec.booleans import strict_bool
 
 TOKENIZER_BACKENDS = ("huggingface", "tiktoken", "auto", None)
 #: accepted for lm-eval compatibility; they change nothing for text-only HTTP backends.

@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from assay.batch_size import BatchSize, parse_max
+from assay.booleans import optional_bool
 from assay.errors import UserError, suggest
-from assay.spec.booleans import optional_bool
 
 #: extra model_args handed to `from_pretrained` as lm-eval does with its **kwargs.
 PASSTHROUGH = frozenset(

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from assay.batch_size import BatchSize, parse_max
+from assay.booleans import optional_bool
 from assay.errors import UserError
 from assay.runner.models import stops
-from assay.spec.booleans import optional_bool
 
 #: vllm.LLM keyword arguments accepted as model_args (lm-eval passes its **kwargs on).
 ENGINE_PASSTHROUGH = frozenset(
