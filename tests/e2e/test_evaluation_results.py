@@ -14,6 +14,7 @@ from assay.operator.decide import run_phases
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, MODEL_IN_POD, condensed, dummy_spec, hf_spec
 from tests.e2e.prometheus import get as _get
+from tests.e2e.prometheus import prometheus  # noqa: F401 - a fixture
 from tests.e2e.prometheus import query as _query
 
 pytestmark = pytest.mark.e2e

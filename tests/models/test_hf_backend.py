@@ -16,7 +16,15 @@ from assay.errors import UserError
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.instance import GenerationRequest, LoglikelihoodRequest, RollingRequest
 from model_fixtures import gpt2_dir, llama_dir, t5_dir  # noqa: F401  (session fixtures)
-from tests.models.hf_parity import TOL, Instance, assert_ll_equal, gen_both, ll_both, pair
+from tests.models.hf_parity import (  # noqa: F401 - model_dirs is a fixture
+    TOL,
+    Instance,
+    assert_ll_equal,
+    gen_both,
+    ll_both,
+    model_dirs,
+    pair,
+)
 
 pytestmark = pytest.mark.parity
 KINDS = ["gpt2", "llama", "t5"]
