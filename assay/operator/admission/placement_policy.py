@@ -61,6 +61,8 @@ SECURITY_ANNOTATIONS = (
 )
 """Annotation keys refused by default: AppArmor and seccomp profiles (`unconfined` lifts the
 runtime's confinement) and Multus networks (a pod on a network its namespace is not on)."""
+OPERATOR_PREFIX = "assay.dev/"
+"""Pod annotation keys the operator writes itself; no policy lets a spec set one."""
 _FIX = "ask the cluster admin to change the operator's Helm value"
 _OPERATORS = ("Equal", "Exists")
 _EFFECTS = ("", "NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -274,6 +276,13 @@ def _check_pod_keys(spec: Evaluation, placement: Placement) -> None:
     (AppArmor, seccomp), its networks (Multus), or which Services and policies select it."""
     template = spec.pod_template
     for key in sorted(template.annotations):
+        if key.startswith(OPERATOR_PREFIX):
+            # The operator's own keys (the spec the runner reads, the Evaluation's name) are
+            # written over a tenant's anyway; refused so the spec says what the pod gets.
+            raise UserError(
+                f"spec.podTemplate.annotations key {key!r} is the operator's ({OPERATOR_PREFIX} keys are "
+                "reserved): remove it."
+            )
         if matches(key, placement.refused_pod_annotations):
             raise UserError(
                 f"spec.podTemplate.annotations key {key!r} is refused in this cluster (it changes the pod's "
