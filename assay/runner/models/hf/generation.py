@@ -235,14 +235,7 @@ class Generator:
                         [requests[i].context for i in chunk], until, max_gen_toks, max_ctx, hf_kwargs, upcoming
                     )
                 except Exception as err:
-                    if not is_oom(err):
-                        raise
-                    free_memory()
-                    if not plan.auto or batch_size == 1:
-                        raise UserError(
-                            f"Out of GPU memory generating a batch of {len(chunk)}; use a smaller batch_size (or batch_size=auto)."
-                        ) from None
-                    batch_size = max(1, batch_size // 2)
+                    batch_size = _halved_after_oom(err, batch_size, rows=len(chunk), auto=plan.auto)
                     continue
                 for i, text in zip(chunk, texts, strict=False):
                     results[i] = text
@@ -302,14 +295,7 @@ class Generator:
                 decoder.run(todo, slots=batch_size, max_gen_toks=max_gen_toks, stopped=stopped, on_row=on_row)
                 return batch_size
             except Exception as err:
-                if not is_oom(err):
-                    raise
-                free_memory()
-                if not plan.auto or batch_size == 1:
-                    raise UserError(
-                        f"Out of GPU memory generating a batch of {batch_size}; use a smaller batch_size (or batch_size=auto)."
-                    ) from None
-                batch_size = max(1, batch_size // 2)
+                batch_size = _halved_after_oom(err, batch_size, rows=batch_size, auto=plan.auto)
 
     def _trial(self, context: str, batch: int, max_ctx: int, max_gen_toks: int) -> None:
         ids, _ = self.encoder.batch_encode_left([context], left_truncate_len=max_ctx, truncation=self.truncation)
@@ -371,3 +357,16 @@ class Generator:
             if isinstance(self.think_end_token, int):
                 text = text.lstrip()
         return stops.cut_at_stops(text, until, think_str)
+
+
+def _halved_after_oom(err: Exception, batch_size: int, *, rows: int, auto: bool) -> int:
+    """The batch size to try next after `err` (re-raised unless it is out of memory): half,
+    where batch_size=auto allows it and there is more than one row to halve."""
+    if not is_oom(err):
+        raise err
+    free_memory()
+    if not auto or batch_size == 1:
+        raise UserError(
+            f"Out of GPU memory generating a batch of {rows}; use a smaller batch_size (or batch_size=auto)."
+        ) from None
+    return max(1, batch_size // 2)
