@@ -9,13 +9,11 @@ service account without RBAC end in one sentence each.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.e2e.cli_runs import assay_cli
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.conftest import Cluster, evaluation_manifest, service_account_kubeconfig
 from tests.e2e.helpers import dummy_spec
@@ -23,14 +21,6 @@ from tests.e2e.helpers import dummy_spec
 pytestmark = pytest.mark.e2e
 
 NAME = "cli-dummy"
-
-
-def _assay(*args: str, kubeconfig: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
-    env.pop("KUBERNETES_SERVICE_HOST", None)  # the kubeconfig, as on a laptop, even when the suite runs in a pod
-    return subprocess.run(
-        [sys.executable, "-m", "assay", *args], env=env, capture_output=True, text=True, timeout=120, check=False
-    )
 
 
 def _score_rows(text: str) -> list[tuple[str, ...]]:
@@ -67,39 +57,39 @@ def test_the_cluster_commands_read_a_finished_run(cluster: Cluster, tmp_path: Pa
         ),
     )
 
-    got = _assay("get", kubeconfig=kubeconfig)
+    got = assay_cli("get", kubeconfig=kubeconfig)
     assert got.returncode == 0, got.stderr
     header, row = got.stdout.splitlines()
     assert header.split() == ["NAME", "MODEL", "TASKS", "PHASE", "REASON", "PROGRESS", "REGRESSED", "AGE"]
     assert row.split()[:5] == [NAME, status["model"], "arc_easy", "Succeeded", "JobComplete"]
     assert status["progress"]["summary"] in row
-    as_json = json.loads(_assay("get", NAME, "-o", "json", kubeconfig=kubeconfig).stdout)
+    as_json = json.loads(assay_cli("get", NAME, "-o", "json", kubeconfig=kubeconfig).stdout)
     assert (
         as_json["metadata"]["uid"] == evaluation["metadata"]["uid"]
         and as_json["status"]["results"] == status["results"]
     )
-    across = _assay("get", "-A", kubeconfig=kubeconfig).stdout.splitlines()
+    across = assay_cli("get", "-A", kubeconfig=kubeconfig).stdout.splitlines()
     assert across[0].split()[:2] == ["NAMESPACE", "NAME"] and any(
         line.split()[:2] == [cluster.namespace, NAME] for line in across
     )
 
     (pod,) = cluster.items("pods", f"assay.dev/job={status['jobName']}")
     runner_log = cluster.pod_logs(pod["metadata"]["name"], "runner")
-    logs = _assay("logs", NAME, kubeconfig=kubeconfig)
+    logs = assay_cli("logs", NAME, kubeconfig=kubeconfig)
     assert (logs.returncode, logs.stdout) == (0, runner_log), logs.stderr
 
-    results = _assay("results", NAME, kubeconfig=kubeconfig)
+    results = assay_cli("results", NAME, kubeconfig=kubeconfig)
     assert results.returncode == 0, results.stderr
     assert results.stdout.startswith(f"{cluster.namespace}/{NAME} ({status['model']}): Succeeded.")
     printed = _score_rows(results.stdout)
     assert printed and printed == _score_rows(runner_log)  # the scores the runner printed, cell for cell
-    shown = json.loads(_assay("results", NAME, "--format", "json", kubeconfig=kubeconfig).stdout)
+    shown = json.loads(assay_cli("results", NAME, "--format", "json", kubeconfig=kubeconfig).stdout)
     assert set(shown["results"]) == {"arc_easy"} and shown["n-samples"]["arc_easy"] == status["nSamples"]["arc_easy"]
     assert {k: v["value"] for k, v in status["results"]["arc_easy"].items()} == {
         k: v for k, v in shown["results"]["arc_easy"].items() if "_stderr," not in k
     }
 
-    described = _assay("describe", NAME, kubeconfig=kubeconfig)
+    described = assay_cli("describe", NAME, kubeconfig=kubeconfig)
     assert described.returncode == 0, described.stderr
     text = described.stdout
     assert "What happened: The run succeeded (JobComplete)." in text
@@ -119,13 +109,13 @@ def test_a_missing_evaluation_and_a_forbidden_reader_are_one_sentence(cluster: C
             namespace=cluster.namespace,
         ),
     )
-    missing = _assay("describe", "no-such-run", kubeconfig=admin)
+    missing = assay_cli("describe", "no-such-run", kubeconfig=admin)
     assert missing.returncode == 1 and missing.stdout == ""
     assert missing.stderr == f'assay: error: Evaluation "no-such-run" not found in namespace "{cluster.namespace}".\n'
 
     cluster.kubectl("create", "serviceaccount", "nobody")
     nobody = service_account_kubeconfig(cluster.plane, "nobody", tmp_path / "nobody", namespace=cluster.namespace)
-    denied = _assay("get", "-n", cluster.namespace, kubeconfig=nobody)
+    denied = assay_cli("get", "-n", cluster.namespace, kubeconfig=nobody)
     assert denied.returncode == 1 and denied.stdout == ""
     assert denied.stderr.startswith("assay: error: Forbidden: ") and denied.stderr.count("\n") == 1, denied.stderr
     assert 'cannot list resource "evaluations"' in denied.stderr

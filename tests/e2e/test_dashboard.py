@@ -14,39 +14,22 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import REPO, Cluster, evaluation_manifest
+from tests.e2e.conftest import Cluster, evaluation_manifest
+from tests.e2e.dashboard_panels import DASHBOARD, NEEDS_BASELINE, panel_series, substituted
 from tests.e2e.helpers import LONG_RUN, MODEL_IN_POD, SECOND_MODEL_IN_POD, dummy_spec, hf_spec
 from tests.e2e.prometheus import prometheus, query  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.e2e
 
-DASHBOARD = REPO / "deploy" / "helm" / "assay" / "dashboards" / "assay.json"
 SUITE = "dashboard"
 # Panels whose series exist only while an Evaluation runs.
 WHILE_RUNNING = ("Running evaluations: progress and ETA", "Progress of running evaluations")
-# Panels whose series exist only for an Evaluation compared with a baseline (spec.baseline):
-# none here; the regression-gate e2e test covers them.
-NEEDS_BASELINE = (
-    "Versus baseline: regressed",
-    "Versus baseline: delta with confidence interval",
-    "Versus baseline: delta with its interval (bars)",
-)
 
 
 def _in_suite(name: str, **spec: Any) -> dict[str, Any]:
     manifest = evaluation_manifest(name, **spec)
     manifest["metadata"]["labels"] = {"assay.dev/suite": SUITE}
     return manifest
-
-
-def _substituted(expr: str, namespace: str) -> str:
-    """A panel's PromQL as Grafana sends it with every variable at "All" (`.*`), the namespace chosen."""
-    expr = expr.replace("$namespace", namespace)  # a DNS label: no regex metacharacters
-    return re.sub(r"\$\{?(\w+)\}?", ".*", expr)
-
-
-def _panel_series(base: str, panel: dict[str, Any], namespace: str) -> list[dict[str, Any]]:
-    return [row for target in panel["targets"] for row in query(base, _substituted(target["expr"], namespace))]
 
 
 def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
@@ -69,7 +52,7 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
 
     def long_run_shown(title: str) -> list[dict[str, Any]] | None:
         """The panel's series once every target has one for the long run (the short runs' may come and go)."""
-        per_target = [query(prometheus, _substituted(t["expr"], ns)) for t in panels[title]["targets"]]
+        per_target = [query(prometheus, substituted(t["expr"], ns)) for t in panels[title]["targets"]]
         if all(any(row["metric"].get("evaluation") == "board-running" for row in rows) for rows in per_target):
             return [row for rows in per_target for row in rows]
         return None
@@ -101,7 +84,7 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
         if title not in WHILE_RUNNING + NEEDS_BASELINE:
             answered[title] = cluster.wait_for(
                 f"the panel {title!r} to return series",
-                lambda panel=panel: _panel_series(prometheus, panel, ns),
+                lambda panel=panel: panel_series(prometheus, panel, ns),
                 timeout=90,
             )
     report = {title: len(rows) for title, rows in answered.items()}
@@ -121,5 +104,5 @@ def test_every_dashboard_panel_returns_series_from_a_real_prometheus(
         if variable["type"] != "query":
             continue
         selector, label = re.fullmatch(r"label_values\((.+), (\w+)\)", variable["query"]["query"]).groups()
-        values = {row["metric"].get(label, "") for row in query(prometheus, _substituted(selector, ns))}
+        values = {row["metric"].get(label, "") for row in query(prometheus, substituted(selector, ns))}
         assert values - {""}, f"the variable {variable['name']} has no values"

@@ -22,37 +22,22 @@ from tests.e2e.cluster import kueue as kueue_cluster
 from tests.e2e.cluster.node import NODE_NAME
 from tests.e2e.conftest import CHART, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm
 from tests.e2e.helpers import LONG_RUN, dummy_spec, hf_spec
+from tests.e2e.refusals import refused
 
 pytestmark = pytest.mark.e2e
 
 SECRET_VALUE = "hf_" + "Zq7" * 12
 
 
-def _refused(cluster: Cluster, name: str, spec: dict[str, Any]) -> str:
-    """Apply `spec`; wait until it is refused; check that nothing ran. Returns the message."""
-    cluster.apply(evaluation_manifest(name, **spec))
-    status = cluster.wait(name, "Failed", timeout=60)["status"]
-    accepted = {c["type"]: c for c in status["conditions"]}["Accepted"]
-    assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec", status
-    assert status["message"].count(". ") == 0 and status["message"].endswith("."), status["message"]
-    assert cluster.items("jobs", f"assay.dev/evaluation={name}") == []
-    assert cluster.items("serviceaccounts", f"assay.dev/evaluation={name}") == []
-    event = cluster.wait_for(
-        f"the InvalidSpec Event of {name}", lambda: cluster.events(name).get("InvalidSpec"), timeout=30
-    )
-    assert event == status["message"]
-    return str(status["message"])
-
-
 def test_the_default_policy_refuses_what_a_user_cannot_grant_themselves(cluster: Cluster) -> None:
-    message = _refused(cluster, "remote", dummy_spec(trustRemoteCode=True))
+    message = refused(cluster, "remote", dummy_spec(trustRemoteCode=True))
     assert message.startswith("spec.trustRemoteCode is not allowed in this cluster")
-    message = _refused(cluster, "unsafe", dummy_spec(allowUnsafeCode=True))
+    message = refused(cluster, "unsafe", dummy_spec(allowUnsafeCode=True))
     assert message.startswith("spec.allowUnsafeCode is not allowed in this cluster")
     # Today's `tasks: ["/"]` made the operator walk its own filesystem.
-    message = _refused(cluster, "walk", dummy_spec(tasks=["/"]))
+    message = refused(cluster, "walk", dummy_spec(tasks=["/"]))
     assert message.startswith("spec.tasks[0] '/' is a path")
-    message = _refused(cluster, "leak", dummy_spec(modelArgs={"token": SECRET_VALUE}))
+    message = refused(cluster, "leak", dummy_spec(modelArgs={"token": SECRET_VALUE}))
     assert message.startswith("spec.modelArgs.token holds a literal secret")
     # The token appears nowhere the operator writes: status, Events, its log.
     texts = [
@@ -95,12 +80,12 @@ def test_the_charts_policy_values_bound_images_gpus_and_nodes(cluster: Cluster, 
             "--timeout=180s",
         )
         admin.wait_watching()
-        message = _refused(cluster, "elsewhere", dummy_spec(image="docker.io/attacker/runner:1"))
+        message = refused(cluster, "elsewhere", dummy_spec(image="docker.io/attacker/runner:1"))
         assert message.startswith("spec.image 'docker.io/attacker/runner:1' is not from an allowed registry")
         assert runner_repository in message
-        message = _refused(cluster, "wide", dummy_spec(resources={"nodes": 2, "gpusPerNode": 0}))
+        message = refused(cluster, "wide", dummy_spec(resources={"nodes": 2, "gpusPerNode": 0}))
         assert "nodes 2 is above this cluster's limit of 1" in message
-        message = _refused(cluster, "greedy", dummy_spec(resources={"nodes": 1, "gpusPerNode": 4}))
+        message = refused(cluster, "greedy", dummy_spec(resources={"nodes": 1, "gpusPerNode": 4}))
         assert "asks for 4 GPUs" in message and "limit of 2" in message
         # An image under the allowed prefix runs to the end.
         cluster.apply(evaluation_manifest("allowed", **dummy_spec(image=images["runner"])))

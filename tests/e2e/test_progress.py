@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.cli_runs import assay_cli
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import LONG_RUN, hf_spec
-from tests.e2e.test_cli_cluster import _assay
 
 pytestmark = pytest.mark.e2e
 
@@ -58,7 +58,7 @@ def test_a_running_evaluation_shows_progress_written_on_change_and_the_readers_e
             namespace=cluster.namespace,
         ),
     )
-    got = _assay("get", NAME, kubeconfig=kubeconfig)
+    got = assay_cli("get", NAME, kubeconfig=kubeconfig)
     cluster.kubectl("delete", "evaluation", NAME, "--wait=false")  # its end adds nothing here
 
     for status in reports:

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import Cluster, evaluation_manifest, give_to_runner
+from tests.e2e.dashboard_panels import DASHBOARD, NEEDS_BASELINE, panel_series
 from tests.e2e.helpers import SECOND_MODEL_IN_POD, hf_spec
 from tests.e2e.prometheus import prometheus, query  # noqa: F401  (fixture)
-from tests.e2e.test_dashboard import DASHBOARD, NEEDS_BASELINE, _panel_series
 
 pytestmark = pytest.mark.e2e
 
@@ -148,7 +148,7 @@ def test_candidates_are_compared_with_their_baseline_and_a_regression_alerts(
     for title in NEEDS_BASELINE:
         rows = cluster.wait_for(
             f"the panel {title!r} to return series",
-            lambda title=title: _panel_series(prometheus, panels[title], ns),
+            lambda title=title: panel_series(prometheus, panels[title], ns),
             timeout=60,
         )
         assert "gate-worse" in {row["metric"].get("evaluation") for row in rows}, (title, rows[:3])

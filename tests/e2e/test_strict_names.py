@@ -13,17 +13,17 @@ import pytest
 
 from tests.e2e.conftest import Cluster, evaluation_manifest
 from tests.e2e.helpers import HF_TASKS, dummy_spec, hf_spec
-from tests.e2e.test_hardening import _refused
+from tests.e2e.refusals import refused
 from tests.operator.task_yaml import ARC_QA
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("word", ["on", "enabled"])
-def test_trust_remote_code_on_is_refused(cluster: Cluster, word: str) -> None:
+def test_trust_remote_code_on_isrefused(cluster: Cluster, word: str) -> None:
     spec = hf_spec()
     spec["modelArgs"] = {**spec["modelArgs"], "trust_remote_code": word}
-    message = _refused(cluster, f"remote-{word}", spec)
+    message = refused(cluster, f"remote-{word}", spec)
     assert message == (
         f"spec.modelArgs.trust_remote_code must be true or false (also 1/0 or yes/no, in any case), not {word!r}."
     )
@@ -47,9 +47,9 @@ def test_trust_remote_code_no_is_false_and_the_model_runs(cluster: Cluster) -> N
     ],
     ids=["apparmor", "seccomp", "multus"],
 )
-def test_security_and_network_annotations_are_refused(cluster: Cluster, key: str, value: str) -> None:
+def test_security_and_network_annotations_arerefused(cluster: Cluster, key: str, value: str) -> None:
     name = f"annotated-{key.split('.')[0]}"
-    message = _refused(cluster, name, dummy_spec(podTemplate={"annotations": {key: value}}))
+    message = refused(cluster, name, dummy_spec(podTemplate={"annotations": {key: value}}))
     assert message.startswith(f"spec.podTemplate.annotations key {key!r} is refused in this cluster")
     assert value not in message
 
@@ -59,5 +59,5 @@ def test_a_tenant_group_may_not_report_its_rows_as_a_library_task(cluster: Clust
     data = {"arc_easy_qa.yaml": ARC_QA, "suite.yaml": group}
     cluster.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "tenant-group"}, "data": data})
     spec = dummy_spec(tasks=["suite_all"], taskSources=[{"configMap": "tenant-group"}])
-    message = _refused(cluster, "takeover", spec)
+    message = refused(cluster, "takeover", spec)
     assert message.startswith("Group 'suite_all' changes 'dataset_path' of the library's 'arc_easy'")

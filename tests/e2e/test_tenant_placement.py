@@ -19,7 +19,7 @@ import yaml
 
 from tests.e2e.conftest import CHART, Cluster, OperatorDeployment, chart_values, evaluation_manifest, helm
 from tests.e2e.helpers import dummy_spec
-from tests.e2e.test_hardening import _refused
+from tests.e2e.refusals import refused
 
 pytestmark = pytest.mark.e2e
 
@@ -27,19 +27,19 @@ GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSc
 
 
 def test_the_default_policy_refuses_a_priority_class_and_tolerations_past_the_gpu_taint(cluster: Cluster) -> None:
-    message = _refused(cluster, "preempting", dummy_spec(podTemplate={"priorityClassName": "system-cluster-critical"}))
+    message = refused(cluster, "preempting", dummy_spec(podTemplate={"priorityClassName": "system-cluster-critical"}))
     assert message.startswith(
         "spec.podTemplate.priorityClassName 'system-cluster-critical' is not allowed in this cluster (allowed: none)"
     )
     control_plane = {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"}
-    message = _refused(
+    message = refused(
         cluster, "on-control-plane", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION, control_plane]})
     )
     assert message.startswith(
         "spec.podTemplate.tolerations[1] (node-role.kubernetes.io/control-plane:NoSchedule) is "
         "not allowed in this cluster (allowed: nvidia.com/gpu:NoSchedule)"
     )
-    message = _refused(cluster, "everywhere", dummy_spec(podTemplate={"tolerations": [{"operator": "Exists"}]}))
+    message = refused(cluster, "everywhere", dummy_spec(podTemplate={"tolerations": [{"operator": "Exists"}]}))
     assert message.startswith("spec.podTemplate.tolerations[0] (every taint) is not allowed")
 
 
@@ -159,12 +159,12 @@ def test_the_charts_placement_values_bound_priority_tolerations_queue_and_defaul
             "--timeout=180s",
         )
         admin.wait_watching()
-        message = _refused(
+        message = refused(
             cluster, "other-priority", dummy_spec(podTemplate={"priorityClassName": "system-node-critical"})
         )
         assert f"(allowed: {priority})" in message
         # The chart's default toleration is replaced by the admin's list, not added to.
-        message = _refused(cluster, "on-gpus", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION]}))
+        message = refused(cluster, "on-gpus", dummy_spec(podTemplate={"tolerations": [GPU_TOLERATION]}))
         assert "(allowed: e2e.assay.dev/dedicated:NoSchedule)" in message
 
         allowed = dummy_spec(podTemplate={"priorityClassName": priority, "tolerations": [dedicated]})
