@@ -1,11 +1,13 @@
 """A local HTTP server standing in for the API server's Evaluation endpoints, for the runner's
-status sink: real HTTP, the real kubernetes client, patches applied as kube-apiserver does."""
+status sink: real HTTP, the product's own client (assay.kube), patches applied as kube-apiserver does."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
 from assay.runner.results.status_sink import KubernetesStatusSink
 
 
@@ -94,11 +96,9 @@ class ApiServer:
         self.object = updated
         return 200, self.object
 
-    def api(self) -> Any:
-        from kubernetes import client
-
-        configuration = client.Configuration(host=f"http://127.0.0.1:{self.httpd.server_address[1]}")
-        return client.CustomObjectsApi(client.ApiClient(configuration))
+    def api(self) -> kube_client.ApiClient:
+        server = credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}")
+        return kube_client.ApiClient(api_session.Session(server))
 
     def sink(self, **fields: Any) -> KubernetesStatusSink:
         fields = {"job_name": "ev-g1", "generation": 1, "min_interval": 0, **fields}

@@ -1,24 +1,24 @@
 """The cluster commands' one way to the API server: kubectl's kubeconfig rules, a few reads.
 
-The kubernetes package's client (the one the runner patches status with), not the operator's
-`kube`: that one is built for a controller's request rate (a kept-alive connection per
-handler thread, namespaced JSON paths only, a 60 s read timeout), while these commands send
-a handful of requests and need what it leaves out: lists across namespaces, and pod logs as
-text and as an endless stream (`assay logs -f`). Every request of `assay get`, `results`,
-`logs` and `describe` goes through `Cluster`, and every failure leaves it as `ClusterError`:
-one sentence naming what failed and where, never a traceback.
+On the product's one client (`assay.kube`), as the operator and the runner are: a handful
+of requests, a connect that gives up after CONNECT_TIMEOUT, lists across namespaces, and
+pod logs read as they arrive (`assay logs -f`: no read timeout). Every request of `assay
+get`, `results`, `logs` and `describe` goes through `Cluster`, and every failure leaves it
+as `ClusterError`: one sentence naming what failed and where, never a traceback. Errors are
+read by type (`api_errors.ApiError`'s code and Status), not by the words of an answer,
+except the one phrase kube-apiserver gives a kind it does not serve.
 
 The credentials are found as kubectl finds them: `--kubeconfig`, else $KUBECONFIG (a list
 of files, merged), else ~/.kube/config, else the pod's service account when running in a
-cluster. The namespace is `-n`, else the context's, else `default`.
+cluster; `--context`, else the current context. The namespace is `-n`, else the context's,
+else `default`. What a kubeconfig may hold is `assay.kube.credentials`'s to say.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import re
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -26,11 +26,14 @@ from typing import Any, TypeVar
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.kube import api_errors, api_session, credentials
+from assay.kube import client as kube_client
 
 Manifest = dict[str, Any]
-REQUEST_TIMEOUT = (10.0, 60.0)
-"""Seconds to connect and to wait for an answer: a hung API server fails the command."""
-SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+CONNECT_TIMEOUT = 10.0
+"""Seconds a connect may take: an API server that does not answer fails the command."""
+READ_TIMEOUT = api_session.TIMEOUT
+"""Seconds to wait for an answer (except a followed log's next line)."""
 USER_AGENT = "assay-cli"
 _T = TypeVar("_T")
 
@@ -49,9 +52,9 @@ class NoEvaluationResource(ClusterError):
 
 @dataclasses.dataclass(frozen=True)
 class Target:
-    """Where requests go and as whom: a kubernetes.client.Configuration, and the default namespace."""
+    """Where requests go and as whom: a client on the credentials found, and the default namespace."""
 
-    configuration: Any
+    client: kube_client.ApiClient
     namespace: str
     source: str
     """The kubeconfig files read, or "in-cluster": named in error messages."""
@@ -61,75 +64,54 @@ def find_target(
     *, kubeconfig: str | None = None, context: str | None = None, environ: Mapping[str, str] | None = None
 ) -> Target:
     """kubectl's order: the files named (flag, $KUBECONFIG or ~/.kube/config), else in-cluster."""
-    from kubernetes import client, config
-
     environ = os.environ if environ is None else environ
     named = kubeconfig or environ.get("KUBECONFIG") or str(Path("~/.kube/config").expanduser())
     files = [p for p in named.split(os.pathsep) if p and Path(p).expanduser().is_file()]
-    configuration = client.Configuration()
     if files:
         joined = os.pathsep.join(files)
         try:
-            config.load_kube_config(
-                config_file=joined, context=context, client_configuration=configuration, persist_config=False
-            )
-            contexts, current = config.list_kube_config_contexts(config_file=joined)
-        except Exception as error:
+            found = credentials.from_kubeconfig([Path(f).expanduser() for f in files], context=context)
+            return Target(_client(found), found.namespace or "default", joined)
+        except Exception as error:  # whatever the files hold (they are the user's): one sentence
             raise ClusterError(f"The kubeconfig {joined} cannot be used: {_first_line(error)}.") from None
-        chosen = next((c for c in contexts if c.get("name") == context), None) if context else current
-        return Target(configuration, ((chosen or {}).get("context") or {}).get("namespace") or "default", joined)
     if kubeconfig:
         raise ClusterError(f"The kubeconfig {kubeconfig} does not exist.")
     if context is None and environ.get("KUBERNETES_SERVICE_HOST"):
         try:
-            config.load_incluster_config(client_configuration=configuration)
-        except config.ConfigException as error:
+            found = credentials.in_cluster(environ)
+            return Target(_client(found), found.namespace or "default", "in-cluster")
+        except Exception as error:
             raise ClusterError(f"The pod's service account cannot be used: {_first_line(error)}.") from None
-        namespace = SERVICE_ACCOUNT_NAMESPACE.read_text().strip() if SERVICE_ACCOUNT_NAMESPACE.is_file() else ""
-        return Target(configuration, namespace or "default", "in-cluster")
     raise ClusterError(
         f"No Kubernetes configuration found: {named} does not exist; set KUBECONFIG or write "
         "~/.kube/config as for kubectl (or pass --kubeconfig)."
     )
 
 
+def _client(found: credentials.Credentials) -> kube_client.ApiClient:
+    return kube_client.ApiClient(api_session.Session(found, connect_timeout=CONNECT_TIMEOUT), user_agent=USER_AGENT)
+
+
 class Cluster:
     """The reads the cluster commands make; plain dicts (the API server's JSON) out."""
 
     def __init__(self, target: Target) -> None:
-        from kubernetes import client
-
-        target.configuration.retries = 1  # one more try on a dropped connection, not urllib3's three
-        api_client = client.ApiClient(target.configuration)
-        api_client.user_agent = USER_AGENT
-        self.custom = client.CustomObjectsApi(api_client)
-        self.core = client.CoreV1Api(api_client)
+        self.client = target.client
         self.namespace = target.namespace
-        self.server = str(target.configuration.host)
+        self.server = target.client.server
 
     def evaluations(self, *, namespace: str | None, selector: str | None = None) -> list[Manifest]:
         """The Evaluations of one namespace, or of all (`namespace` None), sorted as kubectl sorts them."""
-        group, version, plural = spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL
-        if namespace is None:
-            found = self._json(
-                lambda: self.custom.list_cluster_custom_object(group, version, plural, label_selector=selector, **_RAW)
-            )
-        else:
-            found = self._json(
-                lambda: self.custom.list_namespaced_custom_object(
-                    group, version, namespace, plural, label_selector=selector, **_RAW
-                )
-            )
-        items: list[Manifest] = found.get("items") or []
+        root = f"/apis/{spec_module.API_VERSION}"
+        where = f"{root}/{spec_module.PLURAL}" if namespace is None else _under(root, namespace, spec_module.PLURAL)
+        items = self._items(where, selector)
         return sorted(items, key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"].get("name", "")))
 
     def evaluation(self, *, namespace: str, name: str) -> Manifest:
         """One Evaluation; NotFound names it, its namespace and the names that come close."""
-        group, version, plural = spec_module.GROUP, spec_module.VERSION, spec_module.PLURAL
+        path = _under(f"/apis/{spec_module.API_VERSION}", namespace, spec_module.PLURAL, name)
         try:
-            found: Manifest = self._json(
-                lambda: self.custom.get_namespaced_custom_object(group, version, namespace, plural, name, **_RAW)
-            )
+            found: Manifest = self._call(lambda: self.client.request("GET", path))
         except NotFound:
             raise NotFound(
                 f'Evaluation "{name}" not found in namespace "{namespace}".{self._close_names(namespace, name)}'
@@ -137,33 +119,30 @@ class Cluster:
         return found
 
     def pods(self, *, namespace: str, selector: str) -> list[Manifest]:
-        items: list[Manifest] = (
-            self._json(lambda: self.core.list_namespaced_pod(namespace, label_selector=selector, **_RAW)).get("items")
-            or []
-        )
-        return items
+        return self._items(_under("/api/v1", namespace, "pods"), selector)
 
     def events(self, *, namespace: str) -> list[Manifest]:
-        items: list[Manifest] = (
-            self._json(lambda: self.core.list_namespaced_event(namespace, **_RAW)).get("items") or []
-        )
-        return items
+        return self._items(_under("/api/v1", namespace, "events"), None)
 
     def log(self, *, namespace: str, pod: str, container: str, follow: bool) -> Iterator[bytes]:
         """A container's log as it arrives; with `follow`, until the container ends (no read timeout)."""
-        timeout = None if follow else REQUEST_TIMEOUT
-        # The raw urllib3 response (typed as the decoded str the client would return otherwise).
-        response: Any = self._call(
-            lambda: self.core.read_namespaced_pod_log(
-                pod, namespace, container=container, follow=follow, _preload_content=False, _request_timeout=timeout
-            )
+        query = {"container": container, **({"follow": "true"} if follow else {})}
+        chunks = self.client.stream(
+            _under("/api/v1", namespace, "pods", pod, "log"),
+            query=query,
+            read_timeout=None if follow else READ_TIMEOUT,
         )
-        chunks = response.stream(4096)
         try:
             while (chunk := self._call(lambda: next(chunks, None))) is not None:
                 yield chunk
         finally:
-            response.release_conn()
+            chunks.close()
+
+    def _items(self, path: str, selector: str | None) -> list[Manifest]:
+        query = {"labelSelector": selector} if selector else None
+        found = self._call(lambda: self.client.request("GET", path, query=query))
+        items: list[Manifest] = (found or {}).get("items") or []
+        return items
 
     def _close_names(self, namespace: str, name: str) -> str:
         from assay.errors import suggest
@@ -173,64 +152,53 @@ class Cluster:
         except ClusterError:
             return ""
 
-    def _json(self, request: Callable[[], Any]) -> Any:
-        response = self._call(request)
-        return json.loads(response.data or b"{}")
-
     def _call(self, request: Callable[[], _T]) -> _T:
         """`request()`, its failures as ClusterError."""
-        from kubernetes.client.exceptions import ApiException
-
         try:
             return request()
-        except ApiException as error:
+        except api_errors.ApiError as error:
             raise _api_error(error, server=self.server) from None
-        except Exception as error:
-            if type(error).__module__.startswith(("urllib3", "ssl", "socket")) or isinstance(error, OSError):
-                raise ClusterError(f"Cannot reach the API server at {self.server}: {_reason(error)}.") from None
-            raise
+        except credentials.ConfigError as error:  # an exec plugin that failed, a token file gone
+            raise ClusterError(f"No credentials for the API server at {self.server}: {_first_line(error)}.") from None
+        except api_session.UNREACHABLE as error:  # refused, reset, timed out, TLS, a garbled answer
+            raise ClusterError(f"Cannot reach the API server at {self.server}: {_reason(error)}.") from None
 
 
-_RAW: dict[str, Any] = {"_preload_content": False, "_request_timeout": REQUEST_TIMEOUT}
-"""The answer as bytes, decoded here: the client's models would rename fields to snake_case."""
+def _under(root: str, namespace: str, plural: str, *names: str) -> str:
+    """A namespaced REST path; the namespace and names as the user typed them, each quoted as one segment."""
+    return "/".join([root, "namespaces", *(urllib.parse.quote(part, safe="") for part in (namespace, plural, *names))])
 
 
-def _api_error(error: Any, *, server: str) -> ClusterError:
-    status = int(getattr(error, "status", 0) or 0)
-    try:
-        said = str(json.loads(error.body or "{}").get("message") or "")
-    except (ValueError, AttributeError):
-        said = ""
-    said = echoed_text.bounded(said or str(getattr(error, "reason", "") or ""), 300).rstrip(".")
-    if status == 404:
+def _api_error(error: api_errors.ApiError, *, server: str) -> ClusterError:
+    said = echoed_text.bounded(error.message or error.reason or f"HTTP {error.code}", 300).rstrip(".")
+    if error.code == 404:
         if "could not find the requested resource" in said:
             return NoEvaluationResource(
                 f"The cluster at {server} has no Evaluation resource ({spec_module.PLURAL}.{spec_module.GROUP}); "
                 "install Assay's CRD with its Helm chart (deploy/helm/assay)."
             )
         return NotFound(f"Not found: {said}.")
-    if status == 400:  # the server's own words say it all: 'container "runner" ... is waiting to start'
+    if error.code == 400:  # the server's own words say it all: 'container "runner" ... is waiting to start'
         return ClusterError(f"{said}.")
-    if status == 401:
+    if error.code == 401:
         return ClusterError(
             f"The API server at {server} refused the kubeconfig's credentials (401 Unauthorized); "
             "log in again or pick another context."
         )
-    if status == 403:
+    if error.code == 403:
         return ClusterError(f"Forbidden: {said}; ask your cluster admin for that permission.")
-    return ClusterError(f"The API server at {server} answered {status} {getattr(error, 'reason', '') or ''}: {said}.")
+    return ClusterError(f"The API server at {server} answered {error.code} {error.reason}: {said}.")
 
 
 def _reason(error: Exception) -> str:
-    """The cause of a failed connection, without urllib3's object reprs: "Connection refused"."""
-    text = str(getattr(error, "reason", None) or error)
-    errno = re.search(r"\[Errno -?\d+\] ([^'\"\)]+)", text)
-    if errno:
-        return errno.group(1).strip()
-    if "timed out" in text.lower():
-        return "timed out"
+    """The cause of a failed connection, in the system's words: "Connection refused"."""
+    text = str(error)
     if "CERTIFICATE_VERIFY_FAILED" in text:
         return "its TLS certificate was not trusted (certificate verify failed)"
+    if isinstance(error, TimeoutError) or "timed out" in text.lower():
+        return "timed out"
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
     return _first_line(error)
 
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from assay import echoed_text
 from assay.errors import UsageError
-from assay.extras import needs_extra
 from assay.spec import status as schema
 
 if TYPE_CHECKING:
@@ -88,8 +87,7 @@ def add_parsers(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from assay.cli_cluster import cluster_api, pod_logs, results_view
 
-    with needs_extra(f"`assay {args.command}`", "cluster", "kubernetes"):
-        target = cluster_api.find_target(kubeconfig=args.kubeconfig, context=args.context)
+    target = cluster_api.find_target(kubeconfig=args.kubeconfig, context=args.context)
     cluster = cluster_api.Cluster(target)
     namespace = args.namespace or target.namespace
     now = datetime.datetime.now(datetime.timezone.utc)

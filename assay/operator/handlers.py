@@ -38,11 +38,12 @@ import kopf
 
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.kube import api_errors
 from assay.operator import kopf_settings, objects
 from assay.operator.admission import admit
 from assay.operator.build import builders
 from assay.operator.decide import conditions, diagnosis, job_status, large_specs, progress_budget, reconcile, trigger
-from assay.operator.kube import api_client, api_errors, kube
+from assay.operator.kube import api_client, kube
 from assay.operator.runtime import converge, decision_faults, decisions, events, observe
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.state import OperatorState
@@ -71,6 +72,12 @@ def state_of(memo: kopf.Memo) -> OperatorState:
     if not isinstance(state, OperatorState):
         state = memo.state = OperatorState()
     return state
+
+
+@kopf.on.login()
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches as the operator's own requests: the same credentials, read again at each login."""
+    return kopf_settings.connection_info(api_client.client().session.credentials)
 
 
 @kopf.on.startup()

@@ -201,31 +201,3 @@ class Lease(TypedDict, total=False):
     kind: str
     metadata: ObjectMeta
     spec: LeaseSpec
-
-
-# -- Status (meta/v1): what the API server answers an error with -------------------------
-
-
-class StatusCause(TypedDict, total=False):
-    reason: str
-    message: str
-    field: str
-
-
-class StatusDetails(TypedDict, total=False):
-    name: str
-    group: str
-    kind: str
-    uid: str
-    causes: list[StatusCause]
-    retryAfterSeconds: int
-
-
-class Status(TypedDict, total=False):
-    apiVersion: str
-    kind: str
-    status: str
-    message: str
-    reason: str
-    code: int
-    details: StatusDetails

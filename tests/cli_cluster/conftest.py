@@ -1,5 +1,5 @@
 """A cluster for `assay get`, `results`, `logs` and `describe`: the local API server of the
-operator's tests (real HTTP), reached through a kubeconfig file by the real kubernetes client.
+operator's tests (real HTTP), reached through a kubeconfig file by the product's own client (assay.kube).
 
 `ClusterCli.run` calls `assay.cli.main` in this process, so a test reads what a user reads:
 stdout, stderr and the exit code.
@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import kubernetes.config  # noqa: F401 - read $KUBECONFIG now, before a test points it at its local server
 import pytest
 import yaml
 

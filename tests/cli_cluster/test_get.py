@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from assay.cli_cluster import ages
 from tests.cli_cluster.conftest import ClusterCli, write_kubeconfig
@@ -234,3 +235,20 @@ def test_name_and_all_namespaces_do_not_go_together(kube: ClusterCli) -> None:
 )
 def test_ages_read_as_kubectls(seconds: int, shown: str) -> None:
     assert ages.human_duration(seconds) == shown
+
+
+def test_context_picks_another_context_and_its_namespace(three: ClusterCli) -> None:
+    """--context as kubectl reads it: that context's cluster, user and namespace, not the current one's."""
+    config = yaml.safe_load(three.kubeconfig.read_text())
+    config["contexts"].append(
+        {"name": "elsewhere", "context": {"cluster": "local", "user": "tester", "namespace": "other"}}
+    )
+    three.kubeconfig.write_text(yaml.safe_dump(config))
+    assert [r[0] for r in _rows(three.run("get", "--context", "elsewhere")[1])] == ["NAME", "elsewhere"]
+    assert [r[0] for r in _rows(three.run("get")[1])] == ["NAME", "base", "cand", "later"]
+    code, out, err = three.run("get", "--context", "nope")
+    assert (code, out) == (1, "")
+    assert err == (
+        f"assay: error: The kubeconfig {three.kubeconfig} cannot be used: kubeconfig {three.kubeconfig} has no "
+        "'nope' (context 'nope', its cluster).\n"
+    )

@@ -36,7 +36,7 @@ def plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiServer]:
     """The runner pod's environment for Evaluation team/ev, its output volume at tmp_path/volume."""
     server = ApiServer(job_name="ev-g1")
-    monkeypatch.setattr(status_sink, "_custom_objects_api", server.api)
+    monkeypatch.setattr(status_sink, "_cluster_client", server.api)
     for name, value in (
         (spec_module.ENV_NAME, "ev"),
         (spec_module.ENV_NAMESPACE, "team"),

@@ -44,7 +44,7 @@ def _plain_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def api_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[ApiServer]:
     """The runner pod's environment, reporting to a local API server for Evaluation team/ev, Job ev-g1."""
     server = ApiServer(job_name="ev-g1")
-    monkeypatch.setattr(status_sink, "_custom_objects_api", server.api)
+    monkeypatch.setattr(status_sink, "_cluster_client", server.api)
     for name, value in (
         (spec_module.ENV_NAME, "ev"),
         (spec_module.ENV_NAMESPACE, "team"),
@@ -141,7 +141,7 @@ def test_a_runner_without_credentials_writes_its_files_and_fails(
     def no_credentials() -> Any:
         raise RuntimeError("Service host/port is not set.")
 
-    monkeypatch.setattr(status_sink, "_custom_objects_api", no_credentials)
+    monkeypatch.setattr(status_sink, "_cluster_client", no_credentials)
     for name, value in (
         (spec_module.ENV_NAME, "ev"),
         (spec_module.ENV_NAMESPACE, "team"),

@@ -1,6 +1,6 @@
 """A runner Job compared with its baseline: `job.main` in one process with the test LM, reporting
 to a local HTTP server that answers as the API server does (tests/status_api.py), through the
-real kubernetes client.
+product's own client (assay.kube).
 
 Every run writes `scores_` files beside its results (identity and metric values only); a
 run whose spec names a baseline (a path on the output volume, or an Evaluation whose status

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from assay.operator.kube import api_client, api_errors, kube
+from assay.kube import api_errors
+from assay.operator.kube import api_client, kube
 from tests.e2e.cluster import control_plane as cp
 
 REPO = Path(__file__).resolve().parents[2]

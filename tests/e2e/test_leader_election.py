@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from assay.operator.kube import api_client, api_session, credentials, leases
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
+from assay.operator.kube import leases
 from assay.operator.runtime.leader import LeaseLock, leading
 from tests.e2e.cluster import control_plane as cp
 from tests.e2e.conftest import CHART, OPERATOR_NAMESPACE, RELEASE, Cluster, chart_values, evaluation_manifest, helm
@@ -30,7 +32,7 @@ FAST = dict(lease_seconds=3, renew_deadline_seconds=1.0, retry_seconds=0.2)
 @pytest.fixture
 def api(control_plane: cp.ControlPlane) -> Iterator[leases.Leases]:
     """The operator's own Lease client, on the admin's credentials (no rate limit)."""
-    client = api_client.ApiClient(api_session.Session(credentials.load(str(control_plane.admin_kubeconfig))))
+    client = kube_client.ApiClient(api_session.Session(credentials.load(str(control_plane.admin_kubeconfig))))
     yield leases.Leases(lambda: client)
 
 

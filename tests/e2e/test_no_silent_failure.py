@@ -92,14 +92,12 @@ def test_an_output_directory_that_cannot_be_written_fails_before_the_model_loads
     assert "evaluating" not in pod_logs and "Traceback" not in pod_logs, pod_logs[-3000:]
 
 
-def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_patch(
-    cluster: Cluster, admin_api: Any
-) -> None:
+def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_patch(cluster: Cluster) -> None:
     """The runner's sink against the real API server: its JSON patch lands while status.jobName
     is its Job's, every field it writes is kept (none pruned by the schema), and the patch of
     a run that is not the current one is refused whole (422) and read as superseded."""
-    from kubernetes import client
-
+    from assay.kube import api_session, credentials
+    from assay.kube import client as kube_client
     from assay.runner.results.status_sink import KubernetesStatusSink
 
     name = "sink-check"
@@ -115,7 +113,7 @@ def test_the_api_server_keeps_the_runners_fields_and_refuses_a_superseded_runs_p
         "-p",
         '{"status": {"jobName": "sink-check-g1"}}',
     )
-    api = client.CustomObjectsApi(admin_api)
+    api = kube_client.ApiClient(api_session.Session(credentials.load(str(cluster.plane.admin_kubeconfig))))
     results = {
         "results": {"arc_easy": {"acc,none": 0.5, "acc_stderr,none": 0.01}},
         "n-samples": {"arc_easy": {"original": 4, "effective": 4}},

@@ -61,9 +61,9 @@ def _pod(cluster: Cluster, name: str, image: str) -> None:
 
 
 def _as(cluster: Cluster, tmp_path: Path, token: str, name: str) -> Any:
-    """A CustomObjectsApi with `token`, sending status patches as the runner's status sink does."""
-    from kubernetes import client
-    from kubernetes import config as kube_config
+    """A client (assay.kube, the status sink's) with `token`, sending status patches as the runner's sink does."""
+    from assay.kube import api_session, credentials
+    from assay.kube import client as kube_client
 
     path = write_kubeconfig(
         tmp_path / f"{name}.kubeconfig",
@@ -71,21 +71,18 @@ def _as(cluster: Cluster, tmp_path: Path, token: str, name: str) -> Any:
             server=cluster.plane.server, ca_file=cluster.plane.ca_file, token=token, namespace=cluster.namespace
         ),
     )
-    configuration = client.Configuration()
-    kube_config.load_kube_config(config_file=str(path), client_configuration=configuration)
-    return path, client.CustomObjectsApi(client.ApiClient(configuration))
+    return path, kube_client.ApiClient(api_session.Session(credentials.load(str(path))))
 
 
 def _patch_status(api: Any, cluster: Cluster, name: str, status: dict[str, Any]) -> tuple[int, str]:
     """(0, "") when written, else (HTTP status, the API server's message)."""
-    from kubernetes.client.exceptions import ApiException
+    from assay.kube import api_errors
 
+    path = f"/apis/assay.dev/v1alpha1/namespaces/{cluster.namespace}/evaluations/{name}/status"
     try:
-        api.patch_namespaced_custom_object_status(
-            "assay.dev", "v1alpha1", cluster.namespace, "evaluations", name, {"status": status}
-        )
-    except ApiException as error:
-        return error.status, json.loads(error.body or "{}").get("message", "")
+        api.request("PATCH", path, body={"status": status}, content_type="application/merge-patch+json")
+    except api_errors.ApiError as error:
+        return error.code, error.message
     return 0, ""
 
 

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from assay.kube import api_errors
 from assay.operator.build import builders
 from assay.operator.decide import conditions
-from assay.operator.kube import api_errors, kube
+from assay.operator.kube import kube
 from tests.operator.local_apiserver import PatchFailed, json_patch
 
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)

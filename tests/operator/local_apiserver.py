@@ -11,7 +11,7 @@ with an error for a while, as a kube-apiserver does whose etcd is gone, to answe
 requests 429 or 503 with a Retry-After, as an overloaded one does, or to hold chosen
 requests unanswered, as a hung API server or a dropped network does. It also lists a kind
 across all namespaces and serves pod logs as text (`logs`), for `assay get -A` and `assay
-logs`, which read through the kubernetes client. It is a stand-in for the API server's REST
+logs`, which read through the same client (assay.kube). It is a stand-in for the API server's REST
 surface, not for its validation: the e2e suite runs the same clients against kube-apiserver.
 """
 
@@ -28,7 +28,9 @@ from typing import Any
 
 import pytest
 
-from assay.operator.kube import api_client, api_session, credentials, kube
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
+from assay.operator.kube import api_client, kube
 
 Status = tuple[int, dict[str, Any]]
 """(HTTP code, Status body)."""
@@ -123,16 +125,6 @@ def _every_namespace(path: str) -> re.Pattern[str] | None:
     return re.compile(re.escape(match.group(1)) + r"/namespaces/[^/]+/" + re.escape(match.group(2)) + r"/[^/]+")
 
 
-class Configuration:
-    """The fields of kubernetes.client.Configuration that a plain-HTTP Session reads."""
-
-    def __init__(self, host: str) -> None:
-        self.host, self.proxy = host, None
-
-    def auth_settings(self) -> dict[str, Any]:
-        return {}
-
-
 class LocalApiServer:
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
@@ -196,7 +188,7 @@ class LocalApiServer:
         )
         self.sleeps: list[float] = []
         """What the client waited for a Retry-After (recorded, not slept)."""
-        self.client = api_client.ApiClient(self.session, sleep=self.sleeps.append)
+        self.client = kube_client.ApiClient(self.session, sleep=self.sleeps.append)
         """The operator's client as the operator makes it, without its rate limit (tests make their own)."""
 
     def close(self) -> None:

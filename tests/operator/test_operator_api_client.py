@@ -10,7 +10,9 @@ from collections.abc import Iterator
 import pytest
 
 from assay.errors import UserError
-from assay.operator.kube import api_client, api_errors, kube, leases, rate_limit
+from assay.kube import api_errors
+from assay.kube import client as kube_client
+from assay.operator.kube import api_client, kube, leases, rate_limit
 from tests.operator.helm_chart import needs_helm
 from tests.operator.local_apiserver import (
     LocalApiServer,
@@ -100,12 +102,12 @@ def test_a_429_with_retry_after_is_waited_out_and_asked_again(api: LocalApiServe
 
 
 def test_retry_after_is_bounded_in_length_and_in_tries(api: LocalApiServer) -> None:
-    api.overloaded = [(429, "3600")] * (api_client.RETRY_AFTER_ATTEMPTS + 1)
+    api.overloaded = [(429, "3600")] * (kube_client.RETRY_AFTER_ATTEMPTS + 1)
     with pytest.raises(api_errors.ApiError) as raised:
         kube.get("ConfigMap", "v1", namespace="ns", name="a")
     assert (raised.value.code, raised.value.reason, raised.value.retry_after) == (429, "TooManyRequests", "3600")
-    assert api.sleeps == [api_client.MAX_RETRY_AFTER_SECONDS] * api_client.RETRY_AFTER_ATTEMPTS
-    assert len(api.requests) == api_client.RETRY_AFTER_ATTEMPTS + 1
+    assert api.sleeps == [kube_client.MAX_RETRY_AFTER_SECONDS] * kube_client.RETRY_AFTER_ATTEMPTS
+    assert len(api.requests) == kube_client.RETRY_AFTER_ATTEMPTS + 1
 
 
 def test_an_error_without_retry_after_is_not_retried(api: LocalApiServer) -> None:
@@ -157,7 +159,7 @@ def test_take_turns_a_caller_away_at_once_past_its_longest_wait() -> None:
 
 def test_every_request_waits_for_a_token_and_a_lease_call_does_not(api: LocalApiServer) -> None:
     clock = Clock()
-    limited = api_client.ApiClient(
+    limited = kube_client.ApiClient(
         api.session, limiter=rate_limit.TokenBucket(qps=4, burst=2, clock=clock, sleep=clock.sleep)
     )
     for name in "abcd":

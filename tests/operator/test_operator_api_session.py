@@ -20,7 +20,9 @@ from typing import Any
 
 import pytest
 
-from assay.operator.kube import api_client, api_session, credentials
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
+from assay.operator.kube import api_client
 
 
 @pytest.fixture(scope="module")
@@ -293,7 +295,7 @@ def test_a_kubeconfig_proxy_tunnels_to_the_api_server(server: Server, pki: Path)
         assert proxy.tunnels == [f"127.0.0.1:{server.port}"] and server.requests[-1]["path"] == "/through"
     finally:
         proxy.shutdown()
-    with pytest.raises(ValueError, match="http:// proxies only"):
+    with pytest.raises(credentials.ConfigError, match="http:// proxies only"):
         api_session.Session(_credentials("https://127.0.0.1:1", pki / "ca.crt", proxy="socks5://127.0.0.1:1"))
 
 
@@ -303,11 +305,12 @@ def test_a_json_patch_is_sent_as_kube_apiserver_reads_one(
     """`kube.json_patch`'s request, with which the operator changes a child it owns: a PATCH of
     the object's own path, json-patch content, the operations as the body (tests first, so
     that kube-apiserver applies all of them or none)."""
+    from assay.kube import api_errors
     from assay.operator.build import runner_identity
-    from assay.operator.kube import api_errors, kube
+    from assay.operator.kube import kube
 
     session = api_session.Session(_credentials(f"https://127.0.0.1:{server.port}", pki / "ca.crt"))
-    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
+    monkeypatch.setattr(api_client, "client", lambda: kube_client.ApiClient(session))
     operations = [
         {"op": "test", "path": "/metadata/labels/app.kubernetes.io~1managed-by", "value": "assay-operator"},
         {"op": "add", "path": "/rules", "value": runner_identity.role("evals")["rules"]},

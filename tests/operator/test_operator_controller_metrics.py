@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from assay.kube import api_errors
 from assay.operator import handlers
-from assay.operator.kube import api_errors, rate_limit
+from assay.operator.kube import rate_limit
 from assay.operator.runtime import decisions
 from assay.operator.runtime.leader import LeaseLock, leading
 from assay.operator.runtime.metrics import EvaluationMetrics

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from assay.operator.kube import credentials
+from assay.kube import credentials
 
 
 def _kubeconfig(
@@ -167,7 +167,7 @@ def test_an_environment_proxy_unless_no_proxy_names_the_host(tmp_path: Path, mon
 
 
 def test_the_session_sends_the_authorization_the_credentials_give() -> None:
-    from assay.operator.kube import api_session
+    from assay.kube import api_session
 
     session = api_session.Session(
         credentials.Credentials(server="http://127.0.0.1:1", authorization=lambda: "Bearer x")

@@ -11,9 +11,9 @@ import concurrent.futures
 import http.client
 from typing import Any
 
+from assay.kube import api_errors
 from assay.operator.build import builders
 from assay.operator.decide import conditions, reconcile, trigger
-from assay.operator.kube import api_errors
 from assay.operator.runtime import decision_faults, decisions
 from assay.spec import parse_spec
 

@@ -1,7 +1,7 @@
 """Only kube/ talks to the API server: the standard library's HTTP client and TLS stay there.
 
 import-linter (pyproject.toml) keeps the kubernetes package and urllib3 out of assay/operator
-altogether (kube/ is the operator's one client), but it can name only top-level packages,
+altogether (assay.kube, which kube/ calls, is the product's one client), but it can name only top-level packages,
 and `http` is http.server too (the standby's health endpoint in runtime/leader.py). So the
 two standard-library modules are checked here by name.
 """
@@ -42,4 +42,4 @@ def test_only_kube_imports_the_http_client_and_ssl() -> None:
                 found.setdefault(where, []).append(name)
     assert not found, f"only assay/operator/kube/ may open connections to the API server: {found}"
     # The check sees what kube/ imports, so it would see the same elsewhere.
-    assert {"http.client", "ssl"} <= set(_imports(OPERATOR / "kube" / "api_session.py"))
+    assert {"http.client", "ssl"} <= set(_imports(OPERATOR.parent / "kube" / "api_session.py"))

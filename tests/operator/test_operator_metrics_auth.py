@@ -19,7 +19,9 @@ from typing import Any
 import pytest
 
 from assay.errors import UserError
-from assay.operator.kube import api_client, api_session, credentials, rate_limit
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
+from assay.operator.kube import api_client, rate_limit
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import (
     ACCESS_REVIEWS,
@@ -40,7 +42,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReviewServer]:
     session = api_session.Session(
         credentials.Credentials(server=reviews.url, authorization=lambda: "Bearer operator-token")
     )
-    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
+    monkeypatch.setattr(api_client, "client", lambda: kube_client.ApiClient(session))
     yield reviews
     reviews.server.shutdown()
     reviews.server.server_close()

@@ -24,7 +24,9 @@ import pytest
 import yaml
 
 from assay.errors import UserError
-from assay.operator.kube import api_client, api_session, credentials, rate_limit
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
+from assay.operator.kube import api_client, rate_limit
 from assay.operator.runtime import metrics_tls
 from assay.operator.runtime.metrics import EvaluationMetrics
 from assay.operator.runtime.metrics_auth import MAX_IN_FLIGHT, TOKEN_REVIEWS, TokenAuthorizer
@@ -53,7 +55,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[ReviewServer, Countin
         credentials.Credentials(server=reviews.url, authorization=lambda: "Bearer operator-token")
     )
     operator_budget = CountingBucket(qps=100, burst=2000)
-    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session, limiter=operator_budget))
+    monkeypatch.setattr(api_client, "client", lambda: kube_client.ApiClient(session, limiter=operator_budget))
     yield reviews, operator_budget
     reviews.hold.set()
     reviews.server.shutdown()

@@ -20,11 +20,13 @@ import pytest
 import yaml
 
 from assay.errors import UserError
+from assay.kube import client as kube_client
+from assay.kube import credentials
+from assay.kube.api_session import Session
 from assay.operator import handlers
 from assay.operator.admission import secret_consent, validation
 from assay.operator.admission.policy import AdminPolicy
-from assay.operator.kube import api_client, credentials, kube
-from assay.operator.kube.api_session import Session
+from assay.operator.kube import api_client, kube
 from assay.operator.runtime.state import OperatorState
 from assay.spec import parse_spec
 from tests.operator.helm_chart import CHART, HELM, needs_helm
@@ -112,7 +114,7 @@ class FakeApiServer:
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeApiServer]:
     server = FakeApiServer()
     session = Session(credentials.Credentials(server=server.url, authorization=lambda: "Bearer operator"))
-    monkeypatch.setattr(api_client, "client", lambda: api_client.ApiClient(session))
+    monkeypatch.setattr(api_client, "client", lambda: kube_client.ApiClient(session))
     yield server
     server.httpd.shutdown()
     server.httpd.server_close()

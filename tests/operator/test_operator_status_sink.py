@@ -1,8 +1,8 @@
 """The runner's status sink: condensing lm-eval results, throttling, choosing a sink.
 
-KubernetesStatusSink is exercised with a recording stand-in for CustomObjectsApi, and its
-retries of the last write, its identity test and its refusals through the real kubernetes
-client against a local HTTP server (`ApiServer` applies JSON patches as the API server
+KubernetesStatusSink is exercised with a recording stand-in for its client, and its
+retries of the last write, its identity test and its refusals through the real client
+(assay.kube) against a local HTTP server (`ApiServer` applies JSON patches as the API server
 does: all or nothing, 422 when a `test` fails); the e2e suite runs it against a real one.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from assay.kube import api_session, credentials
+from assay.kube import client as kube_client
 from assay.run_results import RunResults
 from assay.runner.results import status_sink
 from assay.runner.results.status_sink import (
@@ -62,26 +64,27 @@ class Clock:
         return self.now
 
 
-class RecordingCustomObjectsApi:
-    """Stand-in for kubernetes.client.CustomObjectsApi: records patches, serves one object."""
+class RecordingClient:
+    """Stand-in for the sink's assay.kube client: records patches, serves one object."""
 
     def __init__(self, generation: int = 1) -> None:
         self.patches: list[dict[str, Any]] = []
         self.generation = generation
 
-    def patch_namespaced_custom_object_status(self, group, version, namespace, plural, name, body, **kwargs):
+    def request(self, method: str, url: str, *, body: Any = None, content_type: str = "application/json") -> Any:
+        _, group, version, _, namespace, plural, name, *subresource = url.split("/")[1:]
         assert (group, version, plural) == ("assay.dev", "v1alpha1", "evaluations")
+        if method == "GET":
+            return {"metadata": {"name": name, "generation": self.generation}}
+        assert (method, subresource) == ("PATCH", ["status"])
         self.patches.append(
             {
                 "namespace": namespace,
                 "name": name,
                 "body": _as_merge_patch(json.loads(json.dumps(body))),
-                "content_type": kwargs.get("_content_type"),
+                "content_type": content_type,
             }
         )
-
-    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
-        return {"metadata": {"name": name, "generation": self.generation}}
 
 
 def _as_merge_patch(body: Any) -> dict[str, Any]:
@@ -118,7 +121,7 @@ def test_condense_bounds_the_size_and_says_so() -> None:
 
 
 def test_kubernetes_sink_writes_progress_on_a_visible_change_at_most_once_per_interval() -> None:
-    api, clock = RecordingCustomObjectsApi(), Clock()
+    api, clock = RecordingClient(), Clock()
     sink = KubernetesStatusSink(name="ev", namespace="team", generation=1, api=api, min_interval=5, clock=clock)
     sink.wall = lambda: 1_700_000_000.0 + clock.now
     for done, at in ((0, 0), (1, 1), (2, 6), (30, 6.5), (31, 12), (31, 13), (99, 14), (100, 21)):
@@ -151,8 +154,8 @@ def test_kubernetes_sink_writes_progress_on_a_visible_change_at_most_once_per_in
 
 
 def test_kubernetes_sink_survives_api_errors() -> None:
-    class Broken(RecordingCustomObjectsApi):
-        def patch_namespaced_custom_object_status(self, *args: Any) -> None:
+    class Broken(RecordingClient):
+        def request(self, *args: Any, **kwargs: Any) -> None:
             raise ConnectionRefusedError("connection refused")
 
     waits: list[float] = []
@@ -163,8 +166,8 @@ def test_kubernetes_sink_survives_api_errors() -> None:
         sink.finished(RUN)  # retried while the patience lasts, then the run has failed
     assert waits == [1, 2, 4, 8, 15, 15, 15] and sum(waits) <= 60
 
-    class Buggy(RecordingCustomObjectsApi):
-        def patch_namespaced_custom_object_status(self, *args: Any) -> None:
+    class Buggy(RecordingClient):
+        def request(self, *args: Any, **kwargs: Any) -> None:
             raise TypeError("a bug, not an outage")
 
     waits.clear()
@@ -203,10 +206,8 @@ class FlakyApiServer:
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
 
     def api(self) -> Any:
-        from kubernetes import client
-
-        configuration = client.Configuration(host=f"http://127.0.0.1:{self.httpd.server_address[1]}")
-        return client.CustomObjectsApi(client.ApiClient(configuration))
+        server = credentials.Credentials(server=f"http://127.0.0.1:{self.httpd.server_address[1]}")
+        return kube_client.ApiClient(api_session.Session(server))
 
 
 def test_the_last_write_outlasts_an_api_server_restart_over_real_http() -> None:
@@ -271,7 +272,7 @@ def test_the_runner_pod_knows_its_job_name(monkeypatch: pytest.MonkeyPatch) -> N
     job = builders.job(ref, parse_spec({"model": "dummy", "tasks": ["arc_easy"]}), name="ev-g1")
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert env[ENV_JOB_NAME] == "ev-g1"
-    monkeypatch.setattr(status_sink, "_custom_objects_api", RecordingCustomObjectsApi)
+    monkeypatch.setattr(status_sink, "_cluster_client", RecordingClient)
     sink = status_sink.sink_from_env(
         {
             "ASSAY_EVALUATION_NAME": "ev",

@@ -18,11 +18,12 @@ from typing import Any
 import pytest
 
 from assay import spec as spec_module
+from assay.kube import api_errors
 from assay.operator.admission.policy import AdminPolicy
 from assay.operator.build import builders
 from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions
-from assay.operator.kube import api_errors, kube
+from assay.operator.kube import kube
 from assay.operator.runtime import converge, periodic
 from tests.operator.local_apiserver import (
     LocalApiServer,

@@ -1,8 +1,8 @@
 """Each extra is enough for the command it names, and a missing one is one sentence.
 
 A wheel of this checkout is built once and installed into fresh venvs (no system site
-packages) with pip and the package index: the core alone, `data`, `api`, `operator`,
-`cluster`. `hf` (torch) and `vllm` are GPU-sized downloads, so they are checked by their
+packages) with pip and the package index: the core alone (which reads a cluster for `assay
+get` and the like), `data`, `api`, `operator`. `hf` (torch) and `vllm` are GPU-sized downloads, so they are checked by their
 sentence where torch or vllm is absent: the core venv, and the api venv (transformers and
 datasets without torch).
 """
@@ -85,11 +85,6 @@ def operator(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     yield from _venv(wheel, tmp_path_factory.mktemp("venvs") / "operator", "operator")
 
 
-@pytest.fixture(scope="module")
-def cluster(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    yield from _venv(wheel, tmp_path_factory.mktemp("venvs") / "cluster", "cluster")
-
-
 def _env() -> dict[str, str]:
     """This environment without what would reach past the venv (the checkout on PYTHONPATH, a
     cluster's credentials), offline for the hub."""
@@ -138,8 +133,6 @@ def test_the_core_alone_names_the_extra_each_command_needs(core: Path, task: Pat
     _says_only(_assay(core, *run, "vllm", "--model_args", "pretrained=gpt2", cwd=tmp_path), "--model vllm", "vllm")
     _says_only(_assay(core, *run, "dummy", "--wandb_args", "project=x", cwd=tmp_path), "--wandb_args", "wandb")
     _says_only(_assay(core, "operator", cwd=tmp_path), "`assay operator`", "operator")
-    _says_only(_assay(core, "get", cwd=tmp_path), "`assay get`", "cluster")
-    _says_only(_assay(core, "describe", "x", cwd=tmp_path), "`assay describe`", "cluster")
     for command in ("operator", "get"):
         assert _assay(core, command, "--help", cwd=tmp_path).returncode == 0
 
@@ -229,13 +222,13 @@ def test_operator_starts_and_says_what_it_lacks(operator: Path, tmp_path: Path) 
     )
 
 
-def test_cluster_reads_a_cluster_and_says_when_there_is_none(cluster: Path, tmp_path: Path) -> None:
-    assert _assay(cluster, "get", "--help", cwd=tmp_path).returncode == 0
-    for command in (["get"], ["results", "x"]):
-        done = _assay(cluster, *command, cwd=tmp_path)
+def test_the_core_reads_a_cluster_and_says_when_there_is_none(core: Path, tmp_path: Path) -> None:
+    assert _assay(core, "get", "--help", cwd=tmp_path).returncode == 0
+    for command in (["get"], ["results", "x"], ["describe", "x"]):
+        done = _assay(core, *command, cwd=tmp_path)
         lines = done.stderr.strip().splitlines()
         assert done.returncode != 0 and "Traceback" not in done.stderr, done.stderr
         assert lines[-1].startswith(
             "assay: error: No Kubernetes configuration found: /nonexistent/kubeconfig does not exist"
         )
-    _says_only(_assay(cluster, "operator", cwd=tmp_path), "`assay operator`", "operator")
+    _says_only(_assay(core, "operator", cwd=tmp_path), "`assay operator`", "operator")

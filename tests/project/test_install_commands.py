@@ -75,7 +75,7 @@ def _declared_extras() -> set[str]:
 
 def test_the_source_names_only_extras_that_pyproject_declares() -> None:
     named = _extras_named_in_source()
-    assert {"hf", "vllm", "operator", "cluster", "data", "metrics", "wandb", "hub", "api"} <= named
+    assert {"hf", "vllm", "operator", "data", "metrics", "wandb", "hub", "api"} <= named
     assert named <= _declared_extras()
 
 
@@ -150,9 +150,9 @@ def test_the_command_printed_by_an_installed_wheel_works_from_the_checkout(
 ) -> None:
     # A wheel's install knows no checkout: it says to run the command from the checkout's folder.
     monkeypatch.setattr(extras, "checkout", lambda: None)
-    printed = extras.install_command("cluster")
+    printed = extras.install_command("operator")
     prefix = "from the Assay checkout, "
     assert printed.startswith(prefix)
     _assert_installs_the_checkout_with(
-        _dry_run(printed[len(prefix) :], python=venv, cwd=REPO_ROOT, tmp_path=tmp_path), "cluster"
+        _dry_run(printed[len(prefix) :], python=venv, cwd=REPO_ROOT, tmp_path=tmp_path), "operator"
     )

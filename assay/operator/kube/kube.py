@@ -13,8 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from assay import spec as spec_module
+from assay.kube import api_errors
 from assay.operator import objects
-from assay.operator.kube import api_client, api_errors, refusals
+from assay.operator.kube import api_client, refusals
 
 logger = logging.getLogger(__name__)
 

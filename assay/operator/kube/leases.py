@@ -1,6 +1,6 @@
 """The Lease calls of leader election (coordination.k8s.io/v1), on the operator's one client.
 
-Each is `api_client.ApiClient.request_once`: a timeout of the caller's (shorter than the
+Each is `assay.kube.client.ApiClient.request_once`: a timeout of the caller's (shorter than the
 renew deadline), no retry by the client, no wait for the rate limit. An update is a PUT of
 the Lease as read, so the API server applies it only if its resourceVersion is still the
 stored one (409 Conflict otherwise: another replica wrote first). `runtime.leader` keeps the
@@ -13,6 +13,7 @@ import datetime
 from collections.abc import Callable
 from typing import cast
 
+from assay.kube import client as kube_client
 from assay.operator import objects
 from assay.operator.kube import api_client
 
@@ -33,7 +34,7 @@ class Leases:
     """Get, create and update one namespace's Leases; `client` gives the client to use (the
     operator's, which `api_client.load_config` may replace, unless a test gives its own)."""
 
-    def __init__(self, client: Callable[[], api_client.ApiClient] = api_client.client) -> None:
+    def __init__(self, client: Callable[[], kube_client.ApiClient] = api_client.client) -> None:
         self._client = client
 
     def get(self, *, namespace: str, name: str, timeout: float) -> objects.Lease:

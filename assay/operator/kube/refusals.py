@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 
 from assay import echoed_text
-from assay.operator.kube import api_errors
+from assay.kube import api_errors
 
 FINAL_REASONS = frozenset({api_errors.INVALID, api_errors.BAD_REQUEST, api_errors.TOO_LARGE})
 """For an answer that is no Status (a proxy's, say), the reason of its code (422, 400, 413): `api_errors`."""

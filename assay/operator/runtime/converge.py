@@ -29,12 +29,13 @@ from typing import Any, cast
 
 from assay import spec as spec_module
 from assay.errors import UserError
+from assay.kube import api_errors
 from assay.operator import objects
 from assay.operator.admission import admit, policy
 from assay.operator.build import baseline_view, builders, names
 from assay.operator.build.runner_settings import RunnerSettings
 from assay.operator.decide import conditions, job_status, progress_budget, reconcile
-from assay.operator.kube import api_errors, kube, refusals
+from assay.operator.kube import kube, refusals
 from assay.operator.runtime import namespace_identity, observe, owned
 from assay.operator.runtime.periodic import OnError, PeriodicSweep
 from assay.operator.runtime.state import OperatorState

@@ -14,9 +14,10 @@ from __future__ import annotations
 import datetime
 import logging
 
+from assay.kube import api_errors, api_session
 from assay.operator import objects
 from assay.operator.decide import reconcile
-from assay.operator.kube import api_errors, api_session, kube
+from assay.operator.kube import kube
 from assay.operator.runtime import observe
 from assay.operator.runtime.state import OperatorState
 

@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from assay.kube import api_errors
 from assay.operator import objects
-from assay.operator.kube import api_errors, leases
+from assay.operator.kube import leases
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from assay.kube import api_errors
 from assay.operator.build import builders, children
-from assay.operator.kube import api_errors, kube
+from assay.operator.kube import kube
 
 Manifest = dict[str, Any]
 

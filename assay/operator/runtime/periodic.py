@@ -17,7 +17,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterator
 
-from assay.operator.kube import api_errors
+from assay.kube import api_errors
 
 logger = logging.getLogger(__name__)
 

@@ -20,7 +20,10 @@ Each write is a JSON patch whose first operation tests the run's identity
 Job name is unknown), so a run that was superseded between its last read and its write
 never lands in the newer run's status: the API server refuses the whole patch (422).
 
-This module imports `kubernetes` lazily and nothing from `assay.operator` or kopf.
+The requests go through `assay.kube` (the product's one client) as the runner's
+service account, whose projected token it reads again as it rotates; its errors are read
+by type (`assay.kube.api_errors.ApiError`, `api_session.UNREACHABLE`). Nothing here imports
+`assay.operator` or kopf.
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from typing import Any, Protocol
 
 from assay import echoed_text
 from assay import spec as spec_module
+from assay.kube import api_errors, api_session, credentials
+from assay.kube import client as kube_client
 from assay.run_results import RunResults
 from assay.runner.results import progress_gate, run_timing
 from assay.runner.results.condensed import MAX_STATUS_BYTES, condense_results, progress_status
@@ -62,10 +67,18 @@ FINAL_WRITE_PATIENCE = 300.0
 _RETRY_DELAYS = (1.0, 2.0, 4.0, 8.0, 15.0)
 """Waits between tries of the last write; the last one repeats until the patience is spent."""
 _TRANSIENT_STATUSES = {409, 429, 500, 502, 503, 504}
+USER_AGENT = "assay-runner"
 
 JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 WRITTEN, SUPERSEDED, DROPPED = "written", "superseded", "dropped"
 """What became of one status write: it landed; a newer run owns the status now; it was lost."""
+
+
+class StatusClient(Protocol):
+    """What the sink asks of its client: `assay.kube.client.ApiClient`'s `request`."""
+
+    def request(self, method: str, url: str, *, body: Any = None, content_type: str = "application/json") -> Any: ...
 
 
 class ResultsNotRecorded(Exception):
@@ -196,7 +209,8 @@ class FileStatusSink(_ThrottledSink):
 
 
 class KubernetesStatusSink(_ThrottledSink):
-    """Merge-patches `status` of one Evaluation through its status subresource."""
+    """Patches `status` of one Evaluation through its status subresource, on `api` (an
+    `assay.kube` client: the pod's service account unless one is given)."""
 
     def __init__(
         self,
@@ -205,7 +219,7 @@ class KubernetesStatusSink(_ThrottledSink):
         namespace: str,
         generation: int | None = None,
         job_name: str | None = None,
-        api: Any = None,
+        api: StatusClient | None = None,
         min_interval: float = DEFAULT_PROGRESS_INTERVAL,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -217,22 +231,20 @@ class KubernetesStatusSink(_ThrottledSink):
         self.namespace = namespace
         self.generation = generation
         self.job_name = job_name
-        self.api = api if api is not None else _custom_objects_api()
+        self.api: StatusClient = api if api is not None else _cluster_client()
+        self._path = f"/apis/{spec_module.API_VERSION}/namespaces/{namespace}/{spec_module.PLURAL}/{name}"
 
     def _write(self, status: dict[str, Any], *, final: bool) -> str:
         waited = 0.0
         for attempt in itertools.count():
             try:
                 body = self._patch(status)
-                # The client's default is a merge patch whatever the body (kubernetes >= 33).
-                kind = {"_content_type": JSON_PATCH} if isinstance(body, list) else {}
-                self.api.patch_namespaced_custom_object_status(
-                    spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name, body, **kind
-                )
+                kind = JSON_PATCH if isinstance(body, list) else MERGE_PATCH
+                self.api.request("PATCH", f"{self._path}/status", body=body, content_type=kind)
                 return WRITTEN
             except Exception as error:
                 # 422: the identity test failed (or the status was invalid); 409: a conflict.
-                if getattr(error, "status", None) in (409, 422) and self._superseded():
+                if isinstance(error, api_errors.ApiError) and error.code in (409, 422) and self._superseded():
                     logger.warning(
                         "Evaluation %s/%s runs another Job now; this run's report is dropped.",
                         self.namespace,
@@ -279,18 +291,15 @@ class KubernetesStatusSink(_ThrottledSink):
 
     def read_evaluation(self, name: str) -> Mapping[str, Any]:
         """Another Evaluation of this namespace (the baseline), as the runner's Role lets it read."""
-        body = self.api.get_namespaced_custom_object(
-            spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, name
-        )
-        return dict(body)
+        path = f"/apis/{spec_module.API_VERSION}/namespaces/{self.namespace}/{spec_module.PLURAL}/{name}"
+        body: dict[str, Any] = self.api.request("GET", path)
+        return body
 
     def _superseded(self) -> bool:
         """Whether the Evaluation now runs another Job. By the run's Job name when known: a
         suspend/resume changes the generation but keeps the run, whose outcome must count."""
         try:
-            current = self.api.get_namespaced_custom_object(
-                spec_module.GROUP, spec_module.VERSION, self.namespace, spec_module.PLURAL, self.name
-            )
+            current: dict[str, Any] = self.api.request("GET", self._path)
         except Exception as error:
             logger.warning("Could not read Evaluation %s/%s: %s", self.namespace, self.name, _first_line(error))
             return False
@@ -307,38 +316,27 @@ def _pointer(key: str) -> str:
 
 
 def _transient(error: Exception) -> bool:
-    """Worth another try: no answer at all (connection refused or reset, a timeout), or an
-    overloaded or restarting server; not a refusal (403, 404, 422) nor a bug of ours, which a
-    retry would only repeat."""
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and status > 0:
-        return status in _TRANSIENT_STATUSES
-    # urllib3's errors (MaxRetryError, ProtocolError) are not OSErrors.
-    return isinstance(error, OSError) or type(error).__module__.startswith("urllib3")
+    """Worth another try: no answer at all (connection refused or reset, a timeout, the token
+    file between two rotations), or an overloaded or restarting server; not a refusal (403,
+    404, 422) nor a bug of ours, which a retry would only repeat."""
+    if isinstance(error, api_errors.ApiError):
+        return error.code in _TRANSIENT_STATUSES
+    return isinstance(error, api_session.UNREACHABLE)
 
 
 def _first_line(error: Exception) -> str:
     """One line on a failed call: the API server's own words for an HTTP error."""
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and status > 0:
-        try:
-            said = json.loads(getattr(error, "body", None) or "{}").get("message")
-        except (ValueError, AttributeError):
-            said = None
-        text = f"HTTP {status} {getattr(error, 'reason', None) or ''}".rstrip() + (f": {said}" if said else "")
+    if isinstance(error, api_errors.ApiError):
+        said = error.message or error.body
+        text = f"HTTP {error.code} {error.reason}".rstrip() + (f": {said}" if said else "")
         return echoed_text.bounded(text, MAX_MESSAGE_CHARS // 2)
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
 
 
-def _custom_objects_api() -> Any:
-    from kubernetes import client, config
-
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.CustomObjectsApi()
+def _cluster_client() -> kube_client.ApiClient:
+    """A client as the pod's service account (else a kubeconfig, for a runner started by hand)."""
+    return kube_client.ApiClient(api_session.Session(credentials.load()), user_agent=USER_AGENT)
 
 
 def sink_from_env(env: Mapping[str, str] | None = None) -> StatusSink:

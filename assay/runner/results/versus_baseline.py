@@ -27,6 +27,7 @@ from typing import Any
 from assay import echoed_text
 from assay import spec as spec_module
 from assay.compare import comparison, failures, outputs, verdicts
+from assay.kube import api_errors
 from assay.run_options import EvalOptions
 from assay.run_results import RunResults
 from assay.runner.results import stopped_early
@@ -96,10 +97,6 @@ def _status_of(
     return status
 
 
-class _NotFound(Exception):
-    status = 404
-
-
 def decided_view(env: Mapping[str, str]) -> Callable[[str], Mapping[str, Any]] | None:
     """The baseline Evaluation as the operator saw it when it decided this run, or None where it
     gave none (a Job of an older operator: the sink reads it, as that runner's Role allows)."""
@@ -113,7 +110,8 @@ def decided_view(env: Mapping[str, str]) -> Callable[[str], Mapping[str, Any]] |
 
     def read(name: str) -> Mapping[str, Any]:
         if not isinstance(body, Mapping) or (body.get("metadata") or {}).get("name") != name:
-            raise _NotFound(name)
+            # As the API server would answer a read: the operator found no such Evaluation.
+            raise api_errors.ApiError(code=404, reason=api_errors.NOT_FOUND, message=f"{name!r} not found")
         return body
 
     return read
@@ -147,8 +145,8 @@ def locate(spec: Evaluation, *, read_evaluation: Callable[[str], Mapping[str, An
     try:
         body = read_evaluation(name)
     except Exception as error:
-        status = getattr(error, "status", None)
-        why = "it does not exist" if status == 404 else f"reading it failed ({_first_line(error)})"
+        missing = isinstance(error, api_errors.ApiError) and error.reason == api_errors.NOT_FOUND
+        why = "it does not exist" if missing else f"reading it failed ({_first_line(error)})"
         raise BaselineUnavailable(f"The baseline Evaluation {name} cannot be used: {why}.") from None
     return _folder_of(name, body, spec, output_root)
 
@@ -186,9 +184,8 @@ def _existing(path: Path, what: str) -> Path:
 
 
 def _first_line(error: Exception) -> str:
-    status = getattr(error, "status", None)
-    if isinstance(status, int) and status > 0:
-        return f"HTTP {status} {getattr(error, 'reason', '') or ''}".rstrip()
+    if isinstance(error, api_errors.ApiError):
+        return f"HTTP {error.code} {error.reason}".rstrip()
     lines = str(error).strip().splitlines()
     return lines[0] if lines else type(error).__name__
 

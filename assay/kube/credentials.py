@@ -1,15 +1,18 @@
-"""Where the API server is and who the operator is to it: the pod's service account, or a kubeconfig.
+"""Where the API server is and who the client is to it: the pod's service account, or a kubeconfig.
 
-Read here rather than by the kubernetes package, whose loaders were the last of it the
-operator used. The same sources in the same order: in a pod, the service account
-(KUBERNETES_SERVICE_HOST/PORT, its token and CA); elsewhere a kubeconfig ($KUBECONFIG, its
-files merged as kubectl merges them, else ~/.kube/config), its current context.
+Read here rather than by the kubernetes package, which no part of Assay imports. The same
+sources in the same order: in a pod, the service account (KUBERNETES_SERVICE_HOST/PORT, its
+token, CA and namespace); elsewhere a kubeconfig ($KUBECONFIG, its files merged as kubectl
+merges them, else ~/.kube/config), its current context or the one named.
 
-From a kubeconfig: the cluster's server, CA (file or data), tls-server-name,
-insecure-skip-tls-verify and proxy-url; the user's token or tokenFile, client certificate
-and key (files or data), an exec plugin (ExecCredential: a token, re-run when it expires,
-or a client certificate), username and password, or an auth-provider's stored token
-(kubectl dropped auth-provider plugins in 1.26; its token is used as it is, not refreshed).
+From a kubeconfig: the context's namespace; the cluster's server, CA (file or data),
+tls-server-name, insecure-skip-tls-verify and proxy-url (http:// only); the user's token or
+tokenFile, client certificate and key (files or data), an exec plugin (ExecCredential: a
+token, re-run when it expires, or a client certificate), username and password, or an
+auth-provider's stored token (kubectl dropped the gcp and azure auth-providers in 1.26; the
+stored id-token or access-token is used as it is, never refreshed: when it has expired the
+API server answers 401, and `kubectl` run once, or an exec plugin, gives a fresh one). A user
+whose auth-provider stored no token is refused with one sentence naming it.
 
 Tokens are read again on every `authorization()` call (the session asks every
 `api_session.AUTH_REFRESH_SECONDS`): a projected service-account token is rotated on disk.
@@ -55,6 +58,8 @@ class Credentials:
     """An http:// proxy to tunnel through (kubeconfig proxy-url, else $HTTPS_PROXY unless $NO_PROXY names the host)."""
     authorization: Callable[[], str | None] = lambda: None
     """The Authorization header's value now (a token read again, an exec plugin re-run once expired)."""
+    namespace: str | None = None
+    """The kubeconfig context's namespace, or the service account's; None when neither says."""
 
 
 def load(kubeconfig: str | None = None) -> Credentials:
@@ -77,11 +82,13 @@ def in_cluster(environ: Mapping[str, str] = os.environ, account: Path = SERVICE_
         raise ConfigError(f"the service account's token or CA is missing under {account}")
     _read_token(token)  # a token that is there now
     server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    namespace = account / "namespace"
     return Credentials(
         server=server,
         ca_file=str(ca),
         proxy=_environment_proxy(server),
         authorization=lambda: f"Bearer {_read_token(token)}",
+        namespace=(namespace.read_text().strip() or None) if namespace.is_file() else None,
     )
 
 
@@ -112,20 +119,27 @@ def _merged(paths: list[Path]) -> tuple[str | None, dict[str, dict[str, tuple[di
     return current, named
 
 
-def from_kubeconfig(paths: list[Path]) -> Credentials:
+def from_kubeconfig(paths: list[Path], *, context: str | None = None) -> Credentials:
+    """The kubeconfig files `paths`, merged, as their current context (or `context`) says."""
     current, named = _merged(paths)
-    try:
-        context, _ = named["contexts"][current or ""]
-        cluster, cluster_dir = named["clusters"][context["cluster"]]
-    except KeyError as missing:
+    chosen = context or current
+    if not chosen:
         raise ConfigError(
-            f"kubeconfig {os.pathsep.join(map(str, paths))} has no {missing} (current context, its cluster)"
-        ) from None
-    user, user_dir = named["users"].get(context.get("user") or "", ({}, cluster_dir))
+            f"kubeconfig {os.pathsep.join(map(str, paths))} has no current-context: "
+            "choose one with kubectl config use-context NAME"
+        )
+    try:
+        entry, _ = named["contexts"][chosen]
+        cluster, cluster_dir = named["clusters"][entry["cluster"]]
+    except KeyError as missing:
+        which = f"context {chosen!r}, its cluster" if context else "current context, its cluster"
+        raise ConfigError(f"kubeconfig {os.pathsep.join(map(str, paths))} has no {missing} ({which})") from None
+    user_name = str(entry.get("user") or "")
+    user, user_dir = named["users"].get(user_name, ({}, cluster_dir))
     server = str(cluster.get("server") or "").rstrip("/")
     if not server:
-        raise ConfigError(f"the kubeconfig's cluster {context['cluster']!r} names no server")
-    authorization, exec_cert = _authorization(user, user_dir)
+        raise ConfigError(f"the kubeconfig's cluster {entry['cluster']!r} names no server")
+    authorization, exec_cert = _authorization(user_name, user, user_dir)
     ca_data = cluster.get("certificate-authority-data")
     return Credentials(
         server=server,
@@ -136,6 +150,7 @@ def from_kubeconfig(paths: list[Path]) -> Credentials:
         tls_server_name=cluster.get("tls-server-name") or None,
         proxy=cluster.get("proxy-url") or _environment_proxy(server),
         authorization=authorization,
+        namespace=entry.get("namespace") or None,
     )
 
 
@@ -155,12 +170,20 @@ def _client_cert(user: dict[str, Any], base: Path) -> tuple[bytes, bytes] | None
     return (cert, key) if cert and key else None
 
 
-def _authorization(user: dict[str, Any], base: Path) -> tuple[Callable[[], str | None], tuple[bytes, bytes] | None]:
+def _authorization(
+    name: str, user: dict[str, Any], base: Path
+) -> tuple[Callable[[], str | None], tuple[bytes, bytes] | None]:
     """The kubernetes package's order: an auth-provider's token, token or tokenFile, exec, username and password."""
-    provider = (user.get("auth-provider") or {}).get("config") or {}
-    stored = provider.get("id-token") or provider.get("access-token")
+    provider = user.get("auth-provider") or {}
+    stored = (provider.get("config") or {}).get("id-token") or (provider.get("config") or {}).get("access-token")
     if stored:
         return (lambda: f"Bearer {stored}"), None
+    if provider and not any(user.get(key) for key in ("token", "tokenFile", "exec", "username")):
+        raise ConfigError(
+            f"the kubeconfig's user {name!r} uses the {provider.get('name') or 'unnamed'} auth-provider with no "
+            "stored token, and Assay runs no auth-provider plugin: give the user an exec credential plugin "
+            "(gke-gcloud-auth-plugin, kubelogin) or a token"
+        )
     if user.get("token"):
         token = str(user["token"])
         return (lambda: f"Bearer {token}"), None

@@ -9,9 +9,7 @@ anywhere is NotFound.
 from __future__ import annotations
 
 import json
-from typing import Any, cast
-
-from assay.operator import objects
+from typing import Any, TypedDict, cast
 
 NOT_FOUND = "NotFound"
 ALREADY_EXISTS = "AlreadyExists"
@@ -47,6 +45,33 @@ BODY_CHARS = 2000
 """How much of an answer that is no Status is kept, to quote."""
 
 
+class StatusCause(TypedDict, total=False):
+    reason: str
+    message: str
+    field: str
+
+
+class StatusDetails(TypedDict, total=False):
+    name: str
+    group: str
+    kind: str
+    uid: str
+    causes: list[StatusCause]
+    retryAfterSeconds: int
+
+
+class Status(TypedDict, total=False):
+    """meta/v1 Status: what the API server answers an error with."""
+
+    apiVersion: str
+    kind: str
+    status: str
+    message: str
+    reason: str
+    code: int
+    details: StatusDetails
+
+
 class ApiError(Exception):
     """An error answer of the API server (HTTP status >= 400)."""
 
@@ -56,14 +81,14 @@ class ApiError(Exception):
         code: int,
         reason: str,
         message: str = "",
-        details: objects.StatusDetails | None = None,
+        details: StatusDetails | None = None,
         body: str = "",
         retry_after: str | None = None,
     ) -> None:
         super().__init__(f"{code} {reason or 'error'}: {(message or body)[:500]}")
         self.code, self.reason, self.message = code, reason, message
         """The HTTP status; Status.reason (else the code's); Status.message ("" when the answer is no Status)."""
-        self.details: objects.StatusDetails = details or {}
+        self.details: StatusDetails = details or {}
         self.body = body
         """The answer itself, bounded, when it is no Status (a proxy's page): what to quote then."""
         self.retry_after = retry_after
@@ -105,9 +130,9 @@ def from_answer(code: int, data: bytes, *, retry_after: str | None = None) -> Ap
     )
 
 
-def _status(text: str) -> objects.Status | None:
+def _status(text: str) -> Status | None:
     try:
         answer: Any = json.loads(text)
     except ValueError:
         return None
-    return cast(objects.Status, answer) if isinstance(answer, dict) and answer.get("kind") == "Status" else None
+    return cast(Status, answer) if isinstance(answer, dict) and answer.get("kind") == "Status" else None

@@ -1,15 +1,17 @@
-"""The operator's HTTP connections to the API server: one kept-alive connection per thread.
+"""HTTP connections to the API server: one kept-alive connection per thread.
 
 http.client, not the kubernetes package's ApiClient and urllib3 pool: their per-request
 parameter handling, body sanitizing, URL parsing and pool bookkeeping cost 0.63 ms of CPU
 per request against 0.37 ms for http.client on a kept-alive connection (measured on the
 e2e control plane), and under a burst of Evaluations the operator's CPU is mostly requests.
-Each handler thread keeps its own connection, so there is no pool to wait for. Where the
-server is and who the operator is to it: `credentials`.
+Each handler thread keeps its own connection, so there is no pool to wait for; a streamed
+answer (a followed pod log) gets a connection of its own. Where the server is and who the
+client is to it: `credentials`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import http.client
 import os
@@ -19,8 +21,10 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections.abc import Iterator
 
-from assay.operator.kube import credentials
+from assay.kube import credentials
+from assay.kube.credentials import ConfigError
 
 TIMEOUT = 60.0
 """Seconds a connect or a read may take: a request to a hung API server fails (and its
@@ -47,8 +51,10 @@ class Response:
 class Session:
     """The API server's address, TLS and credentials, and a connection per thread."""
 
-    def __init__(self, credentials: credentials.Credentials) -> None:
+    def __init__(self, credentials: credentials.Credentials, *, connect_timeout: float | None = None) -> None:
+        """`connect_timeout`: seconds a connect may take, when shorter than TIMEOUT (a command line's)."""
         self.credentials = credentials
+        self.connect_timeout = connect_timeout
         server = urllib.parse.urlsplit(credentials.server)
         self.tls = server.scheme == "https"
         self.host, self.port = server.hostname or "localhost", server.port or (443 if self.tls else 80)
@@ -56,9 +62,7 @@ class Session:
         self.context = _tls_context(credentials) if self.tls else None
         self.proxy = urllib.parse.urlsplit(credentials.proxy) if credentials.proxy else None
         if self.proxy is not None and self.proxy.scheme != "http":
-            raise ValueError(
-                f"the operator reaches the API server through http:// proxies only, not {credentials.proxy}"
-            )
+            raise ConfigError(f"the API server is reached through http:// proxies only, not {credentials.proxy}")
         self._local = threading.local()
         self._auth: dict[str, str] = {}
         self._auth_at = -AUTH_REFRESH_SECONDS
@@ -114,6 +118,25 @@ class Session:
             return Response(response.status, response.reason, data, response.getheader("Retry-After"))
         raise AssertionError("unreachable")
 
+    @contextlib.contextmanager
+    def stream(
+        self, method: str, path: str, *, headers: dict[str, str], read_timeout: float | None
+    ) -> Iterator[http.client.HTTPResponse]:
+        """One request on a connection of its own, its answer to be read as it arrives; the
+        connection is closed after. `read_timeout` None: no limit between reads (a followed log)."""
+        connection = self._connect()
+        try:
+            if connection.sock is None:
+                connection.timeout = self.connect_timeout or TIMEOUT
+                connection.connect()
+            assert connection.sock is not None
+            connection.sock.settimeout(read_timeout)
+            connection.timeout = read_timeout
+            connection.request(method, self.prefix + path, headers=headers)
+            yield connection.getresponse()
+        finally:
+            connection.close()
+
     def close_thread_connection(self) -> None:
         connection = getattr(self._local, "connection", None)
         self._local.connection = None
@@ -137,6 +160,9 @@ class Session:
             connection = http.client.HTTPConnection(*address, timeout=TIMEOUT)
         if self.proxy is not None:
             connection.set_tunnel(self.host, self.port)  # CONNECT through the proxy; TLS end to end
+        if self.connect_timeout is not None:
+            connection.timeout = self.connect_timeout
+            connection.connect()  # now, within the shorter limit; `send` sets TIMEOUT for the reads
         return connection
 
 
