@@ -1,9 +1,13 @@
 """`assay run`'s flags: lm-eval 0.4.13's names, defaults, YAML precedence and rules.
 
 `resolve_run_config` gives the same configuration lm-eval's `EvaluatorConfig` does for
-the same argv (tests/cli/test_cli.py compares them), as a typed `RunFlags` whose values are
-checked (batch size parsed, limit vs samples, ...) with the rules every entry point shares;
-`RunFlags.run_options` builds the run's one `EvalOptions` record from it.
+the same argv (tests/cli/test_cli.py compares them), as a typed `RunFlags`: each value given
+(by the --config YAML, then the command line) is read by its flag's reader into the type the
+record declares (`_READERS`: batch size parsed, switches and seeds read, ...), then the rules
+between flags are applied (`_checked`, with the rules every entry point shares). The record's
+`run_options` is the one place the command line becomes the run's `EvalOptions`, as
+`Evaluation.run_options` is for a spec (tests/cli/test_run_options_record.py holds every
+field of the record to it).
 How argparse reads the flags (names, short forms, help groups) is `assay.run_arguments`.
 """
 
@@ -13,7 +17,7 @@ import argparse
 import dataclasses
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -145,65 +149,54 @@ _SWITCHES = (
 
 
 def resolve_run_config(args: argparse.Namespace) -> RunFlags:
-    """Merge defaults < YAML (--config) < command line, then validate, as lm-eval does."""
-    config = _merged(args)
-    from assay.runner.models.model_args import parse_model_args
+    """Defaults < YAML (--config) < command line, as lm-eval merges them: each given value read
+    by its flag's reader into `RunFlags`' type, then the rules between flags."""
+    given = _given(args)
+    values = {name: read(given[name]) for name, read in _READERS.items() if name in given}
+    values.update({name: value for name, value in given.items() if name not in _READERS})
+    return _checked(RunFlags(**values))
 
-    # A --config YAML may hold text: "no" is false and "on" a refusal, as in model_args.
-    for key in _SWITCHES:
-        config[key] = bool(optional_bool(config[key], name=f"--{key}", error=UsageError))
-    if config["fewshot_as_multiturn"] is not None:
-        config["fewshot_as_multiturn"] = strict_bool(
-            config["fewshot_as_multiturn"], name="--fewshot_as_multiturn", error=UsageError
-        )
 
-    for key in DICT_KEYS:
-        if isinstance(config[key], str):
-            config[key] = parse_model_args(config[key], flag=f"--{key}")
-        elif config[key] is None:
-            config[key] = {}
-    if isinstance(config["tasks"], str):
-        config["tasks"] = config["tasks"].split(",")
-    config["tasks"] = [part for task in (config["tasks"] or []) for part in str(task).split(",") if part]
-
-    config["log_samples"] = run_rules.log_samples(
-        log_samples=config["log_samples"], predict_only=config["predict_only"]
-    )
-    if config["log_samples"] and not config["output_path"]:
+def _checked(flags: RunFlags) -> RunFlags:
+    """The rules between flags (lm-eval's, and `run_rules`' refusals), on flags already read."""
+    log_samples = run_rules.log_samples(log_samples=flags.log_samples, predict_only=flags.predict_only)
+    if log_samples and not flags.output_path:
         raise UsageError("Specify --output_path if providing --log_samples or --predict_only.")
-    config["fewshot_as_multiturn"] = run_rules.fewshot_as_multiturn(
-        config["fewshot_as_multiturn"],
-        apply_chat_template=config["apply_chat_template"],
+    fewshot_as_multiturn = run_rules.fewshot_as_multiturn(
+        flags.fewshot_as_multiturn,
+        apply_chat_template=flags.apply_chat_template,
         refusal="--fewshot_as_multiturn needs --apply_chat_template; add it or pass --fewshot_as_multiturn false.",
     )
-    _check_counts(config)
-    config["samples"] = _load_samples(config["samples"])
-    config["seed"] = _normalize_seed(config["seed"])
-    config["metadata"] = {**config["model_args"], **config["metadata"]}
-    if not isinstance(config["sentinels"], SentinelSettings):
-        config["sentinels"] = SentinelSettings.parse(str(config["sentinels"]))
-    if config["trust_remote_code"]:
+    metadata = {**flags.model_args, **flags.metadata}
+    model_args = flags.model_args
+    if flags.trust_remote_code:
         os.environ["HF_DATASETS_TRUST_REMOTE_CODE"] = "1"
-        config["model_args"]["trust_remote_code"] = True
-    if config["trackio_args"]:
+        model_args = {**model_args, "trust_remote_code": True}
+    if flags.trackio_args:
         raise UsageError(
             "--trackio_args is not supported by Assay; remove it (use --wandb_args or --output_path instead)."
         )
-    if isinstance(config["model"], str):
-        _check_model_name(config["model"])
-    if not config["tasks"]:
+    if isinstance(flags.model, str):
+        _check_model_name(flags.model)
+    if not flags.tasks:
         raise UsageError("No tasks given; pass --tasks with at least one task name (see `assay ls tasks`).")
-    run_rules.check_limit_or_samples(config["limit"], config["samples"])
-    config["sequential"] = sequential_settings(config)
-    return RunFlags(**config)
+    run_rules.check_limit_or_samples(flags.limit, flags.samples)
+    return dataclasses.replace(
+        flags,
+        log_samples=log_samples,
+        fewshot_as_multiturn=fewshot_as_multiturn,
+        metadata=metadata,
+        model_args=model_args,
+        sequential=sequential_settings(flags),
+    )
 
 
-def sequential_settings(config: Mapping[str, Any]) -> SequentialSettings | None:
+def sequential_settings(flags: RunFlags) -> SequentialSettings | None:
     """--stop-early and the flags that go with it, checked; None without --stop-early."""
     from assay.compare import verdicts
 
-    baseline, target, drops = config["baseline"], config["target_ci"], config["max_drop"] or []
-    if not optional_bool(config["stop_early"], name="--stop-early", error=UsageError):
+    baseline, target, drops = flags.baseline, flags.target_ci, flags.max_drop or []
+    if not optional_bool(flags.stop_early, name="--stop-early", error=UsageError):
         given = [
             name for name, value in (("--baseline", baseline), ("--target-ci", target), ("--max-drop", drops)) if value
         ]
@@ -220,11 +213,11 @@ def sequential_settings(config: Mapping[str, Any]) -> SequentialSettings | None:
         raise UsageError(f"--target-ci must be a half-width above 0 and below 1, not {target!r}.")
     if baseline is not None and not Path(baseline).exists():
         raise UsageError(f"--baseline {baseline} does not exist; give a finished run's output folder or results JSON.")
-    if config["predict_only"]:
+    if flags.predict_only:
         raise UsageError("--stop-early decides on scores; --predict_only computes none. Leave one out.")
     tolerances = [verdicts.parse_max_drop(str(drop)) for drop in drops]
     general = [t.value for t in tolerances if t.task is None]
-    seed = config["seed"]
+    seed = flags.seed
     return SequentialSettings(
         baseline=baseline,
         max_drop=general[-1] if general else 0.0,
@@ -248,28 +241,55 @@ def _check_model_name(model: str) -> None:
         raise UsageError(str(error)) from None
 
 
-def _merged(args: argparse.Namespace) -> dict[str, Any]:
-    """Defaults < YAML (--config) < command line, by flag name, before any check."""
-    defaults = RunFlags()
-    config: dict[str, Any] = {name: getattr(defaults, name) for name in _FLAG_NAMES}
+def _given(args: argparse.Namespace) -> dict[str, Any]:
+    """What the --config YAML and then the command line give, by flag name, as written."""
     yaml_path = getattr(args, "config", None)
-    if yaml_path:
-        config.update(load_yaml_config(yaml_path))
+    given = load_yaml_config(yaml_path) if yaml_path else {}
     # `--batch_size ""` is kept (its default is SUPPRESS, so it is here only when given), so that
     # it is refused as spec.batchSize: "" is, not replaced by the default 1.
-    cli = {k: v for k, v in vars(args).items() if (v or v == 0 or k == "batch_size") and k not in ("command", "func")}
-    config.update(cli)
-    unknown = sorted(set(config) - _FLAG_NAMES)
+    given.update(
+        {k: v for k, v in vars(args).items() if (v or v == 0 or k == "batch_size") and k not in ("command", "func")}
+    )
+    unknown = sorted(set(given) - _FLAG_NAMES)
     if unknown:
         raise UsageError(
             f"--config {yaml_path} has unknown key(s) {', '.join(unknown)}; use the `assay run` flag names."
         )
-    return config
+    return given
 
 
-def _check_counts(config: dict[str, Any]) -> None:
-    """Refuse what lm-eval runs silently (see `run_rules`): no documents, or a negative count of examples."""
-    limit, shots = config["limit"], config["num_fewshot"]
+# --- reading one flag's value: from the command line (argparse typed some) or a --config YAML
+# (any YAML value: "no" for a switch, "k=v" text for a mapping), into `RunFlags`' type.
+
+
+def _switch(name: str) -> Callable[[Any], bool]:
+    """A --config YAML may hold text: "no" is false and "on" a refusal, as in model_args."""
+    return lambda value: bool(optional_bool(value, name=f"--{name}", error=UsageError))
+
+
+def _key_values(name: str) -> Callable[[Any], Any]:
+    def read(value: Any) -> Any:
+        from assay.runner.models.model_args import parse_model_args
+
+        if isinstance(value, str):
+            return parse_model_args(value, flag=f"--{name}")
+        return {} if value is None else value
+
+    return read
+
+
+def _task_names(value: Any) -> list[str]:
+    if isinstance(value, str):
+        value = value.split(",")
+    return [part for task in (value or []) for part in str(task).split(",") if part]
+
+
+def _multiturn(value: Any) -> bool | None:
+    return None if value is None else strict_bool(value, name="--fewshot_as_multiturn", error=UsageError)
+
+
+def _limit(limit: Any) -> Any:
+    """Refuse what lm-eval runs silently (see `run_rules`): no documents, or a count cut to a whole one."""
     if limit is not None and not run_rules.limit_is_valid(limit):
         raise UsageError(
             f"--limit {_shown(limit)} is not above 0; pass a count of documents per task (e.g. 10) or a "
@@ -280,13 +300,32 @@ def _check_counts(config: dict[str, Any]) -> None:
             f"--limit {_shown(limit)} is neither a whole count of documents nor a fraction below 1 (lm-eval would "
             f"run {int(limit)} per task); pass e.g. {int(limit)} or 0.5."
         )
+    return limit
+
+
+def _num_fewshot(shots: Any) -> Any:
     if shots is not None and not run_rules.num_fewshot_is_valid(shots):
         raise UsageError(f"--num_fewshot {_shown(shots)} is not a count; pass 0 or more examples per prompt.")
+    return shots
+
+
+_READERS: dict[str, Callable[[Any], Any]] = {
+    **{name: _switch(name) for name in _SWITCHES},
+    "fewshot_as_multiturn": _multiturn,
+    **{name: _key_values(name) for name in DICT_KEYS},
+    "tasks": _task_names,
+    "limit": _limit,
+    "num_fewshot": _num_fewshot,
     # The same parser as spec.batchSize and every backend's model_args batch_size, so a value
     # the CRD refuses (`08`, `auto:01`) is refused here too; a --config YAML value included.
     # Parsed here, once: the record carries the BatchSize to the model.
-    config["batch_size"] = BatchSize.parse(config["batch_size"], source="--batch_size", error=UsageError)
-    config["max_batch_size"] = parse_max(config["max_batch_size"], source="--max_batch_size", error=UsageError)
+    "batch_size": lambda value: BatchSize.parse(value, source="--batch_size", error=UsageError),
+    "max_batch_size": lambda value: parse_max(value, source="--max_batch_size", error=UsageError),
+    "samples": lambda value: _load_samples(value),
+    "seed": lambda value: _normalize_seed(value),
+    "sentinels": lambda value: value if isinstance(value, SentinelSettings) else SentinelSettings.parse(str(value)),
+}
+"""Each flag whose given value is not already its type, and its reader; the other flags are kept as given."""
 
 
 def _shown(value: Any) -> str:

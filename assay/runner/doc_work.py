@@ -23,7 +23,6 @@ from assay.runner.scoring import sentinel_evidence
 from assay.runner.scoring.records import DocScores
 from assay.runner.scoring.sentinels import DocEvidence
 from assay.runner.tasks.documents import Doc
-from assay.runner.tasks.prompt_builder import PromptSettings
 from assay.runner.tasks.task import Task
 
 ProgressFn = Callable[[int, int], None]
@@ -45,27 +44,26 @@ class DocWork:
         )
 
 
-def requests_for(
-    task: Task, chosen: list[tuple[int, Doc]], settings: PromptSettings, lm: LM, options: EvalOptions
-) -> list[list[Instance]]:
-    """The chosen documents' requests, from the request cache when --cache_requests allows."""
-    num_fewshot = task.num_fewshot
+def requests_for(task: Task, chosen: list[tuple[int, Doc]], lm: LM, options: EvalOptions) -> list[list[Instance]]:
+    """The chosen documents' requests as the task's prompt plan wants them, from the request
+    cache when --cache_requests allows (the plan names the cached file, as lm-eval's key does)."""
     if not options.cache_requests:
-        return task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
+        return task.build_requests(chosen)
     from assay.runner.models.caching import RequestCache
 
+    plan = task.prompt_plan
     cache = RequestCache.for_task(
         task,
-        num_fewshot=num_fewshot,
+        num_fewshot=plan.num_fewshot,
         chat=bool(options.apply_chat_template),
-        multiturn=settings.fewshot_as_multiturn,
-        system_instruction=settings.system_instruction,
+        multiturn=plan.settings.fewshot_as_multiturn,
+        system_instruction=plan.settings.system_instruction,
         tokenizer_name=lm.tokenizer_name if options.apply_chat_template else "",
     )
     cached: list[list[Instance]] | None = None if options.rewrite_requests_cache else cache.load()
     if cached is not None and len(cached) >= len(chosen):
         return cached[: len(chosen)]
-    built = task.build_requests(docs=chosen, num_fewshot=num_fewshot, settings=settings)
+    built = task.build_requests(chosen)
     cache.save(built)
     return built
 

@@ -31,7 +31,7 @@ from assay.runner.models.lm import LM
 from assay.runner.results import assemble
 from assay.runner.tasks.index import LoadedTasks, TaskManager
 from assay.runner.tasks.overrides import RunOverrides
-from assay.runner.tasks.prompt_builder import PromptSettings
+from assay.runner.tasks.prompt_plan import ChatTemplate, PromptPlan, PromptSettings
 from assay.runner.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -200,7 +200,7 @@ def _run_with(
 ) -> RunResults | None:
     """Tasks, overrides, evaluate and run info on a model that is already built."""
     loaded = task_manager.load(list(options.tasks))
-    configure_tasks(loaded, options)
+    configure_tasks(loaded, options, chat_template=lm.apply_chat_template)
     if options.check_integrity:
         check_tasks(loaded)
     if evaluation_tracker is not None:
@@ -253,19 +253,27 @@ def build_lm(options: EvalOptions, given: LM | None = None) -> LM:
     return lm
 
 
-def configure_tasks(loaded: LoadedTasks, options: EvalOptions) -> None:
-    """The run's overrides of every task (gen_kwargs, predict_only, num_fewshot, few-shot seed),
-    one record applied where prompts, requests and scores are made; the configs stay as loaded."""
+def configure_tasks(loaded: LoadedTasks, options: EvalOptions, *, chat_template: ChatTemplate | None = None) -> None:
+    """The run's overrides of every task (gen_kwargs, predict_only, num_fewshot, few-shot seed) and
+    how its prompts are rendered, decided once per task into the plan its prompt builder follows;
+    the configs stay as loaded. `chat_template`: the model's, used when the options apply one."""
     overrides = RunOverrides(
         num_fewshot=options.num_fewshot,
         gen_kwargs=options.gen_kwargs,
         predict_only=options.predict_only,
         fewshot_seed=options.fewshot_random_seed,
     )
+    if options.apply_chat_template and chat_template is None:
+        raise ValueError("the options apply a chat template: configure_tasks needs the model's")
+    settings = PromptSettings(
+        system_instruction=options.system_instruction,
+        chat_template=chat_template if options.apply_chat_template else None,
+        fewshot_as_multiturn=bool(options.fewshot_as_multiturn),
+    )
     for task in loaded.tasks.values():
         if options.num_fewshot is not None and task.config.num_fewshot == 0:
             log.info("num_fewshot is fixed to 0 by %s's config; --num_fewshot is ignored for it.", task.name)
-        task.use_overrides(overrides)
+        task.configure(overrides, settings)
 
 
 def run_config(options: EvalOptions, lm: LM) -> dict[str, Any]:
@@ -317,7 +325,7 @@ def check_tasks(loaded: LoadedTasks) -> None:
     (lm-eval runs its own test suite instead, which ships only with its source tree)."""
     for task in loaded.tasks.values():
         doc = task.eval_docs[0]
-        prompt = task.fewshot_context(doc, 0, PromptSettings())
+        prompt = task.fewshot_context(doc, PromptPlan())  # zero-shot, plain text
         target = repr(task.doc_to_target(doc))
         target = target if len(target) <= 40 else target[:37] + "..."
         prompts = f"{len(prompt)} prompts" if isinstance(prompt, list) else f"a {len(prompt)}-character prompt"
@@ -345,16 +353,11 @@ def evaluate(
         if "bypass" in task.metrics.fns and not options.log_samples:
             raise UsageError("--predict_only needs --log_samples (it writes predictions, not metrics).")
     rank, world_size = distributed.rank_and_world()
-    settings = PromptSettings(
-        system_instruction=options.system_instruction,
-        chat_template=lm.apply_chat_template if options.apply_chat_template else None,
-        fewshot_as_multiturn=bool(options.fewshot_as_multiturn),
-    )
     samples = options.samples or {}
     work: list[doc_work.DocWork] = []
     for task in loaded.tasks.values():
         chosen = task.selected_docs(limit=sample_size(task, options.limit), samples=samples.get(task.name))
-        per_doc = doc_work.requests_for(task, chosen, settings, lm, options)
+        per_doc = doc_work.requests_for(task, chosen, lm, options)
         for position, ((doc_id, doc), instances) in enumerate(zip(chosen, per_doc, strict=False)):
             work.append(doc_work.DocWork(task, position, doc_id, doc, instances))
         if options.write_out and rank == 0 and per_doc:

@@ -13,7 +13,6 @@ import pytest
 from assay.run_options import EvalOptions
 from assay.runner import evaluator
 from assay.runner.tasks.index import TaskManager
-from assay.runner.tasks.prompt_builder import PromptSettings
 
 
 @pytest.fixture
@@ -54,9 +53,9 @@ def test_overrides_leave_the_configs_as_loaded(loaded) -> None:
     assert list(dumped).index("num_fewshot") < list(dumped).index("metric_list")  # in the config's field order
     assert zero.dump_config()["num_fewshot"] == 0 and "generation_kwargs" not in zero.dump_config()
     ((doc_id, doc),) = gen.selected_docs(limit=1, samples=None)
-    (request,) = gen.build_requests(docs=[(doc_id, doc)], num_fewshot=gen.num_fewshot, settings=PromptSettings())[0]
+    (request,) = gen.build_requests([(doc_id, doc)])[0]
     assert request.request.gen_kwargs == {"until": ["Q:"], "max_gen_toks": 3}  # type: ignore[union-attr]
-    assert set(gen.metrics.fns) == {"bypass"} and gen.prompts.fewshot_seed == 7
+    assert set(gen.metrics.fns) == {"bypass"} and gen.prompt_plan.fewshot_seed == 7
 
 
 def test_a_task_no_run_configured_dumps_its_own_config(loaded) -> None:

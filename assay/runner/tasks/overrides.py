@@ -2,9 +2,9 @@
 
 lm-eval writes `--num_fewshot`, `--gen_kwargs` and `--predict_only` into each task's config
 (and gives a config without num_fewshot 0), and its results JSON reports the configs so
-changed. Assay keeps every `TaskConfig` as its YAML says; one `RunOverrides` is applied where
-prompts, requests and scores are made, and `effective_config` is the config lm-eval would
-hold, for the results JSON's `configs`.
+changed. Assay keeps every `TaskConfig` as its YAML says; one `RunOverrides` decides each
+task's `PromptPlan` (`prompt_plan`, for prompts and requests) and its scoring (--predict_only),
+and `effective_config` is the config lm-eval would hold, for the results JSON's `configs`.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """What a task asks of a model: each document's prompt (with few-shot turns) and requests.
 
-The `doc_to_*` fields are compiled once, when the task is built (see `templates`); the
-few-shot sampler is made on first use, so a task that is only listed never reads its
-training split.
+The `doc_to_*` fields are compiled once, when the task is built (see `templates`); how a
+run wants the prompts (shots, seed, generation kwargs, chat template) is one `PromptPlan`,
+given once before the first prompt (`follow`). The few-shot sampler is made on first use,
+so a task that is only listed never reads its training split.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -16,34 +16,22 @@ from assay.runner.tasks import templates
 from assay.runner.tasks.config import TaskConfig
 from assay.runner.tasks.documents import Doc, TaskDocuments
 from assay.runner.tasks.fewshot import DefaultSampler, make_sampler
+from assay.runner.tasks.prompt_plan import PromptPlan
 from assay.runner.tasks.prompts import Message, join_with_space, qa_turn, render_messages
 
-ChatTemplate = Callable[..., str]
 Context = str | list[str]
 """A prompt; a list of them for `multiple_input` tasks (one per choice)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class PromptSettings:
-    """How contexts are rendered for one run."""
-
-    system_instruction: str | None = None
-    chat_template: ChatTemplate | None = None
-    """The model's `apply_chat_template(messages, add_generation_prompt)`, when applied."""
-    fewshot_as_multiturn: bool = False
 
 
 class PromptBuilder:
     """Prompts and requests for one task's documents, in lm-eval 0.4.13's layout."""
 
-    def __init__(
-        self, config: TaskConfig, documents: TaskDocuments, *, unconditioned: bool, tenant: bool = False
-    ) -> None:
-        """`tenant`: the task came from a tenant's task source; its template failures are told in a fixed sentence."""
+    def __init__(self, config: TaskConfig, documents: TaskDocuments, *, plan: PromptPlan, tenant: bool = False) -> None:
+        """`plan`: the prompts of a task no run configured yet (see `follow`). `tenant`: the task
+        came from a tenant's task source; its template failures are told in a fixed sentence."""
         self.config = config
         self.tenant = tenant
-        self.unconditioned = unconditioned
-        """Also ask for each choice without its context (the `acc_mutual_info` metric needs it)."""
+        self.plan = plan
         self.name = config.task
         self.documents = documents
         features = documents.features
@@ -63,10 +51,7 @@ class PromptBuilder:
         self.description = self._guard(templates.compile_field(config.description, features), "description")
         self.gen_prefix = self._guard(templates.compile_field(config.gen_prefix, features), "gen_prefix")
         self.fewshot_cfg = config.fewshot
-        self.generation_kwargs = config.generation_kwargs
-        """The config's, with the run's --gen_kwargs over them (`Task.use_overrides`)."""
         self._sampler: DefaultSampler | None = None
-        self.fewshot_seed: int | None = 1234
         first = documents.eval_docs[0]
         first_text, first_target = self.doc_to_text(first), self.doc_to_target(first)
         # lm-eval's multiple_input: doc_to_text gives the gold index, each choice is a context.
@@ -84,10 +69,11 @@ class PromptBuilder:
 
     # -- few-shot -------------------------------------------------------------------------
 
-    def set_fewshot_seed(self, seed: int | None) -> None:
-        self.fewshot_seed = seed
+    def follow(self, plan: PromptPlan) -> None:
+        """The run's plan, before its first prompt; the few-shot draws start again from its seed."""
+        self.plan = plan
         if self._sampler is not None:
-            self._sampler.reseed(seed)
+            self._sampler.reseed(plan.fewshot_seed)
 
     @property
     def sampler(self) -> DefaultSampler:
@@ -96,7 +82,7 @@ class PromptBuilder:
             self._sampler = make_sampler(
                 cfg.sampler,
                 self.documents.fewshot_pool(cfg),
-                seed=self.fewshot_seed,
+                seed=self.plan.fewshot_seed,
                 fewshot_indices=cfg.fewshot_indices,
             )
         return self._sampler
@@ -148,7 +134,10 @@ class PromptBuilder:
 
     # -- prompts --------------------------------------------------------------------------
 
-    def fewshot_context(self, doc: Doc, num_fewshot: int, settings: PromptSettings) -> Context:
+    def fewshot_context(self, doc: Doc, plan: PromptPlan | None = None) -> Context:
+        """The document's prompt as the run's plan wants it (or as `plan` does: `--check_integrity`'s zero-shot one)."""
+        plan = self.plan if plan is None else plan
+        settings, num_fewshot = plan.settings, plan.num_fewshot
         gen_prefix = self.gen_prefix(doc)
         template = None
         if settings.chat_template is not None:
@@ -188,18 +177,11 @@ class PromptBuilder:
 
     # -- requests -------------------------------------------------------------------------
 
-    def build_requests(
-        self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings
-    ) -> list[list[Instance]]:
+    def build_requests(self, docs: Sequence[tuple[int, Doc]]) -> list[list[Instance]]:
         """Every document's requests, in document order (so few-shot draws match lm-eval)."""
-        return [
-            self.construct_requests(
-                doc_id, doc, self.fewshot_context(doc, num_fewshot, settings), chat=settings.chat_template is not None
-            )
-            for doc_id, doc in docs
-        ]
+        return [self.construct_requests(doc_id, doc, self.fewshot_context(doc)) for doc_id, doc in docs]
 
-    def construct_requests(self, doc_id: int, doc: Doc, context: Context, *, chat: bool = False) -> list[Instance]:
+    def construct_requests(self, doc_id: int, doc: Doc, context: Context) -> list[Instance]:
         output_type = self.config.output_type
 
         def instance(kind: RequestType, request: Any, idx: int = 0) -> Instance:
@@ -210,16 +192,17 @@ class PromptBuilder:
         if output_type == "loglikelihood_rolling":
             return [instance("loglikelihood_rolling", RollingRequest(self.doc_to_target(doc)))]
         if output_type == "generate_until":
-            return [instance("generate_until", GenerationRequest(str(context), dict(self.generation_kwargs or {})))]
+            generation_kwargs = dict(self.plan.generation_kwargs or {})
+            return [instance("generate_until", GenerationRequest(str(context), generation_kwargs))]
         return [
             instance("loglikelihood", LoglikelihoodRequest(ctx, cont), i)
-            for i, (ctx, cont) in enumerate(self._choice_pairs(doc, context, chat=chat))
+            for i, (ctx, cont) in enumerate(self._choice_pairs(doc, context))
         ]
 
-    def _choice_pairs(self, doc: Doc, context: Context, *, chat: bool) -> list[tuple[str, str]]:
+    def _choice_pairs(self, doc: Doc, context: Context) -> list[tuple[str, str]]:
         """multiple_choice: (context, continuation) per choice, then the unconditioned ones."""
         delimiter = self.config.target_delimiter
-        if chat:
+        if self.plan.chat:
             prefix = self.config.gen_prefix
             delimiter = delimiter if prefix and not prefix[-1:].isspace() else ""
         choices = self.choices(doc)
@@ -228,6 +211,6 @@ class PromptBuilder:
             pairs = [(ctx, continuation) for ctx in context]
         else:
             pairs = [(str(context), f"{delimiter}{choice}") for choice in choices]
-        if self.unconditioned:
+        if self.plan.unconditioned:
             pairs += [("", f"{delimiter}{choice}") for choice in choices]
         return pairs

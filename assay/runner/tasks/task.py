@@ -18,10 +18,11 @@ from assay.runner.tasks import templates
 from assay.runner.tasks.config import TaskConfig
 from assay.runner.tasks.documents import Doc, TaskDocuments
 from assay.runner.tasks.overrides import RunOverrides
-from assay.runner.tasks.prompt_builder import Context, PromptBuilder, PromptSettings
+from assay.runner.tasks.prompt_builder import Context, PromptBuilder
+from assay.runner.tasks.prompt_plan import PromptPlan, PromptSettings, plan_prompts
 from assay.runner.tasks.scorer import TaskScorer, metric_plan
 
-__all__ = ["PromptSettings", "Task"]
+__all__ = ["PromptPlan", "PromptSettings", "Task"]
 
 
 class Task:
@@ -33,11 +34,12 @@ class Task:
         self.config = config
         self.name = config.task
         self.documents = TaskDocuments(config, tenant=tenant)
-        plan = metric_plan(config)
-        self.prompts = PromptBuilder(config, self.documents, unconditioned="acc_mutual_info" in plan.fns, tenant=tenant)
-        self.scorer = TaskScorer(config, self.prompts, plan)
+        metrics = metric_plan(config)
+        self._mutual_info = "acc_mutual_info" in metrics.fns
+        self.prompts = PromptBuilder(config, self.documents, plan=self._plan(RunOverrides()), tenant=tenant)
+        self.scorer = TaskScorer(config, self.prompts, metrics)
         self.overrides: RunOverrides | None = None
-        """The run's settings over the config, which stays as loaded (see `use_overrides`)."""
+        """The run's settings over the config, which stays as loaded (see `configure`)."""
 
     @property
     def version(self) -> Any:
@@ -70,39 +72,42 @@ class Task:
         return self.prompts.doc_to_choice
 
     @property
+    def prompt_plan(self) -> PromptPlan:
+        """How this run builds the task's prompts (`configure`)."""
+        return self.prompts.plan
+
+    @property
     def num_fewshot(self) -> int:
         """Few-shot examples per prompt in this run."""
-        return (self.overrides or RunOverrides()).num_fewshot_for(self.config)
+        return self.prompt_plan.num_fewshot
 
     def selected_docs(self, *, limit: int | None, samples: Sequence[int] | None) -> list[tuple[int, Doc]]:
         return self.documents.selected(limit=limit, samples=samples)
 
-    def set_fewshot_seed(self, seed: int | None) -> None:
-        self.prompts.set_fewshot_seed(seed)
+    def fewshot_context(self, doc: Doc, plan: PromptPlan | None = None) -> Context:
+        return self.prompts.fewshot_context(doc, plan)
 
-    def fewshot_context(self, doc: Doc, num_fewshot: int, settings: PromptSettings) -> Context:
-        return self.prompts.fewshot_context(doc, num_fewshot, settings)
+    def build_requests(self, docs: Sequence[tuple[int, Doc]]) -> list[list[Instance]]:
+        """The documents' requests, as the run's plan wants them, in document order."""
+        return self.prompts.build_requests(docs)
 
-    def build_requests(
-        self, *, docs: Sequence[tuple[int, Doc]], num_fewshot: int, settings: PromptSettings
-    ) -> list[list[Instance]]:
-        return self.prompts.build_requests(docs=docs, num_fewshot=num_fewshot, settings=settings)
-
-    def construct_requests(self, doc_id: int, doc: Doc, context: Context, *, chat: bool = False) -> list[Instance]:
-        return self.prompts.construct_requests(doc_id, doc, context, chat=chat)
+    def construct_requests(self, doc_id: int, doc: Doc, context: Context) -> list[Instance]:
+        return self.prompts.construct_requests(doc_id, doc, context)
 
     def process_results(self, doc: Mapping[str, Any], results: list[Any]) -> dict[str, Any]:
         return self.scorer.process_results(doc, results)
 
-    def use_overrides(self, overrides: RunOverrides) -> None:
-        """The run's overrides, before any request is built: its generation kwargs, few-shot
-        seed and (--predict_only) `bypass` in place of every metric. The config is not changed."""
+    def configure(self, overrides: RunOverrides, settings: PromptSettings) -> None:
+        """The run's overrides and prompt settings, before any request is built: one plan for the
+        prompts (shots, few-shot seed, generation kwargs, rendering), given to the prompt builder,
+        and (--predict_only) `bypass` in place of every metric. The config is not changed."""
         self.overrides = overrides
-        self.prompts.generation_kwargs = overrides.generation_kwargs_for(self.config)
-        self.prompts.set_fewshot_seed(overrides.fewshot_seed)
+        self.prompts.follow(self._plan(overrides, settings))
         if overrides.predict_only:
             self.scorer.predict_only()
-            self.prompts.unconditioned = False
+
+    def _plan(self, overrides: RunOverrides, settings: PromptSettings | None = None) -> PromptPlan:
+        return plan_prompts(self.config, overrides, settings or PromptSettings(), mutual_info=self._mutual_info)
 
     def dump_config(self) -> dict[str, Any]:
         """The config as lm-eval reports it, which has the run's overrides written in."""
