@@ -124,7 +124,8 @@ class SequentialSettings:
     seed: int = 0
     """The documents' order; the results record it, so that a run can be repeated."""
     chunk_size: int | None = None
-    """Documents per look; None: the larger of 64 and 1/20 of the task."""
+    """Documents per look; None: the default looks (every twentieth of the task, at least 64 documents, and
+    after 64, 128, 256, ... documents: `assay.runner.sequential.order.chunk_sizes`)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,11 +1,12 @@
 """Proof by simulation: the sequential gate's error rates, its agreement with full runs, its savings.
 
     python bench/sequential_sim.py [--runs 2000] [--max-drop 0.02] [--alpha 0.05]
-        [--pair BASELINE_SCORES CANDIDATE_SCORES [--metric acc]] [--granularity]
+        [--pair BASELINE_SCORES CANDIDATE_SCORES [--metric acc]] [--granularity] [--jobs N]
 
 Each simulated run is one task of N documents scored in a random order, in the runner's
-chunks (the larger of 64 and N/20), checked by the gate (`assay.compare.sequential_runs`,
-held equal to `SequentialGate` by tests/compare/test_sequential_runs.py) after every chunk.
+chunks (a look after every N/20 documents, at least 64, and after 64, 128, 256, ... documents),
+checked by the gate (`assay.compare.sequential_runs`, held equal to `SequentialGate` by
+tests/compare/test_sequential_runs.py) after every chunk.
 A paired 0/1 metric's documents are lost (baseline right, candidate wrong), gained or
 unchanged, so a stream is fixed by its discordance (lost + gained) and its true difference
 (gained − lost); documents are drawn independently from that (the superpopulation the
@@ -22,12 +23,14 @@ fixed-sample tests infer about, as here). Per point, 2,000 runs (seeded):
 Rates carry a 95% Wilson interval. `--pair` adds rows from two real runs' `scores_<task>_*.jsonl`
 (or samples) files: the real documents, in 2,000 random orders (what the runner's seeded shuffle
 does), and the same size and discordance at the three true differences. `--granularity` adds
-the table of how the chunk size sets the savings at MMLU's size.
+the table of how the chunk schedule sets the savings at MMLU's size.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
+import functools
 import math
 import time
 from pathlib import Path
@@ -75,7 +78,7 @@ def _call(full: str) -> str:
 
 
 def simulate(
-    streams: Any, documents: int, runs: int, *, alpha: float, max_drop: float, chunk: int, verdict: bool = True
+    streams: Any, documents: int, runs: int, *, alpha: float, max_drop: float, chunk: int | None, verdict: bool = True
 ) -> dict[str, Any]:
     """Stops of `runs` runs, BLOCK at a time; `streams(count)` gives a (documents, count) array."""
     used, reasons, agree, decisive = [], [], 0, 0
@@ -105,7 +108,15 @@ def simulate(
 
 
 def crafted_point(
-    documents: int, discordance: float, truth: float, *, runs: int, alpha: float, max_drop: float, seed: int, chunk: int
+    documents: int,
+    discordance: float,
+    truth: float,
+    *,
+    runs: int,
+    alpha: float,
+    max_drop: float,
+    seed: int,
+    chunk: int | None,
 ) -> dict[str, Any]:
     lost, gained = (discordance - truth) / 2, (discordance + truth) / 2
     rng = np.random.default_rng(seed)
@@ -137,22 +148,15 @@ def table(args: argparse.Namespace, pairs: list[tuple[str, int, float]], *, craf
     points = [(size, disc, "") for size in SIZES for disc in DISCORDANCE if crafted] + [
         (n, d, name) for name, n, d in pairs
     ]
+    jobs = {
+        (number, truth): (size, disc, truth, 1000 * number + k)
+        for number, (size, disc, _) in enumerate(points)
+        for k, truth in enumerate((0.0, -args.max_drop, -0.05))
+        if truth + disc >= 0  # lost ≤ discordant
+    }
+    done = dict(zip(jobs, _map(args, list(jobs.values())), strict=True))
     for number, (size, disc, name) in enumerate(points):
-        chunk = sequential_runs.chunk_size(size)
-        got = {
-            truth: crafted_point(
-                size,
-                disc,
-                truth,
-                runs=args.runs,
-                alpha=args.alpha,
-                max_drop=args.max_drop,
-                seed=1000 * number + k,
-                chunk=chunk,
-            )
-            for k, truth in enumerate((0.0, -args.max_drop, -0.05))
-            if truth + disc >= 0  # lost ≤ discordant
-        }
+        got = {truth: point for (at, truth), point in done.items() if at == number}
         agree = sum(p["agree"] for p in got.values())
         decisive = sum(p["decisive"] for p in got.values())
         low, high = wilson(agree, decisive)
@@ -165,6 +169,23 @@ def table(args: argparse.Namespace, pairs: list[tuple[str, int, float]], *, craf
         )
         print(rows[-1], flush=True)
     return rows
+
+
+def _point(args: argparse.Namespace, job: tuple[int, float, float, int | None, int]) -> dict[str, Any]:
+    size, disc, truth, chunk, seed = job
+    return crafted_point(
+        size, disc, truth, runs=args.runs, alpha=args.alpha, max_drop=args.max_drop, seed=seed, chunk=chunk
+    )
+
+
+def _map(args: argparse.Namespace, jobs: list[tuple[int, float, float, int]], chunk: int | None = None) -> list[Any]:
+    """crafted_point over (size, discordance, truth, seed) jobs, in `--jobs` processes (each job
+    seeded on its own, so the numbers do not depend on how many)."""
+    full = [(size, disc, truth, chunk, seed) for size, disc, truth, seed in jobs]
+    if args.jobs <= 1:
+        return [_point(args, job) for job in full]
+    with concurrent.futures.ProcessPoolExecutor(args.jobs) as pool:
+        return list(pool.map(functools.partial(_point, args), full))
 
 
 def real_pair(baseline: Path, candidate: Path, metric: str) -> np.ndarray:
@@ -203,7 +224,7 @@ def shuffled_real(args: argparse.Namespace, differences: np.ndarray, name: str) 
         args.runs,
         alpha=args.alpha,
         max_drop=args.max_drop,
-        chunk=sequential_runs.chunk_size(n),
+        chunk=None,
         verdict=False,
     )
     return (
@@ -213,18 +234,26 @@ def shuffled_real(args: argparse.Namespace, differences: np.ndarray, name: str) 
     )
 
 
+SCHEDULES: tuple[tuple[str, int | None], ...] = (
+    ("702 each (N/20)", 702),
+    ("351 each (N/40)", 351),
+    ("703 each and after 64, 128, ..., 8,192 (the default)", None),
+    ("64 each", 64),
+    ("1 each (every document)", 1),
+)
+
+
 def granularity(args: argparse.Namespace) -> list[str]:
-    """How the chunk size sets the savings at MMLU's size and 10% discordance."""
-    rows = ["| chunk (documents) | median used, true 0 | median used, true −0.05 |", "|---:|---:|---:|"]
+    """How the chunk schedule sets the savings at MMLU's size and 10% discordance."""
+    rows = [
+        "| chunks (documents) | looks | median used, true 0 | median used, true −0.05 |",
+        "|---|---:|---:|---:|",
+    ]
     print("\n".join(rows))
-    for chunk in (702, 351, 64, 1):
-        got = [
-            crafted_point(
-                14042, 0.10, truth, runs=args.runs, alpha=args.alpha, max_drop=args.max_drop, seed=99 + k, chunk=chunk
-            )
-            for k, truth in enumerate((0.0, -0.05))
-        ]
-        rows.append(f"| {chunk:,} | {got[0]['median_used']:.1%} | {got[1]['median_used']:.1%} |")
+    for label, chunk in SCHEDULES:
+        got = _map(args, [(14042, 0.10, truth, 99 + k) for k, truth in enumerate((0.0, -0.05))], chunk)
+        looks = len(sequential_runs.look_ends(14042, chunk))
+        rows.append(f"| {label} | {looks:,} | {got[0]['median_used']:.1%} | {got[1]['median_used']:.1%} |")
         print(rows[-1], flush=True)
     return rows
 
@@ -237,6 +266,7 @@ def main() -> int:
     parser.add_argument("--pair", nargs=2, type=Path, action="append", default=[], metavar=("BASELINE", "CANDIDATE"))
     parser.add_argument("--metric", default="acc")
     parser.add_argument("--granularity", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1, help="processes to simulate points in (the same numbers)")
     parser.add_argument("--no-table", action="store_true", help="leave out the table of crafted sizes")
     args = parser.parse_args()
     started = time.perf_counter()

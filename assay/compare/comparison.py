@@ -18,6 +18,8 @@ Every row left out is named in the notes with why (no direction, an aggregation 
 compare does not know, a metric one run lacks), and so is every row whose numbers are not
 finite (it reads `inconclusive`; JSON writes its numbers as null). Checks outside the
 statistics (is either run's scoring trustworthy?) mark a comparison `inconclusive_because`.
+A run that stopped early (a sequential run) is compared on the documents both runs have, a
+group it gated as one by the group's own row (stopped_runs.py).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from assay.compare import clustered, corpus, directions, groups, outputs, pairing, statistics, verdicts
+from assay.compare import clustered, corpus, directions, groups, outputs, pairing, statistics, stopped_runs, verdicts
 from assay.errors import UsageError
 from assay.run_results import RunResults
 
@@ -85,8 +87,8 @@ def inconclusive_because(result: Comparison, reason: str) -> Comparison:
 
 def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, settings: Settings) -> Comparison:
     notes = [
-        *_stopped_early_notes("baseline", baseline.results),
-        *_stopped_early_notes("candidate", candidate.results),
+        *stopped_runs.notes("baseline", baseline.results),
+        *stopped_runs.notes("candidate", candidate.results),
         *baseline.notes,
         *candidate.notes,
         *_run_notes(baseline.results, candidate.results),
@@ -107,6 +109,12 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         raise UsageError(_nothing_to_compare(baseline, candidate, tasks, notes))
     rows = _decided(rows, settings)
     notes.extend(_non_finite_notes(rows))
+    pooled = stopped_runs.pooled(candidate.results)
+    if any(stopped_runs.too_few_alone(row, pooled) for row in rows):
+        notes.append(
+            "Tasks the candidate stopped with their group (gated as one) have too few documents to decide "
+            "alone: their inconclusive rows leave the verdict to the group's row."
+        )
     untrusted = _untrusted(baseline, candidate)
     result = Comparison(
         str(baseline.results_path),
@@ -114,7 +122,7 @@ def compare_runs(baseline: outputs.RunOutput, candidate: outputs.RunOutput, sett
         settings,
         tuple(rows),
         tuple(tasks),
-        verdicts.overall([row.verdict for row in rows]),
+        verdicts.overall([row.verdict for row in rows if not stopped_runs.too_few_alone(row, pooled)]),
         tuple(notes),
         iterations=max([settings.iterations, *(row.result.iterations or 0 for row in rows)]),
     )
@@ -201,25 +209,6 @@ def _run_notes(baseline: RunResults, candidate: RunResults) -> list[str]:
     keys = ("system_instruction_sha", "chat_template_sha", "fewshot_as_multiturn")
     changed = [key.removesuffix("_sha") for key in keys if baseline.run_info.get(key) != candidate.run_info.get(key)]
     return [f"The runs' prompts differ in {', '.join(changed)}."] if changed else []
-
-
-def _stopped_early_notes(side: str, run: RunResults) -> list[str]:
-    """A run that stopped tasks early (a sequential run) is compared on the documents both runs have."""
-    found = run.run_info.get("sequential")
-    tasks = found.get("tasks") if isinstance(found, Mapping) else None
-    if not isinstance(tasks, Mapping):
-        return []
-    stopped = [
-        f"{task} scored {entry.get('documents')} of {entry.get('total')} documents ({entry.get('stopped')})"
-        for task, entry in tasks.items()
-        if isinstance(entry, Mapping) and entry.get("documents") != entry.get("total")
-    ]
-    if not stopped:
-        return []
-    return [
-        f"The {side} stopped early (a sequential run): {'; '.join(stopped)}; "
-        "each task is compared on the documents both runs have."
-    ]
 
 
 def _pairing_notes(pairs: pairing.TaskPairing) -> list[str]:

@@ -30,18 +30,31 @@ class Stops:
 
 
 def chunk_size(documents: int) -> int:
-    """The runner's default chunk: the larger of 64 and a twentieth of the task."""
-    return max(64, documents // 20)
+    """The runner's largest default chunk: the larger of 64 and a twentieth of the task."""
+    return max(64, math.ceil(documents / 20))
 
 
-def look_ends(documents: int, chunk: int) -> np.ndarray:
-    """The number of documents seen at each look: every chunk's end, the last one short."""
-    return np.minimum(np.arange(chunk, documents + chunk, chunk), documents)
+def look_ends(documents: int, chunk: int | None) -> np.ndarray:
+    """The number of documents seen at each look: every chunk's end, the last one short. `chunk`
+    None: the runner's default looks (`assay.runner.sequential.order.chunk_sizes`): every
+    `chunk_size(documents)` documents, and after 64, 128, 256, ... (doubling) where that is at
+    least 64 documents from those."""
+    if chunk is not None:
+        return np.minimum(np.arange(chunk, documents + chunk, chunk), documents)
+    grid = chunk_size(documents)
+    ends = set(range(grid, documents, grid))
+    doubling = 64
+    while doubling < documents:
+        if min(doubling % grid, grid - doubling % grid, documents - doubling) >= 64:
+            ends.add(doubling)
+        doubling *= 2
+    return np.asarray(sorted(ends | {documents}) if documents > 0 else [], dtype=int)
 
 
-def stops(differences: np.ndarray, *, width: float, max_drop: float, alpha: float, chunk: int) -> Stops:
+def stops(differences: np.ndarray, *, width: float, max_drop: float, alpha: float, chunk: int | None) -> Stops:
     """Where runs stop: `differences` of shape (documents, runs), each a raw candidate − baseline in
-    [−width, width] turned so that positive is better; one metric, so both sides hold at α."""
+    [−width, width] turned so that positive is better; one metric, so both sides hold at α. `chunk`:
+    documents per look, None for the runner's default schedule."""
     x = (differences + width) / (2 * width)
     boundary = (width - max_drop) / (2 * width)
     threshold = math.log(1.0 / alpha)

@@ -107,6 +107,8 @@ class SequentialStop(TypedDict, total=False):
     metric: str
     lower: float | None
     upper: float | None
+    subtasks: int
+    """A pooled group's row (`task` the group's name): how many tasks it gated as one."""
 
 
 class SequentialStops(TypedDict, total=False):

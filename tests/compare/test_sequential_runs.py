@@ -7,6 +7,7 @@ import pytest
 
 from assay.compare import sequential_runs
 from assay.compare.sequential import MetricBounds, SequentialGate
+from assay.runner.sequential import order as chunk_order
 
 CODES = {"non_inferior": sequential_runs.NON_INFERIOR, "regressed": sequential_runs.REGRESSED}
 
@@ -32,5 +33,16 @@ def test_each_simulated_run_stops_at_the_gates_chunk_for_the_gates_reason(width:
 
 
 def test_the_runners_default_chunks() -> None:
-    assert sequential_runs.chunk_size(1000) == 64 and sequential_runs.chunk_size(14042) == 702
+    assert sequential_runs.chunk_size(1000) == 64 and sequential_runs.chunk_size(14042) == 703
     assert sequential_runs.look_ends(200, 64).tolist() == [64, 128, 192, 200]
+    assert sequential_runs.look_ends(14042, None).tolist()[:9] == [64, 128, 256, 512, 703, 1024, 1406, 2109, 2812]
+
+
+@pytest.mark.parametrize("documents", [1, 63, 64, 200, 1280, 1281, 5000, 14042])
+def test_the_simulated_looks_are_the_runners_chunk_ends(documents: int) -> None:
+    """bench/sequential_sim.py looks where a sequential run looks (`order.chunk_sizes`), by default and fixed."""
+    assert sequential_runs.look_ends(documents, None).tolist() == np.cumsum(chunk_order.chunk_sizes(documents)).tolist()
+    assert (
+        sequential_runs.look_ends(documents, 100).tolist()
+        == np.cumsum(chunk_order.chunk_sizes(documents, 100)).tolist()
+    )

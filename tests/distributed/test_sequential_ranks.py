@@ -95,3 +95,36 @@ def test_a_target_half_width_stops_each_task_at_that_precision(task_dir: Path, t
     for look in stop["interval"]:
         assert (look["upper"] - look["lower"]) / 2 <= 0.1
     assert json.dumps(results["sequential"]["target_ci_half_width"]) == "0.1"
+
+
+def test_a_pooled_group_stops_at_the_same_chunk_on_two_ranks_as_on_one(task_dir: Path, tmp_path: Path) -> None:
+    """d_group (d_arc and d_boolq, acc weighted by size) is one unit: one order over both tasks'
+    documents, one gate; two ranks score their shares of each chunk and stop where one process does."""
+    env = harness.base_env()
+    argv = ["--tasks", "d_group"]
+
+    def group_argv(out: Path, *extra: str) -> list[str]:
+        found = _argv(task_dir, out, *extra)
+        at = found.index("--tasks")
+        return found[:at] + argv + found[at + 2 :]
+
+    baseline = harness.launch(group_argv(tmp_path / "baseline"), env=env)
+    assert baseline.returncode == 0, baseline.output
+    gate = ("--stop-early", "--baseline", str(tmp_path / "baseline"), "--max-drop", "0.05")
+    one = harness.launch(group_argv(tmp_path / "one", *gate), env=env)
+    assert one.returncode == 0, one.output
+    two = harness.launch(group_argv(tmp_path / "two", *gate), env=env, nproc=2)
+    assert two.returncode == 0, two.output
+    one_results, one_samples = harness.read_outputs(tmp_path / "one")
+    two_results, two_samples = harness.read_outputs(tmp_path / "two")
+    stop = one_results["sequential"]["groups"]["d_group"]
+    assert stop["stopped"] == "non_inferior" and stop["documents"] < stop["total"] == 2 * int(LIMIT)
+    assert stop["tasks"] == ["d_arc", "d_boolq"]
+    assert {k: v for k, v in two_results["sequential"]["groups"]["d_group"].items() if "seconds" not in k} == {
+        k: v for k, v in stop.items() if "seconds" not in k
+    }
+    for task in ("d_arc", "d_boolq"):
+        entry = one_results["sequential"]["tasks"][task]
+        assert entry["group"] == "d_group" and 0 < entry["documents"] < int(LIMIT)
+        assert len(one_samples[task]) == entry["documents"]
+    assert two_samples == one_samples, "the same documents, scored alike"

@@ -80,3 +80,74 @@ def test_status_carries_the_stops_and_the_work_saved() -> None:
     assert status["savedWork"] == {"documents": 2248, "ofDocuments": 2876, "modelSeconds": 1124.0}
     assert "savedWork" not in condensed.condense_results(_run(None))
     assert stopped_early.status_block(_run(None)) is None
+
+
+POOLED = {
+    **SEQUENTIAL,
+    "tasks": {
+        "mmlu_anatomy": {
+            "documents": 9,
+            "total": 135,
+            "stopped": "regressed",
+            "group": "mmlu",
+            "looks": 4,
+            "seconds_per_document": 0.5,
+            "saved_documents": 126,
+            "saved_seconds": 63.0,
+        },
+        "mmlu_virology": {
+            "documents": 14,
+            "total": 166,
+            "stopped": "regressed",
+            "group": "mmlu",
+            "looks": 4,
+            "seconds_per_document": 0.5,
+            "saved_documents": 152,
+            "saved_seconds": 76.0,
+        },
+        "lambada_openai": SEQUENTIAL["tasks"]["lambada_openai"],  # type: ignore[index]
+    },
+    "groups": {
+        "mmlu": {
+            "documents": 23,
+            "total": 301,
+            "stopped": "regressed",
+            "looks": 4,
+            "seconds_per_document": 0.5,
+            "saved_documents": 278,
+            "saved_seconds": 139.0,
+            "tasks": ["mmlu_anatomy", "mmlu_virology"],
+            "interval": [{"metric": "acc,none", "n": 23, "mean_difference": -0.4, "lower": -1.0, "upper": -0.1}],
+        }
+    },
+}
+
+
+def test_a_group_gated_as_one_is_one_status_row_and_its_tasks_saved_work_counts_once() -> None:
+    run = _run(POOLED)
+    assert stopped_early.status_block(run) == {
+        "seed": 3,
+        "tasks": [
+            {
+                "task": "mmlu",
+                "documents": 23,
+                "total": 301,
+                "stopped": "regressed",
+                "subtasks": 2,
+                "metric": "acc,none",
+                "lower": -1.0,
+                "upper": -0.1,
+            },
+            {"task": "lambada_openai", "documents": 500, "total": 500, "stopped": "exhausted"},
+        ],
+        "tasksOmitted": 0,
+    }
+    assert stopped_early.saved_work(run) == {"documents": 278, "ofDocuments": 801, "modelSeconds": 139.0}
+    lines = stopped_early.footnote(run, {"mmlu_anatomy", "lambada_openai"})
+    assert lines[1] == (
+        "⏹ mmlu (its 2 tasks as one): 23 of 301 documents, stopped regressed; acc,none -0.4000 [-1.0000, -0.1000]."
+    )
+    assert lines[2:] == [
+        "⏹ lambada_openai: 500 of 500 documents, every document scored "
+        "(no per-document metric of a known range to decide on: every document scored)."
+    ]

@@ -1,8 +1,9 @@
 """What a sequential run says about its stops, read from its results' `sequential` member.
 
 The results JSON keeps, per task, the documents scored of the total, why it stopped and the
-gate's interval at the stop (`assay.runner.sequential.run`); the printed table says the same
-in a footnote, status in `status.comparison.sequential` and a saved-work figure.
+gate's interval at the stop (`assay.runner.sequential.run`), and the same per pooled group
+(`groups`: a group gated as one, whose tasks' entries name it); the printed table says the
+same in a footnote, status in `status.comparison.sequential` and a saved-work figure.
 """
 
 from __future__ import annotations
@@ -35,10 +36,22 @@ def footnote(run: RunResults, shown: set[str]) -> list[str]:
     if found is None:
         return []
     lines = [f"{STOP_MARK} sequential run (document order seed {found.get('seed')}):"]
-    for task, entry in found["tasks"].items():
-        if task in shown and isinstance(entry, Mapping):
+    pooled = groups(found)
+    for group, entry in pooled.items():
+        if group in shown or any(task in shown for task in entry.get("tasks") or ()):
+            lines.append(f"{STOP_MARK} {group} (its {len(entry.get('tasks') or ())} tasks as one): {sentence(entry)}")
+    for task, entry in found["tasks"].items():  # a pooled group's tasks: its line says it (the JSON has each)
+        if task in shown and isinstance(entry, Mapping) and entry.get("group") not in pooled:
             lines.append(f"{STOP_MARK} {task}: {sentence(entry)}")
     return lines if len(lines) > 1 else []
+
+
+def groups(found: Mapping[str, Any]) -> Mapping[str, Mapping[str, Any]]:
+    """The pooled groups' entries of a `sequential` block (none in a run written before groups were)."""
+    entries = found.get("groups")
+    if not isinstance(entries, Mapping):
+        return {}
+    return {str(name): entry for name, entry in entries.items() if isinstance(entry, Mapping)}
 
 
 def sentence(entry: Mapping[str, Any]) -> str:
@@ -81,20 +94,27 @@ MAX_TASKS = 50
 
 def status_block(run: RunResults) -> schema.SequentialStops | None:
     """`status.comparison.sequential`: per task the documents scored of the total, why it stopped, the
-    interval at the stop (of its first deciding metric); None for an ordinary run."""
+    interval at the stop (of its first deciding metric); a pooled group is one row (`subtasks`: how
+    many tasks stopped with it), its tasks not listed apart. None for an ordinary run."""
     found = block(run)
     if found is None:
         return None
+    pooled = groups(found)
+    entries = [(name, entry, True) for name, entry in pooled.items()] + [
+        (name, entry, False)
+        for name, entry in found["tasks"].items()
+        if isinstance(entry, Mapping) and entry.get("group") not in pooled
+    ]
     tasks: list[schema.SequentialStop] = []
-    for task, entry in list(found["tasks"].items())[:MAX_TASKS]:
-        if not isinstance(entry, Mapping):
-            continue
+    for task, entry, is_group in entries[:MAX_TASKS]:
         row: schema.SequentialStop = {
             "task": str(task),
             "documents": int(entry.get("documents") or 0),
             "total": int(entry.get("total") or 0),
             "stopped": str(entry.get("stopped")),
         }
+        if is_group:
+            row["subtasks"] = len(entry.get("tasks") or ())
         looks = [look for look in entry.get("interval") or () if isinstance(look, Mapping)]
         if looks:
             first = looks[0]
@@ -104,5 +124,5 @@ def status_block(run: RunResults) -> schema.SequentialStops | None:
     return {
         "seed": seed if isinstance(seed, int) else 0,
         "tasks": tasks,
-        "tasksOmitted": max(0, len(found["tasks"]) - MAX_TASKS),
+        "tasksOmitted": max(0, len(entries) - MAX_TASKS),
     }

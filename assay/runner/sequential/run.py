@@ -1,5 +1,7 @@
 """A sequential run: each task's documents in a seeded random order, scored chunk by chunk,
-until the task's gate knows the answer or the documents run out.
+until the task's gate knows the answer or the documents run out. A group whose score is the
+mean over its documents (MMLU) is one unit (`pooling`): its tasks' documents in one order,
+one gate, all its tasks stopping together.
 
 Within a chunk the run is an ordinary run's: every rank holds every document's requests
 (built in document order, so few-shot draws never depend on the order or the rank), takes
@@ -10,8 +12,9 @@ on or stop, so that every rank leaves the task after the same chunk. A stopped r
 like any other: the same seed draws the same order, and the response cache answers the
 chunks already scored.
 
-The results record, per task, the documents scored of the total, why the task stopped, the
-gate's interval at the stop and the work not spent (`run_info["sequential"]`, see `block`).
+The results record, per task (and per pooled group), the documents scored of the total, why
+it stopped, the gate's interval at the stop and the work not spent (`run_info["sequential"]`,
+see `block`).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from assay.runner.models.lm import LM
 from assay.runner.results import assemble
 from assay.runner.scoring.records import DocScores
 from assay.runner.sequential import order as chunk_order
-from assay.runner.sequential.watch import Baseline, TaskWatch
+from assay.runner.sequential.pooling import Unit, units
+from assay.runner.sequential.watch import Baseline, Member, TaskWatch
 from assay.runner.tasks.index import LoadedTasks
 from assay.runner.tasks.task import Task
 
@@ -56,7 +60,8 @@ def evaluate(
     by_task: dict[str, list[DocWork]] = {name: [] for name in loaded.tasks}
     for item in work:
         by_task[item.task.name].append(item)
-    done = run_tasks(lm, by_task, settings, keep=keep, samples=options.samples or {}, progress=progress)
+    planned = units(loaded, by_task)
+    done = run_tasks(lm, planned, settings, keep=keep, samples=options.samples or {}, progress=progress)
     if done is None:
         return None
     scored, sequential = done
@@ -74,37 +79,43 @@ def evaluate(
 
 def run_tasks(
     lm: LM,
-    work: Mapping[str, list[DocWork]],
+    planned: Sequence[Unit],
     settings: SequentialSettings,
     *,
     keep: str | None,
     samples: Mapping[str, Sequence[int]],
     progress: ProgressFn | None,
 ) -> tuple[list[DocScores], dict[str, Any]] | None:
-    """Every task's chunks on this rank; on rank 0 the scores of the documents scored and the
-    results' `sequential` block (None elsewhere). `work`: per task, its documents in task order."""
-    rank, world = distributed.rank_and_world()
+    """Every unit's chunks on this rank; on rank 0 the scores of the documents scored and the
+    results' `sequential` block (None elsewhere). `planned`: the units (`pooling.units`), the
+    same on every rank."""
+    rank, _ = distributed.rank_and_world()
     baseline = _baseline(settings) if rank == 0 else None
-    counter = _Progress(progress if rank == 0 else None, sum(_requests(items) for items in work.values()))
+    counter = _Progress(progress if rank == 0 else None, sum(_requests(unit.items) for unit in planned))
     scored: list[DocScores] = []
     tasks: dict[str, Any] = {}
-    for items in work.values():
-        if not items:
+    groups: dict[str, Any] = {}
+    for unit in planned:
+        watch = _watch(unit, settings, baseline) if rank == 0 else None
+        records, summary = _run_unit(lm, unit, settings, watch, keep=keep, samples=samples, counter=counter)
+        if rank != 0:
             continue
-        task = items[0].task
-        watch = _watch(task, items, settings, baseline) if rank == 0 else None
-        records, summary = _run_task(lm, items, settings, watch, keep=keep, samples=samples, counter=counter)
-        if rank == 0:
-            scored.extend(records)
-            tasks[task.name] = summary
+        scored.extend(records)
+        if unit.group is None:
+            tasks[unit.name] = summary
+            continue
+        groups[unit.name] = summary
+        for task in unit.tasks:
+            tasks[task.name] = _member_summary(unit, summary, task, records)
     if rank != 0:
         return None
-    return scored, block(settings, tasks, baseline_label=baseline.label if baseline is not None else None)
+    label = baseline.label if baseline is not None else None
+    return scored, block(settings, tasks, baseline_label=label, groups=groups)
 
 
-def _run_task(
+def _run_unit(
     lm: LM,
-    items: list[DocWork],
+    unit: Unit,
     settings: SequentialSettings,
     watch: TaskWatch | None,
     *,
@@ -113,9 +124,12 @@ def _run_task(
     counter: _Progress,
 ) -> tuple[list[DocScores], dict[str, Any]]:
     rank, world = distributed.rank_and_world()
-    task = items[0].task
-    size = settings.chunk_size or chunk_order.default_chunk_size(len(items))
-    pieces = chunk_order.chunks(chunk_order.document_order(len(items), seed=settings.seed, task=task.name), size)
+    items = unit.items
+    order = chunk_order.document_order(len(items), seed=settings.seed, task=unit.name)
+    sizes = chunk_order.chunk_sizes(len(items), settings.chunk_size)
+    pieces = chunk_order.chunks(order, sizes)
+    # where each document comes in the order: the gate sees a chunk's documents in that order
+    place = {(items[index].task.name, items[index].position): at for at, index in enumerate(order)}
     scored: list[DocScores] = []
     decision: Any = None
     started = time.perf_counter()
@@ -134,7 +148,7 @@ def _run_task(
             scored.extend(records)
             exhausted = number == len(pieces)
             if watch is not None:
-                decision = watch.look(records, exhausted=exhausted)
+                decision = watch.look(records, exhausted=exhausted, place=place)
             stop = exhausted or (decision is not None and decision.stop)
         counter.add(_requests(chunk))
         if distributed.broadcast_from_rank0(stop):
@@ -144,23 +158,43 @@ def _run_task(
         return [], {}
     # model-seconds: every rank's share of the wall time, so the figure holds on one rank or many
     elapsed = (time.perf_counter() - started) * world
-    summary = _summary(task, watch, decision, documents=documents, total=len(items), looks=number, seconds=elapsed)
+    summary = _summary(watch, decision, documents=documents, total=len(items), looks=number, seconds=elapsed)
+    if unit.group is not None:
+        summary["tasks"] = [task.name for task in unit.tasks]
     log.info(
-        "%s: scored %d of %d documents in %d chunk(s) of %d; %s",
-        task.name,
+        "%s%s: scored %d of %d documents in %d chunk(s) of up to %d; %s",
+        "group " if unit.group is not None else "",
+        unit.name,
         documents,
         len(items),
         number,
-        size,
+        max(sizes),
         summary["stopped"],
     )
     return scored, summary
 
 
+def _member_summary(unit: Unit, group: Mapping[str, Any], task: Task, records: Sequence[DocScores]) -> dict[str, Any]:
+    """A pooled group's task in the results' `sequential.tasks`: its own documents, the group's stop."""
+    total = sum(1 for item in unit.items if item.task.name == task.name)
+    documents = len({record.position for record in records if record.task == task.name})
+    per_document = float(group["seconds_per_document"])
+    return {
+        "documents": documents,
+        "total": total,
+        "stopped": group["stopped"],
+        "group": unit.name,
+        "looks": group["looks"],
+        "seconds_per_document": per_document,
+        "saved_documents": total - documents,
+        "saved_seconds": per_document * (total - documents),
+    }
+
+
 def _summary(
-    task: Task, watch: TaskWatch | None, decision: Any, *, documents: int, total: int, looks: int, seconds: float
+    watch: TaskWatch | None, decision: Any, *, documents: int, total: int, looks: int, seconds: float
 ) -> dict[str, Any]:
-    """One task's entry in the results' `sequential` block."""
+    """One task's (or pooled group's) entry in the results' `sequential` block."""
     per_document = seconds / documents if documents else 0.0
     summary: dict[str, Any] = {
         "documents": documents,
@@ -175,10 +209,11 @@ def _summary(
         summary["note"] = "no per-document metric of a known range to decide on: every document scored"
     elif watch.gate is None:
         summary["note"] = (
-            "nothing to decide against (no baseline scores of this task, no target half-width): every document scored"
+            "nothing to decide against (no baseline scores of this task, or of one of the group's, "
+            "no target half-width): every document scored"
         )
     if watch is not None:
-        summary["max_drop"] = watch.max_drop if watch.baseline is not None else None
+        summary["max_drop"] = watch.max_drop if watch.baseline else None
         if watch.unpaired:
             summary["unpaired"] = watch.unpaired
     if decision is not None:
@@ -195,8 +230,15 @@ def _summary(
     return summary
 
 
-def block(settings: SequentialSettings, tasks: Mapping[str, Any], *, baseline_label: str | None) -> dict[str, Any]:
-    """The results' `sequential` member: how the run was told to look, and what each task did."""
+def block(
+    settings: SequentialSettings,
+    tasks: Mapping[str, Any],
+    *,
+    baseline_label: str | None,
+    groups: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The results' `sequential` member: how the run was told to look, and what each task (and
+    each pooled group: `groups`, its tasks' entries naming it as their `group`) did."""
     return {
         "seed": settings.seed,
         "chunk_size": settings.chunk_size,
@@ -204,17 +246,22 @@ def block(settings: SequentialSettings, tasks: Mapping[str, Any], *, baseline_la
         "baseline": baseline_label,
         "target_ci_half_width": settings.target_half_width,
         "tasks": dict(tasks),
+        "groups": dict(groups or {}),
     }
 
 
-def _watch(task: Task, items: list[DocWork], settings: SequentialSettings, baseline: Baseline | None) -> TaskWatch:
-    values = None
-    if baseline is not None:
-        try:
-            values = baseline.values(task.name)
-        except UserError as error:  # an unreadable scores file: this task is scored in full
-            log.warning("the baseline's scores of %s cannot be read (%s); scoring every document", task.name, error)
-    return TaskWatch(task, [item.doc for item in items], settings, values, with_baseline=baseline is not None)
+def _watch(unit: Unit, settings: SequentialSettings, baseline: Baseline | None) -> TaskWatch:
+    members = []
+    for task in unit.tasks:
+        values = None
+        if baseline is not None:
+            try:
+                values = baseline.values(task.name)
+            except UserError as error:  # an unreadable scores file: this task (its group) is scored in full
+                log.warning("the baseline's scores of %s cannot be read (%s); scoring every document", task.name, error)
+        members.append(Member(task, [item.doc for item in unit.items if item.task.name == task.name], values))
+    metrics = unit.metrics.get(unit.tasks[0].name, {})
+    return TaskWatch(unit.name, members, metrics, settings, with_baseline=baseline is not None)
 
 
 def _baseline(settings: SequentialSettings) -> Baseline | None:

@@ -1,4 +1,5 @@
-"""Rank 0's watch over one task of a sequential run: its chunks' scores fed to the gate.
+"""Rank 0's watch over one task of a sequential run (or one pooled group's tasks, `pooling`):
+its chunks' scores fed to the gate, in the order the run drew them.
 
 Against a baseline, each scored document is paired with the baseline's document of the same
 `doc_hash` (the same rule as `assay compare`: a hash that occurs several times pairs
@@ -88,67 +89,93 @@ def deciding_metrics(task: Task) -> dict[str, tuple[str, int, MetricBounds]]:
     return found
 
 
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One task a watch pairs: its documents (task order) and the baseline's values of it."""
+
+    task: Task
+    docs: list[Doc]
+    baseline: Mapping[PairKey, Mapping[str, Any]] | None
+
+
 class TaskWatch:
-    """One task's gate and what it needs to turn a chunk's DocScores into observations."""
+    """One gate over a task, or over a group's tasks pooled, and what it needs to turn a chunk's
+    DocScores into observations.
+
+    `metrics`: the deciding `metric,filter` keys (`deciding_metrics` of a task; a pooled group's
+    keys are those every one of its tasks has, `pooling.group_metrics`). `name` is the task's or
+    group's, which `spec.gate.maxDropFor` rules match."""
 
     def __init__(
         self,
-        task: Task,
-        docs: list[Doc],
+        name: str,
+        members: list[Member],
+        metrics: Mapping[str, tuple[str, int, MetricBounds]],
         settings: SequentialSettings,
-        baseline_values: Mapping[PairKey, Mapping[str, Any]] | None,
         *,
         with_baseline: bool,
     ) -> None:
-        self.task = task
-        self.metrics = deciding_metrics(task)
-        self.baseline = baseline_values
-        self.gate_needs_baseline = with_baseline
+        self.name = name
+        self.members = {member.task.name: member for member in members}
+        self.metrics = dict(metrics)
         self.unpaired = 0
-        self.max_drop = _max_drops(settings, task.name, {key: metric for key, (metric, _, _) in self.metrics.items()})
-        # No gate where nothing can decide: no bounded per-document metric, no baseline scores of this
-        # task where a baseline was asked for, nor a precision to stop at.
+        self.max_drop = _max_drops(settings, name, {key: metric for key, (metric, _, _) in self.metrics.items()})
+        has_baseline = all(member.baseline is not None for member in members)
+        # what the watch reports: whether a baseline was asked for and has every task's scores
+        self.baseline: bool | None = has_baseline if with_baseline else None
+        # No gate where nothing can decide: no bounded per-document metric, no baseline scores of
+        # (every) task where a baseline was asked for, nor a precision to stop at.
         in_range = all(self.max_drop[key] < b.high - b.low for key, (_, _, b) in self.metrics.items())
         decidable = (
             bool(self.metrics)
             and in_range
-            and (baseline_values is not None if with_baseline else settings.target_half_width is not None)
+            and (has_baseline if with_baseline else settings.target_half_width is not None)
         )
         self.gate = (
             SequentialGate(
                 {key: bounds for key, (_, _, bounds) in self.metrics.items()},
                 alpha=settings.alpha,
-                max_drop=self.max_drop if baseline_values is not None else None,
+                max_drop=self.max_drop if with_baseline else None,
                 target_half_width=settings.target_half_width,
             )
             if decidable
             else None
         )
-        # every document's pair key, in the task's order (occurrences counted in that order)
-        seen: dict[str, int] = defaultdict(int)
-        self.keys: list[tuple[str, int]] = []
-        for doc in docs:
-            digest = doc_hash(doc)
-            self.keys.append((digest, seen[digest]))
-            seen[digest] += 1
+        # per task, every document's pair key in the task's order (occurrences counted in that order)
+        self.keys: dict[str, list[tuple[str, int]]] = {}
+        for member in members:
+            seen: dict[str, int] = defaultdict(int)
+            keys: list[tuple[str, int]] = []
+            for doc in member.docs:
+                digest = doc_hash(doc)
+                keys.append((digest, seen[digest]))
+                seen[digest] += 1
+            self.keys[member.task.name] = keys
 
-    def look(self, records: Iterable[DocScores], *, exhausted: bool) -> GateDecision | None:
+    def look(
+        self, records: Iterable[DocScores], *, exhausted: bool, place: Mapping[tuple[str, int], int] | None = None
+    ) -> GateDecision | None:
         """Observe one chunk's records (every rank's, gathered) and decide; None without a gate.
 
         A document counts when every deciding metric has a value for it (and, against a
-        baseline, the baseline has one too): the gate sees the same documents for every metric."""
+        baseline, the baseline has one too): the gate sees the same documents for every metric.
+        `place`: (task, position) → the document's place in the run's random order, the order
+        the gate sees the chunk's documents in (by default the task's order)."""
         if self.gate is None:
             return None
-        by_document: dict[int, dict[str, float | None]] = defaultdict(dict)
+        by_document: dict[tuple[str, int], dict[str, float | None]] = defaultdict(dict)
         for record in records:
-            filter_name = self.task.filters[record.filter_index].name
+            member = self.members[record.task]
+            filter_name = member.task.filters[record.filter_index].name
             for metric, value in record.scores.items():
                 key = f"{metric},{filter_name}"
                 if key in self.metrics:
-                    by_document[record.position][key] = self._observed(record.position, key, value)
+                    by_document[(record.task, record.position)][key] = self._observed(
+                        member, record.position, key, value
+                    )
         observed: dict[str, list[float]] = {key: [] for key in self.metrics}
-        for position in sorted(by_document):
-            values = by_document[position]
+        for document in sorted(by_document) if place is None else sorted(by_document, key=place.__getitem__):
+            values = by_document[document]
             if any(values.get(key) is None for key in self.metrics):
                 self.unpaired += 1
                 continue
@@ -157,15 +184,15 @@ class TaskWatch:
         self.gate.observe(observed)
         return self.gate.decide(exhausted=exhausted)
 
-    def _observed(self, position: int, key: str, value: Any) -> float | None:
+    def _observed(self, member: Member, position: int, key: str, value: Any) -> float | None:
         """The value the gate sees for one document: its own, or its difference from the baseline's."""
         number = self._number(value, key)
-        if number is None or self.baseline is None:
+        if number is None or member.baseline is None:
             return number
-        metric, filter_index, _ = self.metrics[key]
-        digest, occurrence = self.keys[position]
-        theirs = self.baseline.get((self.task.filters[filter_index].name, digest, occurrence), {}).get(metric)
-        other = self._number(theirs, key)
+        metric, _, _ = self.metrics[key]
+        filter_name = key.split(",", 1)[1]
+        digest, occurrence = self.keys[member.task.name][position]
+        other = self._number(member.baseline.get((filter_name, digest, occurrence), {}).get(metric), key)
         return None if other is None else number - other
 
     def _number(self, value: Any, key: str) -> float | None:
