@@ -1,15 +1,18 @@
 """A sequential run (`assay run --stop-early`) on two ranks stops where one process stops.
 
 Real torchrun process trees with gloo on CPU and the hash-defined test LM (launch.py): the
-baseline is an ordinary one-process run, the candidate the same model, so every paired
-difference is 0 and the gate stops non-inferior after a few chunks. Two ranks score their
-shares of each chunk, rank 0 decides and broadcasts: the same chunk, the same documents, the
-same scores as one process. A rerun with the response cache computes nothing again.
+baseline is an ordinary one-process run. Against it the same model's every paired difference
+is 0 and the gate stops non-inferior after a few chunks; against a crafted copy that answered
+every document right (the test LM, about a quarter right, is then clearly worse) it stops
+regressed. Two ranks score their shares of each chunk, rank 0 decides and broadcasts: the
+same chunk, verdict and interval, the same documents and scores as one process. A rerun with
+the response cache computes nothing again.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -48,11 +51,23 @@ def _entry(out: Path) -> tuple[dict, list[dict]]:
     return results, samples[TASK]
 
 
-def test_two_ranks_stop_at_the_same_chunk_as_one(task_dir: Path, tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def baseline(task_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ordinary one-process run of the task: what the candidates are compared with."""
+    out = tmp_path_factory.mktemp("baseline")
+    run = harness.launch(_argv(task_dir, out), env=harness.base_env())
+    assert run.returncode == 0, run.output
+    return out
+
+
+def _without_timings(entry: dict) -> dict:
+    """A task's stop (documents, looks, verdict, interval, saved documents) without its wall-time figures."""
+    return {k: v for k, v in entry.items() if "seconds" not in k}
+
+
+def test_two_ranks_stop_at_the_same_chunk_as_one(task_dir: Path, tmp_path: Path, baseline: Path) -> None:
     env = harness.base_env()
-    baseline = harness.launch(_argv(task_dir, tmp_path / "baseline"), env=env)
-    assert baseline.returncode == 0, baseline.output
-    gate = ("--stop-early", "--baseline", str(tmp_path / "baseline"), "--max-drop", "0.05")
+    gate = ("--stop-early", "--baseline", str(baseline), "--max-drop", "0.05")
 
     one = harness.launch(_argv(task_dir, tmp_path / "one", *gate), env=env)
     assert one.returncode == 0, one.output
@@ -64,10 +79,8 @@ def test_two_ranks_stop_at_the_same_chunk_as_one(task_dir: Path, tmp_path: Path)
     one_results, one_samples = _entry(tmp_path / "one")
     two_results, two_samples = _entry(tmp_path / "two")
     stop = one_results["sequential"]["tasks"][TASK]
-    assert stop["stopped"] == "non_inferior" and stop["documents"] < int(LIMIT)
-    assert {k: v for k, v in two_results["sequential"]["tasks"][TASK].items() if "seconds" not in k} == {
-        k: v for k, v in stop.items() if "seconds" not in k
-    }
+    assert stop["stopped"] == "non_inferior" and stop["documents"] < int(LIMIT) and stop["interval"]
+    assert _without_timings(two_results["sequential"]["tasks"][TASK]) == _without_timings(stop)
     assert two_samples == one_samples, "the same documents, scored alike"
     assert two_results["results"] == one_results["results"]
     per_rank = computed_keys(tmp_path / "calls")
@@ -82,6 +95,27 @@ def test_two_ranks_stop_at_the_same_chunk_as_one(task_dir: Path, tmp_path: Path)
     assert again.returncode == 0, again.output
     assert sum(len(keys) for keys in computed_keys(tmp_path / "again").values()) == 0 < computed
     assert _entry(tmp_path / "again_out")[1] == one_samples
+
+
+def test_two_ranks_stop_regressed_at_the_same_chunk_as_one(task_dir: Path, tmp_path: Path, baseline: Path) -> None:
+    perfect = tmp_path / "perfect"
+    shutil.copytree(baseline, perfect)
+    (path,) = perfect.glob(f"**/samples_{TASK}_*.jsonl")
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**line, "acc": 1.0, "acc_norm": 1.0}) + "\n" for line in lines))
+    gate = ("--stop-early", "--baseline", str(perfect), "--max-drop", "0.05")
+
+    runs = {
+        "one": harness.launch(_argv(task_dir, tmp_path / "one", *gate), env=harness.base_env()),
+        "two": harness.launch(_argv(task_dir, tmp_path / "two", *gate), env=harness.base_env(), nproc=2),
+    }
+    assert all(run.returncode == 0 for run in runs.values()), {name: run.output[-3000:] for name, run in runs.items()}
+    (one_results, one_samples), (two_results, two_samples) = (_entry(tmp_path / name) for name in runs)
+    stop = one_results["sequential"]["tasks"][TASK]
+    assert stop["stopped"] == "regressed" and stop["documents"] < int(LIMIT), stop
+    assert any(look["upper"] < -0.05 for look in stop["interval"]), stop
+    assert _without_timings(two_results["sequential"]["tasks"][TASK]) == _without_timings(stop)
+    assert len(two_samples) == stop["documents"] and two_samples == one_samples
 
 
 def test_a_target_half_width_stops_each_task_at_that_precision(task_dir: Path, tmp_path: Path) -> None:

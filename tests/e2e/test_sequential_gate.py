@@ -6,6 +6,11 @@ document right (the tiny model, about a quarter right, is then clearly worse); t
 against the crafted baseline stops early Regressed=True, and against its own baseline stops
 early Regressed=False, each on fewer documents than the task has, with status, the condition,
 `kubectl get` and the operator's /metrics (assay_evaluation_documents_saved) saying so.
+
+Each candidate runs a second time on two ranks (`nodes: 2`: an Indexed Job of two pods under
+torchrun, gloo on CPU): rank 0 decides after each chunk and tells rank 1 to go on or stop, so
+both pods leave at the same chunk, and the run stops where the one-rank run stopped, with the
+same verdict, interval and scores.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ pytestmark = pytest.mark.e2e
 LIMIT = 320
 """arc_easy documents per run: five chunks of 64 (the smallest chunk), so a stop saves at least one."""
 GATE = {"sequential": True, "maxDrop": 0.05}
+TWO_RANKS = {"resources": {"nodes": 2, "gpusPerNode": 0}}
 
 
 def _spec(**overrides: Any) -> dict[str, Any]:
@@ -40,6 +46,29 @@ def _stop(evaluation: dict[str, Any]) -> dict[str, Any]:
     (stop,) = evaluation["status"]["comparison"]["sequential"]["tasks"]
     assert stop["task"] == "arc_easy" and stop["total"] == LIMIT
     return dict(stop)
+
+
+def _scores(cluster: Cluster, evaluation: str) -> list[dict[str, Any]]:
+    (path,) = (cluster.output_dir / evaluation).rglob("scores_arc_easy_*.jsonl")
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _same_stop_on_two_ranks(cluster: Cluster, one: dict[str, Any], two: dict[str, Any]) -> None:
+    """`two`, the two-rank run of `one`'s spec, stopped at the same chunk with the same verdict."""
+    name = two["metadata"]["name"]
+    status, reference = two["status"], one["status"]
+    assert status["comparison"]["sequential"] == reference["comparison"]["sequential"], name
+    assert _regressed(two) == _regressed(one)
+    for key in ("verdict", "rows"):
+        assert status["comparison"][key] == reference["comparison"][key], key
+    assert status["nSamples"] == reference["nSamples"] and status["results"] == reference["results"]
+    assert status["savedWork"]["documents"] == reference["savedWork"]["documents"]
+    assert _scores(cluster, name) == _scores(cluster, one["metadata"]["name"]), "the same documents, scored alike"
+    job = cluster.job_name(name)
+    pods = cluster.items("pods", f"assay.dev/job={job}")
+    assert len(pods) == 2 and {p["status"]["phase"] for p in pods} == {"Succeeded"}, name
+    logs = "\n".join(cluster.pod_logs(p["metadata"]["name"], "runner") for p in pods)
+    assert "rank 0 of 2: evaluating" in logs and "rank 1 of 2: evaluating" in logs
 
 
 def _documents_saved(operator: OperatorDeployment, namespace: str) -> dict[str, float]:
@@ -62,9 +91,12 @@ def test_a_sequential_gate_stops_early_regressed_and_not(cluster: Cluster, opera
     scores.write_text("".join(json.dumps({**line, "acc": 1, "acc_norm": 1}) + "\n" for line in lines))
     give_to_runner(target)
 
-    cluster.apply(evaluation_manifest("seq-worse", **_spec(baseline={"path": "perfect"}, gate=GATE)))
-    cluster.apply(evaluation_manifest("seq-self", **_spec(baseline={"evaluation": "seq-base"}, gate=GATE)))
-    runs = {name: cluster.wait(name, "Succeeded", timeout=420) for name in ("seq-worse", "seq-self")}
+    candidates = {"seq-worse": {"path": "perfect"}, "seq-self": {"evaluation": "seq-base"}}
+    for name, baseline in candidates.items():
+        cluster.apply(evaluation_manifest(name, **_spec(baseline=baseline, gate=GATE)))
+        cluster.apply(evaluation_manifest(f"{name}-2r", **_spec(baseline=baseline, gate=GATE, **TWO_RANKS)))
+    runs = {name: cluster.wait(name, "Succeeded", timeout=600) for name in candidates}
+    two_ranks = {name: cluster.wait(f"{name}-2r", "Succeeded", timeout=600) for name in candidates}
 
     worse = runs["seq-worse"]
     stop = _stop(worse)
@@ -84,9 +116,12 @@ def test_a_sequential_gate_stops_early_regressed_and_not(cluster: Cluster, opera
 
     saved = cluster.wait_for(
         "assay_evaluation_documents_saved for both sequential runs",
-        lambda: found if len(found := _documents_saved(operator, cluster.namespace)) >= 2 else None,
+        lambda: found if set(runs) <= set(found := _documents_saved(operator, cluster.namespace)) else None,
         timeout=60,
     )
     assert saved["seq-worse"] == worse["status"]["savedWork"]["documents"] > 0
     assert saved["seq-self"] == same["status"]["savedWork"]["documents"] > 0
     assert "seq-base" not in saved, "an ordinary run has no documents-saved series"
+
+    for name, run in runs.items():
+        _same_stop_on_two_ranks(cluster, run, two_ranks[name])
