@@ -255,10 +255,10 @@ def test_without_credentials_the_env_sink_reports_nowhere(tmp_path: Path) -> Non
     assert result.returncode == 0
 
 
-def test_the_runner_side_never_imports_the_operator_or_kopf() -> None:
+def test_the_runner_side_never_imports_the_operator_kopf_or_the_kubernetes_package() -> None:
     code = (
         "import sys, assay.spec, assay.runner.results.status_sink;"
-        "bad = [m for m in sys.modules if m == 'kopf' or m.startswith('assay.operator')];"
+        "bad = [m for m in sys.modules if m in ('kopf', 'kubernetes') or m.startswith('assay.operator')];"
         "sys.exit(1 if bad else 0)"
     )
     assert subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2]).returncode == 0
