@@ -96,7 +96,7 @@ def main() -> int:
         ("one chunk (N)", n),
         ("N/20 each", max(1, n // 20)),
         ("N/40 each", max(1, n // 40)),
-        ("default: 64 doubling to max(64, N/20)", None),
+        ("default: every N/20 (at least 64) and 64, 128, ...", None),
         ("16 each", 16),
     ):
         looks = len(chunk_order.chunk_sizes(n, size))
