@@ -4,11 +4,17 @@
     python bench/bench_vs_lmeval.py --quick        # the CI smoke run: tiny model, few documents
     python bench/bench_vs_lmeval.py --gpu          # on a GPU: a ~0.5B model in bf16, 500 documents
     python bench/bench_vs_lmeval.py --startup      # start-up: `run ... --tasks arc_easy --limit 1`, both CLIs
+    python bench/bench_vs_lmeval.py --tasks arc_easy:400,gsm8k:24:2,wikitext:20 --startup --repeat 3
+
+A row is `task`, `task:limit` or `task:limit:shots` (else --limit and the task's own shots).
+`--repeat N` runs every row N times, the two sides' children interleaved, and prints per side
+the run of median wall time and the median "of floor"; `--startup` adds the start-up row.
 
 Builds a randomly initialised GPT-2 (real GPT-2 tokenizer from ASSAY_SHARED_DATA) so the
 run needs no network, converts the shared benchmark files into an ASSAY_DATASETS_DIR, and
 runs each harness, each task in its own child process (so peak RSS is per side and task):
-multiple choice (arc_easy, 5-shot; an MMLU subject, whose 5 shots every document shares), loglikelihood (lambada_openai), rolling (wikitext) and
+multiple choice (arc_easy, 5 random shots; an MMLU subject, whose 5 shots every document
+shares), loglikelihood (lambada_openai), rolling (wikitext) and
 generation (gsm8k, 5-shot, its regex filters; gsm8k_cot, the fixed 8-shot prompt every
 document shares). Per row it prints wall seconds both sides, requests/s and model tokens/s
 (Assay's), peak RSS both sides, the ratio lm-eval / Assay (above 1: Assay is faster),
@@ -20,27 +26,24 @@ the time Assay spent answering those requests (`prefix_floor.py`); for generatio
 distinct prompt tokens and the generated ones at the same prices against the time inside
 generate_until (`generation_floor.py`).
 
-`--startup` times instead what a user waits for on the smallest run: each tool's own command
-line, `run --model hf --model_args pretrained=<model> --tasks arc_easy --limit 1 --device <device>`,
-as a fresh process (best of `--repeats`), with that process's peak RSS; for so small a run
-that is the import floor, the tokenizer and the model load, and one document. Beside them,
-interleaved, the floor: a process that imports torch and transformers' GPT-2 module, loads
-the model and tokenizer and runs one forward pass; "of floor" is its time over Assay's.
+`--startup` times each tool's own command line on a one-document run against the floor of
+importing torch and transformers' model module and one forward pass (`startup_row.py`).
 
-FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head
-included), not the attention score products: a lower bound. Timings on a shared machine
-are noisy; ratios from one run are the comparable numbers. No thresholds: the bench
-reports, it never fails on speed.
+FLOPs are counted by hooks on the linear layers (2·rows·in·out per call, LM head included),
+not the attention score products: a lower bound. Timings on a shared machine are noisy;
+ratios are the comparable numbers. No thresholds: it reports, it never fails on speed.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,6 +55,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import prefix_floor  # noqa: E402 - bench/, this script's own folder, is on sys.path
+import startup_row  # noqa: E402
 
 # task → (few-shot, kind shown in the table)
 TASKS = {
@@ -176,7 +180,7 @@ def worker(args: argparse.Namespace) -> int:
     """One harness on one task, in this process: prints one JSON line."""
     os.environ["ASSAY_DATASETS_DIR"] = args.datasets
     patch_hub(Path(args.datasets))
-    fewshot, _ = TASKS[args.task]
+    fewshot = int(args.fewshot)
     kwargs: dict[str, Any] = dict(
         tasks=[args.task], limit=args.limit, bootstrap_iters=1000, num_fewshot=fewshot, gen_kwargs="max_gen_toks=32"
     )
@@ -220,7 +224,8 @@ def worker(args: argparse.Namespace) -> int:
     return 0
 
 
-def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets: Path) -> dict[str, Any]:
+def _child(args: argparse.Namespace, side: str, row: Row, model: Path, datasets: Path) -> dict[str, Any]:
+    task = row.task
     cmd = [
         sys.executable,
         __file__,
@@ -233,31 +238,21 @@ def _child(args: argparse.Namespace, side: str, task: str, model: Path, datasets
         "--datasets",
         str(datasets),
         "--limit",
-        str(args.limit),
+        str(row.limit),
         "--batch_size",
         str(args.batch_size),
         "--device",
         args.device,
         "--dtype",
         args.dtype,
+        "--fewshot",
+        str(row.shots),
     ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} on {task} failed:\n{done.stderr[-4000:]}")
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
-
-
-def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one child process, read from its own rusage."""
-    start = time.perf_counter()
-    child = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    stderr = child.stderr.read() if child.stderr else b""
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{stderr.decode(errors='replace')[-4000:]}")
-    return wall, usage.ru_maxrss / 1024
 
 
 def lmeval_cli(datasets: str, argv: list[str]) -> int:
@@ -270,55 +265,6 @@ def lmeval_cli(datasets: str, argv: list[str]) -> int:
     return 0
 
 
-# the start-up row's floor: what any harness on transformers pays before its first document
-STARTUP_FLOOR = """
-import torch
-from transformers import AutoTokenizer
-from transformers.models.gpt2 import modeling_gpt2
-model = modeling_gpt2.GPT2LMHeadModel.from_pretrained({model!r}).to({device!r}).eval()
-ids = AutoTokenizer.from_pretrained({model!r})("Question: one forward pass", return_tensors="pt").input_ids
-with torch.no_grad():
-    model(ids.to({device!r}))
-"""
-
-
-def startup(args: argparse.Namespace, model: Path, datasets: Path) -> None:
-    """The start-up row: both command lines on a one-document run, best wall time of `args.repeats`."""
-    run = [
-        "run",
-        "--model",
-        "hf",
-        "--model_args",
-        f"pretrained={model}",
-        "--tasks",
-        "arc_easy",
-        "--limit",
-        "1",
-        "--device",
-        args.device,
-    ]
-    env = {**os.environ, "ASSAY_DATASETS_DIR": str(datasets), "PYTHONPATH": str(REPO)}
-    sides = {
-        "assay": [sys.executable, "-m", "assay", *run],
-        "lm-eval": [sys.executable, __file__, "--lmeval_cli", str(datasets), *run],
-        # the floor: import torch and transformers' model module, load the model and tokenizer, one forward
-        "floor": [sys.executable, "-c", STARTUP_FLOOR.format(model=str(model), device=args.device)],
-    }
-    best: dict[str, tuple[float, float]] = {}
-    for _ in range(args.repeats):
-        for side, cmd in sides.items():
-            wall, rss = _timed(cmd, env)
-            best[side] = min(best.get(side, (wall, rss)), (wall, rss))
-    (ours, our_rss), (theirs, their_rss), (floor, floor_rss) = best["assay"], best["lm-eval"], best["floor"]
-    print(
-        f"{'row':<24}{'assay s':>8}{'lm-eval s':>10}{'ratio':>7}{'floor s':>8}{'of floor':>9}{'RSS MB':>8}{'lm-eval MB':>11}{'floor MB':>9}"
-    )
-    print(
-        f"{'start-up, --limit 1':<24}{ours:>8.2f}{theirs:>10.2f}{theirs / ours:>7.2f}{floor:>8.2f}{floor / ours:>9.2f}"
-        f"{our_rss:>8.0f}{their_rss:>11.0f}{floor_rss:>9.0f}"
-    )
-
-
 def _agree(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
     def same(a: Any, b: Any) -> bool:
         if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -326,6 +272,50 @@ def _agree(ours: dict[str, Any], theirs: dict[str, Any]) -> bool:
         return bool(a == b)
 
     return set(ours) == set(theirs) and all(same(ours[k], v) for k, v in theirs.items())
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One row of the table: a task, its document limit and its few-shot count."""
+
+    task: str
+    limit: int
+    shots: int
+
+    @classmethod
+    def parse(cls, text: str, limit: int) -> Row:
+        """`task`, `task:limit` or `task:limit:shots`."""
+        task, *rest = text.split(":")
+        if task not in TASKS or len(rest) > 2:
+            raise SystemExit(f"bench row {text!r}: want task[:limit[:shots]] with a task of {', '.join(TASKS)}")
+        return cls(task, int(rest[0]) if rest else limit, int(rest[1]) if len(rest) > 1 else TASKS[task][0])
+
+
+def _median_run(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median wall time (the lower middle one of an even count), with the median
+    "of floor" of all the runs."""
+    wall = statistics.median_low(run["wall"] for run in runs)
+    chosen = dict(next(run for run in runs if run["wall"] == wall))
+    floors = [run["floor"]["floor_s"] / run["floor"]["lm_s"] for run in runs if run.get("floor")]
+    chosen["of_floor"] = statistics.median(floors) if floors else None
+    return chosen
+
+
+def _print_row(row: Row, ours: dict[str, Any], theirs: dict[str, Any], peak: float, wide: int) -> None:
+    flops = ours["flops"] / ours["wall"]
+    of_floor = f"{ours['of_floor']:.2f}" if ours["of_floor"] is not None else "-"
+    print(
+        f"{row.task:<{wide}}{TASKS[row.task][1]:<16}{row.limit:>6}{row.shots:>6}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}"
+        f"{theirs['wall'] / ours['wall']:>7.2f}{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}"
+        f"{ours['rss_mb']:>8.0f}{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}{of_floor:>9}"
+        f"  {_agree(ours['metrics'], theirs['metrics'])}"
+    )
+    print(
+        f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
+        f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}"
+    )
+    if ours.get("floor"):
+        print(f"{'':<{wide}}{prefix_floor.describe(ours['floor'])}")
 
 
 def main() -> int:
@@ -339,15 +329,14 @@ def main() -> int:
     parser.add_argument(
         "--gpu",
         action="store_true",
-        help="the GPU comparison: a ~0.5B model (24 x 1280), bf16, cuda, "
-        "500 documents, batch 32 (match at 1e-6 can read False in bf16: its rounding is ~1e-3)",
+        help="a ~0.5B model (24 x 1280), bf16, cuda, 500 documents, batch 32 (bf16 rounds ~1e-3: match may say False)",
     )
-    parser.add_argument("--tasks", default=",".join(TASKS))
+    parser.add_argument("--tasks", help="rows, comma-separated: task[:limit[:shots]] (default: every task)")
     parser.add_argument("--quick", action="store_true", help="tiny model, 4 documents per task (the CI smoke run)")
     parser.add_argument("--startup", action="store_true", help="the start-up row: both command lines, --limit 1")
-    parser.add_argument("--repeats", type=int, default=3, help="--startup: runs per side; the best counts")
+    parser.add_argument("--repeat", "--repeats", dest="repeat", type=int, default=1, help="runs per row; the median")
     parser.add_argument("--worker", choices=["assay", "lm-eval"], help=argparse.SUPPRESS)
-    for hidden in ("--task", "--model", "--datasets"):
+    for hidden in ("--task", "--model", "--datasets", "--fewshot"):
         parser.add_argument(hidden, help=argparse.SUPPRESS)
     if sys.argv[1:2] == ["--lmeval_cli"]:  # the rest is lm-eval's command line, not this parser's
         return lmeval_cli(sys.argv[2], sys.argv[3:])
@@ -358,14 +347,11 @@ def main() -> int:
     if args.quick:
         args.layers, args.width, args.limit = 2, 64, 4
     if args.gpu:  # ~0.5B parameters (24 x 1280, GPT-2 vocabulary), bf16, on the first GPU
-        args.layers, args.width, args.limit, args.batch_size, args.device, args.dtype = (
-            24,
-            1280,
-            500,
-            "32",
-            "cuda",
-            "bfloat16",
-        )
+        args.layers, args.width, args.limit, args.batch_size = 24, 1280, 500, "32"
+        args.device, args.dtype = "cuda", "bfloat16"
+    # --startup alone is the start-up row alone
+    names = args.tasks.split(",") if args.tasks else ([] if args.startup else list(TASKS))
+    rows = [Row.parse(name, args.limit) for name in names]
 
     data = Path(os.environ.get("ASSAY_SHARED_DATA", REPO.parent / "shared" / "data"))
     work = Path(tempfile.mkdtemp(prefix="assay-bench-"))
@@ -374,52 +360,37 @@ def main() -> int:
     data_import.import_benchmarks(data, work / "datasets")
     add_train_splits(work / "datasets")
     model = build_model(work / "model", data / "gpt2_tokenizer", args.layers, args.width)
-    if args.startup:
-        print(f"model: GPT-2 {args.layers} layers x {args.width}, {args.device}; best of {args.repeats}")
-        startup(args, model, work / "datasets")
-        return 0
     print(
-        f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, limit {args.limit}, batch {args.batch_size}, {args.device}"
+        f"model: GPT-2 {args.layers} layers x {args.width}, {args.dtype}, batch {args.batch_size}, {args.device}; "
+        f"median of {args.repeat} run(s) per row and side"
     )
-    header = (
-        "task",
-        "kind",
-        "assay s",
-        "lm-eval s",
-        "ratio",
-        "req/s",
-        "tok/s",
-        "RSS MB",
-        "lm-eval MB",
-        "GFLOP/s",
-        "of peak",
-        "of floor",
-        "match",
-    )
-    wide = max(15, *(len(task) + 1 for task in args.tasks.split(",")))
-    print(
-        f"{{:<{wide}}}{{:<16}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}{{:>9}}  {{}}".format(
-            *header
+    header = ("task", "kind", "limit", "shots", "assay s", "lm-eval s", "ratio", "req/s", "tok/s", "RSS MB")
+    header += ("lm-eval MB", "GFLOP/s", "of peak", "of floor", "match")
+    wide = max(15, *(len(row.task) + 1 for row in rows)) if rows else 15
+    if rows:
+        print(
+            f"{{:<{wide}}}{{:<16}}{{:>6}}{{:>6}}{{:>8}}{{:>10}}{{:>7}}{{:>8}}{{:>9}}{{:>8}}{{:>11}}{{:>9}}{{:>8}}{{:>9}}  {{}}".format(
+                *header
+            )
         )
-    )
-    for task in args.tasks.split(","):
+    for row in rows:
         peak = matmul_peak(args.device, args.dtype)  # per row: on a shared machine the peak moves too
-        ours = _child(args, "assay", task, model, work / "datasets")
-        theirs = _child(args, "lm-eval", task, model, work / "datasets")
-        flops = ours["flops"] / ours["wall"]
-        floor = ours.get("floor")
-        of_floor = f"{floor['floor_s'] / floor['lm_s']:.2f}" if floor else "-"
-        print(
-            f"{task:<{wide}}{TASKS[task][1]:<16}{ours['wall']:>8.1f}{theirs['wall']:>10.1f}{theirs['wall'] / ours['wall']:>7.2f}"
-            f"{ours['requests'] / ours['wall']:>8.1f}{ours['tokens'] / ours['wall']:>9.0f}{ours['rss_mb']:>8.0f}"
-            f"{theirs['rss_mb']:>11.0f}{flops / 1e9:>9.2f}{flops / peak:>8.2f}{of_floor:>9}  {_agree(ours['metrics'], theirs['metrics'])}"
+        runs: dict[str, list[dict[str, Any]]] = {"assay": [], "lm-eval": []}
+        for _ in range(args.repeat):  # the two sides interleaved: both meet the same load
+            for side, found in runs.items():
+                found.append(_child(args, side, row, model, work / "datasets"))
+        _print_row(row, _median_run(runs["assay"]), _median_run(runs["lm-eval"]), peak, wide)
+    if args.startup:
+        found = startup_row.measure(
+            repo=REPO,
+            lmeval_cli=[sys.executable, __file__, "--lmeval_cli"],
+            model=model,
+            datasets=work / "datasets",
+            device=args.device,
+            repeat=args.repeat,
         )
-        print(
-            f"{'':<{wide}}lm-eval: {theirs['tokens'] / theirs['wall']:.0f} tok/s, {theirs['flops'] / theirs['wall'] / 1e9:.2f} GFLOP/s; "
-            f"matmul peak {peak / 1e9:.1f} GFLOP/s; assay shared_context: {ours['config']}"
-        )
-        if floor:
-            print(f"{'':<{wide}}{prefix_floor.describe(floor)}")
+        print(startup_row.HEADER)
+        print(startup_row.line(found))
     return 0
 
 

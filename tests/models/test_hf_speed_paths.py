@@ -2,7 +2,9 @@
 give lm-eval's numbers (expected values from lm-eval's HFLM on the same model, never
 hard-coded).
 
-- shared contexts: one pass over a multiple-choice context, its choices on its KV cache;
+- shared contexts: one pass over a multiple-choice context, its choices on its KV cache, or
+  packed after it in the same row (`test_hf_packed_documents.py`; `cached_tails` turns that
+  off where a test is about the cached path);
 - rolling: the model body once, the LM head and log-softmax in chunks of positions.
 """
 
@@ -27,10 +29,30 @@ from tests.models.hf_requests import MC_REQUESTS, PREFIX_REQUESTS, _count_forwar
 pytestmark = pytest.mark.parity
 
 
+def cached_tails(ours: HFLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Documents' choices on their contexts' KV cache, as for a model that takes no packed row."""
+    assert ours.scorer.shared is not None
+    monkeypatch.setattr(ours.scorer.shared, "_packing", None, raising=False)
+
+
+def tails_packed(ours: HFLM, packed: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Choices packed after their contexts (the model's probe run now, before any pass is
+    counted), or on the contexts' KV cache."""
+    assert ours.scorer.shared is not None
+    if packed:
+        assert ours.scorer.shared.packing() is not None
+    else:
+        cached_tails(ours, monkeypatch)
+
+
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 @pytest.mark.parametrize("batch_size", [1, 8])
-def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind: str, batch_size: int) -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_shared_context_one_pass_per_document(
+    model_dirs: dict[str, Path], kind: str, batch_size: int, packed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
+    tails_packed(ours, packed, monkeypatch)
     assert ours.speed_info() == {"shared_context": "on", "shared_prompt_prefix": "on"}
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     # the model body, which the scorer runs directly; the LM head, on scored positions alone
@@ -45,12 +67,16 @@ def test_shared_context_one_pass_per_document(model_dirs: dict[str, Path], kind:
         handle.remove()
         on_head.remove()
     assert_ll_equal(mine, ref)
-    # per document: the context once ([1, context tokens]), then the four choices' tails
-    # together on its cache; with batch_size 8 both documents at once: the two contexts as one
-    # padded batch, then the tails on their own document's row of its cache (" glass", one
-    # token, has none: the context's last position is its only score)
+    # packed: one pass, a row per document (its context, then its choices' tails); else per
+    # document the context once ([1, context tokens]), then the four choices' tails together
+    # on its cache; with batch_size 8 both documents at once: the two contexts as one padded
+    # batch, then the tails on their own document's row of its cache (" glass", one token, has
+    # none: the context's last position is its only score)
     tails = [len(theirs._encode_pair(context, choice)[1]) - 1 for context, choice in MC_REQUESTS]
-    assert [s[0] for s in shapes] == ([2, sum(map(bool, tails))] if batch_size == 8 else [1, 4, 1, 4])
+    if packed:
+        assert [s[0] for s in shapes] == ([2] if batch_size == 8 else [1, 1])
+    else:
+        assert [s[0] for s in shapes] == ([2, sum(map(bool, tails))] if batch_size == 8 else [1, 4, 1, 4])
     # the head once per pass of documents (both in one with batch_size 8), on each document's
     # last context position once (it scores every choice's first token) and on each choice's
     # tail: no padding, no row twice
@@ -68,15 +94,21 @@ UNEVEN_REQUESTS = [(LONG_CONTEXT, choice) for choice in (" yes sir", " no sir")]
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_documents_together_stay_within_the_models_positions(model_dirs: dict[str, Path], kind: str) -> None:
+@pytest.mark.parametrize("packed", [True, False])
+def test_documents_together_stay_within_the_models_positions(
+    model_dirs: dict[str, Path], kind: str, packed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=8)
+    tails_packed(ours, packed, monkeypatch)
     pairs = [theirs._encode_pair(context, choice) for context, choice in UNEVEN_REQUESTS]
     longest_context, longest_tail = len(pairs[0][0]), max(len(cont) - 1 for _, cont in pairs[2:])
     assert all(len(ctx) + len(cont) <= 64 for ctx, cont in pairs) and longest_context + longest_tail > 64
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     mine, ref, shapes = scored_counting_body_passes(ours, theirs, UNEVEN_REQUESTS)
     assert_ll_equal(mine, ref)
-    assert [s[0] for s in shapes] == [2, 4]  # both contexts in one pass, then all four tails
+    # packed, one pass of both documents, each at its own positions; else both contexts in one
+    # pass, then all four tails
+    assert [s[0] for s in shapes] == ([2] if packed else [2, 4])
 
 
 # One-token choices fold into one request per document (lm-eval scores them from one row), beside
@@ -90,15 +122,18 @@ FOLDED_REQUESTS = [
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
+@pytest.mark.parametrize("packed", [True, False])
 def test_folded_one_token_choices_beside_longer_ones_in_a_pass_of_documents(
-    model_dirs: dict[str, Path], kind: str
+    model_dirs: dict[str, Path], kind: str, packed: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=8)
+    tails_packed(ours, packed, monkeypatch)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     mine, ref, shapes = scored_counting_body_passes(ours, theirs, FOLDED_REQUESTS)
     assert_ll_equal(mine, ref)
-    # both contexts in one pass, then each document's longer choice's tail; the folded request has none
-    assert [s[0] for s in shapes] == [2, 2]
+    # packed, both documents in one pass; else both contexts in one pass, then each document's
+    # longer choice's tail; the folded request has none
+    assert [s[0] for s in shapes] == ([2] if packed else [2, 2])
     assert len({round(m.logprob, 6) for m in mine}) == len(mine)  # every choice its own number
 
 
@@ -109,8 +144,11 @@ SPREAD_REQUESTS = [
 
 
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
-def test_a_long_choice_tail_runs_apart_from_the_short_ones(model_dirs: dict[str, Path], kind: str) -> None:
+def test_a_long_choice_tail_runs_apart_from_the_short_ones(
+    model_dirs: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=8)
+    cached_tails(ours, monkeypatch)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
     mine, ref, shapes = scored_counting_body_passes(ours, theirs, SPREAD_REQUESTS)
     # the long choice sums 27 tokens to about -290 on these random weights: the keys' order on a
@@ -240,14 +278,15 @@ def test_documents_on_one_prefix_run_together_on_its_cache(
 ) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=batch_size)
     assert ours.scorer.shared is not None and ours.scorer.shared.head_apart()  # probes the body → head split
+    assert ours.scorer.shared.packing() is not None  # and the packed row
     # the model body: batched rows run it directly (the LM head on their scored positions alone)
     mine, ref, shapes = scored_counting_body_passes(ours, theirs, PREFIX_REQUESTS)
     assert_ll_equal(mine, ref)
     # the shared shots once ([1, prefix tokens]), then the six documents' own tokens: one row
-    # each, `batch_size` rows per pass; with batch_size 1 one document per pass, as before,
-    # the three-token answer's last two tokens in a pass of their own on its context's cache
+    # each, `batch_size` rows per pass; with batch_size 1 one document per pass, the
+    # three-token answer's last two tokens packed after its own context tokens
     assert shapes[0][0] == 1 and shapes[0][1] >= 20
-    assert [s[0] for s in shapes[1:]] == ([4, 2] if batch_size == 4 else [1] * 7)
+    assert [s[0] for s in shapes[1:]] == ([4, 2] if batch_size == 4 else [1] * 6)
 
 
 def test_each_distinct_text_is_tokenized_once_with_lm_evals_pairs(model_dirs: dict[str, Path]) -> None:

@@ -101,8 +101,9 @@ def on_prefix(group: Sequence[int], prefix: Sequence[int], pairs: Sequence[Token
 
 def batch_order(planned: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[Planned]:
     """`planned` with the groups that run on a prefix first, one prefix after another (one
-    prefix cache held at a time), then the others; each part by context length, longest
-    first: padded batches of documents then waste little."""
+    prefix cache held at a time), then the others; the first by context length, the others by
+    their width with their choices (`document_width`), longest first: padded batches of
+    documents then waste little."""
     kept = [(group, prefix) for group, prefix in planned if on_prefix(group, prefix, pairs)]
     rest = [(group, prefix) for group, prefix in planned if not on_prefix(group, prefix, pairs)]
     runs: list[int] = []  # the index of each kept group's run of one prefix
@@ -110,7 +111,14 @@ def batch_order(planned: Sequence[Planned], pairs: Sequence[TokenPair]) -> list[
         runs.append(runs[-1] + (prefix != kept[index - 1][1]) if runs else 0)
     # within one prefix's run, longest context first too: its rows are batched
     kept = [kept[i] for i in sorted(range(len(kept)), key=lambda i: (runs[i], -len(pairs[kept[i][0][0]][0])))]
-    return kept + sorted(rest, key=lambda item: -len(pairs[item[0][0]][0]))
+    return kept + sorted(rest, key=lambda item: -document_width(item[0], pairs))
+
+
+def document_width(group: Sequence[int], pairs: Sequence[TokenPair]) -> int:
+    """A document's tokens in a packed row: its context, then its members' tails (each
+    continuation less its last token) as a trie, choices that begin alike sharing tokens."""
+    tails = {tuple(pairs[i][1][: k + 1]) for i in group for k in range(len(pairs[i][1]) - 1)}
+    return len(pairs[group[0]][0]) + len(tails)
 
 
 def passes(planned: Sequence[Planned], pairs: Sequence[TokenPair], size: int) -> Iterator[tuple[str, list[Planned]]]:

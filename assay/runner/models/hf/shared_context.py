@@ -41,16 +41,18 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from assay.runner.models.hf import rolling
-from assay.runner.models.hf.document_passes import Planned, on_prefix, tail_passes
+from assay.runner.models.hf import cached_tails, packed_documents, rolling
+from assay.runner.models.hf.cached_tails import Hidden
+from assay.runner.models.hf.document_passes import Planned, on_prefix
+from assay.runner.models.hf.packed_documents import output_cache
 from assay.runner.models.token_pairs import TokenPair
 
 # (log-probs [contlen, vocab], argmax [contlen]) for one request
 Scored = tuple[torch.Tensor, torch.Tensor]
 # (sum of the continuation's log-probs, whether greedy decoding gives it) for one request
 Answer = tuple[float, bool]
-# one document in the body: its context's last position [1, width], and per member its tail's [len, width]
-Hidden = tuple[torch.Tensor, list[torch.Tensor]]
+# one document's scored positions in the body [rows, width], and per member its rows, in order
+Found = tuple[torch.Tensor, list[list[int]]]
 
 # model types whose layers keep a recurrent state (or mix one in): a repeated KV cache is not their state
 _RECURRENT = frozenset(
@@ -100,12 +102,6 @@ def sharing_blocker(model: Any, *, backend: str) -> str | None:
 def cache_arg(params: Any) -> str | None:
     """The forward argument carrying a KV cache: `cache` (transformers 5), `past_key_values` before."""
     return next((name for name in ("cache", "past_key_values") if name in params), None)
-
-
-def output_cache(output: Any) -> Any:
-    """A forward's KV cache: the output's `cache` (transformers 5, where reading `past_key_values`
-    logs a deprecation into the progress bar), `past_key_values` before."""
-    return output["cache"] if "cache" in output else output["past_key_values"]
 
 
 class SharedContextScorer:
@@ -169,35 +165,87 @@ class SharedContextScorer:
         paid per call whatever the rows: two calls per document were a fifth of the run. A
         document's last context position scores every choice's first token, so it reaches the
         head once, not once per choice (a quarter of the head's rows on four-choice tasks).
-        Documents without a long shared prefix run their contexts together
-        (`_documents_together`) where the body takes an attention mask and position ids; the
-        others one at a time, on their prefix's cache.
+        Where the model takes a packed row (`packed_documents`) each document is one row, its
+        context and its choices, in one pass per prefix: documents on a long shared prefix on
+        a copy of its cache, the others whole. Else documents without a long shared prefix run
+        their contexts together and the tails on their cache (`cached_tails`) where the
+        body takes an attention mask and position ids; the others one at a time, on their
+        prefix's cache.
         """
         assert self.head_apart() and self._split is not None
         head = self._split[1]
-        hidden: list[Hidden | None] = [None for _ in groups]
+        found: list[Found | None] = [None for _ in groups]
         together = [
             k for k, (members, prefix) in enumerate(groups) if self._masks and not on_prefix(members, prefix, pairs)
         ]
         with torch.no_grad(), self.autocast():
-            if len(together) > 1:
-                found = self._documents_together([groups[k][0] for k in together], pairs)
-                for k, document in zip(together, found, strict=False):
-                    hidden[k] = document
-            rows: list[torch.Tensor] = []
+            if self.packing() is not None:
+                # one pass per prefix: documents on a long shared one run on its cache
+                by_prefix: dict[tuple[int, ...], list[int]] = {}
+                for k, (members, prefix) in enumerate(groups):
+                    by_prefix.setdefault(tuple(prefix) if on_prefix(members, prefix, pairs) else (), []).append(k)
+                for shared, ks in by_prefix.items():
+                    packed = self._documents_packed([groups[k][0] for k in ks], pairs, list(shared))
+                    for k, one in zip(ks, packed, strict=True):
+                        found[k] = one
+            elif len(together) > 1:
+                assert self._split is not None
+                body, _, body_cache = self._split
+                documents = [groups[k][0] for k in together]
+                hidden = cached_tails.documents_together(body, body_cache, self.device, documents, pairs)
+                for k, document in zip(together, hidden, strict=False):
+                    found[k] = _as_found(document)
+            states: list[torch.Tensor] = []
             rows_of: list[list[list[int]]] = []  # per group, per member: the row of each continuation token
             count = 0
             for k, (members, prefix) in enumerate(groups):
-                last, tails = hidden[k] or self._one_document(members, prefix, pairs)
-                shared, count = count, count + 1
-                rows.append(last)
-                rows_of.append([])
-                for tail in tails:
-                    rows_of[-1].append([shared, *range(count, count + tail.shape[0])])
-                    rows.append(tail)
-                    count += tail.shape[0]
-            logprobs = F.log_softmax(head(torch.cat(rows)), dim=-1, dtype=self.softmax_dtype)
+                rows, member_rows = found[k] or _as_found(self._one_document(members, prefix, pairs))
+                states.append(rows)
+                rows_of.append([[count + r for r in member] for member in member_rows])
+                count += rows.shape[0]
+            logprobs = F.log_softmax(head(torch.cat(states)), dim=-1, dtype=self.softmax_dtype)
         return PassScores(logprobs, rows_of)
+
+    def packing(self) -> tuple[str, torch.dtype] | None:
+        """The mask format and dtype for packed documents, or None where the model does not
+        honour them (checked once on a probe input)."""
+        if not hasattr(self, "_packing"):
+            self._packing = (
+                packed_documents.packing_works(
+                    self._split[0], self.model, device=self.device, autocast=self.autocast, cache_arg=self._split[2]
+                )
+                if self.head_apart() and self._masks and self._split is not None
+                else None
+            )
+        return self._packing
+
+    def _documents_packed(
+        self, groups: Sequence[Sequence[int]], pairs: Sequence[TokenPair], prefix: list[int]
+    ) -> list[Found]:
+        """Each document one row, its context (after `prefix`, run on a copy of its cache) and
+        its members' tails as a trie, in one pass."""
+        assert self._split is not None and self._packing is not None
+        body, _, body_cache = self._split
+        mask_format, dtype = self._packing
+        cache = None
+        if prefix:
+            _, cached = self._after_prefix(pairs[groups[0][0]][0], prefix)
+            cached[self.cache_arg].batch_repeat_interleave(len(groups))
+            cache = (body_cache, cached[self.cache_arg], len(prefix))
+        documents = [
+            packed_documents.pack_document(
+                pairs[members[0]][0][len(prefix) :], [pairs[i][1][:-1] for i in members], start=len(prefix)
+            )
+            for members in groups
+        ]
+        outputs = packed_documents.run_packed(
+            body, documents, device=self.device, mask_format=mask_format, dtype=dtype, cache=cache
+        )
+        found: list[Found] = []
+        for document, rows in zip(documents, outputs, strict=True):
+            first = document.context_length - 1
+            found.append((rows, [[r - first for r in member] for member in document.member_rows]))
+        return found
 
     def _one_document(self, members: Sequence[int], prefix: list[int], pairs: Sequence[TokenPair]) -> Hidden:
         """The body's output at the context's last position and at each member's tail. The
@@ -219,68 +267,6 @@ class SharedContextScorer:
         cache.batch_repeat_interleave(len(tails))
         rest = body(inputs.to(self.device, non_blocking=True), **{body_cache: cache}, use_cache=False).last_hidden_state
         return last, [rest[b, : len(tail)] for b, tail in enumerate(tails)]
-
-    def _documents_together(self, groups: Sequence[Sequence[int]], pairs: Sequence[TokenPair]) -> list[Hidden]:
-        """`_one_document` for several documents at once: their contexts as one right-padded
-        batch (causal attention: padding after a row's tokens never reaches them), then the
-        members' tails on their own documents' rows of that cache, with an attention mask that
-        hides the padding keys and position ids that continue each context: in passes of similar
-        lengths (`tail_passes`; a pass padded to one long choice cost 2.6 times its tokens on
-        ARC), and none for one-token choices, whose only score is the context's last position.
-
-        A row's padding after its own tail repeats its last position: counted on, it would pass
-        the model's last position where one document's long context meets another's long tail
-        (each request fits the model; their widths together need not), and the padding is never
-        seen by a scored position anyway."""
-        assert self._split is not None
-        body, _, body_cache = self._split
-        contexts = [pairs[members[0]][0] for members in groups]
-        lengths = [len(ctx) for ctx in contexts]
-        width = max(lengths)
-        inputs = torch.zeros((len(contexts), width), dtype=torch.long)
-        for b, ctx in enumerate(contexts):
-            inputs[b, : len(ctx)] = torch.tensor(ctx, dtype=torch.long)
-        first = body(inputs.to(self.device, non_blocking=True), use_cache=True)
-        lasts = [first.last_hidden_state[b, n - 1 : n] for b, n in enumerate(lengths)]
-        rows = [(b, pairs[i][1][:-1]) for b, members in enumerate(groups) for i in members]
-        found: dict[int, torch.Tensor] = {}  # per row with a tail: the body's output at its tail
-        chunks = tail_passes([len(tail) for _, tail in rows])
-        for n, chunk in enumerate(chunks):
-            # each pass selects its rows from the contexts' cache; the last may consume it
-            cache = output_cache(first) if n == len(chunks) - 1 else copy.deepcopy(output_cache(first))
-            rest = self._tails_on_contexts([rows[r] for r in chunk], cache, lengths)
-            for k, r in enumerate(chunk):
-                found[r] = rest[k, : len(rows[r][1])]
-        out: list[Hidden] = [(last, []) for last in lasts]
-        for r, (b, _) in enumerate(rows):
-            out[b][1].append(found.get(r, lasts[b][:0]))
-        return out
-
-    def _tails_on_contexts(
-        self, rows: Sequence[tuple[int, list[int]]], cache: Any, lengths: Sequence[int]
-    ) -> torch.Tensor:
-        """The body's output [rows, longest tail, width] for tails, each (its context's row in
-        `cache`, its tokens), right-padded, run on their own contexts' rows of `cache`."""
-        assert self._split is not None
-        body, _, body_cache = self._split
-        width, tail_width = max(lengths), max(len(tail) for _, tail in rows)
-        tails = torch.zeros((len(rows), tail_width), dtype=torch.long)
-        mask = torch.zeros((len(rows), width + tail_width), dtype=torch.long)
-        positions = torch.zeros((len(rows), tail_width), dtype=torch.long)
-        for r, (b, tail) in enumerate(rows):
-            tails[r, : len(tail)] = torch.tensor(tail, dtype=torch.long)
-            mask[r, : lengths[b]] = 1
-            mask[r, width:] = 1
-            positions[r] = lengths[b] + torch.arange(tail_width).clamp(max=max(len(tail) - 1, 0))
-        cache.batch_select_indices(torch.tensor([b for b, _ in rows], device=self.device))
-        out: torch.Tensor = body(
-            tails.to(self.device, non_blocking=True),
-            attention_mask=mask.to(self.device, non_blocking=True),
-            position_ids=positions.to(self.device, non_blocking=True),
-            use_cache=False,
-            **{body_cache: cache},
-        ).last_hidden_state
-        return out
 
     def score_rows(self, members: Sequence[int], pairs: Sequence[TokenPair], prefix: list[int]) -> list[Scored]:
         """Requests sharing `prefix`, each one row of its own tokens, as one batch on the prefix's cache."""
@@ -329,6 +315,17 @@ class SharedContextScorer:
             logprobs = F.log_softmax(rows, dim=-1, dtype=self.softmax_dtype)
             out.append((logprobs, logprobs.argmax(dim=-1)))
         return out
+
+
+def _as_found(hidden: Hidden) -> Found:
+    """A document's context's last position and its members' tails as rows and each member's."""
+    last, tails = hidden
+    member_rows: list[list[int]] = []
+    count = 1
+    for tail in tails:
+        member_rows.append([0, *range(count, count + tail.shape[0])])
+        count += tail.shape[0]
+    return torch.cat([last, *tails]), member_rows
 
 
 @dataclasses.dataclass(frozen=True)
