@@ -11,7 +11,7 @@ origin would hand the token to a server the user never named.
 An admin's prefix bounds a URL textually, as the chart's admission policy (CEL) can check
 it too: scheme, host and port exactly as written, and the path at a `/` (or `?`) boundary,
 with no dot segments that would climb out of it. Both sides apply the same cases
-(tests/operator/test_operator_admission_policy.py).
+(tests/operator/admission/test_operator_admission_policy.py).
 """
 
 from __future__ import annotations

@@ -182,6 +182,7 @@ def test_a_failed_run_leaves_no_empty_output_folder_and_a_finished_one_keeps_it(
     assert list(out.rglob("results_*.json"))
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_a_default_run_prints_its_info_lines_in_a_fresh_process(imported: Path, tmp_path: Path) -> None:
     """Without pytest's handlers: what a user at a terminal sees on stderr."""
     env = {**os.environ, "ASSAY_DATASETS_DIR": str(imported)}

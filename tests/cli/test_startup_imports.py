@@ -59,6 +59,7 @@ def _loaded(modules: set[str], names: tuple[str, ...]) -> list[str]:
     return [name for name in names if name in modules]
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_a_local_data_run_imports_no_datasets_metric_library_or_cluster_client(converted: Path) -> None:
     modules = _modules_after_run(
         ["run", "--model", "dummy", "--tasks", "arc_easy,lambada_openai,gsm8k", "--limit", "2"], converted

@@ -76,6 +76,7 @@ def test_plan_reports_the_detectable_effect_and_documents_needed(capsys: pytest.
     assert all(row["needed"] > row["n"] for row in plan["plans"])
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_compare_imports_no_torch() -> None:
     script = (
         f"import sys; from assay.cli import main; code = main(['compare', {ASSAY_0!r}, {LMEVAL!r}]); "

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.compare.crafted import write_run
 
@@ -28,6 +29,7 @@ def _mmlu_like(folder: Path, seed: int) -> Path:
     return write_run(folder, tasks, doc_text=QUESTION)
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_an_mmlu_sized_comparison_takes_about_a_second(tmp_path: Path) -> None:
     baseline, candidate = _mmlu_like(tmp_path / "a", 0), _mmlu_like(tmp_path / "b", 1)
     start = time.perf_counter()

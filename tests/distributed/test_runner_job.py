@@ -148,7 +148,7 @@ def test_progress_goes_to_the_sink_every_time_and_to_the_log_once_per_interval(
 ) -> None:
     reports: list[tuple[int, int]] = []
 
-    class Sink:  # the sink decides what it writes (tests/operator/test_operator_status_sink.py)
+    class Sink:  # the sink decides what it writes (tests/results/test_status_sink.py)
         def progress(self, done: int, total: int) -> None:
             reports.append((done, total))
 

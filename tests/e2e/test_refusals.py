@@ -11,7 +11,7 @@
 - The API server gone for a minute: the operator's sweeps go on. The real API server is
   stopped (connection refused), not made to answer 500: a kube-apiserver answers 500 only
   while its etcd fails, and then only after its own request timeout, a minute a request;
-  tests/operator/test_operator_sweeps.py has a local API server answer 500 instead.
+  tests/operator/runtime/test_operator_sweeps.py has a local API server answer 500 instead.
 """
 
 from __future__ import annotations

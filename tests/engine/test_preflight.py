@@ -489,6 +489,7 @@ def test_a_task_the_importer_cannot_build_is_told_where_its_data_comes_from(
 # -- the whole command, in a fresh process -------------------------------------------------------
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_the_command_fails_without_importing_the_model_backend(tmp_path: Path) -> None:
     """Before the model loads means before transformers and the hf backend are even imported."""
     program = (

@@ -194,6 +194,7 @@ def test_leaf_configs_build_nothing_while_another_thread_asks_the_same_manager(
     assert built == [] and "plain" in str(answers["first"])
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_assay_run_refuses_a_template_that_reaches_os_in_one_sentence(tmp_path: Path) -> None:
     marker = tmp_path / "pwned"
     data = tmp_path / "data.jsonl"

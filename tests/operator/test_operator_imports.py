@@ -11,9 +11,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_importing_the_operator_loads_no_ml_stack_and_no_engine() -> None:
     script = textwrap.dedent("""
         import importlib, pkgutil, sys

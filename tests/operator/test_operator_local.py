@@ -54,6 +54,7 @@ def test_manifests_load_from_a_file_or_stdin(tmp_path: Path) -> None:
     assert second.resources.world_size == 4 and first.resources.world_size == 1
 
 
+@pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
 def test_a_spec_too_large_for_an_environment_variable_reaches_the_runner_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

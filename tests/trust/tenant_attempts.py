@@ -8,7 +8,7 @@ user's own machine, where lm-eval's trust model holds: only what no user asks fo
 there). `test_tenant_corpus.py` runs every attempt through every surface it names.
 
 Held elsewhere, since they need objects in a cluster rather than a spec: a child name taken by
-another object (tests/operator/test_operator_owned.py, e2e test_owned_children.py), a
+another object (tests/operator/runtime/test_operator_owned.py, e2e test_owned_children.py), a
 rendezvous reachable from another run's pods (the per-run NetworkPolicy: test_operator_builders,
 e2e test_multi_node and test_owned_children), a flood of made-up /metrics tokens
 (test_operator_metrics_tls.py), a Secret without consent (test_operator_secret_consent.py).
@@ -22,7 +22,7 @@ from typing import Any
 SECRET = "OPENAI_API_KEY=sk-test-corpus-0123456789"
 """In the documents, a file beside the datasets and the environment: no message may carry it."""
 RUNNER_IMAGES = ("ghcr.io/assay-dev/assay-runner", "ghcr.io/assay-dev/assay-runner-vllm")
-"""The chart's default allowedImagePrefixes (tests/operator/test_operator_chart_images.py renders it)."""
+"""The chart's default allowedImagePrefixes (tests/operator/deploy/test_operator_chart_images.py renders it)."""
 
 OPERATOR, RUNNER, RUN = "operator", "runner", "run"
 

@@ -15,8 +15,8 @@ import yaml
 
 from tests.argocd_health import SCRIPT, argocd_health
 
-RECORDED = Path(__file__).parent / "recorded"
-OPERATOR_DOC = Path(__file__).resolve().parents[2] / "docs" / "operator.md"
+RECORDED = Path(__file__).parents[1] / "recorded"
+OPERATOR_DOC = Path(__file__).resolve().parents[3] / "docs" / "operator.md"
 
 # What each recorded Evaluation is, as Argo CD must show it.
 EXPECTED = {

@@ -13,7 +13,7 @@ from tests.operator.helm_chart import needs_helm
 from tests.operator.helm_chart import render as _render
 
 FLOWCONTROL = ("--api-versions", "flowcontrol.apiserver.k8s.io/v1/FlowSchema")
-LEASES = Path(__file__).resolve().parents[2] / "assay" / "operator" / "kube" / "leases.py"
+LEASES = Path(__file__).resolve().parents[3] / "assay" / "operator" / "kube" / "leases.py"
 VERB_OF = {"GET": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 
 

@@ -25,7 +25,7 @@ from assay.runner.results import versus_baseline
 from tests.compare.crafted import write_run
 from tests.operator.metrics_scrape import scored_evaluation, scrape
 
-RULE = Path(__file__).resolve().parents[2] / "deploy" / "helm" / "assay" / "templates" / "prometheusrule.yaml"
+RULE = Path(__file__).resolve().parents[3] / "deploy" / "helm" / "assay" / "templates" / "prometheusrule.yaml"
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from tests.operator.local_apiserver import (
     api,  # noqa: F401  (fixture)
 )
 
-RECORDED = json.loads((Path(__file__).parent / "recorded" / "api_refusals.json").read_text())
+RECORDED = json.loads((Path(__file__).parents[1] / "recorded" / "api_refusals.json").read_text())
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 EVALUATION = "/apis/assay.dev/v1alpha1/namespaces/evals/evaluations/tiny"
 JOBS = "/apis/batch/v1/namespaces/evals/jobs"

@@ -14,7 +14,7 @@ import pytest
 from assay.operator.decide import conditions, diagnosis, job_status
 from assay.operator.decide.diagnosis import Problem
 
-RECORDED = Path(__file__).parent / "recorded"
+RECORDED = Path(__file__).parents[1] / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 IMAGE = "ghcr.io/assay-dev/assay:0.0.0-missing"
 

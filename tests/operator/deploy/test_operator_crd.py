@@ -15,7 +15,7 @@ from assay.operator.decide import conditions, job_status
 from assay.run_results import RunResults
 from assay.runner.results.status_sink import condense_results
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 NOW = datetime.datetime(2025, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
 
 
@@ -282,5 +282,5 @@ def test_every_schema_key_is_a_string() -> None:
             return [k for index, value in enumerate(node) for k in keys(value, f"{path}[{index}]")]
         return []
 
-    for path in (Path(__file__).resolve().parents[2] / "deploy" / "crds").glob("*.yaml"):
+    for path in (Path(__file__).resolve().parents[3] / "deploy" / "crds").glob("*.yaml"):
         assert keys(yaml.safe_load(path.read_text()), path.name) == []

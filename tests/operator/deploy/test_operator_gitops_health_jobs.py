@@ -14,7 +14,7 @@ import pytest
 from assay.operator.decide import conditions, job_status
 from tests.argocd_health import argocd_health
 
-RECORDED = Path(__file__).parent / "recorded"
+RECORDED = Path(__file__).parents[1] / "recorded"
 NOW = datetime.datetime(2026, 12, 1, 9, 0, tzinfo=datetime.timezone.utc)
 KSTATUS = {
     "Healthy": ("True", "False", "False"),

@@ -107,7 +107,7 @@ def _render(*args: str, served: bool = True) -> list[dict[str, Any]]:
         capture_output=True,
         text=True,
     ).stdout
-    # The endpoint policy's documents (the runners' write policy is tests/operator/test_operator_runner_policy.py's).
+    # The endpoint policy's documents (the runners' write policy is tests/operator/deploy/test_operator_runner_policy.py's).
     return [
         d
         for d in yaml.safe_load_all(out)

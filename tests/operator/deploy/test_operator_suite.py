@@ -18,7 +18,7 @@ from assay.operator.admission import validation
 from assay.operator.build import baseline_view, builders
 from assay.spec import ENV_BASELINE_EVALUATION, parse_spec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+EXAMPLES = Path(__file__).resolve().parents[3] / "examples"
 KUBECTL = shutil.which("kubectl")
 if KUBECTL is None and os.environ.get("CI", "").lower() == "true":
     raise RuntimeError("kubectl is not on PATH: CI renders examples/suite with `kubectl kustomize`")

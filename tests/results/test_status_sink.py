@@ -135,7 +135,7 @@ def test_kubernetes_sink_writes_progress_on_a_visible_change_at_most_once_per_in
         "requestsTotal": 100,
         "summary": "31/100 (31%)",
         "updated": "2023-11-14T22:13:32.000Z",
-    }  # no ETA: readers compute it (tests/operator/test_operator_progress_eta.py)
+    }  # no ETA: readers compute it (tests/operator/decide/test_operator_progress_budget.py)
     assert api.patches[1]["body"]["status"]["timing"]["requestsStarted"] == "2023-11-14T22:13:20.000Z"
     assert api.patches[3]["body"]["status"]["progress"]["summary"] == "100/100 (100%)"
     sink.progress(100, 100)  # the end, reported twice, is written once

@@ -25,7 +25,7 @@ from assay.operator.runtime import converge, observe
 from assay.operator.runtime.state import OperatorState
 from assay.operator.runtime.watched import Watched, WatchedObjects
 
-RECORDED = Path(__file__).parent / "recorded"
+RECORDED = Path(__file__).parents[1] / "recorded"
 T0 = datetime.datetime(2025, 5, 1, 12, 0, 0, tzinfo=datetime.timezone.utc)
 
 

@@ -1,7 +1,7 @@
 """`converge`: which runs need their Job again, and re-creating it from the same pure plan.
 
 `kube`'s calls are replaced by an in-memory store of the objects created (JSON patches
-applied by the local API server's RFC 6902 code); tests/operator/test_operator_owned.py
+applied by the local API server's RFC 6902 code); tests/operator/runtime/test_operator_owned.py
 runs the ownership rules over HTTP, and tests/e2e/test_hardening.py deletes a real Job on
 the real node.
 """
