@@ -71,3 +71,33 @@ def count_prompt_prefixes(monkeypatch: Any) -> list[int]:
 
     monkeypatch.setattr(prompt_prefix.PrefixCache, "__init__", counting_init)
     return built
+
+
+def write_choice_task(
+    folder: Path,
+    name: str,
+    rows: list[dict[str, Any]],
+    *,
+    metrics: tuple[str, ...] = ("acc",),
+    cluster_key: str | None = None,
+) -> Path:
+    """A multiple-choice task `name` over `rows` ({q, choices, label}) as a local JSONL file,
+    its YAML beside it in `folder`; `cluster_key` makes its scores clustered."""
+    folder.mkdir(parents=True, exist_ok=True)
+    data = folder / f"{name}.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    metric_lines = "".join(f"  - {{metric: {m}, aggregation: mean, higher_is_better: true}}\n" for m in metrics)
+    cluster = f", cluster_key: {cluster_key}" if cluster_key else ""
+    (folder / f"{name}.yaml").write_text(
+        f"task: {name}\n"
+        "dataset_path: json\n"
+        f'dataset_kwargs: {{data_files: {{"test": {json.dumps(str(data))}}}}}\n'
+        "test_split: test\n"
+        "output_type: multiple_choice\n"
+        'doc_to_text: "Question: {{q}}\\nAnswer:"\n'
+        'doc_to_choice: "{{choices}}"\n'
+        'doc_to_target: "{{label}}"\n'
+        f"metric_list:\n{metric_lines}"
+        f"metadata: {{version: 1.0{cluster}}}\n"
+    )
+    return data

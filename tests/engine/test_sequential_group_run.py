@@ -18,32 +18,19 @@ import pytest
 from assay import cli
 from assay.run_results import RunResults
 from assay.runner.results import stopped_early
+from tests.helpers import write_choice_task
 from tests.model_fixtures import gpt2_dir, tiny_gpt2  # noqa: F401  (fixture)
 
 PER_TASK = 160
 TASKS = ("seqg_a", "seqg_b", "seqg_c")
 DOCUMENTS = PER_TASK * len(TASKS)
 CHUNK = 64  # the default for 480 documents: 64 doubling up to max(64, 480/20) = 64
-TASK_YAML = """task: @NAME@
-dataset_path: json
-dataset_kwargs: {data_files: {"test": "@FILE@"}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "Question: {{q}}\\nAnswer:"
-doc_to_choice: "{{choices}}"
-doc_to_target: "{{label}}"
-metric_list:
-  - {metric: acc, aggregation: mean, higher_is_better: true}
-metadata: {version: 1.0}
-"""
 
 
 def _write(folder: Path, rows: dict[str, list[dict[str, Any]]]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name in TASKS:
-        data = folder / f"{name}.jsonl"
-        data.write_text("".join(json.dumps(row) + "\n" for row in rows[name]))
-        (folder / f"{name}.yaml").write_text(TASK_YAML.replace("@NAME@", name).replace("@FILE@", str(data)))
+        write_choice_task(folder, name, rows[name])
     members = ", ".join(TASKS)
     for group, weighted in (("seqg", "true"), ("seqg_equal", "false")):
         (folder / f"{group}.yaml").write_text(

@@ -4,7 +4,6 @@ its tasks' documents; a group that weighs its tasks otherwise leaves each task t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from assay.run_options import SequentialSettings
@@ -14,31 +13,16 @@ from assay.runner.sequential import order as chunk_order
 from assay.runner.sequential.pooling import group_metrics, units
 from assay.runner.sequential.watch import Member, TaskWatch, doc_hash
 from assay.runner.tasks.index import LoadedTasks, TaskManager
+from tests.helpers import write_choice_task
 
-TASK = """task: @NAME@
-dataset_path: json
-dataset_kwargs: {data_files: {"test": "@FILE@"}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "Question: {{q}}\\nAnswer:"
-doc_to_choice: "{{choices}}"
-doc_to_target: "{{label}}"
-metric_list:
-  - {metric: acc, aggregation: mean, higher_is_better: true}
-metadata: {version: 1.0@CLUSTER@}
-"""
 SIZES = {"pool_a": 30, "pool_b": 50, "pool_c": 20}
 
 
 def _library(folder: Path, *, weight_by_size: str = "true", clustered: str | None = None) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for name, size in SIZES.items():
-        data = folder / f"{name}.jsonl"
         rows = [{"q": f"{name} {i}", "choices": ["a", "b"], "label": i % 2, "passage": i // 4} for i in range(size)]
-        data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-        cluster = ", cluster_key: passage" if name == clustered else ""
-        text = TASK.replace("@NAME@", name).replace("@FILE@", str(data)).replace("@CLUSTER@", cluster)
-        (folder / f"{name}.yaml").write_text(text)
+        write_choice_task(folder, name, rows, cluster_key="passage" if name == clustered else None)
     aggregate = f"aggregate_metric_list: [{{metric: acc, weight_by_size: {weight_by_size}}}]"
     (folder / "pool.yaml").write_text(f"group: pool\ntask: [pool_a, pool_b, pool_c]\n{aggregate}\n")
     # MMLU's shape: a size-weighted group of size-weighted subgroups

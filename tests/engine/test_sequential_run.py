@@ -17,31 +17,17 @@ import pytest
 
 from assay import cli
 from assay.runner.results import stopped_early
+from tests.helpers import write_choice_task
 from tests.model_fixtures import gpt2_dir, tiny_gpt2  # noqa: F401  (fixture)
 
 DOCUMENTS = 320
 CHUNK = 64  # the default for a task of 320 documents: max(64, 320/20)
 TASK = "seq_pick"
 COMPARE_REGRESSED = 1  # `assay compare`'s exit status for a regression
-YAML = """task: seq_pick
-dataset_path: json
-dataset_kwargs: {data_files: {"test": "@FILE@"}}
-test_split: test
-output_type: multiple_choice
-doc_to_text: "Question: {{q}}\\nAnswer:"
-doc_to_choice: "{{choices}}"
-doc_to_target: "{{label}}"
-metric_list:
-  - {metric: acc, aggregation: mean, higher_is_better: true}
-metadata: {version: 1.0}
-"""
 
 
 def _write_task(folder: Path, rows: list[dict[str, Any]]) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    data = folder / "pick.jsonl"
-    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    (folder / "seq_pick.yaml").write_text(YAML.replace("@FILE@", str(data)))
+    write_choice_task(folder, TASK, rows)
     return folder
 
 
