@@ -54,3 +54,23 @@ def write_run(
     path = model / f"results_{DATE}.json"
     path.write_text(json.dumps(results))
     return path
+
+
+MMLU_LIKE_QUESTION = (
+    "Which of the following best describes the structure that collects urine in the body? " * 8
+)  # MMLU-like length
+
+
+def write_mmlu_like_run(folder: Path, seed: int) -> Path:
+    """A run of MMLU's size: 57 tasks of 246 documents, acc and acc_norm drawn at 0.6 from `seed`."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    tasks = {
+        f"mmlu_subject_{s}": [
+            {"doc_id": i, "doc": f"{s}-{i}", "acc": int(rng.random() < 0.6), "acc_norm": int(rng.random() < 0.6)}
+            for i in range(246)
+        ]
+        for s in range(57)
+    }
+    return write_run(folder, tasks, doc_text=MMLU_LIKE_QUESTION)

@@ -1,45 +1,26 @@
-"""An MMLU-sized comparison (57 tasks, 14,022 documents, two metrics) takes about a second."""
+"""An MMLU-sized comparison (57 tasks, 14,022 documents, two metrics) runs to the end as a
+fresh command and gives every task's rows; how long it takes is measured by
+bench/compare_speed.py, not asserted here."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from tests.compare.crafted import write_run
-
-QUESTION = (
-    "Which of the following best describes the structure that collects urine in the body? " * 8
-)  # MMLU-like length
-
-
-def _mmlu_like(folder: Path, seed: int) -> Path:
-    rng = np.random.default_rng(seed)
-    tasks = {
-        f"mmlu_subject_{s}": [
-            {"doc_id": i, "doc": f"{s}-{i}", "acc": int(rng.random() < 0.6), "acc_norm": int(rng.random() < 0.6)}
-            for i in range(246)
-        ]
-        for s in range(57)
-    }
-    return write_run(folder, tasks, doc_text=QUESTION)
+from tests.compare.crafted import write_mmlu_like_run
 
 
 @pytest.mark.slow  # a fresh interpreter (subprocess), not the quick loop's pure Python
-def test_an_mmlu_sized_comparison_takes_about_a_second(tmp_path: Path) -> None:
-    baseline, candidate = _mmlu_like(tmp_path / "a", 0), _mmlu_like(tmp_path / "b", 1)
-    start = time.perf_counter()
+def test_an_mmlu_sized_comparison_gives_every_tasks_rows(tmp_path: Path) -> None:
+    baseline, candidate = write_mmlu_like_run(tmp_path / "a", 0), write_mmlu_like_run(tmp_path / "b", 1)
     done = subprocess.run(
         [sys.executable, "-m", "assay", "compare", str(baseline), str(candidate), "--format", "json"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,  # bounded, not timed: a comparison that hangs fails here
     )
-    elapsed = time.perf_counter() - start
     assert done.returncode in (0, 1), done.stderr[-2000:]
     assert done.stdout.count('"task": "mmlu_subject_') == 57 * 2 + 57  # two metrics' rows, then the tasks
-    assert elapsed < 4.0, f"{elapsed:.1f} s (the goal is about 1 s; the limit leaves room for a busy CI machine)"
