@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from assay import scores
+from assay.booleans import strict_bool
 from assay.errors import UserError
 
 
@@ -41,7 +42,11 @@ class AggregateMetric:
             metric=raw["metric"],
             filter_list=tuple(filters) if filters is not None else None,
             aggregation=aggregation,
-            weight_by_size=bool(raw.get("weight_by_size", True)),
+            # A quoted "false" is not true: read as every other boolean (it also decides a
+            # sequential run's pooling).
+            weight_by_size=strict_bool(
+                raw.get("weight_by_size", True), name=f"group {group!r} aggregate_metric_list weight_by_size"
+            ),
         )
 
 
