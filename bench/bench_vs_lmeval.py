@@ -166,6 +166,19 @@ class Counters:
             if isinstance(module, (torch.nn.Linear, Conv1D)):
                 module.register_forward_hook(count_flops)
 
+    def count_blocked_head(self) -> None:
+        """Assay's head products a vocabulary block at a time bypass the head's forward (and
+        its hook): count them where they run."""
+        from assay.runner.models.hf.head_logprobs import HeadLogprobs
+
+        real = HeadLogprobs._logits
+
+        def counted(scorer: Any, hidden: Any) -> Any:
+            self.flops += 2 * hidden.shape[0] * hidden.shape[1] * scorer.head.out_features
+            return real(scorer, hidden)
+
+        HeadLogprobs._logits = counted  # type: ignore[method-assign]
+
     def _wrap(self, lm: Any, method: str) -> None:
         real = getattr(lm, method)
 
@@ -194,6 +207,7 @@ def worker(args: argparse.Namespace) -> int:
 
         lm: Any = HFLM(**model_args)
         counters = Counters(lm)
+        counters.count_blocked_head()
         recorder = prefix_floor.Recorder(lm)
         out = simple_evaluate(lm, **kwargs)
     else:

@@ -5,7 +5,8 @@ hard-coded).
 - shared contexts: one pass over a multiple-choice context, its choices on its KV cache, or
   packed after it in the same row (`test_hf_packed_documents.py`; `cached_tails` turns that
   off where a test is about the cached path);
-- rolling: the model body once, the LM head and log-softmax in chunks of positions.
+- rolling: the model body once, the LM head and log-softmax in chunks of positions (a block
+  of the vocabulary at a time on the CPU, `test_hf_head_logprobs.py`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 import torch
 import transformers
 
-from assay.runner.models.hf import rolling
+from assay.runner.models.hf import head_logprobs, rolling
 from assay.runner.models.hf.model import HFLM
 from assay.runner.models.hf.shared_context import sharing_blocker
 from assay.runner.models.instance import RollingRequest
@@ -215,8 +216,9 @@ def test_rolling_uses_chunked_head_and_matches(
     model_dirs: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ours, theirs = pair(model_dirs, kind, batch_size=4)
-    assert ours._rolling_scorer() is not None
-    monkeypatch.setattr(rolling, "CHUNK", 7)  # several head chunks per window
+    scorer = ours._rolling_scorer()
+    assert scorer is not None and scorer.head.blocked
+    monkeypatch.setattr(head_logprobs, "POSITIONS", 20)  # several head chunks per window
     texts = ["A document long enough for three windows of the tiny model. " * 9, "short", "Two windows here. " * 8]
     mine = ours.loglikelihood_rolling([RollingRequest(t) for t in texts], disable_tqdm=True)
     ref = theirs.loglikelihood_rolling(
@@ -227,7 +229,7 @@ def test_rolling_uses_chunked_head_and_matches(
         disable_tqdm=True,
     )
     for m, r in zip(mine, ref, strict=True):
-        assert math.isclose(m, r, abs_tol=1e-4, rel_tol=1e-7), (m, r)
+        assert m == r, (m, r)  # bit for bit
 
 
 def test_rolling_falls_back_when_head_is_not_the_model() -> None:

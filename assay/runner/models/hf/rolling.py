@@ -3,11 +3,11 @@
 lm-eval computes logits for every window position, log-softmaxes the whole
 [batch, positions, vocab] tensor and gathers the targets: for 1024-token windows on a
 50k vocabulary that is 200 MB per row, twice. Here the model body runs once per batch of
-windows (of different documents, in lm-eval's order), and the LM head runs on `CHUNK`
-positions at a time: each chunk is log-softmaxed and its targets gathered, then dropped
-before the next. A row's log-softmax does not depend on the other rows, so each value is
-bit for bit lm-eval's (checked); `target − logsumexp` was tried and moves a 1000-token
-window's sum by ~1e-4, beyond the 1e-5 per-request parity tolerance.
+windows (of different documents, in lm-eval's order), and the LM head runs on the scored
+positions alone, a chunk at a time (`head_logprobs.py`): each chunk is log-softmaxed and its
+targets gathered, then dropped before the next. A row's log-softmax does not depend on the
+other rows, so each value is bit for bit lm-eval's (checked); `target − logsumexp` was tried
+and moves a 1000-token window's sum by ~1e-4, beyond the 1e-5 per-request parity tolerance.
 
 This needs the model split as body → head with nothing in between (no logit soft-capping
 or scaling). `split_model` checks that on a probe input once and returns None where the
@@ -21,11 +21,9 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
+from assay.runner.models.hf.head_logprobs import HeadLogprobs
 from assay.runner.models.token_pairs import TokenPair
-
-CHUNK = 256  # positions per LM-head call: 256 × 50k fp32 logits is 51 MB
 
 
 def split_model(model: Any, device: torch.device) -> tuple[Any, Any] | None:
@@ -60,11 +58,12 @@ class RollingScorer:
         softmax_dtype: torch.dtype | None,
         autocast: Callable[[], contextlib.AbstractContextManager[Any]],
     ) -> None:
-        self.body, self.head = body, head
+        self.body = body
         self.device = device
         self.max_length = max_length
-        self.softmax_dtype = softmax_dtype
         self.autocast = autocast
+        with autocast():
+            self.head = HeadLogprobs(head, device=device, softmax_dtype=softmax_dtype)
 
     def score(self, windows: Sequence[TokenPair]) -> list[float]:
         # the same rows lm-eval builds: (ctx + cont)[-(max_length + 1):][:-1], right-padded with 0
@@ -85,11 +84,5 @@ class RollingScorer:
     def _window(self, hidden: torch.Tensor, row_len: int, cont: list[int]) -> torch.Tensor:
         start = row_len - len(cont)
         targets = torch.tensor(cont, dtype=torch.long).to(self.device, non_blocking=True)
-        picked = []
-        for lo in range(0, len(cont), CHUNK):
-            hi = min(len(cont), lo + CHUNK)
-            logits = self.head(hidden[start + lo : start + hi])
-            logprobs = F.log_softmax(logits, dim=-1, dtype=self.softmax_dtype)
-            picked.append(logprobs.gather(1, targets[lo:hi].unsqueeze(1)).squeeze(1))
         # one sum over the window's positions, as lm-eval's `picked.sum()`
-        return torch.cat(picked).sum()
+        return self.head(hidden[start:row_len], targets).sum()
