@@ -21,7 +21,7 @@ from tqdm import tqdm
 from assay.batch_size import BatchSize
 from assay.errors import UserError
 from assay.runner.models import encoding, progress_label
-from assay.runner.models.hf import loading
+from assay.runner.models.hf import lean_gelu, loading
 from assay.runner.models.hf.args import HFArgs
 from assay.runner.models.hf.batching import BatchPlan, detect_batch_size
 from assay.runner.models.hf.generation import Generator
@@ -189,6 +189,8 @@ class HFLM(LM):
                     dtype=dtype,
                     trust_remote_code=args.trust_remote_code,
                 )
+            if self.mixed_precision_dtype is None:
+                lean_gelu.lighten(model)
         if isinstance(model, torch.nn.Module):
             model.eval()
             tie_weights = getattr(model, "tie_weights", None)
