@@ -71,9 +71,11 @@ def test_other_precisions_keep_transformers_module(dtype: torch.dtype) -> None:
     assert all(type(block.mlp.act) is NewGELUActivation for block in model.transformer.h)
 
 
-def test_hflm_lightens_a_model_it_loads_but_not_one_handed_in(gpt2_dir: Path) -> None:
+def test_hflm_lightens_a_model_it_loads_but_not_under_mixed_precision_or_one_handed_in(gpt2_dir: Path) -> None:
     loaded = HFLM(pretrained=str(gpt2_dir), device="cpu")
     assert any(isinstance(m, LeanNewGELU) for m in loaded.model.modules())
+    mixed = HFLM(pretrained=str(gpt2_dir), device="cpu", mixed_precision_dtype="bfloat16")
+    assert not any(isinstance(m, LeanNewGELU) for m in mixed.model.modules())  # autocast changes the dtypes
     given = transformers.AutoModelForCausalLM.from_pretrained(str(gpt2_dir))
     HFLM(pretrained=given, tokenizer=str(gpt2_dir), device="cpu")
     assert not any(isinstance(m, LeanNewGELU) for m in given.modules())
